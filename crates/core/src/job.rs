@@ -1,0 +1,100 @@
+//! A job: what a user asked for — a schedule, a target and the policies that govern delivery.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{MisfirePolicy, RetryPolicy, Schedule};
+
+pub type JobId = uuid::Uuid;
+
+/// The job state machine:
+///
+/// ```text
+///            pause              cancel
+///   active ────────► paused ──────────► cancelled
+///     │  ◄──────────                       ▲
+///     │    resume                          │ cancel (from active too)
+///     ├─ last occurrence delivered ──► completed
+///     └─ one-off dead-lettered ──────► failed
+/// ```
+/// `trigger` moves any non-cancelled job back to active with an extra occurrence due now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    Active,
+    Paused,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 5] = [
+        JobState::Active,
+        JobState::Paused,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Active => "active",
+            JobState::Paused => "paused",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
+    }
+
+    /// Terminal jobs have no pending occurrence.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// Everything about a job except its identity, payload and progress. Persisted by the stores in
+/// this (storage) encoding; the payload is kept beside it as raw JSON text so it is never re-encoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Caller-chosen type name, forwarded to the target so one endpoint can route by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<String>,
+    pub schedule: Schedule,
+    pub target: Target,
+    #[serde(default, skip_serializing_if = "RetryPolicy::is_default")]
+    pub retry: RetryPolicy,
+    #[serde(default, skip_serializing_if = "MisfirePolicy::is_default")]
+    pub misfire: MisfirePolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Webhook(WebhookTarget),
+}
+
+impl Target {
+    /// The label used in metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Webhook(_) => "webhook",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebhookTarget {
+    pub url: url::Url,
+    /// Extra request headers chosen by the user. Names are lowercase and never override the
+    /// delivery and signature headers Hourglass sets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}

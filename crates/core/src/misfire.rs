@@ -1,0 +1,228 @@
+//! What a recurring job does about occurrences it missed while no node was running (or while the
+//! dispatcher was far behind). An occurrence counts as missed when it is picked up more than the
+//! node's misfire threshold after its due time. One-off jobs always fire, however late.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::Schedule;
+use crate::schedule::serde_duration_ms;
+
+/// Caps how many skipped occurrences are counted one by one (cron schedules must be walked).
+const SKIP_COUNT_CAP: u64 = 1_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MisfirePolicy {
+    /// Drop missed occurrences; resume with the first one due after now.
+    Skip,
+    /// Fire one occurrence for the whole missed run, then resume after now.
+    #[default]
+    Once,
+    /// Fire every missed occurrence that is no older than `window`, one after another.
+    All {
+        #[serde(with = "serde_duration_ms")]
+        window: Duration,
+    },
+}
+
+impl MisfirePolicy {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What to do with a pending occurrence when it is picked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireDecision {
+    Fire,
+    /// Do not deliver; move the job to `next` (or complete it) and count `skipped` occurrences.
+    Skip {
+        next: Option<Timestamp>,
+        skipped: u64,
+    },
+}
+
+/// Decides whether the occurrence due at `due` fires now.
+pub fn decide(
+    schedule: &Schedule,
+    policy: MisfirePolicy,
+    due: Timestamp,
+    now: Timestamp,
+    threshold: Duration,
+    runs_done: u64,
+) -> FireDecision {
+    if !schedule.is_recurring() || !is_missed(due, now, threshold) {
+        return FireDecision::Fire;
+    }
+    match policy {
+        MisfirePolicy::Once => FireDecision::Fire,
+        MisfirePolicy::Skip => {
+            // The pending one and every one up to now are dropped.
+            let skipped = 1 + schedule.count_between(due, now, SKIP_COUNT_CAP);
+            FireDecision::Skip {
+                next: schedule.next_for_run(now, runs_done),
+                skipped,
+            }
+        }
+        MisfirePolicy::All { window } => {
+            let oldest_wanted = now - jiff::SignedDuration::try_from(window).unwrap_or_default();
+            if due >= oldest_wanted {
+                return FireDecision::Fire;
+            }
+            // Drop everything older than the window; the first occurrence inside it is next.
+            let first_inside = schedule.next_for_run(
+                oldest_wanted - jiff::SignedDuration::from_millis(1),
+                runs_done,
+            );
+            let skipped = 1 + schedule.count_between(
+                due,
+                oldest_wanted - jiff::SignedDuration::from_millis(1),
+                SKIP_COUNT_CAP,
+            );
+            FireDecision::Skip {
+                next: first_inside,
+                skipped,
+            }
+        }
+    }
+}
+
+/// After the occurrence due at `due` has run (delivered or dead-lettered) at `now`, the next
+/// pending occurrence and how many were skipped to reach it. `runs_done` includes this run.
+pub fn next_after_run(
+    schedule: &Schedule,
+    policy: MisfirePolicy,
+    due: Timestamp,
+    now: Timestamp,
+    threshold: Duration,
+    runs_done: u64,
+) -> (Option<Timestamp>, u64) {
+    if !schedule.is_recurring() {
+        return (None, 0);
+    }
+    let catch_up_from = match policy {
+        MisfirePolicy::All { .. } => due,
+        // `once` and `skip` resume after now when this run was itself a misfire; an on-time run
+        // continues with its successor even if that is already slightly due.
+        MisfirePolicy::Once | MisfirePolicy::Skip if is_missed(due, now, threshold) => {
+            let skipped = schedule.count_between(due, now, SKIP_COUNT_CAP);
+            return (schedule.next_for_run(now, runs_done), skipped);
+        }
+        MisfirePolicy::Once | MisfirePolicy::Skip => due,
+    };
+    (schedule.next_for_run(catch_up_from, runs_done), 0)
+}
+
+fn is_missed(due: Timestamp, now: Timestamp, threshold: Duration) -> bool {
+    let late = now.as_millisecond() - due.as_millisecond();
+    late > threshold.as_millis() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ScheduleKind;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn every_10s() -> Schedule {
+        Schedule::unbounded(ScheduleKind::Every {
+            interval: Duration::from_secs(10),
+            anchor: ts("2026-01-01T00:00:00Z"),
+        })
+    }
+
+    #[test]
+    fn on_time_occurrences_fire_and_continue_with_their_successor() {
+        let s = every_10s();
+        let due = ts("2026-01-01T00:00:10Z");
+        let now = ts("2026-01-01T00:00:10.003Z");
+        assert_eq!(
+            decide(&s, MisfirePolicy::Skip, due, now, MIN, 0),
+            FireDecision::Fire
+        );
+        assert_eq!(
+            next_after_run(&s, MisfirePolicy::Once, due, now, MIN, 1),
+            (Some(ts("2026-01-01T00:00:20Z")), 0)
+        );
+    }
+
+    #[test]
+    fn skip_drops_missed_and_counts_them() {
+        let s = every_10s();
+        let due = ts("2026-01-01T00:00:10Z");
+        let now = ts("2026-01-01T00:10:05Z");
+        // Missed: 00:00:10 .. 00:10:00 = 60 occurrences.
+        assert_eq!(
+            decide(&s, MisfirePolicy::Skip, due, now, MIN, 0),
+            FireDecision::Skip {
+                next: Some(ts("2026-01-01T00:10:10Z")),
+                skipped: 60
+            }
+        );
+    }
+
+    #[test]
+    fn once_fires_one_then_resumes_after_now() {
+        let s = every_10s();
+        let due = ts("2026-01-01T00:00:10Z");
+        let now = ts("2026-01-01T00:10:05Z");
+        assert_eq!(
+            decide(&s, MisfirePolicy::Once, due, now, MIN, 0),
+            FireDecision::Fire
+        );
+        assert_eq!(
+            next_after_run(&s, MisfirePolicy::Once, due, now, MIN, 1),
+            (Some(ts("2026-01-01T00:10:10Z")), 59)
+        );
+    }
+
+    #[test]
+    fn all_fires_within_window_and_skips_older() {
+        let s = every_10s();
+        let policy = MisfirePolicy::All {
+            window: Duration::from_secs(30),
+        };
+        let now = ts("2026-01-01T00:10:05Z");
+        // Inside the window (00:09:35 .. now): fires, then its direct successor is next.
+        let due = ts("2026-01-01T00:09:40Z");
+        assert_eq!(decide(&s, policy, due, now, MIN, 0), FireDecision::Fire);
+        assert_eq!(
+            next_after_run(&s, policy, due, now, MIN, 1),
+            (Some(ts("2026-01-01T00:09:50Z")), 0)
+        );
+        // Older than the window: skipped up to the first one inside it.
+        let old = ts("2026-01-01T00:00:10Z");
+        assert_eq!(
+            decide(&s, policy, old, now, MIN, 0),
+            FireDecision::Skip {
+                next: Some(ts("2026-01-01T00:09:40Z")),
+                skipped: 57
+            }
+        );
+    }
+
+    #[test]
+    fn one_off_jobs_always_fire() {
+        let s = Schedule::at(ts("2026-01-01T00:00:00Z"));
+        let now = ts("2026-03-01T00:00:00Z");
+        assert_eq!(
+            decide(
+                &s,
+                MisfirePolicy::Skip,
+                ts("2026-01-01T00:00:00Z"),
+                now,
+                MIN,
+                0
+            ),
+            FireDecision::Fire
+        );
+    }
+}

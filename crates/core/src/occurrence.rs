@@ -1,0 +1,116 @@
+//! An occurrence is one due time of a job; a completion is what became of one delivery attempt.
+
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use crate::{JobId, JobSpec};
+
+/// One pending due time of a job, as claimed by a node. `token` is the fencing token of the claim:
+/// a completion carrying an older token is rejected by the store.
+#[derive(Debug, Clone)]
+pub struct Occurrence {
+    pub job_id: JobId,
+    pub namespace: Arc<str>,
+    /// The nominal due time. With the job id it forms the occurrence's identity.
+    pub due: Timestamp,
+    /// When this attempt should run: the due time, or a retry time after it.
+    pub fire_at: Timestamp,
+    /// 1-based number of the attempt about to be made.
+    pub attempt: u32,
+    pub token: i64,
+    /// Occurrences of this job that already ran (delivered or dead-lettered).
+    pub runs_done: u64,
+    pub spec: Arc<JobSpec>,
+    /// The payload as raw JSON text, sent byte for byte.
+    pub payload: Option<Arc<str>>,
+}
+
+impl Occurrence {
+    pub fn delivery_id(&self) -> DeliveryId {
+        DeliveryId::new(self.job_id, self.due)
+    }
+}
+
+/// The idempotency key of an occurrence's delivery: the same on every retry and redelivery.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DeliveryId(String);
+
+impl DeliveryId {
+    pub fn new(job_id: JobId, due: Timestamp) -> Self {
+        Self(format!("{}_{}", job_id.simple(), due.as_millisecond()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The record of one delivery attempt, kept as the job's run history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub started_at: Timestamp,
+    pub latency_ms: u32,
+    /// The HTTP status, when a response arrived.
+    pub status: Option<u16>,
+    /// Why the attempt failed, when it did. Never contains secrets.
+    pub error: Option<String>,
+}
+
+/// What the store must do with a claimed occurrence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Delivered. The job moves to `next`, or completes when there is none.
+    Delivered {
+        next: Option<Timestamp>,
+        skipped: u64,
+    },
+    /// Failed, to be attempted again at `at`.
+    Retry { at: Timestamp },
+    /// Failed for good: recorded as a dead letter; the job moves on like after a delivery, or is
+    /// marked failed when it has no next occurrence.
+    DeadLetter {
+        next: Option<Timestamp>,
+        skipped: u64,
+        reason: String,
+    },
+    /// Not delivered because the misfire policy dropped it.
+    Skipped {
+        next: Option<Timestamp>,
+        skipped: u64,
+    },
+}
+
+/// The outcome of handling one claimed occurrence, applied by the store under the claim's fence.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub job_id: JobId,
+    pub token: i64,
+    pub due: Timestamp,
+    pub attempt: Option<AttemptRecord>,
+    pub action: Action,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_id_is_stable_per_occurrence() {
+        let id = uuid::Uuid::now_v7();
+        let due: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(DeliveryId::new(id, due), DeliveryId::new(id, due));
+        assert_ne!(
+            DeliveryId::new(id, due),
+            DeliveryId::new(id, due + jiff::SignedDuration::from_millis(1))
+        );
+    }
+}

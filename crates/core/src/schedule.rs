@@ -1,0 +1,421 @@
+//! When a job's occurrences are due: a single instant, a cron expression in an IANA time zone, or a
+//! fixed interval, optionally bounded by a start, an end and a maximum number of runs.
+//!
+//! DST behaviour (documented in README): cron expressions are evaluated on the local wall clock of
+//! their time zone. A fixed local time that a spring-forward gap skips fires at the first instant
+//! after the gap; a fixed local time that a fall-back overlap repeats fires once, on its first
+//! (earlier) instant. Expressions with wildcards in the time fields (e.g. every 15 minutes) follow
+//! real elapsed wall-clock time and fire in both halves of an overlap.
+
+use std::fmt;
+use std::time::Duration;
+
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde::{Deserialize, Serialize};
+
+use crate::ValidationError;
+
+/// How far ahead a cron expression is searched for its next occurrence before it is declared
+/// never-firing. Croner bounds its own search too; this keeps validation cheap and predictable.
+const NEVER_FIRES_HORIZON_YEARS: i16 = 5;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub kind: ScheduleKind,
+    /// No occurrence is due before this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Timestamp>,
+    /// No occurrence is due after this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<Timestamp>,
+    /// The job completes after this many occurrences have run (delivered or dead-lettered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleKind {
+    /// One occurrence at an instant. `after` delays are resolved to this at create time.
+    At(Timestamp),
+    Cron(CronSchedule),
+    /// Occurrences at `anchor + k * interval` for k = 0, 1, 2, ... Anchoring (instead of "interval
+    /// after the last run") keeps the cadence free of drift however late a delivery completes.
+    Every {
+        #[serde(with = "duration_ms")]
+        interval: Duration,
+        anchor: Timestamp,
+    },
+}
+
+impl Schedule {
+    pub fn at(instant: Timestamp) -> Self {
+        Self::unbounded(ScheduleKind::At(instant))
+    }
+
+    pub fn unbounded(kind: ScheduleKind) -> Self {
+        Self {
+            kind,
+            start: None,
+            end: None,
+            max_runs: None,
+        }
+    }
+
+    pub fn is_recurring(&self) -> bool {
+        !matches!(self.kind, ScheduleKind::At(_))
+    }
+
+    /// The first occurrence due at or after `now` (for `at`: the instant itself, even if it has
+    /// passed, so a slightly late create still fires).
+    pub fn first_due(&self, now: Timestamp) -> Option<Timestamp> {
+        let due = match &self.kind {
+            ScheduleKind::At(at) => Some(*at),
+            _ => {
+                let from = self.start.map_or(now, |start| start.max(now));
+                self.raw_at_or_after(from)
+            }
+        }?;
+        self.within_end(due)
+    }
+
+    /// The first occurrence strictly after `after`, respecting start and end. Max runs is the
+    /// caller's concern because only it knows how many have run.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        let due = match &self.kind {
+            ScheduleKind::At(_) => None,
+            _ => match self.start {
+                Some(start) if start > after => self.raw_at_or_after(start),
+                _ => self.raw_after(after),
+            },
+        }?;
+        self.within_end(due)
+    }
+
+    /// Like [`Schedule::next_after`], but `None` once `runs_done` occurrences have run and the
+    /// schedule allows no more.
+    pub fn next_for_run(&self, after: Timestamp, runs_done: u64) -> Option<Timestamp> {
+        if self.max_runs.is_some_and(|max| runs_done >= max) {
+            return None;
+        }
+        self.next_after(after)
+    }
+
+    /// Counts occurrences in the half-open range `(after, up_to]`, stopping at `cap`.
+    pub fn count_between(&self, after: Timestamp, up_to: Timestamp, cap: u64) -> u64 {
+        if let ScheduleKind::Every { interval, .. } = &self.kind {
+            // Arithmetic instead of iteration: a week of downtime at 1 s is 604,800 occurrences.
+            let Some(first) = self.next_after(after) else {
+                return 0;
+            };
+            let last = self.end.map_or(up_to, |end| end.min(up_to));
+            if first > last {
+                return 0;
+            }
+            let step = interval.as_millis() as i64;
+            let n = (last.as_millisecond() - first.as_millisecond()) / step + 1;
+            return (n as u64).min(cap);
+        }
+        let mut count = 0;
+        let mut cursor = after;
+        while count < cap {
+            match self.next_after(cursor) {
+                Some(next) if next <= up_to => {
+                    count += 1;
+                    cursor = next;
+                }
+                _ => break,
+            }
+        }
+        count
+    }
+
+    fn within_end(&self, due: Timestamp) -> Option<Timestamp> {
+        match self.end {
+            Some(end) if due > end => None,
+            _ => Some(due),
+        }
+    }
+
+    fn raw_at_or_after(&self, t: Timestamp) -> Option<Timestamp> {
+        self.raw_after(t.checked_sub(jiff::SignedDuration::from_millis(1)).ok()?)
+    }
+
+    fn raw_after(&self, t: Timestamp) -> Option<Timestamp> {
+        match &self.kind {
+            ScheduleKind::At(at) => (*at > t).then_some(*at),
+            ScheduleKind::Cron(cron) => cron.next_after(t),
+            ScheduleKind::Every { interval, anchor } => {
+                let step = interval.as_millis() as i64;
+                let anchor_ms = anchor.as_millisecond();
+                let t_ms = t.as_millisecond();
+                let k = if t_ms < anchor_ms {
+                    0
+                } else {
+                    (t_ms - anchor_ms) / step + 1
+                };
+                Timestamp::from_millisecond(anchor_ms.checked_add(k.checked_mul(step)?)?).ok()
+            }
+        }
+    }
+}
+
+/// A parsed cron expression bound to its time zone. Stored as the expression and zone name and
+/// parsed again on load.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(try_from = "CronRepr", into = "CronRepr")]
+pub struct CronSchedule {
+    expr: String,
+    timezone: String,
+    tz: TimeZone,
+    cron: Cron,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CronRepr {
+    expr: String,
+    tz: String,
+}
+
+impl TryFrom<CronRepr> for CronSchedule {
+    type Error = ValidationError;
+
+    fn try_from(repr: CronRepr) -> Result<Self, Self::Error> {
+        CronSchedule::parse(&repr.expr, &repr.tz)
+    }
+}
+
+impl From<CronSchedule> for CronRepr {
+    fn from(c: CronSchedule) -> Self {
+        CronRepr {
+            expr: c.expr,
+            tz: c.timezone,
+        }
+    }
+}
+
+impl PartialEq for CronSchedule {
+    fn eq(&self, other: &Self) -> bool {
+        self.expr == other.expr && self.timezone == other.timezone
+    }
+}
+
+impl fmt::Debug for CronSchedule {
+    // Croner's own Debug output is about 15 KB; the expression says everything useful.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CronSchedule")
+            .field("expr", &self.expr)
+            .field("timezone", &self.timezone)
+            .finish()
+    }
+}
+
+impl CronSchedule {
+    /// Parses a 5-field (minute precision) or 6-field (leading seconds) expression in an IANA zone.
+    /// Field paths in errors are relative to the schedule object.
+    pub fn parse(expr: &str, timezone: &str) -> Result<Self, ValidationError> {
+        let tz = TimeZone::get(timezone).map_err(|_| {
+            ValidationError::new(
+                "unknown_timezone",
+                "timezone",
+                format!("{timezone:?} is not an IANA time zone name such as \"Europe/Berlin\""),
+            )
+        })?;
+        let fields = expr.split_whitespace().count();
+        if !(5..=6).contains(&fields) || expr.contains('@') {
+            return Err(ValidationError::new(
+                "invalid_cron",
+                "cron",
+                format!("{expr:?} must have 5 fields, or 6 with leading seconds"),
+            ));
+        }
+        let cron = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .build()
+            .parse(expr)
+            .map_err(|e| {
+                ValidationError::new(
+                    "invalid_cron",
+                    "cron",
+                    format!("{expr:?} is not a valid cron expression: {e}"),
+                )
+            })?;
+        Ok(Self {
+            expr: expr.to_string(),
+            timezone: timezone.to_string(),
+            tz,
+            cron,
+        })
+    }
+
+    pub fn expr(&self) -> &str {
+        &self.expr
+    }
+
+    pub fn timezone(&self) -> &str {
+        &self.timezone
+    }
+
+    /// Fails with `cron_never_fires` when no occurrence exists within the next few years after
+    /// `now`, e.g. `0 0 30 2 *` (February 30th).
+    pub fn check_fires(&self, now: Timestamp) -> Result<(), ValidationError> {
+        let limit = now
+            .to_zoned(self.tz.clone())
+            .checked_add(jiff::Span::new().years(NEVER_FIRES_HORIZON_YEARS))
+            .map(|z| z.timestamp())
+            .unwrap_or(Timestamp::MAX);
+        match self.next_after(now) {
+            Some(next) if next <= limit => Ok(()),
+            _ => Err(ValidationError::new(
+                "cron_never_fires",
+                "cron",
+                format!(
+                    "{:?} has no occurrence in the next {NEVER_FIRES_HORIZON_YEARS} years",
+                    self.expr
+                ),
+            )),
+        }
+    }
+
+    /// The first occurrence strictly after `t`. Cron has one-second resolution, so the search
+    /// starts from `t`'s whole second and croner steps off it.
+    pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
+        let whole_second = Timestamp::from_second(t.as_second()).ok()?;
+        let base = if t.subsec_nanosecond() < 0 {
+            // Negative timestamps round towards zero; step back to the floor.
+            whole_second
+                .checked_sub(jiff::SignedDuration::from_secs(1))
+                .ok()?
+        } else {
+            whole_second
+        };
+        let zoned = base.to_zoned(self.tz.clone());
+        let next = self.cron.find_next_occurrence(&zoned, false).ok()?;
+        Some(next.timestamp())
+    }
+}
+
+pub(crate) mod duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+pub(crate) use duration_ms as serde_duration_ms;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn cron(expr: &str, tz: &str) -> Schedule {
+        Schedule::unbounded(ScheduleKind::Cron(CronSchedule::parse(expr, tz).unwrap()))
+    }
+
+    #[test]
+    fn cron_with_seconds_and_zone() {
+        let s = cron("0 30 9 * * MON-FRI", "Europe/Berlin");
+        // Saturday 2026-11-21 → next is Monday 09:30 CET (08:30 UTC).
+        let next = s.first_due(ts("2026-11-21T12:00:00Z")).unwrap();
+        assert_eq!(next, ts("2026-11-23T08:30:00Z"));
+        assert_eq!(s.next_after(next).unwrap(), ts("2026-11-24T08:30:00Z"));
+    }
+
+    #[test]
+    fn five_field_cron_has_minute_precision() {
+        let s = cron("*/15 * * * *", "UTC");
+        assert_eq!(
+            s.first_due(ts("2026-01-01T00:00:00.001Z")).unwrap(),
+            ts("2026-01-01T00:15:00Z")
+        );
+        assert_eq!(
+            s.next_after(ts("2026-01-01T00:15:00Z")).unwrap(),
+            ts("2026-01-01T00:30:00Z")
+        );
+    }
+
+    #[test]
+    fn never_firing_cron_is_rejected() {
+        let c = CronSchedule::parse("0 0 30 2 *", "UTC").unwrap();
+        let err = c.check_fires(ts("2026-01-01T00:00:00Z")).unwrap_err();
+        assert_eq!(err.code, "cron_never_fires");
+    }
+
+    #[test]
+    fn bad_cron_and_zone_name_the_field() {
+        assert_eq!(
+            CronSchedule::parse("61 * * * *", "UTC").unwrap_err().field,
+            "cron"
+        );
+        assert_eq!(
+            CronSchedule::parse("* * *", "UTC").unwrap_err().code,
+            "invalid_cron"
+        );
+        let err = CronSchedule::parse("* * * * *", "Mars/Olympus").unwrap_err();
+        assert_eq!(
+            (err.code, err.field.as_str()),
+            ("unknown_timezone", "timezone")
+        );
+    }
+
+    #[test]
+    fn every_is_anchored_and_drift_free() {
+        let anchor = ts("2026-01-01T00:00:00Z");
+        let s = Schedule::unbounded(ScheduleKind::Every {
+            interval: Duration::from_secs(10),
+            anchor,
+        });
+        assert_eq!(s.first_due(ts("2025-12-31T00:00:00Z")).unwrap(), anchor);
+        assert_eq!(
+            s.next_after(ts("2026-01-01T00:00:07.5Z")).unwrap(),
+            ts("2026-01-01T00:00:10Z")
+        );
+        assert_eq!(
+            s.next_after(ts("2026-01-01T00:00:10Z")).unwrap(),
+            ts("2026-01-01T00:00:20Z")
+        );
+        assert_eq!(
+            s.count_between(ts("2026-01-01T00:00:00Z"), ts("2026-01-01T00:01:00Z"), 1000),
+            6
+        );
+    }
+
+    #[test]
+    fn start_end_and_max_runs_bound_the_schedule() {
+        let mut s = cron("0 * * * * *", "UTC");
+        s.start = Some(ts("2026-01-01T10:00:00Z"));
+        s.end = Some(ts("2026-01-01T10:02:00Z"));
+        s.max_runs = Some(2);
+        assert_eq!(
+            s.first_due(ts("2026-01-01T00:00:00Z")).unwrap(),
+            ts("2026-01-01T10:00:00Z")
+        );
+        assert_eq!(
+            s.next_for_run(ts("2026-01-01T10:00:00Z"), 1),
+            Some(ts("2026-01-01T10:01:00Z"))
+        );
+        assert_eq!(s.next_for_run(ts("2026-01-01T10:01:00Z"), 2), None);
+        assert_eq!(s.next_after(ts("2026-01-01T10:02:00Z")), None);
+    }
+
+    #[test]
+    fn storage_encoding_round_trips() {
+        let s = cron("0 30 9 * * MON-FRI", "Europe/Berlin");
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Schedule = serde_json::from_str(&json).unwrap();
+        assert_eq!(s, back);
+    }
+}
