@@ -1,1 +1,263 @@
-//! stub
+//! The store contract: durable jobs with a due-time index, fenced claims and batched completions.
+//!
+//! Every backend implements [`Store`] and must pass the one [`conformance`] suite.
+//! Architecture Invariant: nothing here knows HTTP or the API's wire shapes, and no backend decides
+//! *when* something fires: schedules and policies are evaluated by the engine (via core); a backend
+//! stores and applies decisions atomically.
+
+pub mod conformance;
+pub mod sqlite;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence};
+use jiff::Timestamp;
+
+pub use sqlite::SqliteStore;
+
+/// Failures a caller can act on. Cloneable because one failed group commit answers many callers.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("key {key:?} is already used by job {existing} with a different body")]
+    KeyConflict {
+        /// Position of the offending job within its batch.
+        index: usize,
+        key: String,
+        existing: JobId,
+    },
+    #[error("job not found")]
+    NotFound,
+    #[error("cannot {action} a job that is {}", state.as_str())]
+    InvalidState {
+        state: JobState,
+        action: &'static str,
+    },
+    /// The store cannot serve now (I/O error, disk full, shutting down). Nothing was changed.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data could not be decoded. A bug or a downgrade; never user input.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A job to create. Ids are chosen by the caller (uuid v7) so a batch needs no round trip back.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub id: JobId,
+    pub namespace: String,
+    pub key: Option<String>,
+    pub spec: JobSpec,
+    /// Raw JSON text, stored and delivered byte for byte.
+    pub payload: Option<String>,
+    /// Hash of the create request as submitted; an idempotent retry with the same key must match.
+    pub fingerprint: i64,
+    /// The first occurrence's due time.
+    pub first_due: Timestamp,
+    pub now: Timestamp,
+}
+
+/// A stored job with its progress.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub namespace: String,
+    pub key: Option<String>,
+    pub state: JobState,
+    pub spec: JobSpec,
+    pub payload: Option<String>,
+    /// Nominal due time of the pending occurrence (or of the last one, for a finished job).
+    pub next_due: Option<Timestamp>,
+    /// Failed attempts of the pending occurrence so far.
+    pub attempt: u32,
+    /// Occurrences that ran (delivered or dead-lettered).
+    pub runs: u64,
+    /// Occurrences dropped by the misfire policy.
+    pub skipped: u64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    New(JobRecord),
+    /// The key was already used with the same request: the earlier job is returned unchanged.
+    Existing(JobRecord),
+}
+
+impl Created {
+    pub fn record(&self) -> &JobRecord {
+        match self {
+            Created::New(r) | Created::Existing(r) => r,
+        }
+    }
+}
+
+/// A node's claim on occurrences. Claimed rows are invisible to other claims until `now + ttl`.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub owner: String,
+    pub ttl: Duration,
+    pub now: Timestamp,
+}
+
+/// Whether a completion was applied or refused because its fencing token is stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Yes,
+    StaleLease,
+}
+
+/// A claimed occurrence handed back unfired (at shutdown), so it can fire without waiting for the
+/// lease to expire.
+#[derive(Debug, Clone, Copy)]
+pub struct Release {
+    pub job_id: JobId,
+    pub token: i64,
+    pub fire_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct JobQuery {
+    /// `None` lists every namespace (admin only; the API enforces that).
+    pub namespace: Option<String>,
+    pub state: Option<JobState>,
+    pub job_type: Option<String>,
+    pub due_before: Option<Timestamp>,
+    pub due_after: Option<Timestamp>,
+    /// Return jobs with ids greater than this (ids are time-ordered).
+    pub after: Option<JobId>,
+    pub limit: usize,
+}
+
+/// A change of a job's lifecycle state requested through the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Pause {
+        now: Timestamp,
+    },
+    /// Back to active: a one-off keeps its due time (firing at once if it passed); a recurring job
+    /// continues with its first occurrence at or after `now`.
+    Resume {
+        now: Timestamp,
+    },
+    Cancel {
+        now: Timestamp,
+    },
+    /// An extra occurrence due `now`; the schedule continues after it.
+    Trigger {
+        now: Timestamp,
+    },
+}
+
+/// A replacement of a job's definition; the pending occurrence moves to `next_due`.
+#[derive(Debug, Clone)]
+pub struct JobUpdate {
+    pub spec: JobSpec,
+    pub payload: Option<String>,
+    pub next_due: Option<Timestamp>,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub job_id: JobId,
+    pub due: Timestamp,
+    pub attempt: u32,
+    pub started_at: Timestamp,
+    pub latency_ms: u32,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    /// `delivered`, `retry`, `dead_letter`.
+    pub outcome: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetter {
+    pub id: i64,
+    pub namespace: String,
+    pub job_id: JobId,
+    pub due: Timestamp,
+    pub attempts: u32,
+    pub reason: String,
+    pub spec: JobSpec,
+    pub payload: Option<String>,
+    pub created_at: Timestamp,
+}
+
+/// The durable home of jobs. Methods taking a `namespace` of `None` act across namespaces.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The backend's name for metrics and the bench (`sqlite`, `postgres`).
+    fn backend(&self) -> &'static str;
+
+    /// Creates jobs in one transaction: all or none. A job whose namespace and key already exist
+    /// with the same fingerprint returns the existing job; with another fingerprint the whole batch
+    /// fails with [`StoreError::KeyConflict`].
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>>;
+
+    /// Claims up to `limit` active occurrences whose fire time is at or before `horizon`, earliest
+    /// first, under `lease`. Each returned occurrence carries a fresh fencing token.
+    async fn claim_due(
+        &self,
+        horizon: Timestamp,
+        limit: usize,
+        lease: &Lease,
+    ) -> Result<Vec<Occurrence>>;
+
+    /// Applies completions in one transaction. Each is applied only if its token is still the
+    /// job's current one; the answer says which were applied, in order.
+    async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>>;
+
+    /// Hands back claims that were never fired.
+    async fn release(&self, claims: Vec<Release>) -> Result<()>;
+
+    /// The earliest fire time among active occurrences, claimed ones at their lease expiry.
+    async fn next_due(&self) -> Result<Option<Timestamp>>;
+
+    async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>>;
+    async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>>;
+    async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64>;
+
+    /// Replaces an active or paused job's definition; any claim on it becomes stale.
+    async fn update_job(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        update: JobUpdate,
+    ) -> Result<JobRecord>;
+
+    /// Moves a job through its state machine; any claim on it becomes stale.
+    async fn transition(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        transition: Transition,
+    ) -> Result<JobRecord>;
+
+    /// Delivery attempts of a job, newest first.
+    async fn runs(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>>;
+
+    /// Dead letters, oldest first, with ids greater than `after`.
+    async fn dead_letters(
+        &self,
+        namespace: Option<&str>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>>;
+    async fn get_dead_letter(&self, namespace: Option<&str>, id: i64)
+    -> Result<Option<DeadLetter>>;
+    /// True when it existed.
+    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool>;
+
+    /// The namespace's webhook signing secret, if one was set.
+    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>>;
+    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()>;
+}

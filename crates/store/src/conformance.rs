@@ -1,0 +1,689 @@
+//! The behaviour every [`Store`] backend must show, written once. A backend's test file expands
+//! [`conformance_tests!`](crate::conformance_tests) with a factory that makes a fresh, empty store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hourglass_core::{
+    Action, AttemptRecord, Completion, JobSpec, JobState, Occurrence, Schedule, ScheduleKind,
+    Target, WebhookTarget,
+};
+use jiff::{SignedDuration, Timestamp};
+
+use crate::{
+    Applied, Created, JobQuery, JobUpdate, Lease, NewJob, Release, Store, StoreError, Transition,
+};
+
+/// Expands one `#[tokio::test]` per conformance case. `$factory` is an async closure returning
+/// `(Arc<dyn Store>, guard)`; the guard (e.g. a temporary directory) lives as long as the test.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@cases $factory;
+            create_then_get, idempotent_create_by_key, batch_is_all_or_nothing,
+            claim_respects_horizon_order_and_limit, claims_are_exclusive_until_lease_expiry,
+            stale_token_cannot_complete, delivered_one_off_completes_with_run_history,
+            recurring_advances_in_the_same_transaction, retry_moves_fire_time_and_counts_attempts,
+            dead_letters_are_recorded_listed_and_deleted, release_restores_fire_time,
+            next_due_tracks_earliest_active, namespaces_are_isolated, pause_resume_cancel_trigger,
+            update_replaces_spec_and_fences_claims, list_filters_and_paginates,
+            signing_secret_round_trips);
+    };
+    (@cases $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (store, _guard) = ($factory)().await;
+                $crate::conformance::$case(store).await;
+            }
+        )*
+    };
+}
+
+fn t(s: &str) -> Timestamp {
+    s.parse().expect("test timestamp")
+}
+
+const T0: &str = "2030-01-01T00:00:00Z";
+
+fn ms(n: i64) -> SignedDuration {
+    SignedDuration::from_millis(n)
+}
+
+fn webhook() -> Target {
+    Target::Webhook(WebhookTarget {
+        url: "https://example.com/hook".parse().expect("url"),
+        headers: Default::default(),
+    })
+}
+
+fn spec(schedule: Schedule) -> JobSpec {
+    JobSpec {
+        job_type: Some("test".into()),
+        schedule,
+        target: webhook(),
+        retry: Default::default(),
+        misfire: Default::default(),
+    }
+}
+
+fn one_off(namespace: &str, due: Timestamp) -> NewJob {
+    NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: namespace.into(),
+        key: None,
+        spec: spec(Schedule::at(due)),
+        payload: Some(r#"{"n":1}"#.into()),
+        fingerprint: 1,
+        first_due: due,
+        now: t(T0),
+    }
+}
+
+fn every_second(namespace: &str, anchor: Timestamp) -> NewJob {
+    let mut job = one_off(namespace, anchor);
+    job.spec = spec(Schedule::unbounded(ScheduleKind::Every {
+        interval: Duration::from_secs(1),
+        anchor,
+    }));
+    job
+}
+
+fn lease(owner: &str, now: Timestamp) -> Lease {
+    Lease {
+        owner: owner.into(),
+        ttl: Duration::from_secs(30),
+        now,
+    }
+}
+
+fn attempt(n: u32, at: Timestamp) -> Option<AttemptRecord> {
+    Some(AttemptRecord {
+        attempt: n,
+        started_at: at,
+        latency_ms: 3,
+        status: Some(200),
+        error: None,
+    })
+}
+
+fn done(occ: &Occurrence, action: Action) -> Completion {
+    Completion {
+        job_id: occ.job_id,
+        token: occ.token,
+        due: occ.due,
+        attempt: attempt(occ.attempt, occ.fire_at),
+        action,
+    }
+}
+
+async fn create(store: &dyn Store, jobs: Vec<NewJob>) -> Vec<Created> {
+    store.create_jobs(jobs).await.expect("create")
+}
+
+pub async fn create_then_get(store: Arc<dyn Store>) {
+    let job = one_off("a", t(T0) + ms(5000));
+    let id = job.id;
+    let created = create(&*store, vec![job]).await;
+    assert!(matches!(created[0], Created::New(_)));
+    let got = store.get_job(Some("a"), id).await.unwrap().expect("job");
+    assert_eq!(got.id, id);
+    assert_eq!(got.state, JobState::Active);
+    assert_eq!(got.next_due, Some(t(T0) + ms(5000)));
+    assert_eq!(got.payload.as_deref(), Some(r#"{"n":1}"#));
+    assert_eq!(got.spec.job_type.as_deref(), Some("test"));
+    assert_eq!(store.count_jobs(None).await.unwrap(), 1);
+}
+
+pub async fn idempotent_create_by_key(store: Arc<dyn Store>) {
+    let mut first = one_off("a", t(T0));
+    first.key = Some("k".into());
+    let first_id = first.id;
+    create(&*store, vec![first]).await;
+
+    let mut same = one_off("a", t(T0));
+    same.key = Some("k".into());
+    let again = create(&*store, vec![same]).await;
+    match &again[0] {
+        Created::Existing(r) => assert_eq!(r.id, first_id),
+        other => panic!("expected the existing job, got {other:?}"),
+    }
+
+    let mut different = one_off("a", t(T0));
+    different.key = Some("k".into());
+    different.fingerprint = 2;
+    match store.create_jobs(vec![different]).await {
+        Err(StoreError::KeyConflict { existing, .. }) => assert_eq!(existing, first_id),
+        other => panic!("expected a key conflict, got {other:?}"),
+    }
+    // The same key in another namespace is another job.
+    let mut elsewhere = one_off("b", t(T0));
+    elsewhere.key = Some("k".into());
+    assert!(matches!(
+        create(&*store, vec![elsewhere]).await[0],
+        Created::New(_)
+    ));
+    assert_eq!(store.count_jobs(None).await.unwrap(), 2);
+}
+
+pub async fn batch_is_all_or_nothing(store: Arc<dyn Store>) {
+    let mut taken = one_off("a", t(T0));
+    taken.key = Some("taken".into());
+    create(&*store, vec![taken]).await;
+
+    let fresh = one_off("a", t(T0));
+    let mut conflicting = one_off("a", t(T0));
+    conflicting.key = Some("taken".into());
+    conflicting.fingerprint = 99;
+    let err = store
+        .create_jobs(vec![fresh, conflicting])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::KeyConflict { index: 1, .. }));
+    assert_eq!(store.count_jobs(Some("a")).await.unwrap(), 1);
+}
+
+pub async fn claim_respects_horizon_order_and_limit(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let jobs: Vec<NewJob> = [300, 100, 200, 5000]
+        .into_iter()
+        .map(|d| one_off("a", base + ms(d)))
+        .collect();
+    create(&*store, jobs).await;
+    let claimed = store
+        .claim_due(base + ms(250), 10, &lease("n1", base))
+        .await
+        .unwrap();
+    let dues: Vec<_> = claimed.iter().map(|o| o.due).collect();
+    assert_eq!(dues, vec![base + ms(100), base + ms(200)]);
+    assert!(claimed.iter().all(|o| o.attempt == 1 && o.runs_done == 0));
+    let limited = store
+        .claim_due(base + ms(10_000), 1, &lease("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(limited[0].due, base + ms(300));
+}
+
+pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let first = store.claim_due(base, 10, &lease("n1", base)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let during = base + ms(29_000);
+    assert!(
+        store
+            .claim_due(during, 10, &lease("n2", during))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live claim must not be claimed again"
+    );
+    let after = base + ms(30_001);
+    let second = store
+        .claim_due(after, 10, &lease("n2", after))
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        second[0].due, first[0].due,
+        "same occurrence, same identity"
+    );
+    assert!(second[0].token > first[0].token);
+}
+
+pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let first = store.claim_due(base, 10, &lease("n1", base)).await.unwrap();
+    let later = base + ms(31_000);
+    let second = store
+        .claim_due(later, 10, &lease("n2", later))
+        .await
+        .unwrap();
+    let stale = done(
+        &first[0],
+        Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    );
+    assert_eq!(
+        store.complete(vec![stale], later).await.unwrap(),
+        vec![Applied::StaleLease]
+    );
+    let job = store.get_job(None, first[0].job_id).await.unwrap().unwrap();
+    assert_eq!(
+        job.state,
+        JobState::Active,
+        "stale write must change nothing"
+    );
+    assert!(store.runs(None, job.id, 10).await.unwrap().is_empty());
+    let fresh = done(
+        &second[0],
+        Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    );
+    assert_eq!(
+        store.complete(vec![fresh], later).await.unwrap(),
+        vec![Applied::Yes]
+    );
+}
+
+pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let occ = store
+        .claim_due(base, 10, &lease("n1", base))
+        .await
+        .unwrap()
+        .remove(0);
+    let applied = store
+        .complete(
+            vec![done(
+                &occ,
+                Action::Delivered {
+                    next: None,
+                    skipped: 0,
+                },
+            )],
+            base + ms(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![Applied::Yes]);
+    let job = store.get_job(Some("a"), occ.job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Completed);
+    assert_eq!(job.runs, 1);
+    let runs = store.runs(Some("a"), occ.job_id, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0].status, runs[0].outcome.as_str()),
+        (Some(200), "delivered")
+    );
+    assert_eq!(store.next_due().await.unwrap(), None);
+}
+
+pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![every_second("a", base)]).await;
+    let occ = store
+        .claim_due(base, 10, &lease("n1", base))
+        .await
+        .unwrap()
+        .remove(0);
+    let next = base + ms(1000);
+    store
+        .complete(
+            vec![done(
+                &occ,
+                Action::Delivered {
+                    next: Some(next),
+                    skipped: 2,
+                },
+            )],
+            base,
+        )
+        .await
+        .unwrap();
+    let job = store.get_job(None, occ.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.next_due, job.runs, job.skipped, job.attempt),
+        (JobState::Active, Some(next), 1, 2, 0)
+    );
+    let again = store.claim_due(next, 10, &lease("n1", next)).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].due, again[0].runs_done), (next, 1));
+}
+
+pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let occ = store
+        .claim_due(base, 10, &lease("n1", base))
+        .await
+        .unwrap()
+        .remove(0);
+    let retry_at = base + ms(2000);
+    store
+        .complete(vec![done(&occ, Action::Retry { at: retry_at })], base)
+        .await
+        .unwrap();
+    assert_eq!(store.next_due().await.unwrap(), Some(retry_at));
+    assert!(
+        store
+            .claim_due(retry_at - ms(1), 10, &lease("n1", base))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let second = store
+        .claim_due(retry_at, 10, &lease("n1", retry_at))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        (second.attempt, second.due, second.fire_at),
+        (2, base, retry_at)
+    );
+    let runs = store.runs(None, occ.job_id, 10).await.unwrap();
+    assert_eq!(runs[0].outcome, "retry");
+}
+
+pub async fn dead_letters_are_recorded_listed_and_deleted(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base), one_off("b", base)]).await;
+    let claimed = store.claim_due(base, 10, &lease("n1", base)).await.unwrap();
+    let batch = claimed
+        .iter()
+        .map(|occ| {
+            done(
+                occ,
+                Action::DeadLetter {
+                    next: None,
+                    skipped: 0,
+                    reason: "http 500".into(),
+                },
+            )
+        })
+        .collect();
+    store.complete(batch, base).await.unwrap();
+    let letters = store.dead_letters(Some("a"), None, 10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    let letter = &letters[0];
+    assert_eq!(
+        (letter.reason.as_str(), letter.due, letter.attempts),
+        ("http 500", base, 1)
+    );
+    assert_eq!(letter.payload.as_deref(), Some(r#"{"n":1}"#));
+    let job = store.get_job(None, letter.job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Failed);
+    assert_eq!(store.dead_letters(None, None, 10).await.unwrap().len(), 2);
+    assert!(
+        store
+            .get_dead_letter(Some("b"), letter.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !store
+            .delete_dead_letter(Some("b"), letter.id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .delete_dead_letter(Some("a"), letter.id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .get_dead_letter(None, letter.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn release_restores_fire_time(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base + ms(500))]).await;
+    let occ = store
+        .claim_due(base + ms(1000), 10, &lease("n1", base))
+        .await
+        .unwrap()
+        .remove(0);
+    store
+        .release(vec![Release {
+            job_id: occ.job_id,
+            token: occ.token,
+            fire_at: occ.fire_at,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(store.next_due().await.unwrap(), Some(base + ms(500)));
+    let again = store
+        .claim_due(base + ms(500), 10, &lease("n2", base))
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+}
+
+pub async fn next_due_tracks_earliest_active(store: Arc<dyn Store>) {
+    let base = t(T0);
+    assert_eq!(store.next_due().await.unwrap(), None);
+    let later = one_off("a", base + ms(9000));
+    let sooner = one_off("a", base + ms(3000));
+    let sooner_id = sooner.id;
+    create(&*store, vec![later, sooner]).await;
+    assert_eq!(store.next_due().await.unwrap(), Some(base + ms(3000)));
+    store
+        .transition(Some("a"), sooner_id, Transition::Pause { now: base })
+        .await
+        .unwrap();
+    assert_eq!(store.next_due().await.unwrap(), Some(base + ms(9000)));
+}
+
+pub async fn namespaces_are_isolated(store: Arc<dyn Store>) {
+    let job = one_off("a", t(T0));
+    let id = job.id;
+    create(&*store, vec![job, one_off("b", t(T0))]).await;
+    assert!(store.get_job(Some("b"), id).await.unwrap().is_none());
+    assert!(matches!(
+        store
+            .transition(Some("b"), id, Transition::Cancel { now: t(T0) })
+            .await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        store.runs(Some("b"), id, 10).await,
+        Err(StoreError::NotFound)
+    ));
+    let listed = store
+        .list_jobs(JobQuery {
+            namespace: Some("b".into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(listed.iter().all(|j| j.namespace == "b") && listed.len() == 1);
+    assert_eq!(store.count_jobs(Some("a")).await.unwrap(), 1);
+}
+
+pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let mut recurring = every_second("a", base);
+    recurring.key = Some("tick".into());
+    let id = recurring.id;
+    create(&*store, vec![recurring]).await;
+    // A claim made before the pause becomes stale.
+    let occ = store
+        .claim_due(base, 10, &lease("n1", base))
+        .await
+        .unwrap()
+        .remove(0);
+    let paused = store
+        .transition(Some("a"), id, Transition::Pause { now: base })
+        .await
+        .unwrap();
+    assert_eq!(paused.state, JobState::Paused);
+    assert!(
+        store
+            .claim_due(base + ms(60_000), 10, &lease("n1", base))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stale = done(
+        &occ,
+        Action::Delivered {
+            next: Some(base + ms(1000)),
+            skipped: 0,
+        },
+    );
+    assert_eq!(
+        store.complete(vec![stale], base).await.unwrap(),
+        vec![Applied::StaleLease]
+    );
+
+    let resume_at = base + ms(10_500);
+    let resumed = store
+        .transition(Some("a"), id, Transition::Resume { now: resume_at })
+        .await
+        .unwrap();
+    assert_eq!(resumed.state, JobState::Active);
+    assert_eq!(resumed.next_due, Some(base + ms(11_000)));
+
+    let trigger_at = base + ms(10_600);
+    let triggered = store
+        .transition(Some("a"), id, Transition::Trigger { now: trigger_at })
+        .await
+        .unwrap();
+    assert_eq!(triggered.next_due, Some(trigger_at));
+
+    let cancelled = store
+        .transition(Some("a"), id, Transition::Cancel { now: trigger_at })
+        .await
+        .unwrap();
+    assert_eq!(cancelled.state, JobState::Cancelled);
+    assert_eq!(cancelled.key, None, "a cancelled job frees its key");
+    assert_eq!(store.next_due().await.unwrap(), None);
+    assert!(matches!(
+        store
+            .transition(Some("a"), id, Transition::Resume { now: trigger_at })
+            .await,
+        Err(StoreError::InvalidState {
+            state: JobState::Cancelled,
+            ..
+        })
+    ));
+    // Cancelling twice is harmless.
+    store
+        .transition(Some("a"), id, Transition::Cancel { now: trigger_at })
+        .await
+        .unwrap();
+}
+
+pub async fn update_replaces_spec_and_fences_claims(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = one_off("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let occ = store
+        .claim_due(base, 10, &lease("n1", base))
+        .await
+        .unwrap()
+        .remove(0);
+    let new_due = base + ms(60_000);
+    let mut new_spec = spec(Schedule::at(new_due));
+    new_spec.job_type = Some("renamed".into());
+    let updated = store
+        .update_job(
+            Some("a"),
+            id,
+            JobUpdate {
+                spec: new_spec,
+                payload: Some("[1,2]".into()),
+                next_due: Some(new_due),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.next_due, Some(new_due));
+    assert_eq!(updated.payload.as_deref(), Some("[1,2]"));
+    assert_eq!(updated.spec.job_type.as_deref(), Some("renamed"));
+    let stale = done(
+        &occ,
+        Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    );
+    assert_eq!(
+        store.complete(vec![stale], base).await.unwrap(),
+        vec![Applied::StaleLease]
+    );
+    assert_eq!(store.next_due().await.unwrap(), Some(new_due));
+}
+
+pub async fn list_filters_and_paginates(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let jobs: Vec<NewJob> = (0..25).map(|i| one_off("a", base + ms(i * 1000))).collect();
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    create(&*store, jobs).await;
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_jobs(JobQuery {
+                namespace: Some("a".into()),
+                after,
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|j| j.id);
+        seen.extend(page.into_iter().map(|j| j.id));
+    }
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(seen, expected);
+
+    let due_window = store
+        .list_jobs(JobQuery {
+            namespace: Some("a".into()),
+            due_after: Some(base + ms(5000)),
+            due_before: Some(base + ms(8000)),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(due_window.len(), 3);
+    store
+        .transition(Some("a"), ids[0], Transition::Pause { now: base })
+        .await
+        .unwrap();
+    let paused = store
+        .list_jobs(JobQuery {
+            namespace: Some("a".into()),
+            state: Some(JobState::Paused),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(paused.len(), 1);
+    assert_eq!(paused[0].id, ids[0]);
+    let typed = store
+        .list_jobs(JobQuery {
+            namespace: Some("a".into()),
+            job_type: Some("nope".into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(typed.is_empty());
+}
+
+pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
+    assert_eq!(store.signing_secret("a").await.unwrap(), None);
+    store.set_signing_secret("a", "whsec_one").await.unwrap();
+    store.set_signing_secret("a", "whsec_two").await.unwrap();
+    assert_eq!(
+        store.signing_secret("a").await.unwrap().as_deref(),
+        Some("whsec_two")
+    );
+    assert_eq!(store.signing_secret("b").await.unwrap(), None);
+}

@@ -1,0 +1,980 @@
+//! The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a commit is on disk
+//! before its caller hears about it.
+//!
+//! All writes go through one writer thread that group-commits: it takes every request waiting in
+//! its queue, runs each inside its own savepoint, commits once, and only then answers them all. A
+//! thousand concurrent creates cost one fsync. Reads run on a small pool of separate connections,
+//! which WAL lets proceed while the writer works.
+//!
+//! The data directory is locked exclusively, so exactly one node uses it; at open every lease left
+//! by a previous (crashed) process is released, and its claimed occurrences fire again at once.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hourglass_core::{Action, Completion, JobId, JobSpec, JobState, Occurrence, from_ms};
+use jiff::Timestamp;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{
+    Applied, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob, Release, Result,
+    RunRecord, Store, StoreError, Transition,
+};
+
+/// How many queued requests one transaction may take. Bounds the latency one commit adds.
+const MAX_GROUP: usize = 512;
+/// Requests waiting for the writer. When full, callers wait: this is the store's backpressure.
+const WRITE_QUEUE: usize = 4096;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS jobs (
+    id            BLOB PRIMARY KEY,
+    namespace     TEXT NOT NULL,
+    key           TEXT,
+    job_type      TEXT,
+    state         INTEGER NOT NULL,
+    spec          TEXT NOT NULL,
+    payload       TEXT,
+    fingerprint   INTEGER NOT NULL,
+    due_ms        INTEGER,
+    -- When the next attempt runs. While claimed: the lease expiry, so an abandoned claim becomes
+    -- due again by itself and the due index never has to skip over claimed rows.
+    fire_ms       INTEGER,
+    attempt       INTEGER NOT NULL DEFAULT 0,
+    runs          INTEGER NOT NULL DEFAULT 0,
+    skipped       INTEGER NOT NULL DEFAULT 0,
+    lease_owner   TEXT,
+    -- The fire time before the claim, restored when a claim is released unfired.
+    lease_fire_ms INTEGER,
+    lease_token   INTEGER NOT NULL DEFAULT 0,
+    created_ms    INTEGER NOT NULL,
+    updated_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_namespace_key ON jobs(namespace, key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs(fire_ms) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS jobs_namespace ON jobs(namespace, id);
+
+CREATE TABLE IF NOT EXISTS runs (
+    job_id      BLOB NOT NULL,
+    due_ms      INTEGER NOT NULL,
+    attempt     INTEGER NOT NULL,
+    started_ms  INTEGER NOT NULL,
+    latency_ms  INTEGER NOT NULL,
+    status      INTEGER,
+    error       TEXT,
+    outcome     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_job ON runs(job_id, started_ms);
+
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    namespace   TEXT NOT NULL,
+    job_id      BLOB NOT NULL,
+    due_ms      INTEGER NOT NULL,
+    attempts    INTEGER NOT NULL,
+    reason      TEXT NOT NULL,
+    spec        TEXT NOT NULL,
+    payload     TEXT,
+    created_ms  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_namespace ON dead_letters(namespace, id);
+
+CREATE TABLE IF NOT EXISTS namespaces (
+    name            TEXT PRIMARY KEY,
+    signing_secret  TEXT
+);
+"#;
+
+const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
+
+type Reply = Box<dyn FnOnce(Option<StoreError>) + Send>;
+/// A unit of work for the writer. It gets no connection when the transaction could not begin.
+type WriteJob = Box<dyn FnOnce(Option<&Connection>) -> (bool, Reply) + Send>;
+
+pub struct SqliteStore {
+    writer: mpsc::Sender<WriteJob>,
+    readers: Arc<ReaderPool>,
+    path: PathBuf,
+    /// Held for the store's lifetime: the OS lock that keeps a second node off this directory.
+    _lock: File,
+}
+
+struct ReaderPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in `dir`, taking an exclusive lock on it.
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
+        })?;
+        let lock = File::create(dir.join("LOCK"))
+            .map_err(|e| StoreError::Unavailable(format!("cannot create lock file: {e}")))?;
+        lock.try_lock().map_err(|_| {
+            StoreError::Unavailable(format!(
+                "{} is in use by another hourglass process",
+                dir.display()
+            ))
+        })?;
+        let path = dir.join("hourglass.db");
+        let conn = open_connection(&path)?;
+        conn.execute_batch(SCHEMA).map_err(unavailable)?;
+        // Single node by construction (the lock above): every lease belongs to a dead process.
+        let released = conn
+            .execute(
+                "UPDATE jobs SET fire_ms = lease_fire_ms, lease_owner = NULL, lease_fire_ms = NULL
+                 WHERE lease_owner IS NOT NULL AND state = 0",
+                [],
+            )
+            .map_err(unavailable)?;
+        if released > 0 {
+            tracing::info!(released, "released claims left by a previous process");
+        }
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        std::thread::Builder::new()
+            .name("hourglass-sqlite-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start writer thread: {e}")))?;
+        Ok(Self {
+            writer: tx,
+            readers: Arc::new(ReaderPool {
+                path: path.clone(),
+                idle: Mutex::new(Vec::new()),
+            }),
+            path,
+            _lock: lock,
+        })
+    }
+
+    /// The database file, for operators and the bench's footprint figures.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` inside the next group commit; answers only after the commit is durable.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: WriteJob = Box::new(move |conn| {
+            let result = match conn {
+                Some(conn) => f(conn),
+                None => Err(StoreError::Unavailable("cannot begin a transaction".into())),
+            };
+            let ok = result.is_ok();
+            let reply: Reply = Box::new(move |commit_error| {
+                let _ = tx.send(match commit_error {
+                    Some(e) => Err(e),
+                    None => result,
+                });
+            });
+            (ok, reply)
+        });
+        self.writer
+            .send(job)
+            .await
+            .map_err(|_| StoreError::Unavailable("store is closed".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Unavailable("store writer stopped".into()))?
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let pool = self.readers.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = match pool.idle.lock().expect("reader pool poisoned").pop() {
+                Some(conn) => conn,
+                None => open_connection(&pool.path)?,
+            };
+            let result = f(&conn);
+            pool.idle.lock().expect("reader pool poisoned").push(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("reader task failed: {e}")))?
+    }
+}
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(unavailable)?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(unavailable)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = OFF;
+         PRAGMA temp_store = MEMORY;",
+    )
+    .map_err(unavailable)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<WriteJob>) {
+    let mut group: Vec<WriteJob> = Vec::with_capacity(MAX_GROUP);
+    while let Some(first) = rx.blocking_recv() {
+        group.push(first);
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        let began = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let mut replies = Vec::with_capacity(group.len());
+        for job in group.drain(..) {
+            if !began {
+                replies.push(job(None).1);
+                continue;
+            }
+            if conn.execute_batch("SAVEPOINT op").is_err() {
+                replies.push(job(None).1);
+                continue;
+            }
+            let (ok, reply) = job(Some(&conn));
+            let end = if ok {
+                "RELEASE op"
+            } else {
+                "ROLLBACK TO op; RELEASE op"
+            };
+            if let Err(e) = conn.execute_batch(end) {
+                tracing::error!(error = %e, "savepoint cleanup failed");
+            }
+            replies.push(reply);
+        }
+        let commit_error = if began {
+            conn.execute_batch("COMMIT").err().map(|e| {
+                tracing::error!(error = %e, "group commit failed; answering every request with the error");
+                let _ = conn.execute_batch("ROLLBACK");
+                unavailable(e)
+            })
+        } else {
+            None
+        };
+        for reply in replies {
+            reply(commit_error.clone());
+        }
+    }
+}
+
+fn unavailable(e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+fn state_code(state: JobState) -> i64 {
+    match state {
+        JobState::Active => 0,
+        JobState::Paused => 1,
+        JobState::Completed => 2,
+        JobState::Failed => 3,
+        JobState::Cancelled => 4,
+    }
+}
+
+fn state_from_code(code: i64) -> Result<JobState> {
+    Ok(match code {
+        0 => JobState::Active,
+        1 => JobState::Paused,
+        2 => JobState::Completed,
+        3 => JobState::Failed,
+        4 => JobState::Cancelled,
+        other => return Err(corrupt(format!("unknown state code {other}"))),
+    })
+}
+
+fn encode_spec(spec: &JobSpec) -> String {
+    serde_json::to_string(spec).expect("job spec serializes")
+}
+
+fn decode_spec(text: &str) -> Result<JobSpec> {
+    serde_json::from_str(text).map_err(corrupt)
+}
+
+fn id_from_blob(bytes: Vec<u8>) -> Result<JobId> {
+    JobId::from_slice(&bytes).map_err(corrupt)
+}
+
+fn job_from_row(row: &Row<'_>) -> Result<JobRecord> {
+    let get_err = |e: rusqlite::Error| corrupt(e);
+    let spec: String = row.get(4).map_err(get_err)?;
+    Ok(JobRecord {
+        id: id_from_blob(row.get(0).map_err(get_err)?)?,
+        namespace: row.get(1).map_err(get_err)?,
+        key: row.get(2).map_err(get_err)?,
+        state: state_from_code(row.get(3).map_err(get_err)?)?,
+        spec: decode_spec(&spec)?,
+        payload: row.get(5).map_err(get_err)?,
+        next_due: row.get::<_, Option<i64>>(6).map_err(get_err)?.map(from_ms),
+        attempt: row.get(7).map_err(get_err)?,
+        runs: row.get::<_, i64>(8).map_err(get_err)? as u64,
+        skipped: row.get::<_, i64>(9).map_err(get_err)? as u64,
+        created_at: from_ms(row.get(10).map_err(get_err)?),
+        updated_at: from_ms(row.get(11).map_err(get_err)?),
+    })
+}
+
+fn query_jobs(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<JobRecord>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(unavailable)?;
+    let mut rows = stmt.query(params).map_err(unavailable)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(unavailable)? {
+        out.push(job_from_row(row)?);
+    }
+    Ok(out)
+}
+
+/// Loads one job, scoped to a namespace unless `namespace` is `None`.
+fn load_job(conn: &Connection, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>> {
+    let sql =
+        format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND (?2 IS NULL OR namespace = ?2)");
+    Ok(
+        query_jobs(conn, &sql, &[&id.as_bytes().as_slice(), &namespace])?
+            .into_iter()
+            .next(),
+    )
+}
+
+fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
+    let now = job.now.as_millisecond();
+    let due = job.first_due.as_millisecond();
+    conn.prepare_cached(
+        "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
+                           due_ms, fire_ms, created_ms, updated_ms)
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9)",
+    )
+    .map_err(unavailable)?
+    .execute(params![
+        job.id.as_bytes().as_slice(),
+        job.namespace,
+        job.key,
+        job.spec.job_type,
+        encode_spec(&job.spec),
+        job.payload,
+        job.fingerprint,
+        due,
+        now,
+    ])
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+    let mut out = Vec::with_capacity(jobs.len());
+    for (index, job) in jobs.into_iter().enumerate() {
+        if let Some(key) = &job.key {
+            let existing: Option<(Vec<u8>, i64)> = conn
+                .prepare_cached(
+                    "SELECT id, fingerprint FROM jobs WHERE namespace = ?1 AND key = ?2",
+                )
+                .map_err(unavailable)?
+                .query_row(params![job.namespace, key], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+                .map_err(unavailable)?;
+            if let Some((id, fingerprint)) = existing {
+                let id = id_from_blob(id)?;
+                if fingerprint != job.fingerprint {
+                    return Err(StoreError::KeyConflict {
+                        index,
+                        key: key.clone(),
+                        existing: id,
+                    });
+                }
+                let record = load_job(conn, None, id)?.ok_or(StoreError::NotFound)?;
+                out.push(Created::Existing(record));
+                continue;
+            }
+        }
+        insert_job(conn, &job)?;
+        out.push(Created::New(JobRecord {
+            id: job.id,
+            namespace: job.namespace,
+            key: job.key,
+            state: JobState::Active,
+            spec: job.spec,
+            payload: job.payload,
+            next_due: Some(job.first_due),
+            attempt: 0,
+            runs: 0,
+            skipped: 0,
+            created_at: job.now,
+            updated_at: job.now,
+        }));
+    }
+    Ok(out)
+}
+
+fn claim_in_tx(
+    conn: &Connection,
+    horizon: i64,
+    limit: usize,
+    lease: &Lease,
+) -> Result<Vec<Occurrence>> {
+    let lease_until = lease.now.as_millisecond() + lease.ttl.as_millis() as i64;
+    let mut select = conn
+        .prepare_cached(
+            "SELECT id, namespace, spec, payload, due_ms, fire_ms, attempt, lease_token, runs
+             FROM jobs WHERE state = 0 AND fire_ms <= ?1 ORDER BY fire_ms LIMIT ?2",
+        )
+        .map_err(unavailable)?;
+    let mut update = conn
+        .prepare_cached(
+            "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = fire_ms, lease_owner = ?3,
+                             lease_token = lease_token + 1
+             WHERE id = ?1",
+        )
+        .map_err(unavailable)?;
+    let mut rows = select
+        .query(params![horizon, limit as i64])
+        .map_err(unavailable)?;
+    let mut claimed = Vec::new();
+    while let Some(row) = rows.next().map_err(unavailable)? {
+        let id_bytes: Vec<u8> = row.get(0).map_err(corrupt)?;
+        let spec: String = row.get(2).map_err(corrupt)?;
+        let payload: Option<String> = row.get(3).map_err(corrupt)?;
+        let namespace: String = row.get(1).map_err(corrupt)?;
+        let attempt: u32 = row.get(6).map_err(corrupt)?;
+        let token: i64 = row.get(7).map_err(corrupt)?;
+        let runs: i64 = row.get(8).map_err(corrupt)?;
+        claimed.push(Occurrence {
+            job_id: id_from_blob(id_bytes)?,
+            namespace: namespace.into(),
+            due: from_ms(row.get(4).map_err(corrupt)?),
+            fire_at: from_ms(row.get(5).map_err(corrupt)?),
+            attempt: attempt + 1,
+            token: token + 1,
+            runs_done: runs as u64,
+            spec: Arc::new(decode_spec(&spec)?),
+            payload: payload.map(Into::into),
+        });
+    }
+    drop(rows);
+    for occ in &claimed {
+        update
+            .execute(params![
+                occ.job_id.as_bytes().as_slice(),
+                lease_until,
+                lease.owner
+            ])
+            .map_err(unavailable)?;
+    }
+    Ok(claimed)
+}
+
+fn complete_in_tx(conn: &Connection, batch: Vec<Completion>, now: i64) -> Result<Vec<Applied>> {
+    let mut out = Vec::with_capacity(batch.len());
+    for c in batch {
+        let id = c.job_id.as_bytes().as_slice().to_vec();
+        let (changed, outcome) = match &c.action {
+            Action::Retry { at } => (
+                conn.prepare_cached(
+                    "UPDATE jobs SET fire_ms = ?3, attempt = attempt + 1, lease_owner = NULL,
+                                     lease_fire_ms = NULL, updated_ms = ?4
+                     WHERE id = ?1 AND lease_token = ?2 AND state = 0",
+                )
+                .map_err(unavailable)?
+                .execute(params![id, c.token, at.as_millisecond(), now])
+                .map_err(unavailable)?,
+                "retry",
+            ),
+            Action::Delivered { next, skipped }
+            | Action::DeadLetter { next, skipped, .. }
+            | Action::Skipped { next, skipped } => {
+                let (ran, finished_state, outcome) = match &c.action {
+                    Action::Delivered { .. } => (1, JobState::Completed, "delivered"),
+                    Action::DeadLetter { .. } => (1, JobState::Failed, "dead_letter"),
+                    _ => (0, JobState::Completed, "skipped"),
+                };
+                let changed = match next {
+                    Some(next) => conn
+                        .prepare_cached(
+                            "UPDATE jobs SET due_ms = ?3, fire_ms = ?3, attempt = 0,
+                                 runs = runs + ?4, skipped = skipped + ?5, lease_owner = NULL,
+                                 lease_fire_ms = NULL, updated_ms = ?6
+                             WHERE id = ?1 AND lease_token = ?2 AND state = 0",
+                        )
+                        .map_err(unavailable)?
+                        .execute(params![
+                            id,
+                            c.token,
+                            next.as_millisecond(),
+                            ran,
+                            *skipped as i64,
+                            now
+                        ])
+                        .map_err(unavailable)?,
+                    None => conn
+                        .prepare_cached(
+                            "UPDATE jobs SET state = ?3, fire_ms = NULL, runs = runs + ?4,
+                                 skipped = skipped + ?5, lease_owner = NULL, lease_fire_ms = NULL,
+                                 updated_ms = ?6
+                             WHERE id = ?1 AND lease_token = ?2 AND state = 0",
+                        )
+                        .map_err(unavailable)?
+                        .execute(params![
+                            id,
+                            c.token,
+                            state_code(finished_state),
+                            ran,
+                            *skipped as i64,
+                            now
+                        ])
+                        .map_err(unavailable)?,
+                };
+                (changed, outcome)
+            }
+        };
+        if changed == 0 {
+            out.push(Applied::StaleLease);
+            continue;
+        }
+        if let Some(a) = &c.attempt {
+            conn.prepare_cached(
+                "INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status, error, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .map_err(unavailable)?
+            .execute(params![
+                id,
+                c.due.as_millisecond(),
+                a.attempt,
+                a.started_at.as_millisecond(),
+                a.latency_ms,
+                a.status,
+                a.error,
+                outcome
+            ])
+            .map_err(unavailable)?;
+        }
+        if let Action::DeadLetter { reason, .. } = &c.action {
+            let attempts = c.attempt.as_ref().map_or(0, |a| a.attempt);
+            conn.prepare_cached(
+                "INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms)
+                 SELECT namespace, id, ?2, ?3, ?4, spec, payload, ?5 FROM jobs WHERE id = ?1",
+            )
+            .map_err(unavailable)?
+            .execute(params![id, c.due.as_millisecond(), attempts, reason, now])
+            .map_err(unavailable)?;
+        }
+        out.push(Applied::Yes);
+    }
+    Ok(out)
+}
+
+fn transition_in_tx(
+    conn: &Connection,
+    namespace: Option<&str>,
+    id: JobId,
+    transition: Transition,
+) -> Result<JobRecord> {
+    let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
+    let invalid = |action| StoreError::InvalidState {
+        state: job.state,
+        action,
+    };
+    // (state, due, fire) after the transition; `None` fire leaves the due index.
+    let (state, due, fire, clear_key): (JobState, Option<i64>, Option<i64>, bool) = match transition
+    {
+        Transition::Pause { .. } => match job.state {
+            JobState::Active | JobState::Paused => (
+                JobState::Paused,
+                job.next_due.map(|t| t.as_millisecond()),
+                None,
+                false,
+            ),
+            _ => return Err(invalid("pause")),
+        },
+        Transition::Resume { now } => match job.state {
+            JobState::Paused | JobState::Active => {
+                let due = if job.spec.schedule.is_recurring() {
+                    job.spec
+                        .schedule
+                        .next_for_run(now - jiff::SignedDuration::from_millis(1), job.runs)
+                } else {
+                    job.next_due
+                };
+                match due {
+                    Some(due) => (
+                        JobState::Active,
+                        Some(due.as_millisecond()),
+                        Some(due.as_millisecond()),
+                        false,
+                    ),
+                    None => (JobState::Completed, None, None, false),
+                }
+            }
+            _ => return Err(invalid("resume")),
+        },
+        Transition::Cancel { .. } => match job.state {
+            JobState::Cancelled => return Ok(job),
+            _ => (
+                JobState::Cancelled,
+                job.next_due.map(|t| t.as_millisecond()),
+                None,
+                true,
+            ),
+        },
+        Transition::Trigger { now } => match job.state {
+            JobState::Cancelled => return Err(invalid("trigger")),
+            _ => (
+                JobState::Active,
+                Some(now.as_millisecond()),
+                Some(now.as_millisecond()),
+                false,
+            ),
+        },
+    };
+    let now = match transition {
+        Transition::Pause { now }
+        | Transition::Resume { now }
+        | Transition::Cancel { now }
+        | Transition::Trigger { now } => now.as_millisecond(),
+    };
+    conn.prepare_cached(
+        "UPDATE jobs SET state = ?2, due_ms = ?3, fire_ms = ?4, attempt = 0, lease_owner = NULL,
+                         lease_fire_ms = NULL, lease_token = lease_token + 1, updated_ms = ?5,
+                         key = CASE WHEN ?6 THEN NULL ELSE key END
+         WHERE id = ?1",
+    )
+    .map_err(unavailable)?
+    .execute(params![
+        id.as_bytes().as_slice(),
+        state_code(state),
+        due,
+        fire,
+        now,
+        clear_key
+    ])
+    .map_err(unavailable)?;
+    load_job(conn, None, id)?.ok_or(StoreError::NotFound)
+}
+
+fn dead_letter_from_row(row: &Row<'_>) -> Result<DeadLetter> {
+    let spec: String = row.get(6).map_err(corrupt)?;
+    Ok(DeadLetter {
+        id: row.get(0).map_err(corrupt)?,
+        namespace: row.get(1).map_err(corrupt)?,
+        job_id: id_from_blob(row.get(2).map_err(corrupt)?)?,
+        due: from_ms(row.get(3).map_err(corrupt)?),
+        attempts: row.get(4).map_err(corrupt)?,
+        reason: row.get(5).map_err(corrupt)?,
+        spec: decode_spec(&spec)?,
+        payload: row.get(7).map_err(corrupt)?,
+        created_at: from_ms(row.get(8).map_err(corrupt)?),
+    })
+}
+
+const DEAD_LETTER_COLUMNS: &str =
+    "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+        self.write(move |conn| create_in_tx(conn, jobs)).await
+    }
+
+    async fn claim_due(
+        &self,
+        horizon: Timestamp,
+        limit: usize,
+        lease: &Lease,
+    ) -> Result<Vec<Occurrence>> {
+        let lease = lease.clone();
+        let horizon = horizon.as_millisecond();
+        self.write(move |conn| claim_in_tx(conn, horizon, limit, &lease))
+            .await
+    }
+
+    async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
+        let now = now.as_millisecond();
+        self.write(move |conn| complete_in_tx(conn, batch, now))
+            .await
+    }
+
+    async fn release(&self, claims: Vec<Release>) -> Result<()> {
+        self.write(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "UPDATE jobs SET fire_ms = ?3, lease_owner = NULL, lease_fire_ms = NULL
+                     WHERE id = ?1 AND lease_token = ?2 AND state = 0",
+                )
+                .map_err(unavailable)?;
+            for c in claims {
+                stmt.execute(params![
+                    c.job_id.as_bytes().as_slice(),
+                    c.token,
+                    c.fire_at.as_millisecond()
+                ])
+                .map_err(unavailable)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn next_due(&self) -> Result<Option<Timestamp>> {
+        self.read(|conn| {
+            let min: Option<i64> = conn
+                .prepare_cached("SELECT MIN(fire_ms) FROM jobs WHERE state = 0")
+                .map_err(unavailable)?
+                .query_row([], |r| r.get(0))
+                .map_err(unavailable)?;
+            Ok(min.map(from_ms))
+        })
+        .await
+    }
+
+    async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| load_job(conn, namespace.as_deref(), id))
+            .await
+    }
+
+    async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {JOB_COLUMNS} FROM jobs
+                 WHERE (?1 IS NULL OR namespace = ?1)
+                   AND (?2 IS NULL OR state = ?2)
+                   AND (?3 IS NULL OR job_type = ?3)
+                   AND (?4 IS NULL OR due_ms < ?4)
+                   AND (?5 IS NULL OR due_ms >= ?5)
+                   AND (?6 IS NULL OR id > ?6)
+                 ORDER BY id LIMIT ?7"
+            );
+            let after = query.after.map(|id| id.as_bytes().to_vec());
+            query_jobs(
+                conn,
+                &sql,
+                &[
+                    &query.namespace,
+                    &query.state.map(state_code),
+                    &query.job_type,
+                    &query.due_before.map(|t| t.as_millisecond()),
+                    &query.due_after.map(|t| t.as_millisecond()),
+                    &after,
+                    &(query.limit as i64),
+                ],
+            )
+        })
+        .await
+    }
+
+    async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| {
+            let n: i64 = conn
+                .prepare_cached("SELECT COUNT(*) FROM jobs WHERE (?1 IS NULL OR namespace = ?1)")
+                .map_err(unavailable)?
+                .query_row(params![namespace], |r| r.get(0))
+                .map_err(unavailable)?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn update_job(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        update: JobUpdate,
+    ) -> Result<JobRecord> {
+        let namespace = namespace.map(str::to_owned);
+        self.write(move |conn| {
+            let job = load_job(conn, namespace.as_deref(), id)?.ok_or(StoreError::NotFound)?;
+            if job.state.is_terminal() {
+                return Err(StoreError::InvalidState {
+                    state: job.state,
+                    action: "update",
+                });
+            }
+            let due = update.next_due.map(|t| t.as_millisecond());
+            // A paused job stays paused (out of the due index) with its new due time.
+            let (state, fire) = match (job.state, due) {
+                (_, None) => (JobState::Completed, None),
+                (JobState::Paused, Some(_)) => (JobState::Paused, None),
+                (_, Some(due)) => (JobState::Active, Some(due)),
+            };
+            conn.prepare_cached(
+                "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
+                                 fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
+                                 lease_token = lease_token + 1, updated_ms = ?8
+                 WHERE id = ?1",
+            )
+            .map_err(unavailable)?
+            .execute(params![
+                id.as_bytes().as_slice(),
+                encode_spec(&update.spec),
+                update.payload,
+                update.spec.job_type,
+                state_code(state),
+                due.or(job.next_due.map(|t| t.as_millisecond())),
+                fire,
+                update.now.as_millisecond(),
+            ])
+            .map_err(unavailable)?;
+            load_job(conn, None, id)?.ok_or(StoreError::NotFound)
+        })
+        .await
+    }
+
+    async fn transition(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        transition: Transition,
+    ) -> Result<JobRecord> {
+        let namespace = namespace.map(str::to_owned);
+        self.write(move |conn| transition_in_tx(conn, namespace.as_deref(), id, transition))
+            .await
+    }
+
+    async fn runs(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| {
+            if load_job(conn, namespace.as_deref(), id)?.is_none() {
+                return Err(StoreError::NotFound);
+            }
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome
+                     FROM runs WHERE job_id = ?1 ORDER BY started_ms DESC, rowid DESC LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let mut rows = stmt
+                .query(params![id.as_bytes().as_slice(), limit as i64])
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(unavailable)? {
+                out.push(RunRecord {
+                    job_id: id,
+                    due: from_ms(row.get(0).map_err(corrupt)?),
+                    attempt: row.get(1).map_err(corrupt)?,
+                    started_at: from_ms(row.get(2).map_err(corrupt)?),
+                    latency_ms: row.get(3).map_err(corrupt)?,
+                    status: row.get(4).map_err(corrupt)?,
+                    error: row.get(5).map_err(corrupt)?,
+                    outcome: row.get(6).map_err(corrupt)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn dead_letters(
+        &self,
+        namespace: Option<&str>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters
+                 WHERE (?1 IS NULL OR namespace = ?1) AND id > ?2 ORDER BY id LIMIT ?3"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(unavailable)?;
+            let mut rows = stmt
+                .query(params![namespace, after.unwrap_or(0), limit as i64])
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(unavailable)? {
+                out.push(dead_letter_from_row(row)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn get_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+    ) -> Result<Option<DeadLetter>> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters
+                 WHERE id = ?1 AND (?2 IS NULL OR namespace = ?2)"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(unavailable)?;
+            let mut rows = stmt.query(params![id, namespace]).map_err(unavailable)?;
+            match rows.next().map_err(unavailable)? {
+                Some(row) => Ok(Some(dead_letter_from_row(row)?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
+        let namespace = namespace.map(str::to_owned);
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached(
+                    "DELETE FROM dead_letters WHERE id = ?1 AND (?2 IS NULL OR namespace = ?2)",
+                )
+                .map_err(unavailable)?
+                .execute(params![id, namespace])
+                .map_err(unavailable)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>> {
+        let namespace = namespace.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached("SELECT signing_secret FROM namespaces WHERE name = ?1")
+                .map_err(unavailable)?
+                .query_row(params![namespace], |r| r.get::<_, Option<String>>(0))
+                .optional()
+                .map(Option::flatten)
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()> {
+        let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO namespaces (name, signing_secret) VALUES (?1, ?2)
+                 ON CONFLICT(name) DO UPDATE SET signing_secret = excluded.signing_secret",
+            )
+            .map_err(unavailable)?
+            .execute(params![namespace, secret])
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+}

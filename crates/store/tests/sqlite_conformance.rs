@@ -1,0 +1,13 @@
+//! Runs the store conformance suite against the embedded SQLite backend.
+
+use std::sync::Arc;
+
+use hourglass_store::{SqliteStore, Store};
+
+async fn fresh_store() -> (Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(dir.path()).expect("open store");
+    (Arc::new(store), dir)
+}
+
+hourglass_store::conformance_tests!(fresh_store);
