@@ -1,0 +1,276 @@
+//! Delivery to targets. A delivery's result is a value (delivered / retry / give up), never an
+//! error: the completer turns it into the store action.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use hourglass_core::{Occurrence, Target};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::netguard::TargetPolicy;
+use crate::signing::Secrets;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Delivered,
+    /// A transient failure; `after` is the receiver's Retry-After, when it sent one.
+    Retry {
+        after: Option<Duration>,
+        reason: String,
+    },
+    /// A permanent failure: retrying cannot help.
+    GiveUp { reason: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliveryResult {
+    pub status: Option<u16>,
+    pub latency: Duration,
+    pub verdict: Verdict,
+}
+
+/// Sends one occurrence to its target.
+#[async_trait]
+pub trait Deliverer: Send + Sync + 'static {
+    async fn deliver(&self, occurrence: &Occurrence) -> DeliveryResult;
+}
+
+/// Headers Hourglass sets itself; a job cannot override them.
+pub const RESERVED_HEADER_PREFIXES: [&str; 2] = ["webhook-", "hourglass-"];
+pub const RESERVED_HEADERS: [&str; 6] = [
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+    "connection",
+    "user-agent",
+];
+
+/// POSTs the payload to the job's URL with Standard Webhooks headers.
+pub struct WebhookDeliverer {
+    client: reqwest::Client,
+    secrets: Secrets,
+    policy: TargetPolicy,
+}
+
+impl WebhookDeliverer {
+    pub fn new(secrets: Secrets, policy: TargetPolicy, timeout: Duration) -> Self {
+        // reqwest is built without a default crypto provider (see STACK.md); install ring once.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .pool_max_idle_per_host(256)
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy: policy.clone(),
+            }))
+            .user_agent(concat!("hourglass/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("http client configuration is valid");
+        Self {
+            client,
+            secrets,
+            policy,
+        }
+    }
+
+    fn give_up(reason: impl Into<String>, started: Instant) -> DeliveryResult {
+        DeliveryResult {
+            status: None,
+            latency: started.elapsed(),
+            verdict: Verdict::GiveUp {
+                reason: reason.into(),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl Deliverer for WebhookDeliverer {
+    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+        let started = Instant::now();
+        let Target::Webhook(target) = &occ.spec.target;
+        // IP-literal URLs never reach the resolver, so check them here.
+        let literal = match target.url.host() {
+            Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
+            Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
+            _ => None,
+        };
+        if let Some(Err(class)) = literal.map(|ip| self.policy.check_ip(ip)) {
+            return Self::give_up(format!("target is a forbidden {class} address"), started);
+        }
+        let key = match self.secrets.key_for(&occ.namespace).await {
+            Ok(key) => key,
+            Err(e) => {
+                return DeliveryResult {
+                    status: None,
+                    latency: started.elapsed(),
+                    verdict: Verdict::Retry {
+                        after: None,
+                        reason: format!("signing key unavailable: {e}"),
+                    },
+                };
+            }
+        };
+        let body: Vec<u8> = occ.payload.as_deref().unwrap_or("null").as_bytes().to_vec();
+        let msg_id = occ.delivery_id();
+        let timestamp = jiff::Timestamp::now().as_second();
+        let mut headers = HeaderMap::new();
+        for (name, value) in &target.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+        let mut set = |name: &'static str, value: String| {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        };
+        set("content-type", "application/json".into());
+        set("webhook-id", msg_id.to_string());
+        set("webhook-timestamp", timestamp.to_string());
+        set("webhook-signature", key.sign(msg_id.as_str(), timestamp, &body));
+        set("hourglass-job-id", occ.job_id.to_string());
+        set("hourglass-due-at", format!("{:.3}", occ.due));
+        set("hourglass-attempt", occ.attempt.to_string());
+        if let Some(job_type) = &occ.spec.job_type {
+            set("hourglass-job-type", job_type.clone());
+        }
+        let response = self
+            .client
+            .post(target.url.clone())
+            .headers(headers)
+            .body(body)
+            .send()
+            .await;
+        let latency = started.elapsed();
+        match response {
+            Ok(response) => {
+                let status = response.status();
+                let retry_after = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_retry_after);
+                // Drain a little of the body so the connection can be reused, without letting a
+                // receiver stall us.
+                let _ = tokio::time::timeout(Duration::from_millis(100), response.bytes()).await;
+                DeliveryResult {
+                    status: Some(status.as_u16()),
+                    latency,
+                    verdict: classify(status.as_u16(), retry_after),
+                }
+            }
+            Err(e) => {
+                let reason = if e.is_timeout() {
+                    "timed out".to_string()
+                } else if e.is_connect() {
+                    format!("connect failed: {}", root_cause(&e))
+                } else {
+                    format!("request failed: {}", root_cause(&e))
+                };
+                DeliveryResult {
+                    status: None,
+                    latency,
+                    verdict: Verdict::Retry {
+                        after: None,
+                        reason,
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// 2xx succeeds; 408, 425, 429 and 5xx are transient; everything else (other 4xx, and 3xx since
+/// redirects are not followed) is permanent.
+pub fn classify(status: u16, retry_after: Option<Duration>) -> Verdict {
+    match status {
+        200..=299 => Verdict::Delivered,
+        408 | 425 | 429 | 500..=599 => Verdict::Retry {
+            after: retry_after,
+            reason: format!("http {status}"),
+        },
+        300..=399 => Verdict::GiveUp {
+            reason: format!("http {status}: redirects are not followed"),
+        },
+        _ => Verdict::GiveUp {
+            reason: format!("http {status}"),
+        },
+    }
+}
+
+/// Retry-After as delta-seconds or an HTTP date.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
+    let wait = when.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+    Some(Duration::from_millis(wait.max(0) as u64))
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// Resolves hostnames and drops forbidden addresses, so a name cannot smuggle a request to an
+/// internal service (DNS rebinding included: the check is on the address actually dialled).
+struct GuardedResolver {
+    policy: TargetPolicy,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.policy.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .collect();
+            let allowed = policy.filter(resolved.into_iter());
+            if allowed.is_empty() {
+                return Err(format!("{host} resolves only to forbidden addresses").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_classes() {
+        assert_eq!(classify(204, None), Verdict::Delivered);
+        assert!(matches!(classify(503, None), Verdict::Retry { .. }));
+        assert!(matches!(
+            classify(429, Some(Duration::from_secs(7))),
+            Verdict::Retry { after: Some(d), .. } if d == Duration::from_secs(7)
+        ));
+        assert!(matches!(classify(404, None), Verdict::GiveUp { .. }));
+        assert!(matches!(classify(302, None), Verdict::GiveUp { .. }));
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("120"), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+}

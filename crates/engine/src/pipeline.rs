@@ -1,0 +1,449 @@
+//! The four stages of the engine and how they hand work to each other.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hourglass_core::misfire::{self, FireDecision};
+use hourglass_core::{Action, AttemptRecord, Clock, Completion, JobId, Occurrence};
+use hourglass_store::{Lease, Release, Store};
+use jiff::{SignedDuration, Timestamp};
+use rand::Rng;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::deliver::{Deliverer, DeliveryResult, Verdict};
+use crate::{EngineConfig, Metrics, Shared};
+
+/// Batches of claimed occurrences waiting for the timer.
+const TIMER_QUEUE_BATCHES: usize = 64;
+/// Due occurrences waiting for a dispatch slot.
+const DISPATCH_QUEUE: usize = 4096;
+/// Finished occurrences waiting to be written.
+const COMPLETION_QUEUE: usize = 8192;
+const COMPLETION_BATCH: usize = 1000;
+/// Backoff bounds for a stage whose store calls fail.
+const ERROR_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+pub(crate) struct Context {
+    pub config: EngineConfig,
+    pub store: Arc<dyn Store>,
+    pub deliverer: Arc<dyn Deliverer>,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Metrics,
+    pub shared: Arc<Shared>,
+    /// Cancelled at shutdown. Only the planner and timer watch it: later stages drain what they
+    /// were given and exit when their input channel closes, which is what orders the shutdown.
+    pub stop: CancellationToken,
+}
+
+pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<JobId>, tasks: &TaskTracker) {
+    let ctx = Arc::new(ctx);
+    let (timer_tx, timer_rx) = mpsc::channel(TIMER_QUEUE_BATCHES);
+    let (dispatch_tx, dispatch_rx) = mpsc::channel(DISPATCH_QUEUE);
+    let (complete_tx, complete_rx) = mpsc::channel(COMPLETION_QUEUE);
+    // Claimed-and-not-completed occurrences. The planner takes permits as it claims; the completer
+    // returns them once the outcome is durable.
+    let in_flight = Arc::new(Semaphore::new(ctx.config.max_in_flight));
+    tasks.spawn(planner(ctx.clone(), timer_tx, in_flight.clone()));
+    tasks.spawn(timer(
+        ctx.clone(),
+        timer_rx,
+        forget_rx,
+        dispatch_tx,
+        complete_tx.clone(),
+    ));
+    tasks.spawn(dispatcher(ctx.clone(), dispatch_rx, complete_tx));
+    tasks.spawn(completer(ctx, complete_rx, in_flight));
+}
+
+fn backoff(current: Duration) -> Duration {
+    (current * 2).clamp(ERROR_BACKOFF_MIN, ERROR_BACKOFF_MAX)
+}
+
+async fn sleep_or_stop(stop: &CancellationToken, d: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = stop.cancelled() => {}
+    }
+}
+
+fn ms_until(clock: &dyn Clock, at: Timestamp) -> Duration {
+    let wait = at.as_millisecond() - clock.now().as_millisecond();
+    Duration::from_millis(wait.max(0) as u64)
+}
+
+/// Claims what is due within the lookahead, in batches, and hands it to the timer. With nothing
+/// due it sleeps until the earliest due time (minus the lookahead) or until poked: an idle node
+/// makes one cheap "next due" query and then no work at all.
+async fn planner(
+    ctx: Arc<Context>,
+    timer_tx: mpsc::Sender<Vec<Occurrence>>,
+    in_flight: Arc<Semaphore>,
+) {
+    let shared = &ctx.shared;
+    let lookahead = SignedDuration::try_from(ctx.config.lookahead).unwrap_or_default();
+    let mut error_backoff = Duration::ZERO;
+    tracing::debug!(node = %ctx.config.node_id, "planner started");
+    while !ctx.stop.is_cancelled() {
+        shared.planner_wake_at.store(i64::MAX, Ordering::Release);
+        let available = in_flight.available_permits();
+        if available == 0 {
+            // Full: the completer pokes us when it frees permits.
+            tokio::select! {
+                _ = shared.planner_wake.notified() => {}
+                _ = ctx.stop.cancelled() => break,
+            }
+            continue;
+        }
+        let limit = available.min(ctx.config.claim_batch);
+        let now = ctx.clock.now();
+        let lease = Lease {
+            owner: ctx.config.node_id.clone(),
+            ttl: ctx.config.lease_ttl,
+            now,
+        };
+        let claimed = match ctx.store.claim_due(now + lookahead, limit, &lease).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                ctx.metrics.store_errors.inc();
+                error_backoff = backoff(error_backoff);
+                tracing::warn!(error = %e, retry_in_ms = error_backoff.as_millis() as u64, "claim failed");
+                sleep_or_stop(&ctx.stop, error_backoff).await;
+                continue;
+            }
+        };
+        error_backoff = Duration::ZERO;
+        let count = claimed.len();
+        if count > 0 {
+            // Permits are returned by the completer, one per completed occurrence.
+            in_flight
+                .try_acquire_many(count as u32)
+                .expect("claimed no more than the available permits")
+                .forget();
+            ctx.metrics.claimed.inc_by(count as u64);
+            ctx.metrics.in_flight.inc_by(count as i64);
+            if timer_tx.send(claimed).await.is_err() {
+                break;
+            }
+        }
+        if count == limit {
+            continue;
+        }
+        let next = match ctx.store.next_due().await {
+            Ok(next) => next,
+            Err(e) => {
+                ctx.metrics.store_errors.inc();
+                error_backoff = backoff(error_backoff);
+                tracing::warn!(error = %e, "next-due probe failed");
+                sleep_or_stop(&ctx.stop, error_backoff).await;
+                continue;
+            }
+        };
+        let wake_at = next.map(|n| n - lookahead);
+        shared.planner_wake_at.store(
+            wake_at.map_or(i64::MAX, |w| w.as_millisecond()),
+            Ordering::Release,
+        );
+        match wake_at {
+            Some(wake_at) if wake_at <= ctx.clock.now() => continue,
+            Some(wake_at) => {
+                let sleep = tokio::time::sleep(ms_until(&*ctx.clock, wake_at));
+                tokio::select! {
+                    _ = sleep => {}
+                    _ = shared.planner_wake.notified() => {}
+                    _ = ctx.stop.cancelled() => break,
+                }
+            }
+            None => {
+                tokio::select! {
+                    _ = shared.planner_wake.notified() => {}
+                    _ = ctx.stop.cancelled() => break,
+                }
+            }
+        }
+    }
+    tracing::debug!("planner stopped");
+}
+
+/// Holds claimed occurrences in memory ordered by fire time and releases each to the dispatcher
+/// at its instant, never before: it fires only once the clock reads the due millisecond.
+async fn timer(
+    ctx: Arc<Context>,
+    mut claimed_rx: mpsc::Receiver<Vec<Occurrence>>,
+    mut forget_rx: mpsc::UnboundedReceiver<JobId>,
+    dispatch_tx: mpsc::Sender<Occurrence>,
+    complete_tx: mpsc::Sender<Finished>,
+) {
+    // Keyed by (fire ms, sequence) so equal fire times keep arrival order.
+    let mut queue: BTreeMap<(i64, u64), Occurrence> = BTreeMap::new();
+    let mut by_job: HashMap<JobId, (i64, u64)> = HashMap::new();
+    let mut seq: u64 = 0;
+    loop {
+        let now_ms = ctx.clock.now().as_millisecond();
+        while let Some(entry) = queue.first_entry() {
+            if entry.key().0 > now_ms {
+                break;
+            }
+            let occ = entry.remove();
+            by_job.remove(&occ.job_id);
+            ctx.metrics.timer_queue.dec();
+            if dispatch_tx.send(occ).await.is_err() {
+                return;
+            }
+        }
+        let next_fire = queue.first_key_value().map(|(k, _)| k.0);
+        let sleep = tokio::time::sleep(Duration::from_millis(
+            next_fire.map_or(0, |f| (f - now_ms).max(0) as u64),
+        ));
+        tokio::select! {
+            batch = claimed_rx.recv() => match batch {
+                Some(batch) => {
+                    for occ in batch {
+                        seq += 1;
+                        let key = (occ.fire_at.as_millisecond(), seq);
+                        if let Some(old) = by_job.insert(occ.job_id, key) {
+                            // A newer claim of the same job supersedes the old one.
+                            if queue.remove(&old).is_some() {
+                                ctx.metrics.timer_queue.dec();
+                                let _ = complete_tx.send(Finished::Dropped).await;
+                            }
+                        }
+                        queue.insert(key, occ);
+                        ctx.metrics.timer_queue.inc();
+                    }
+                }
+                None => break,
+            },
+            Some(job_id) = forget_rx.recv() => {
+                if let Some(key) = by_job.remove(&job_id)
+                    && queue.remove(&key).is_some()
+                {
+                    ctx.metrics.timer_queue.dec();
+                    let _ = complete_tx.send(Finished::Dropped).await;
+                }
+            }
+            _ = sleep, if next_fire.is_some() => {}
+            _ = ctx.stop.cancelled() => break,
+        }
+    }
+    // Shutdown: hand unfired claims back so they fire at once on the next start (or on another
+    // node) instead of waiting out their lease.
+    let unfired: Vec<Occurrence> = queue.into_values().collect();
+    if !unfired.is_empty() {
+        let releases = unfired
+            .iter()
+            .map(|o| Release {
+                job_id: o.job_id,
+                token: o.token,
+                fire_at: o.fire_at,
+            })
+            .collect();
+        if let Err(e) = ctx.store.release(releases).await {
+            tracing::warn!(error = %e, count = unfired.len(), "could not release unfired claims; they fire after their lease expires");
+        }
+        ctx.metrics.timer_queue.set(0);
+        for _ in unfired {
+            let _ = complete_tx.send(Finished::Dropped).await;
+        }
+    }
+}
+
+/// What the completer receives: a completion to write, or a claim that ended without one.
+pub(crate) enum Finished {
+    Done(Completion),
+    /// Released, superseded or forgotten: only its in-flight permit is returned.
+    Dropped,
+}
+
+/// Runs deliveries with bounded concurrency and turns their results into completions.
+async fn dispatcher(
+    ctx: Arc<Context>,
+    mut due_rx: mpsc::Receiver<Occurrence>,
+    complete_tx: mpsc::Sender<Finished>,
+) {
+    // Delivery slots; a due occurrence waits here for one, and the timer waits behind it.
+    let slots = Arc::new(Semaphore::new(ctx.config.delivery_concurrency));
+    let deliveries = TaskTracker::new();
+    while let Some(occ) = due_rx.recv().await {
+        let now = ctx.clock.now();
+        let spec = &occ.spec;
+        if let FireDecision::Skip { next, skipped } = misfire::decide(
+            &spec.schedule,
+            spec.misfire,
+            occ.due,
+            now,
+            ctx.config.misfire_threshold,
+            occ.runs_done,
+        ) {
+            ctx.metrics.skipped_occurrences.inc_by(skipped);
+            ctx.metrics
+                .fired
+                .get_or_create(&crate::metrics::OutcomeLabels {
+                    target: spec.target.kind(),
+                    outcome: "skipped",
+                })
+                .inc();
+            let completion = Completion {
+                job_id: occ.job_id,
+                token: occ.token,
+                due: occ.due,
+                attempt: None,
+                action: Action::Skipped { next, skipped },
+            };
+            if complete_tx.send(Finished::Done(completion)).await.is_err() {
+                break;
+            }
+            continue;
+        }
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        if occ.attempt == 1 {
+            let late_ms = (now.as_millisecond() - occ.due.as_millisecond()).max(0);
+            ctx.metrics.lateness.observe(late_ms as f64 / 1000.0);
+        }
+        let ctx = ctx.clone();
+        let complete_tx = complete_tx.clone();
+        deliveries.spawn(async move {
+            let started_at = ctx.clock.now();
+            let result = ctx.deliverer.deliver(&occ).await;
+            let completion = completion_for(&ctx, &occ, started_at, result);
+            let _ = complete_tx.send(Finished::Done(completion)).await;
+            drop(permit);
+        });
+    }
+    deliveries.close();
+    if tokio::time::timeout(ctx.config.shutdown_grace, deliveries.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "deliveries still running after the shutdown grace period; their occurrences will be delivered again after restart"
+        );
+    }
+}
+
+fn completion_for(
+    ctx: &Context,
+    occ: &Occurrence,
+    started_at: Timestamp,
+    result: DeliveryResult,
+) -> Completion {
+    let now = ctx.clock.now();
+    let spec = &occ.spec;
+    let record = |error: Option<String>| AttemptRecord {
+        attempt: occ.attempt,
+        started_at,
+        latency_ms: result.latency.as_millis().min(u32::MAX as u128) as u32,
+        status: result.status,
+        error,
+    };
+    let label = |outcome| crate::metrics::OutcomeLabels {
+        target: spec.target.kind(),
+        outcome,
+    };
+    let moved_on = || {
+        misfire::next_after_run(
+            &spec.schedule,
+            spec.misfire,
+            occ.due,
+            now,
+            ctx.config.misfire_threshold,
+            occ.runs_done + 1,
+        )
+    };
+    let (attempt, action) = match result.verdict {
+        Verdict::Delivered => {
+            ctx.metrics.fired.get_or_create(&label("delivered")).inc();
+            let (next, skipped) = moved_on();
+            ctx.metrics.skipped_occurrences.inc_by(skipped);
+            (record(None), Action::Delivered { next, skipped })
+        }
+        Verdict::Retry { after, reason } if !spec.retry.exhausted(occ.attempt) => {
+            ctx.metrics.fired.get_or_create(&label("retry")).inc();
+            let wait = match after {
+                Some(after) => after.min(hourglass_core::retry::MAX_RETRY_AFTER),
+                None => spec
+                    .retry
+                    .backoff(occ.attempt, rand::rng().random::<f64>()),
+            };
+            tracing::info!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, retry_in_ms = wait.as_millis() as u64, "delivery failed, will retry");
+            let at = now + SignedDuration::try_from(wait).unwrap_or_default();
+            (record(Some(reason)), Action::Retry { at })
+        }
+        Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
+            ctx.metrics.fired.get_or_create(&label("dead_letter")).inc();
+            tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, "delivery failed for good, dead-lettered");
+            let (next, skipped) = moved_on();
+            (
+                record(Some(reason.clone())),
+                Action::DeadLetter {
+                    next,
+                    skipped,
+                    reason,
+                },
+            )
+        }
+    };
+    Completion {
+        job_id: occ.job_id,
+        token: occ.token,
+        due: occ.due,
+        attempt: Some(attempt),
+        action,
+    }
+}
+
+/// Writes completions in batches, retrying while the store is unavailable, then returns the
+/// in-flight permits and pokes the planner (a recurring job's next occurrence may be due soon).
+async fn completer(
+    ctx: Arc<Context>,
+    mut rx: mpsc::Receiver<Finished>,
+    in_flight: Arc<Semaphore>,
+) {
+    let mut buffer = Vec::with_capacity(COMPLETION_BATCH);
+    while rx.recv_many(&mut buffer, COMPLETION_BATCH).await > 0 {
+        let mut released = 0usize;
+        let mut batch = Vec::with_capacity(buffer.len());
+        for finished in buffer.drain(..) {
+            match finished {
+                Finished::Done(c) => batch.push(c),
+                Finished::Dropped => released += 1,
+            }
+        }
+        let count = batch.len();
+        let mut error_backoff = Duration::ZERO;
+        while !batch.is_empty() {
+            match ctx.store.complete(batch.clone(), ctx.clock.now()).await {
+                Ok(applied) => {
+                    let stale = applied
+                        .iter()
+                        .filter(|a| **a == hourglass_store::Applied::StaleLease)
+                        .count();
+                    if stale > 0 {
+                        ctx.metrics.stale_completions.inc_by(stale as u64);
+                        tracing::info!(stale, "completions refused under a stale lease");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    ctx.metrics.store_errors.inc();
+                    error_backoff = backoff(error_backoff);
+                    tracing::warn!(error = %e, count, retry_in_ms = error_backoff.as_millis() as u64, "could not record completions; retrying");
+                    // Keep trying even during shutdown: losing a completion means a redelivery,
+                    // so it is worth the wait while the process is alive.
+                    tokio::time::sleep(error_backoff).await;
+                }
+            }
+        }
+        let total = count + released;
+        ctx.metrics.in_flight.dec_by(total as i64);
+        in_flight.add_permits(total);
+        // Poke the planner when it may be waiting for permits or for a next occurrence.
+        ctx.shared.planner_wake.notify_one();
+    }
+}
