@@ -21,7 +21,9 @@ pub enum Verdict {
         reason: String,
     },
     /// A permanent failure: retrying cannot help.
-    GiveUp { reason: String },
+    GiveUp {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -135,7 +137,10 @@ impl Deliverer for WebhookDeliverer {
         set("content-type", "application/json".into());
         set("webhook-id", msg_id.to_string());
         set("webhook-timestamp", timestamp.to_string());
-        set("webhook-signature", key.sign(msg_id.as_str(), timestamp, &body));
+        set(
+            "webhook-signature",
+            key.sign(msg_id.as_str(), timestamp, &body),
+        );
         set("hourglass-job-id", occ.job_id.to_string());
         set("hourglass-due-at", format!("{:.3}", occ.due));
         set("hourglass-attempt", occ.attempt.to_string());
@@ -236,9 +241,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let allowed = policy.filter(resolved.into_iter());
             if allowed.is_empty() {
                 return Err(format!("{host} resolves only to forbidden addresses").into());

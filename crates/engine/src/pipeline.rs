@@ -367,9 +367,7 @@ fn completion_for(
             ctx.metrics.fired.get_or_create(&label("retry")).inc();
             let wait = match after {
                 Some(after) => after.min(hourglass_core::retry::MAX_RETRY_AFTER),
-                None => spec
-                    .retry
-                    .backoff(occ.attempt, rand::rng().random::<f64>()),
+                None => spec.retry.backoff(occ.attempt, rand::rng().random::<f64>()),
             };
             tracing::info!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, retry_in_ms = wait.as_millis() as u64, "delivery failed, will retry");
             let at = now + SignedDuration::try_from(wait).unwrap_or_default();
@@ -400,11 +398,7 @@ fn completion_for(
 
 /// Writes completions in batches, retrying while the store is unavailable, then returns the
 /// in-flight permits and pokes the planner (a recurring job's next occurrence may be due soon).
-async fn completer(
-    ctx: Arc<Context>,
-    mut rx: mpsc::Receiver<Finished>,
-    in_flight: Arc<Semaphore>,
-) {
+async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_flight: Arc<Semaphore>) {
     let mut buffer = Vec::with_capacity(COMPLETION_BATCH);
     while rx.recv_many(&mut buffer, COMPLETION_BATCH).await > 0 {
         let mut released = 0usize;

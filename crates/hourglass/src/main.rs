@@ -1,1 +1,103 @@
-fn main() {}
+//! The `hourglass` binary: `hourglass serve` runs a node; the other subcommands are its client.
+
+mod client;
+mod config;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "hourglass",
+    version,
+    about = "Durable job scheduler: fires every occurrence on time, at least once"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node on the embedded store.
+    Serve(config::ServeArgs),
+    /// Create, inspect and control jobs on a running node.
+    Job(client::JobArgs),
+    /// List, replay and delete dead letters.
+    DeadLetters(client::DeadLetterArgs),
+    /// Rotate the namespace's webhook signing secret and print it (shown once).
+    SigningSecret(client::Connection),
+    /// Generate an API key and the SHA-256 hash to put in the config file.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    Generate,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Job(args) => runtime.block_on(client::job(args)),
+        Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args)),
+        Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
+        Command::Key {
+            command: KeyCommand::Generate,
+        } => {
+            let key = hourglass_server::auth::generate_key();
+            println!("key:    {key}");
+            println!("sha256: {}", hourglass_server::auth::hash_key(&key));
+            println!();
+            println!("Add to the config file (the key itself is not stored anywhere):");
+            println!("[[api_keys]]");
+            println!("namespace = \"default\"");
+            println!("sha256 = \"{}\"", hourglass_server::auth::hash_key(&key));
+            Ok(())
+        }
+    }
+}
+
+async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
+    let settings = config::resolve(args)?;
+    init_logging(&settings.log_format);
+    let node = hourglass_server::Node::start(settings.node, Arc::new(hourglass_core::SystemClock))
+        .await
+        .context("cannot start the node")?;
+    println!("hourglass listening on http://{}", node.addr());
+    shutdown_signal().await;
+    tracing::info!("shutdown requested; draining");
+    node.shutdown().await;
+    Ok(())
+}
+
+fn init_logging(format: &config::LogFormat) {
+    let filter =
+        EnvFilter::try_from_env("HOURGLASS_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        config::LogFormat::Json => builder.json().init(),
+        config::LogFormat::Text => builder.init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("can install a SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,1 +1,13 @@
-//! stub
+//! The Hourglass node as a library: the HTTP/JSON API and the assembly of store, engine and API
+//! into a running node.
+//!
+//! Architecture Invariant: only this crate knows HTTP routes, the API's JSON shapes and status
+//! codes. The engine and store are reached through their own types.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod node;
+pub mod wire;
+
+pub use node::{Node, NodeConfig, StartError};

@@ -1,0 +1,143 @@
+//! `hourglass serve` settings: command-line flags, each also settable as `HOURGLASS_<NAME>`, over
+//! an optional TOML config file, over defaults. Parsed once into validated types.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use hourglass_core::duration::parse_duration;
+use hourglass_server::NodeConfig;
+use hourglass_server::auth::ApiKeyConfig;
+use ipnet::IpNet;
+use serde::Deserialize;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address for the HTTP API [default: 127.0.0.1:7070].
+    #[arg(long, env = "HOURGLASS_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Directory of the embedded store [default: ./hourglass-data].
+    #[arg(long, env = "HOURGLASS_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Comma-separated CIDR ranges webhooks may reach although they are loopback, private or
+    /// link-local, e.g. 127.0.0.0/8,10.0.0.0/8.
+    #[arg(long, env = "HOURGLASS_ALLOW_TARGETS", value_delimiter = ',')]
+    allow_targets: Option<Vec<IpNet>>,
+    /// TOML config file; flags and environment variables override it.
+    #[arg(long, env = "HOURGLASS_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log format [default: text].
+    #[arg(long, env = "HOURGLASS_LOG_FORMAT")]
+    log_format: Option<LogFormat>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The config file. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    allow_targets: Option<Vec<IpNet>>,
+    log_format: Option<LogFormat>,
+    /// API keys by hash; with none the node runs in development mode (loopback only).
+    #[serde(default)]
+    api_keys: Vec<ApiKeyConfig>,
+    /// How long a webhook may take to answer, e.g. "10s".
+    delivery_timeout: Option<String>,
+    /// Largest job payload in bytes.
+    max_payload_bytes: Option<usize>,
+    /// How far ahead the planner claims occurrences, e.g. "2s".
+    lookahead: Option<String>,
+    /// Deliveries running at once.
+    delivery_concurrency: Option<usize>,
+    /// Occurrences claimed and not yet completed, at most.
+    max_in_flight: Option<usize>,
+    /// A recurring occurrence picked up later than this is a misfire, e.g. "60s".
+    misfire_threshold: Option<String>,
+    /// At shutdown, how long in-flight deliveries may take, e.g. "10s".
+    shutdown_grace: Option<String>,
+}
+
+pub struct Settings {
+    pub node: NodeConfig,
+    pub log_format: LogFormat,
+}
+
+fn duration(value: Option<&str>, name: &str, default: Duration) -> anyhow::Result<Duration> {
+    match value {
+        None => Ok(default),
+        Some(text) => {
+            parse_duration(text, name).map_err(|e| anyhow::anyhow!("config {name}: {}", e.message))
+        }
+    }
+}
+
+pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
+    let file: FileConfig = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            toml::from_str(&text)
+                .with_context(|| format!("invalid config file {}", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let mut node = NodeConfig::default();
+    if let Some(listen) = args.listen.or(file.listen) {
+        node.listen = listen;
+    }
+    if let Some(dir) = args.data_dir.or(file.data_dir) {
+        node.data_dir = dir;
+    }
+    node.allow_targets = args
+        .allow_targets
+        .or(file.allow_targets)
+        .unwrap_or_default();
+    node.api_keys = file.api_keys;
+    node.delivery_timeout = duration(
+        file.delivery_timeout.as_deref(),
+        "delivery_timeout",
+        node.delivery_timeout,
+    )?;
+    if let Some(max) = file.max_payload_bytes {
+        node.limits.max_payload_bytes = max;
+    }
+    let engine = &mut node.engine;
+    engine.lookahead = duration(file.lookahead.as_deref(), "lookahead", engine.lookahead)?;
+    engine.misfire_threshold = duration(
+        file.misfire_threshold.as_deref(),
+        "misfire_threshold",
+        engine.misfire_threshold,
+    )?;
+    engine.shutdown_grace = duration(
+        file.shutdown_grace.as_deref(),
+        "shutdown_grace",
+        engine.shutdown_grace,
+    )?;
+    if let Some(n) = file.delivery_concurrency {
+        if n == 0 {
+            bail!("config delivery_concurrency must be at least 1");
+        }
+        engine.delivery_concurrency = n;
+    }
+    if let Some(n) = file.max_in_flight {
+        if n == 0 {
+            bail!("config max_in_flight must be at least 1");
+        }
+        engine.max_in_flight = n;
+    }
+    Ok(Settings {
+        node,
+        log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+    })
+}

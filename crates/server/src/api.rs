@@ -1,0 +1,715 @@
+//! Routes and handlers of the HTTP/JSON API under /v1. Handlers parse and validate (wire), call the
+//! store, and poke the engine; they hold no scheduling logic of their own.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hourglass_core::{Clock, JobId, JobState, ScheduleKind};
+use hourglass_engine::{EngineHandle, Secrets, TargetPolicy};
+use hourglass_store::{Created, JobQuery, JobUpdate, NewJob, Store, StoreError, Transition};
+use prometheus_client::registry::Registry;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::auth::{Auth, Principal};
+use crate::error::ApiError;
+use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob};
+
+/// Largest request body read, whatever the endpoint. Single payloads have their own, lower cap.
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+pub const MAX_BATCH: usize = 1000;
+const OPENAPI: &str = include_str!("../openapi.json");
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub engine: EngineHandle,
+    pub clock: Arc<dyn Clock>,
+    pub limits: Limits,
+    pub policy: TargetPolicy,
+    pub auth: Arc<Auth>,
+    pub secrets: Secrets,
+    pub registry: Arc<Registry>,
+    /// False until the node is serving and again once shutdown begins.
+    pub ready: Arc<AtomicBool>,
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/jobs", post(create_job).get(list_jobs))
+        .route("/v1/jobs/batch", post(create_batch))
+        .route(
+            "/v1/jobs/{id}",
+            get(get_job).patch(patch_job).delete(cancel_job),
+        )
+        .route("/v1/jobs/{id}/pause", post(pause_job))
+        .route("/v1/jobs/{id}/resume", post(resume_job))
+        .route("/v1/jobs/{id}/trigger", post(trigger_job))
+        .route("/v1/jobs/{id}/runs", get(job_runs))
+        .route("/v1/dead-letters", get(list_dead_letters))
+        .route(
+            "/v1/dead-letters/{id}",
+            get(get_dead_letter).delete(delete_dead_letter),
+        )
+        .route("/v1/dead-letters/{id}/replay", post(replay_dead_letter))
+        .route("/v1/signing-secret", post(rotate_signing_secret))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { ApiError::not_found("route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not support that method",
+            )
+        })
+        .with_state(state)
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
+        if !ct.starts_with("application/json") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as application/json",
+            )
+            .field("content-type"));
+        }
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+            )
+            .field("body")
+        })
+}
+
+fn parse_value(bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "invalid_json",
+            "body",
+            "request body is empty; send a JSON object",
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request("invalid_json", "body", format!("malformed json: {e}")))
+}
+
+/// Deserializes with the path of the offending field, e.g. `schedule.at` or `jobs[3].target`.
+fn from_value<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, ApiError> {
+    if !value.is_object() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            "expected a JSON object",
+        )
+        .field(if prefix.is_empty() { "body" } else { prefix }));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let message = e.inner().to_string();
+        let mut path = e.path().to_string();
+        if path == "." {
+            path.clear();
+        }
+        let named = |marker: &str| {
+            message
+                .strip_prefix(marker)
+                .and_then(|rest| rest.split('`').next())
+                .map(str::to_string)
+        };
+        let (code, leaf) = if let Some(name) = named("unknown field `") {
+            ("unknown_field", Some(name))
+        } else if let Some(name) = named("missing field `") {
+            ("missing_field", Some(name))
+        } else {
+            ("invalid_field", None)
+        };
+        // serde reports an unknown field at its own path already; a missing one at its parent.
+        if let (Some(leaf), "missing_field") = (&leaf, code) {
+            path = if path.is_empty() {
+                leaf.clone()
+            } else {
+                format!("{path}.{leaf}")
+            };
+        }
+        if path.is_empty()
+            && let Some(leaf) = leaf
+        {
+            path = leaf;
+        }
+        let field = match (prefix.is_empty(), path.is_empty()) {
+            (true, _) => path,
+            (false, true) => prefix.to_string(),
+            (false, false) => format!("{prefix}.{path}"),
+        };
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).field(field)
+    })
+}
+
+fn parse_query<T: DeserializeOwned>(query: Option<String>) -> Result<T, ApiError> {
+    let query = query.unwrap_or_default();
+    let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let message = e.inner().to_string();
+        let field = message
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_string)
+            .unwrap_or_else(|| e.path().to_string());
+        ApiError::bad_request("invalid_query", &field, message)
+    })
+}
+
+fn parse_id(id: &str) -> Result<JobId, ApiError> {
+    JobId::parse_str(id)
+        .map_err(|_| ApiError::bad_request("invalid_id", "id", format!("{id:?} is not a job id")))
+}
+
+/// A hash of the request as submitted, to recognise an idempotent retry of a keyed create.
+/// serde_json's map keeps keys sorted, so key order and whitespace do not matter.
+fn fingerprint(value: &Value) -> i64 {
+    let digest = Sha256::digest(value.to_string().as_bytes());
+    i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    state.auth.authenticate(headers)
+}
+
+async fn validate_create(
+    state: &AppState,
+    principal: &Principal,
+    value: Value,
+    prefix: &str,
+) -> Result<NewJob, ApiError> {
+    let print = fingerprint(&value);
+    let req: CreateJob = from_value(value, prefix)?;
+    let within = |e: hourglass_core::ValidationError| {
+        if prefix.is_empty() {
+            e
+        } else {
+            e.within(prefix)
+        }
+    };
+    let now = state.clock.now();
+    let valid = req
+        .validate(now, &state.limits, &state.policy)
+        .map_err(within)?;
+    let hourglass_core::Target::Webhook(webhook) = &valid.spec.target;
+    state
+        .policy
+        .check_resolved(&webhook.url, "target.webhook.url")
+        .await
+        .map_err(within)?;
+    Ok(NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: principal.namespace.clone(),
+        key: valid.key,
+        spec: valid.spec,
+        payload: valid.payload,
+        fingerprint: print,
+        first_due: valid.first_due,
+        now,
+    })
+}
+
+async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let value = parse_value(&read_body(&headers, body).await?)?;
+    let job = validate_create(&state, &principal, value, "").await?;
+    let created = state.store.create_jobs(vec![job]).await?;
+    let created = created.into_iter().next().expect("one job in, one out");
+    Ok(match created {
+        Created::New(record) => {
+            if let Some(due) = record.next_due {
+                state.engine.job_due(due);
+            }
+            json_response(StatusCode::CREATED, wire::job_out(&record))
+        }
+        Created::Existing(record) => json_response(StatusCode::OK, wire::job_out(&record)),
+    })
+}
+
+async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let value = parse_value(&read_body(&headers, body).await?)?;
+    let batch: BatchCreate = from_value(value, "")?;
+    if batch.jobs.is_empty() || batch.jobs.len() > MAX_BATCH {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_batch",
+            format!("a batch holds 1 to {MAX_BATCH} jobs"),
+        )
+        .field("jobs"));
+    }
+    let mut jobs = Vec::with_capacity(batch.jobs.len());
+    for (i, value) in batch.jobs.into_iter().enumerate() {
+        jobs.push(validate_create(&state, &principal, value, &format!("jobs[{i}]")).await?);
+    }
+    let created = state.store.create_jobs(jobs).await.map_err(|e| match e {
+        StoreError::KeyConflict { index, .. } => {
+            ApiError::from(e).field(format!("jobs[{index}].key"))
+        }
+        other => other.into(),
+    })?;
+    let mut earliest = None;
+    let mut new_count = 0;
+    let out: Vec<Value> = created
+        .iter()
+        .map(|c| {
+            if let Created::New(r) = c {
+                new_count += 1;
+                earliest = earliest.min(r.next_due).or(r.next_due);
+            }
+            let mut job = wire::job_out(c.record());
+            job["created"] = json!(matches!(c, Created::New(_)));
+            job
+        })
+        .collect();
+    if let Some(due) = earliest {
+        state.engine.job_due(due);
+    }
+    Ok(json_response(
+        StatusCode::CREATED,
+        json!({"created": new_count, "jobs": out}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    #[serde(rename = "type")]
+    job_type: Option<String>,
+    due_before: Option<String>,
+    due_after: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    match limit.unwrap_or(100) {
+        n @ 1..=1000 => Ok(n),
+        _ => Err(ApiError::bad_request(
+            "invalid_query",
+            "limit",
+            "limit must be between 1 and 1000",
+        )),
+    }
+}
+
+async fn list_jobs(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let q: ListQuery = parse_query(query)?;
+    let instant = |v: &Option<String>, field: &str| -> Result<_, ApiError> {
+        v.as_deref()
+            .map(|s| {
+                s.parse::<jiff::Timestamp>().map_err(|_| {
+                    ApiError::bad_request("invalid_query", field, "not an RFC 3339 instant")
+                })
+            })
+            .transpose()
+    };
+    let job_state = q
+        .state
+        .as_deref()
+        .map(|s| {
+            JobState::parse(s).ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    "state",
+                    "state is one of active, paused, completed, failed, cancelled",
+                )
+            })
+        })
+        .transpose()?;
+    let limit = page_limit(q.limit)?;
+    let jobs = state
+        .store
+        .list_jobs(JobQuery {
+            namespace: Some(principal.namespace),
+            state: job_state,
+            job_type: q.job_type,
+            due_before: instant(&q.due_before, "due_before")?,
+            due_after: instant(&q.due_after, "due_after")?,
+            after: q
+                .cursor
+                .as_deref()
+                .map(|c| {
+                    JobId::parse_str(c).map_err(|_| {
+                        ApiError::bad_request("invalid_query", "cursor", "malformed cursor")
+                    })
+                })
+                .transpose()?,
+            limit,
+        })
+        .await?;
+    let next_cursor = (jobs.len() == limit)
+        .then(|| jobs.last().map(|j| j.id.to_string()))
+        .flatten();
+    Ok(json_response(
+        StatusCode::OK,
+        json!({"jobs": jobs.iter().map(wire::job_out).collect::<Vec<_>>(), "next_cursor": next_cursor}),
+    ))
+}
+
+async fn get_job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let id = parse_id(&id)?;
+    let job = state
+        .store
+        .get_job(Some(&principal.namespace), id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("job"))?;
+    Ok(json_response(StatusCode::OK, wire::job_out(&job)))
+}
+
+async fn patch_job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let id = parse_id(&id)?;
+    let patch: PatchJob = from_value(parse_value(&read_body(&headers, body).await?)?, "")?;
+    let ns = Some(principal.namespace.as_str());
+    let job = state
+        .store
+        .get_job(ns, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("job"))?;
+    let now = state.clock.now();
+    let mut spec = job.spec.clone();
+    let mut next_due = job.next_due;
+    if let Some(job_type) = patch.job_type {
+        spec.job_type = Some(job_type);
+    }
+    if let Some(schedule) = &patch.schedule {
+        spec.schedule = schedule.validate(now, &state.limits)?;
+        next_due = Some(spec.schedule.first_due(now).ok_or_else(|| {
+            ApiError::from(hourglass_core::ValidationError::new(
+                "schedule_never_fires",
+                "schedule",
+                "the schedule has no occurrence before its end",
+            ))
+        })?);
+    }
+    if let Some(target) = &patch.target {
+        spec.target = target.validate(&state.policy)?;
+        let hourglass_core::Target::Webhook(webhook) = &spec.target;
+        state
+            .policy
+            .check_resolved(&webhook.url, "target.webhook.url")
+            .await?;
+    }
+    if let Some(retry) = &patch.retry {
+        spec.retry = retry.validate()?;
+    }
+    if let Some(misfire) = &patch.misfire {
+        spec.misfire = misfire.validate()?;
+    }
+    let payload = match &patch.payload {
+        Some(value) => wire::encode_payload(value.as_ref(), &state.limits)?,
+        None => job.payload.clone(),
+    };
+    if matches!(spec.schedule.kind, ScheduleKind::At(_)) && patch.schedule.is_none() {
+        next_due = job.next_due;
+    }
+    let updated = state
+        .store
+        .update_job(
+            ns,
+            id,
+            JobUpdate {
+                spec,
+                payload,
+                next_due,
+                now,
+            },
+        )
+        .await?;
+    state.engine.forget(id);
+    if updated.state == JobState::Active
+        && let Some(due) = updated.next_due
+    {
+        state.engine.job_due(due);
+    }
+    Ok(json_response(StatusCode::OK, wire::job_out(&updated)))
+}
+
+async fn transition(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+    make: fn(jiff::Timestamp) -> Transition,
+) -> ApiResult {
+    let principal = principal(state, headers)?;
+    let id = parse_id(id)?;
+    let job = state
+        .store
+        .transition(Some(&principal.namespace), id, make(state.clock.now()))
+        .await?;
+    state.engine.forget(id);
+    if job.state == JobState::Active
+        && let Some(due) = job.next_due
+    {
+        state.engine.job_due(due);
+    }
+    Ok(json_response(StatusCode::OK, wire::job_out(&job)))
+}
+
+async fn cancel_job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    transition(&state, &headers, &id, |now| Transition::Cancel { now }).await
+}
+
+async fn pause_job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    transition(&state, &headers, &id, |now| Transition::Pause { now }).await
+}
+
+async fn resume_job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    transition(&state, &headers, &id, |now| Transition::Resume { now }).await
+}
+
+async fn trigger_job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    transition(&state, &headers, &id, |now| Transition::Trigger { now }).await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+async fn job_runs(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let id = parse_id(&id)?;
+    let q: LimitQuery = parse_query(query)?;
+    let runs = state
+        .store
+        .runs(Some(&principal.namespace), id, page_limit(q.limit)?)
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        json!({"runs": runs.iter().map(wire::run_out).collect::<Vec<_>>()}),
+    ))
+}
+
+fn parse_dead_letter_id(id: &str) -> Result<i64, ApiError> {
+    id.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_id",
+            "id",
+            format!("{id:?} is not a dead letter id"),
+        )
+    })
+}
+
+async fn list_dead_letters(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let q: LimitQuery = parse_query(query)?;
+    let limit = page_limit(q.limit)?;
+    let after = q
+        .cursor
+        .as_deref()
+        .map(|c| {
+            c.parse::<i64>()
+                .map_err(|_| ApiError::bad_request("invalid_query", "cursor", "malformed cursor"))
+        })
+        .transpose()?;
+    let letters = state
+        .store
+        .dead_letters(Some(&principal.namespace), after, limit)
+        .await?;
+    let next_cursor = (letters.len() == limit)
+        .then(|| letters.last().map(|d| d.id.to_string()))
+        .flatten();
+    Ok(json_response(
+        StatusCode::OK,
+        json!({"dead_letters": letters.iter().map(wire::dead_letter_out).collect::<Vec<_>>(), "next_cursor": next_cursor}),
+    ))
+}
+
+async fn get_dead_letter(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let id = parse_dead_letter_id(&id)?;
+    let letter = state
+        .store
+        .get_dead_letter(Some(&principal.namespace), id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("dead letter"))?;
+    Ok(json_response(
+        StatusCode::OK,
+        wire::dead_letter_out(&letter),
+    ))
+}
+
+async fn delete_dead_letter(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let id = parse_dead_letter_id(&id)?;
+    if !state
+        .store
+        .delete_dead_letter(Some(&principal.namespace), id)
+        .await?
+    {
+        return Err(ApiError::not_found("dead letter"));
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Replays a dead letter as a new one-off job due now (its delivery id is therefore new), then
+/// removes the dead letter. The job's key `replay-<id>` makes a repeated replay idempotent.
+async fn replay_dead_letter(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let id = parse_dead_letter_id(&id)?;
+    let ns = Some(principal.namespace.as_str());
+    let letter = state
+        .store
+        .get_dead_letter(ns, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("dead letter"))?;
+    let now = state.clock.now();
+    let mut spec = letter.spec.clone();
+    spec.schedule = hourglass_core::Schedule::at(now);
+    let key = format!("replay-{id}");
+    let created = state
+        .store
+        .create_jobs(vec![NewJob {
+            id: uuid::Uuid::now_v7(),
+            namespace: principal.namespace.clone(),
+            key: Some(key.clone()),
+            spec,
+            payload: letter.payload.clone(),
+            fingerprint: fingerprint(&json!(key)),
+            first_due: now,
+            now,
+        }])
+        .await?;
+    state.store.delete_dead_letter(ns, id).await?;
+    let record = created[0].record();
+    state.engine.job_due(now);
+    Ok(json_response(StatusCode::CREATED, wire::job_out(record)))
+}
+
+async fn rotate_signing_secret(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let secret = state.secrets.rotate(&principal.namespace).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        json!({
+            "namespace": principal.namespace,
+            "signing_secret": secret,
+            "note": "shown once; store it now. Earlier secrets stop working immediately",
+        }),
+    ))
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn healthz() -> Response {
+    json_response(StatusCode::OK, json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.ready.load(Ordering::Acquire) {
+        json_response(StatusCode::OK, json!({"status": "ready"}))
+    } else {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "node is starting or shutting down",
+        )
+        .into_response()
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "metrics encoding failed",
+        )
+        .into_response();
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}

@@ -1,0 +1,156 @@
+//! A running node: the embedded store, the engine, and the API server, started and stopped in
+//! order. `hourglass serve` and the integration tests both start nodes through here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hourglass_core::Clock;
+use hourglass_engine::{Engine, EngineConfig, Metrics, Secrets, TargetPolicy, WebhookDeliverer};
+use hourglass_store::{SqliteStore, Store};
+use ipnet::IpNet;
+use prometheus_client::registry::Registry;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, AppState};
+use crate::auth::{ApiKeyConfig, Auth};
+use crate::wire::Limits;
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Address ranges webhooks may reach even though they are loopback/private/link-local.
+    pub allow_targets: Vec<IpNet>,
+    pub api_keys: Vec<ApiKeyConfig>,
+    pub engine: EngineConfig,
+    pub limits: Limits,
+    pub delivery_timeout: Duration,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            data_dir: PathBuf::from("hourglass-data"),
+            allow_targets: Vec::new(),
+            api_keys: Vec::new(),
+            engine: EngineConfig::default(),
+            limits: Limits::default(),
+            delivery_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(pub String);
+
+pub struct Node {
+    addr: SocketAddr,
+    stop_http: CancellationToken,
+    http: JoinHandle<()>,
+    engine: Engine,
+    ready: Arc<AtomicBool>,
+    store: Arc<dyn Store>,
+}
+
+impl Node {
+    pub async fn start(config: NodeConfig, clock: Arc<dyn Clock>) -> Result<Node, StartError> {
+        let auth = Auth::new(&config.api_keys).map_err(StartError)?;
+        if auth.is_open() {
+            if !config.listen.ip().is_loopback() {
+                return Err(StartError(format!(
+                    "refusing to listen on {} without api keys: configure api_keys, or listen on a loopback address for development",
+                    config.listen
+                )));
+            }
+            tracing::warn!(
+                listen = %config.listen,
+                "development mode: no api keys configured, every request is admin in the namespace it names; loopback only"
+            );
+        }
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&config.data_dir).map_err(|e| StartError(e.to_string()))?);
+        let mut registry = Registry::with_prefix_and_labels("", std::iter::empty());
+        let metrics = Metrics::new(&mut registry);
+        let policy = TargetPolicy::new(config.allow_targets.clone());
+        let secrets = Secrets::new(store.clone());
+        let deliverer = Arc::new(WebhookDeliverer::new(
+            secrets.clone(),
+            policy.clone(),
+            config.delivery_timeout,
+        ));
+        let mut engine_config = config.engine.clone();
+        // A claim must outlive the wait for its due time and its delivery.
+        let minimum_lease =
+            engine_config.lookahead + config.delivery_timeout + Duration::from_secs(30);
+        engine_config.lease_ttl = engine_config.lease_ttl.max(minimum_lease);
+        let engine = Engine::start(
+            engine_config,
+            store.clone(),
+            deliverer,
+            clock.clone(),
+            metrics,
+        );
+        let ready = Arc::new(AtomicBool::new(false));
+        let state = AppState {
+            store: store.clone(),
+            engine: engine.handle(),
+            clock,
+            limits: config.limits.clone(),
+            policy,
+            auth: Arc::new(auth),
+            secrets,
+            registry: Arc::new(registry),
+            ready: ready.clone(),
+        };
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| StartError(format!("cannot listen on {}: {e}", config.listen)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| StartError(e.to_string()))?;
+        let stop_http = CancellationToken::new();
+        let stop = stop_http.clone();
+        let app = api::router(state);
+        let http = tokio::spawn(async move {
+            let serve = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "http server failed");
+            }
+        });
+        ready.store(true, Ordering::Release);
+        tracing::info!(%addr, data_dir = %config.data_dir.display(), "hourglass node started");
+        Ok(Node {
+            addr,
+            stop_http,
+            http,
+            engine,
+            ready,
+            store,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// Drains in order: stop accepting API calls, stop claiming, release unfired claims, let
+    /// in-flight deliveries finish within the grace period, flush completions.
+    pub async fn shutdown(self) {
+        self.ready.store(false, Ordering::Release);
+        self.stop_http.cancel();
+        let _ = self.http.await;
+        self.engine.shutdown().await;
+        tracing::info!("hourglass node stopped");
+    }
+}

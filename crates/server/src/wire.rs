@@ -1,0 +1,590 @@
+//! The API's JSON shapes and their conversion to and from the domain. Only this module knows how
+//! a job looks on the wire; validation errors name the offending field by its JSON path.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hourglass_core::duration::{format_duration, parse_duration};
+use hourglass_core::schedule::CronSchedule;
+use hourglass_core::{
+    JobSpec, MisfirePolicy, RetryPolicy, Schedule, ScheduleKind, Target, ValidationError,
+    WebhookTarget,
+};
+use hourglass_engine::TargetPolicy;
+use hourglass_engine::deliver::{RESERVED_HEADER_PREFIXES, RESERVED_HEADERS};
+use hourglass_store::{DeadLetter, JobRecord, RunRecord};
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Limits that validation enforces; the operator can change them in config.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_payload_bytes: usize,
+    /// How far in the past an `at` instant may be (clock skew, slow clients); it fires at once.
+    pub max_past: Duration,
+    pub max_key_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_payload_bytes: 256 * 1024,
+            max_past: Duration::from_secs(300),
+            max_key_len: 256,
+        }
+    }
+}
+
+/// The latest instant a job may be scheduled for.
+const MAX_FUTURE: SignedDuration = SignedDuration::from_hours(100 * 366 * 24);
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJob {
+    pub key: Option<String>,
+    #[serde(rename = "type")]
+    pub job_type: Option<String>,
+    pub schedule: ScheduleIn,
+    pub target: TargetIn,
+    #[serde(default)]
+    pub payload: Option<Value>,
+    pub retry: Option<RetryIn>,
+    pub misfire: Option<MisfireIn>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleIn {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetIn {
+    pub webhook: Option<WebhookIn>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookIn {
+    pub url: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryIn {
+    pub max_attempts: Option<u32>,
+    pub initial_backoff: Option<String>,
+    pub max_backoff: Option<String>,
+}
+
+/// `"skip"`, `"once"`, `"all"` (1 hour window) or `{"policy": "all", "window": "6h"}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum MisfireIn {
+    Name(String),
+    Detailed {
+        policy: String,
+        window: Option<String>,
+    },
+}
+
+/// `PATCH /v1/jobs/{id}`: each present field replaces the job's.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchJob {
+    #[serde(rename = "type")]
+    pub job_type: Option<String>,
+    pub schedule: Option<ScheduleIn>,
+    pub target: Option<TargetIn>,
+    #[serde(default, deserialize_with = "present")]
+    pub payload: Option<Option<Value>>,
+    pub retry: Option<RetryIn>,
+    pub misfire: Option<MisfireIn>,
+}
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Value>>, D::Error> {
+    Ok(Some(Option::deserialize(d)?))
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchCreate {
+    pub jobs: Vec<Value>,
+}
+
+/// A validated create request.
+pub struct ValidJob {
+    pub key: Option<String>,
+    pub spec: JobSpec,
+    pub payload: Option<String>,
+    pub first_due: Timestamp,
+}
+
+fn parse_instant(text: &str, field: &str) -> Result<Timestamp, ValidationError> {
+    text.parse::<Timestamp>().map_err(|_| {
+        ValidationError::new(
+            "invalid_instant",
+            field,
+            format!(
+                "{text:?} is not an RFC 3339 instant with an offset, e.g. \"2027-03-01T09:00:00+01:00\""
+            ),
+        )
+    })
+}
+
+/// Whole milliseconds: sub-millisecond instants would make the delivery id ambiguous.
+fn truncate_ms(ts: Timestamp) -> Timestamp {
+    hourglass_core::from_ms(ts.as_millisecond())
+}
+
+fn validate_name(value: &str, field: &str, max: usize) -> Result<(), ValidationError> {
+    if value.is_empty() || value.len() > max || value.chars().any(|c| c.is_control()) {
+        return Err(ValidationError::new(
+            "invalid_field",
+            field,
+            format!("must be 1 to {max} characters without control characters"),
+        ));
+    }
+    Ok(())
+}
+
+impl ScheduleIn {
+    pub fn validate(&self, now: Timestamp, limits: &Limits) -> Result<Schedule, ValidationError> {
+        let within = |e: ValidationError| e.within("schedule");
+        let kinds = [
+            self.at.is_some(),
+            self.after.is_some(),
+            self.cron.is_some(),
+            self.every.is_some(),
+        ]
+        .iter()
+        .filter(|k| **k)
+        .count();
+        if kinds != 1 {
+            return Err(ValidationError::new(
+                "invalid_schedule",
+                "schedule",
+                "give exactly one of at, after, cron or every",
+            ));
+        }
+        if self.timezone.is_some() && self.cron.is_none() {
+            return Err(ValidationError::new(
+                "invalid_schedule",
+                "schedule.timezone",
+                "timezone applies to cron schedules only",
+            ));
+        }
+        let start = self
+            .start
+            .as_deref()
+            .map(|s| parse_instant(s, "start").map(truncate_ms))
+            .transpose()
+            .map_err(within)?;
+        let end = self
+            .end
+            .as_deref()
+            .map(|s| parse_instant(s, "end").map(truncate_ms))
+            .transpose()
+            .map_err(within)?;
+        let one_off = self.at.is_some() || self.after.is_some();
+        if one_off && (start.is_some() || end.is_some() || self.max_runs.is_some()) {
+            return Err(ValidationError::new(
+                "invalid_schedule",
+                "schedule",
+                "start, end and max_runs apply to recurring schedules only",
+            ));
+        }
+        if let (Some(start), Some(end)) = (start, end)
+            && end < start
+        {
+            return Err(ValidationError::new(
+                "invalid_schedule",
+                "schedule.end",
+                "end is before start",
+            ));
+        }
+        if self.max_runs == Some(0) {
+            return Err(ValidationError::new(
+                "invalid_field",
+                "schedule.max_runs",
+                "max_runs must be at least 1",
+            ));
+        }
+        let latest = now + MAX_FUTURE;
+        let kind = if let Some(at) = &self.at {
+            let at = truncate_ms(parse_instant(at, "at").map_err(within)?);
+            let max_past = SignedDuration::try_from(limits.max_past).unwrap_or_default();
+            if at < now - max_past {
+                return Err(ValidationError::new(
+                    "instant_in_past",
+                    "schedule.at",
+                    format!(
+                        "{at} is more than {} in the past",
+                        format_duration(limits.max_past)
+                    ),
+                ));
+            }
+            ScheduleKind::At(at)
+        } else if let Some(after) = &self.after {
+            let delay = parse_duration(after, "after").map_err(within)?;
+            ScheduleKind::At(now + SignedDuration::try_from(delay).unwrap_or(MAX_FUTURE))
+        } else if let Some(expr) = &self.cron {
+            let tz = self.timezone.as_deref().unwrap_or("UTC");
+            let cron = CronSchedule::parse(expr, tz).map_err(within)?;
+            cron.check_fires(start.unwrap_or(now).max(now))
+                .map_err(within)?;
+            ScheduleKind::Cron(cron)
+        } else {
+            let every = self.every.as_deref().unwrap_or_default();
+            let interval = parse_duration(every, "every").map_err(within)?;
+            if interval < Duration::from_secs(1) {
+                return Err(ValidationError::new(
+                    "invalid_duration",
+                    "schedule.every",
+                    "the shortest interval is 1s",
+                ));
+            }
+            let anchor =
+                start.unwrap_or(now + SignedDuration::try_from(interval).unwrap_or(MAX_FUTURE));
+            ScheduleKind::Every { interval, anchor }
+        };
+        if let ScheduleKind::At(at) = kind
+            && at > latest
+        {
+            return Err(ValidationError::new(
+                "instant_too_far",
+                "schedule",
+                "jobs may be scheduled at most 100 years ahead",
+            ));
+        }
+        Ok(Schedule {
+            kind,
+            start: if matches!(self.every, Some(_)) {
+                None
+            } else {
+                start
+            },
+            end,
+            max_runs: self.max_runs,
+        })
+    }
+}
+
+impl TargetIn {
+    pub fn validate(&self, policy: &TargetPolicy) -> Result<Target, ValidationError> {
+        let Some(webhook) = &self.webhook else {
+            return Err(ValidationError::new(
+                "invalid_target",
+                "target",
+                "give a target such as {\"webhook\": {\"url\": \"https://...\"}}",
+            ));
+        };
+        let url: url::Url = webhook.url.parse().map_err(|e| {
+            ValidationError::new(
+                "invalid_url",
+                "target.webhook.url",
+                format!("not a valid url: {e}"),
+            )
+        })?;
+        policy.check_url(&url, "target.webhook.url")?;
+        let mut headers = BTreeMap::new();
+        for (name, value) in &webhook.headers {
+            let field = format!("target.webhook.headers.{name}");
+            let lower = name.to_ascii_lowercase();
+            if axum::http::HeaderName::from_bytes(lower.as_bytes()).is_err()
+                || axum::http::HeaderValue::from_str(value).is_err()
+            {
+                return Err(ValidationError::new(
+                    "invalid_header",
+                    field,
+                    "not a valid HTTP header name and value",
+                ));
+            }
+            if RESERVED_HEADERS.contains(&lower.as_str())
+                || RESERVED_HEADER_PREFIXES
+                    .iter()
+                    .any(|p| lower.starts_with(p))
+            {
+                return Err(ValidationError::new(
+                    "invalid_header",
+                    field,
+                    "this header is set by hourglass and cannot be overridden",
+                ));
+            }
+            headers.insert(lower, value.clone());
+        }
+        Ok(Target::Webhook(WebhookTarget { url, headers }))
+    }
+}
+
+impl RetryIn {
+    pub fn validate(&self) -> Result<RetryPolicy, ValidationError> {
+        let defaults = RetryPolicy::default();
+        let max_attempts = self.max_attempts.unwrap_or(defaults.max_attempts);
+        if !(1..=100).contains(&max_attempts) {
+            return Err(ValidationError::new(
+                "invalid_field",
+                "retry.max_attempts",
+                "max_attempts must be between 1 and 100",
+            ));
+        }
+        let duration = |v: &Option<String>, name: &str, default: Duration| {
+            v.as_deref().map_or(Ok(default), |text| {
+                parse_duration(text, name).map_err(|e| e.within("retry"))
+            })
+        };
+        let initial_backoff = duration(
+            &self.initial_backoff,
+            "initial_backoff",
+            defaults.initial_backoff,
+        )?;
+        let max_backoff = duration(&self.max_backoff, "max_backoff", defaults.max_backoff)?;
+        if max_backoff < initial_backoff {
+            return Err(ValidationError::new(
+                "invalid_field",
+                "retry.max_backoff",
+                "max_backoff is shorter than initial_backoff",
+            ));
+        }
+        if max_backoff > Duration::from_secs(7 * 24 * 3600) {
+            return Err(ValidationError::new(
+                "invalid_field",
+                "retry.max_backoff",
+                "max_backoff is at most 7 days",
+            ));
+        }
+        Ok(RetryPolicy {
+            max_attempts,
+            initial_backoff,
+            max_backoff,
+        })
+    }
+}
+
+impl MisfireIn {
+    pub fn validate(&self) -> Result<MisfirePolicy, ValidationError> {
+        let (name, window) = match self {
+            MisfireIn::Name(name) => (name.as_str(), None),
+            MisfireIn::Detailed { policy, window } => (policy.as_str(), window.as_deref()),
+        };
+        let invalid = || {
+            ValidationError::new(
+                "invalid_misfire",
+                "misfire",
+                "misfire is \"skip\", \"once\", \"all\" or {\"policy\": \"all\", \"window\": \"6h\"}",
+            )
+        };
+        match (name, window) {
+            ("skip", None) => Ok(MisfirePolicy::Skip),
+            ("once", None) => Ok(MisfirePolicy::Once),
+            ("all", window) => Ok(MisfirePolicy::All {
+                window: window
+                    .map(|w| parse_duration(w, "misfire.window"))
+                    .transpose()?
+                    .unwrap_or(Duration::from_secs(3600)),
+            }),
+            _ => Err(invalid()),
+        }
+    }
+}
+
+impl CreateJob {
+    pub fn validate(
+        &self,
+        now: Timestamp,
+        limits: &Limits,
+        policy: &TargetPolicy,
+    ) -> Result<ValidJob, ValidationError> {
+        if let Some(key) = &self.key {
+            validate_name(key, "key", limits.max_key_len)?;
+        }
+        if let Some(job_type) = &self.job_type {
+            validate_name(job_type, "type", 128)?;
+        }
+        let schedule = self.schedule.validate(now, limits)?;
+        let target = self.target.validate(policy)?;
+        let retry = self
+            .retry
+            .as_ref()
+            .map(RetryIn::validate)
+            .transpose()?
+            .unwrap_or_default();
+        let misfire = self
+            .misfire
+            .as_ref()
+            .map(MisfireIn::validate)
+            .transpose()?
+            .unwrap_or_default();
+        let payload = encode_payload(self.payload.as_ref(), limits)?;
+        let first_due = schedule.first_due(now).ok_or_else(|| {
+            ValidationError::new(
+                "schedule_never_fires",
+                "schedule",
+                "the schedule has no occurrence before its end",
+            )
+        })?;
+        Ok(ValidJob {
+            key: self.key.clone(),
+            spec: JobSpec {
+                job_type: self.job_type.clone(),
+                schedule,
+                target,
+                retry,
+                misfire,
+            },
+            payload,
+            first_due,
+        })
+    }
+}
+
+pub fn encode_payload(
+    payload: Option<&Value>,
+    limits: &Limits,
+) -> Result<Option<String>, ValidationError> {
+    let Some(value) = payload.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let text = serde_json::to_string(value).expect("json values serialize");
+    if text.len() > limits.max_payload_bytes {
+        return Err(ValidationError::new(
+            "payload_too_large",
+            "payload",
+            format!(
+                "payload is {} bytes; the limit is {} bytes",
+                text.len(),
+                limits.max_payload_bytes
+            ),
+        ));
+    }
+    Ok(Some(text))
+}
+
+fn rfc3339(ts: Timestamp) -> String {
+    format!("{ts:.3}")
+}
+
+/// The schedule as the API shows it; `after` appears as the `at` it resolved to.
+pub fn schedule_out(s: &Schedule) -> ScheduleIn {
+    let mut out = ScheduleIn {
+        start: s.start.map(rfc3339),
+        end: s.end.map(rfc3339),
+        max_runs: s.max_runs,
+        ..Default::default()
+    };
+    match &s.kind {
+        ScheduleKind::At(at) => out.at = Some(rfc3339(*at)),
+        ScheduleKind::Cron(c) => {
+            out.cron = Some(c.expr().to_string());
+            out.timezone = Some(c.timezone().to_string());
+        }
+        ScheduleKind::Every { interval, anchor } => {
+            out.every = Some(format_duration(*interval));
+            out.start = Some(rfc3339(*anchor));
+        }
+    }
+    out
+}
+
+fn misfire_out(m: MisfirePolicy) -> Value {
+    match m {
+        MisfirePolicy::Skip => json!("skip"),
+        MisfirePolicy::Once => json!("once"),
+        MisfirePolicy::All { window } => {
+            json!({"policy": "all", "window": format_duration(window)})
+        }
+    }
+}
+
+fn target_out(t: &Target) -> Value {
+    match t {
+        Target::Webhook(w) => {
+            // Header values often carry the receiver's credentials: never echoed back.
+            let headers: BTreeMap<&str, &str> = w
+                .headers
+                .keys()
+                .map(|k| (k.as_str(), "<redacted>"))
+                .collect();
+            json!({"webhook": {"url": w.url.as_str(), "headers": headers}})
+        }
+    }
+}
+
+fn payload_out(payload: Option<&str>) -> Value {
+    payload
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or(Value::Null)
+}
+
+pub fn job_out(j: &JobRecord) -> Value {
+    json!({
+        "id": j.id,
+        "namespace": j.namespace,
+        "key": j.key,
+        "type": j.spec.job_type,
+        "state": j.state.as_str(),
+        "schedule": schedule_out(&j.spec.schedule),
+        "target": target_out(&j.spec.target),
+        "payload": payload_out(j.payload.as_deref()),
+        "retry": {
+            "max_attempts": j.spec.retry.max_attempts,
+            "initial_backoff": format_duration(j.spec.retry.initial_backoff),
+            "max_backoff": format_duration(j.spec.retry.max_backoff),
+        },
+        "misfire": misfire_out(j.spec.misfire),
+        "next_due_at": if j.state.is_terminal() { None } else { j.next_due.map(rfc3339) },
+        "attempt": j.attempt,
+        "runs": j.runs,
+        "skipped": j.skipped,
+        "created_at": rfc3339(j.created_at),
+        "updated_at": rfc3339(j.updated_at),
+    })
+}
+
+pub fn run_out(r: &RunRecord) -> Value {
+    json!({
+        "delivery_id": hourglass_core::DeliveryId::new(r.job_id, r.due).to_string(),
+        "due_at": rfc3339(r.due),
+        "attempt": r.attempt,
+        "started_at": rfc3339(r.started_at),
+        "latency_ms": r.latency_ms,
+        "status_code": r.status,
+        "error": r.error,
+        "outcome": r.outcome,
+    })
+}
+
+pub fn dead_letter_out(d: &DeadLetter) -> Value {
+    json!({
+        "id": d.id.to_string(),
+        "job_id": d.job_id,
+        "delivery_id": hourglass_core::DeliveryId::new(d.job_id, d.due).to_string(),
+        "due_at": rfc3339(d.due),
+        "attempts": d.attempts,
+        "reason": d.reason,
+        "type": d.spec.job_type,
+        "target": target_out(&d.spec.target),
+        "payload": payload_out(d.payload.as_deref()),
+        "created_at": rfc3339(d.created_at),
+    })
+}
