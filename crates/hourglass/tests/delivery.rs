@@ -1,0 +1,252 @@
+//! End-to-end delivery through a real node and a local receiver: one-off, delay, cron with seconds
+//! and interval jobs arrive with the right payload and headers, and their signatures verify with
+//! the `standardwebhooks` reference library.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Api, Receiver, start_node};
+use serde_json::json;
+use standardwebhooks::Webhook;
+
+fn in_ms(ms: i64) -> String {
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(ms);
+    format!("{at:.3}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_schedule_kind_is_delivered_signed_and_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let (receiver, recv_addr) = Receiver::start().await;
+    let hook = |path: &str| format!("http://{recv_addr}{path}");
+
+    let (status, secret) = api.call("POST", "/v1/signing-secret", None).await;
+    assert_eq!(status, 200);
+    let secret = secret["signing_secret"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("whsec_"));
+
+    let at_job = api
+        .create(json!({
+            "type": "article.publish",
+            "schedule": {"at": in_ms(700)},
+            "target": {"webhook": {"url": hook("/at"), "headers": {"X-Tenant": "acme"}}},
+            "payload": {"article": 42, "title": "Hello"}
+        }))
+        .await;
+    let after_job = api
+        .create(json!({
+            "schedule": {"after": "900ms"},
+            "target": {"webhook": {"url": hook("/after")}},
+            "payload": [1, 2, 3]
+        }))
+        .await;
+    let cron_job = api
+        .create(json!({
+            "schedule": {"cron": "* * * * * *", "timezone": "Europe/Berlin"},
+            "target": {"webhook": {"url": hook("/cron")}},
+            "payload": {"kind": "cron"}
+        }))
+        .await;
+    let every_job = api
+        .create(json!({
+            "schedule": {"every": "1s", "max_runs": 2},
+            "target": {"webhook": {"url": hook("/every")}},
+        }))
+        .await;
+    assert_eq!(at_job["state"], "active");
+    assert!(at_job["next_due_at"].is_string());
+
+    let all = receiver
+        .wait_for(Duration::from_secs(10), "all schedule kinds", |d| {
+            let count = |p: &str| d.iter().filter(|x| x.path == p).count();
+            count("/at") >= 1 && count("/after") >= 1 && count("/cron") >= 2 && count("/every") >= 2
+        })
+        .await;
+
+    let verifier = Webhook::new(&secret).expect("secret accepted by the reference library");
+    for d in &all {
+        verifier
+            .verify(&d.body, &d.headers)
+            .unwrap_or_else(|e| panic!("signature of {} does not verify: {e:?}", d.path));
+        assert!(
+            d.received_ms >= d.due_ms(),
+            "{} fired early: received {} < due {}",
+            d.path,
+            d.received_ms,
+            d.due_ms()
+        );
+        assert_eq!(d.header("content-type"), "application/json");
+        assert!(d.header("webhook-id").contains('_'));
+    }
+
+    let at = &receiver.on_path("/at")[0];
+    assert_eq!(at.json(), json!({"article": 42, "title": "Hello"}));
+    assert_eq!(at.header("x-tenant"), "acme");
+    assert_eq!(at.header("hourglass-job-type"), "article.publish");
+    assert_eq!(
+        at.header("hourglass-job-id"),
+        at_job["id"].as_str().unwrap()
+    );
+    assert_eq!(at.header("hourglass-attempt"), "1");
+    assert_eq!(
+        at.due_ms(),
+        at_job["next_due_at"]
+            .as_str()
+            .unwrap()
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+            .as_millisecond()
+    );
+    assert_eq!(receiver.on_path("/after")[0].json(), json!([1, 2, 3]));
+    assert_eq!(receiver.on_path("/every")[0].body, b"null");
+
+    // Cron occurrences land on whole seconds, one second apart, with distinct delivery ids.
+    let cron = receiver.on_path("/cron");
+    assert_eq!(cron[0].due_ms() % 1000, 0);
+    assert_eq!(cron[1].due_ms() - cron[0].due_ms(), 1000);
+    assert_ne!(cron[0].header("webhook-id"), cron[1].header("webhook-id"));
+    assert_eq!(cron[0].json(), json!({"kind": "cron"}));
+
+    // One-offs complete; the interval job completes after max_runs; the cron job goes on.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let state = |job: &serde_json::Value| {
+        let api = api.clone();
+        let id = job["id"].as_str().unwrap().to_string();
+        async move { api.call("GET", &format!("/v1/jobs/{id}"), None).await.1 }
+    };
+    let at_now = state(&at_job).await;
+    assert_eq!(at_now["state"], "completed");
+    assert_eq!(at_now["runs"], 1);
+    assert_eq!(state(&after_job).await["state"], "completed");
+    assert_eq!(state(&every_job).await["state"], "completed");
+    assert_eq!(receiver.on_path("/every").len(), 2);
+    let cron_now = state(&cron_job).await;
+    assert_eq!(cron_now["state"], "active");
+
+    let (status, runs) = api
+        .call(
+            "GET",
+            &format!("/v1/jobs/{}/runs", at_job["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let run = &runs["runs"][0];
+    assert_eq!(run["status_code"], 204);
+    assert_eq!(run["outcome"], "delivered");
+    assert_eq!(run["delivery_id"], at.header("webhook-id"));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let (receiver, recv_addr) = Receiver::start().await;
+    let retry = json!({"max_attempts": 3, "initial_backoff": "100ms", "max_backoff": "200ms"});
+
+    let flaky = api
+        .create(json!({
+            "schedule": {"after": "100ms"},
+            "target": {"webhook": {"url": format!("http://{recv_addr}/flaky/2")}},
+            "retry": retry,
+        }))
+        .await;
+    let broken = api
+        .create(json!({
+            "schedule": {"after": "100ms"},
+            "target": {"webhook": {"url": format!("http://{recv_addr}/status/503")}},
+            "retry": retry,
+            "payload": {"keep": "me"}
+        }))
+        .await;
+    let gone = api
+        .create(json!({
+            "schedule": {"after": "100ms"},
+            "target": {"webhook": {"url": format!("http://{recv_addr}/status/410")}},
+            "retry": retry,
+        }))
+        .await;
+
+    receiver
+        .wait_for(Duration::from_secs(10), "retries", |d| {
+            let count = |p: &str| d.iter().filter(|x| x.path == p).count();
+            count("/flaky/2") >= 3 && count("/status/503") >= 3 && count("/status/410") >= 1
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let flaky_hits = receiver.on_path("/flaky/2");
+    assert_eq!(flaky_hits.len(), 3, "two failures, then success");
+    let ids: Vec<_> = flaky_hits
+        .iter()
+        .map(|d| d.header("webhook-id").to_string())
+        .collect();
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "one delivery id across retries: {ids:?}"
+    );
+    let attempts: Vec<_> = flaky_hits
+        .iter()
+        .map(|d| d.header("hourglass-attempt").to_string())
+        .collect();
+    assert_eq!(attempts, ["1", "2", "3"]);
+    // Backoff is at least half the nominal 100ms step.
+    assert!(flaky_hits[1].received_ms - flaky_hits[0].received_ms >= 50);
+
+    assert_eq!(
+        receiver.on_path("/status/503").len(),
+        3,
+        "stops after max_attempts"
+    );
+    assert_eq!(
+        receiver.on_path("/status/410").len(),
+        1,
+        "a 410 is permanent"
+    );
+
+    let get = |job: &serde_json::Value| {
+        let api = api.clone();
+        let id = job["id"].as_str().unwrap().to_string();
+        async move { api.call("GET", &format!("/v1/jobs/{id}"), None).await.1 }
+    };
+    assert_eq!(get(&flaky).await["state"], "completed");
+    assert_eq!(get(&broken).await["state"], "failed");
+    assert_eq!(get(&gone).await["state"], "failed");
+
+    let (_, letters) = api.call("GET", "/v1/dead-letters", None).await;
+    let letters = letters["dead_letters"].as_array().unwrap().clone();
+    assert_eq!(letters.len(), 2);
+    let broken_letter = letters
+        .iter()
+        .find(|l| l["job_id"] == broken["id"])
+        .expect("dead letter of the 503 job");
+    assert_eq!(broken_letter["attempts"], 3);
+    assert_eq!(broken_letter["reason"], "http 503");
+    assert_eq!(broken_letter["payload"], json!({"keep": "me"}));
+
+    // Replay re-delivers the payload once more as a new job, and removes the dead letter.
+    let letter_id = broken_letter["id"].as_str().unwrap();
+    let (status, replayed) = api
+        .call(
+            "POST",
+            &format!("/v1/dead-letters/{letter_id}/replay"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 201, "{replayed}");
+    receiver
+        .wait_for(Duration::from_secs(5), "replayed delivery", |d| {
+            d.iter().filter(|x| x.path == "/status/503").count() >= 4
+        })
+        .await;
+    let (status, _) = api
+        .call("GET", &format!("/v1/dead-letters/{letter_id}"), None)
+        .await;
+    assert_eq!(status, 404);
+    node.shutdown().await;
+}
