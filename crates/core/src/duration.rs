@@ -21,7 +21,7 @@ pub fn parse_duration(text: &str, field: &str) -> Result<Duration, ValidationErr
         ));
     }
     let std: Duration = parsed.unsigned_abs();
-    if std.subsec_nanos() % 1_000_000 != 0 {
+    if !std.subsec_nanos().is_multiple_of(1_000_000) {
         return Err(ValidationError::new(
             "invalid_duration",
             field,

@@ -41,7 +41,7 @@ pub struct Schedule {
 pub enum ScheduleKind {
     /// One occurrence at an instant. `after` delays are resolved to this at create time.
     At(Timestamp),
-    Cron(CronSchedule),
+    Cron(Box<CronSchedule>),
     /// Occurrences at `anchor + k * interval` for k = 0, 1, 2, ... Anchoring (instead of "interval
     /// after the last run") keeps the cadence free of drift however late a delivery completes.
     Every {
@@ -322,7 +322,9 @@ mod tests {
     }
 
     fn cron(expr: &str, tz: &str) -> Schedule {
-        Schedule::unbounded(ScheduleKind::Cron(CronSchedule::parse(expr, tz).unwrap()))
+        Schedule::unbounded(ScheduleKind::Cron(Box::new(
+            CronSchedule::parse(expr, tz).unwrap(),
+        )))
     }
 
     #[test]

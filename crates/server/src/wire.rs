@@ -253,7 +253,7 @@ impl ScheduleIn {
             let cron = CronSchedule::parse(expr, tz).map_err(within)?;
             cron.check_fires(start.unwrap_or(now).max(now))
                 .map_err(within)?;
-            ScheduleKind::Cron(cron)
+            ScheduleKind::Cron(Box::new(cron))
         } else {
             let every = self.every.as_deref().unwrap_or_default();
             let interval = parse_duration(every, "every").map_err(within)?;
@@ -279,11 +279,7 @@ impl ScheduleIn {
         }
         Ok(Schedule {
             kind,
-            start: if matches!(self.every, Some(_)) {
-                None
-            } else {
-                start
-            },
+            start: if self.every.is_some() { None } else { start },
             end,
             max_runs: self.max_runs,
         })

@@ -1,0 +1,339 @@
+//! The engine against the real embedded store, with time under the test's control: tokio's clock
+//! is paused and the engine's wall clock is derived from it, so hours pass in milliseconds and no
+//! test sleeps for real.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hourglass_core::{
+    Clock, JobId, JobSpec, MisfirePolicy, Occurrence, RetryPolicy, Schedule, ScheduleKind, Target,
+    WebhookTarget,
+};
+use hourglass_engine::{Deliverer, DeliveryResult, Engine, EngineConfig, Metrics, Verdict};
+use hourglass_store::{NewJob, SqliteStore, Store};
+use jiff::{SignedDuration, Timestamp};
+
+/// Wall time that moves exactly with tokio's (paused) clock.
+struct TokioClock {
+    base: Timestamp,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    fn new(base: Timestamp) -> Self {
+        Self {
+            base,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        let elapsed = self.start.elapsed().as_millis() as i64;
+        hourglass_core::from_ms(self.base.as_millisecond() + elapsed)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    job_id: JobId,
+    due: Timestamp,
+    attempt: u32,
+    at: Timestamp,
+}
+
+/// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up.
+struct FakeDeliverer {
+    clock: Arc<dyn Clock>,
+    seen: Mutex<Vec<Seen>>,
+}
+
+#[async_trait]
+impl Deliverer for FakeDeliverer {
+    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+        self.seen.lock().unwrap().push(Seen {
+            job_id: occ.job_id,
+            due: occ.due,
+            attempt: occ.attempt,
+            at: self.clock.now(),
+        });
+        let verdict = match occ.spec.job_type.as_deref() {
+            Some("fail") => Verdict::Retry {
+                after: None,
+                reason: "http 500".into(),
+            },
+            Some("gone") => Verdict::GiveUp {
+                reason: "http 410".into(),
+            },
+            _ => Verdict::Delivered,
+        };
+        DeliveryResult {
+            status: Some(200),
+            latency: Duration::from_millis(1),
+            verdict,
+        }
+    }
+}
+
+struct Rig {
+    store: Arc<dyn Store>,
+    clock: Arc<TokioClock>,
+    deliverer: Arc<FakeDeliverer>,
+    engine: Engine,
+    _dir: tempfile::TempDir,
+}
+
+const BASE: &str = "2030-06-01T12:00:00Z";
+
+fn rig() -> Rig {
+    rig_with(EngineConfig::default())
+}
+
+fn rig_with(config: EngineConfig) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let clock = Arc::new(TokioClock::new(BASE.parse().unwrap()));
+    let deliverer = Arc::new(FakeDeliverer {
+        clock: clock.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let mut registry = prometheus_client::registry::Registry::default();
+    let engine = Engine::start(
+        config,
+        store.clone(),
+        deliverer.clone(),
+        clock.clone(),
+        Metrics::new(&mut registry),
+    );
+    Rig {
+        store,
+        clock,
+        deliverer,
+        engine,
+        _dir: dir,
+    }
+}
+
+fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp) -> NewJob {
+    NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: "t".into(),
+        key: None,
+        spec: JobSpec {
+            job_type: Some(job_type.into()),
+            schedule,
+            target: Target::Webhook(WebhookTarget {
+                url: "https://example.com/".parse().unwrap(),
+                headers: Default::default(),
+            }),
+            retry: RetryPolicy {
+                max_attempts: 3,
+                initial_backoff: Duration::from_secs(10),
+                max_backoff: Duration::from_secs(60),
+            },
+            misfire: MisfirePolicy::Once,
+        },
+        payload: None,
+        fingerprint: 0,
+        first_due,
+        now,
+    }
+}
+
+impl Rig {
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    async fn add(&self, jobs: Vec<NewJob>) {
+        let earliest = jobs.iter().map(|j| j.first_due).min();
+        self.store.create_jobs(jobs).await.unwrap();
+        if let Some(due) = earliest {
+            self.engine.handle().job_due(due);
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.deliverer.seen.lock().unwrap().clone()
+    }
+
+    /// Lets time pass until `pred` holds. The deadline is real time: while the store's writer
+    /// thread works, the paused runtime is idle and tokio advances virtual time freely, so a
+    /// virtual deadline would measure store speed rather than engine behaviour.
+    async fn run_until(&self, pred: impl Fn(&[Seen]) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !pred(&self.seen()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "condition not reached; seen {} deliveries",
+                self.seen().len()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn fires_every_one_off_once_and_never_early() {
+    let rig = rig();
+    let now = rig.now();
+    // 300 jobs spread irregularly over ten minutes, some sharing a due millisecond.
+    let jobs: Vec<NewJob> = (0..300i64)
+        .map(|i| {
+            let due = now + SignedDuration::from_millis((i * 7919) % 600_000 + 50);
+            job("ok", Schedule::at(due), due, now)
+        })
+        .collect();
+    let ids: std::collections::HashSet<_> = jobs.iter().map(|j| j.id).collect();
+    rig.add(jobs).await;
+    rig.run_until(|s| s.len() >= 300).await;
+    // Let a little more time pass: nothing may fire twice.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let seen = rig.seen();
+    assert_eq!(seen.len(), 300);
+    let fired: std::collections::HashSet<_> = seen.iter().map(|s| s.job_id).collect();
+    assert_eq!(fired, ids);
+    for s in &seen {
+        assert!(s.at >= s.due, "fired early: {s:?}");
+        assert_eq!(s.attempt, 1);
+    }
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_created_inside_the_lookahead_still_fires_on_time() {
+    let rig = rig();
+    // Let the planner go idle first, with nothing to do.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let now = rig.now();
+    let due = now + SignedDuration::from_millis(200);
+    rig.add(vec![job("ok", Schedule::at(due), due, now)]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    let seen = rig.seen();
+    assert!(seen[0].at >= due);
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_deliveries_back_off_then_dead_letter() {
+    let rig = rig();
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    rig.add(vec![
+        job("fail", Schedule::at(due), due, now),
+        job("gone", Schedule::at(due), due, now),
+    ])
+    .await;
+    rig.run_until(|s| s.len() >= 4).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rig.store.dead_letters(None, None, 10).await.unwrap().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dead letters not written"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // More time passes: nothing is attempted again.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let seen = rig.seen();
+    let failing: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.attempt > 1 || seen.iter().filter(|o| o.job_id == s.job_id).count() > 1)
+        .collect();
+    assert_eq!(
+        failing.len(),
+        3,
+        "three attempts of the failing job: {seen:?}"
+    );
+    for pair in failing.windows(2) {
+        let gap = pair[1].at.as_millisecond() - pair[0].at.as_millisecond();
+        // Equal jitter: at least half of the nominal 10s/20s step.
+        assert!(gap >= 5_000, "retry came after only {gap} ms");
+        assert_eq!(pair[1].due, pair[0].due, "same occurrence");
+    }
+    assert_eq!(seen.len(), 4, "the 410 job is tried once");
+    let letters = rig.store.dead_letters(None, None, 10).await.unwrap();
+    assert_eq!(letters.len(), 2);
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn recurring_jobs_advance_and_skip_missed_occurrences_by_policy() {
+    let rig = rig();
+    let now = rig.now();
+    // An every-10s job anchored an hour ago: its first pending occurrence is long missed.
+    let anchor = now - SignedDuration::from_secs(3600);
+    let mut skipping = job(
+        "ok",
+        Schedule::unbounded(ScheduleKind::Every {
+            interval: Duration::from_secs(10),
+            anchor,
+        }),
+        anchor,
+        now,
+    );
+    skipping.spec.misfire = MisfirePolicy::Skip;
+    let skip_id = skipping.id;
+    let mut once = skipping.clone();
+    once.id = uuid::Uuid::now_v7();
+    once.spec.misfire = MisfirePolicy::Once;
+    let once_id = once.id;
+    rig.add(vec![skipping, once]).await;
+    rig.run_until(|s| s.iter().filter(|x| x.job_id == skip_id).count() >= 3)
+        .await;
+    let seen = rig.seen();
+    let skip_dues: Vec<_> = seen
+        .iter()
+        .filter(|s| s.job_id == skip_id)
+        .map(|s| s.due)
+        .collect();
+    assert!(
+        skip_dues.iter().all(|d| *d >= now),
+        "skip never fires a missed occurrence: {skip_dues:?}"
+    );
+    let once_dues: Vec<_> = seen
+        .iter()
+        .filter(|s| s.job_id == once_id)
+        .map(|s| s.due)
+        .collect();
+    assert_eq!(
+        once_dues[0], anchor,
+        "once fires the missed occurrence one time"
+    );
+    assert!(
+        once_dues[1..].iter().all(|d| *d > now),
+        "then resumes after now: {once_dues:?}"
+    );
+    for pair in skip_dues.windows(2) {
+        assert_eq!(pair[1].as_millisecond() - pair[0].as_millisecond(), 10_000);
+    }
+    let skip_job = rig.store.get_job(None, skip_id).await.unwrap().unwrap();
+    assert_eq!(
+        skip_job.skipped, 361,
+        "360 missed plus the one due exactly at now"
+    );
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_hands_back_claims_that_have_not_fired() {
+    let rig = rig_with(EngineConfig {
+        lookahead: Duration::from_secs(10),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(5);
+    rig.add(vec![job("ok", Schedule::at(due), due, now)]).await;
+    // Within the lookahead: claimed into the timer, not yet fired.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(rig.seen().is_empty());
+    let store = rig.store.clone();
+    rig.engine.shutdown().await;
+    assert_eq!(
+        store.next_due().await.unwrap(),
+        Some(due),
+        "released to its own due time, not to the lease expiry"
+    );
+}
