@@ -400,6 +400,7 @@ fn completion_for(
 /// in-flight permits and pokes the planner (a recurring job's next occurrence may be due soon).
 async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_flight: Arc<Semaphore>) {
     let mut buffer = Vec::with_capacity(COMPLETION_BATCH);
+    let mut shutdown_deadline: Option<tokio::time::Instant> = None;
     while rx.recv_many(&mut buffer, COMPLETION_BATCH).await > 0 {
         let mut released = 0usize;
         let mut batch = Vec::with_capacity(buffer.len());
@@ -426,10 +427,19 @@ async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_fligh
                 }
                 Err(e) => {
                     ctx.metrics.store_errors.inc();
+                    // During shutdown, give up after the grace period: an unrecorded completion
+                    // only means a redelivery (same delivery id) after restart, never a loss.
+                    if ctx.stop.is_cancelled() {
+                        let gave_up = *shutdown_deadline.get_or_insert_with(|| {
+                            tokio::time::Instant::now() + ctx.config.shutdown_grace
+                        });
+                        if tokio::time::Instant::now() >= gave_up {
+                            tracing::warn!(error = %e, count, "shutting down with completions unrecorded; they will be delivered again");
+                            break;
+                        }
+                    }
                     error_backoff = backoff(error_backoff);
                     tracing::warn!(error = %e, count, retry_in_ms = error_backoff.as_millis() as u64, "could not record completions; retrying");
-                    // Keep trying even during shutdown: losing a completion means a redelivery,
-                    // so it is worth the wait while the process is alive.
                     tokio::time::sleep(error_backoff).await;
                 }
             }

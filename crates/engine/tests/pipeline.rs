@@ -317,6 +317,166 @@ async fn recurring_jobs_advance_and_skip_missed_occurrences_by_policy() {
     rig.engine.shutdown().await;
 }
 
+/// Counts the store calls the engine makes while it should be idle.
+struct CountingStore {
+    inner: Arc<dyn Store>,
+    claims: std::sync::atomic::AtomicUsize,
+    probes: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl Store for CountingStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn create_jobs(
+        &self,
+        jobs: Vec<NewJob>,
+    ) -> hourglass_store::Result<Vec<hourglass_store::Created>> {
+        self.inner.create_jobs(jobs).await
+    }
+    async fn claim_due(
+        &self,
+        horizon: Timestamp,
+        limit: usize,
+        lease: &hourglass_store::Lease,
+    ) -> hourglass_store::Result<Vec<Occurrence>> {
+        self.claims
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.claim_due(horizon, limit, lease).await
+    }
+    async fn complete(
+        &self,
+        batch: Vec<hourglass_core::Completion>,
+        now: Timestamp,
+    ) -> hourglass_store::Result<Vec<hourglass_store::Applied>> {
+        self.inner.complete(batch, now).await
+    }
+    async fn release(&self, claims: Vec<hourglass_store::Release>) -> hourglass_store::Result<()> {
+        self.inner.release(claims).await
+    }
+    async fn next_due(&self) -> hourglass_store::Result<Option<Timestamp>> {
+        self.probes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.next_due().await
+    }
+    async fn get_job(
+        &self,
+        ns: Option<&str>,
+        id: JobId,
+    ) -> hourglass_store::Result<Option<hourglass_store::JobRecord>> {
+        self.inner.get_job(ns, id).await
+    }
+    async fn list_jobs(
+        &self,
+        q: hourglass_store::JobQuery,
+    ) -> hourglass_store::Result<Vec<hourglass_store::JobRecord>> {
+        self.inner.list_jobs(q).await
+    }
+    async fn count_jobs(&self, ns: Option<&str>) -> hourglass_store::Result<u64> {
+        self.inner.count_jobs(ns).await
+    }
+    async fn update_job(
+        &self,
+        ns: Option<&str>,
+        id: JobId,
+        u: hourglass_store::JobUpdate,
+    ) -> hourglass_store::Result<hourglass_store::JobRecord> {
+        self.inner.update_job(ns, id, u).await
+    }
+    async fn transition(
+        &self,
+        ns: Option<&str>,
+        id: JobId,
+        t: hourglass_store::Transition,
+    ) -> hourglass_store::Result<hourglass_store::JobRecord> {
+        self.inner.transition(ns, id, t).await
+    }
+    async fn runs(
+        &self,
+        ns: Option<&str>,
+        id: JobId,
+        limit: usize,
+    ) -> hourglass_store::Result<Vec<hourglass_store::RunRecord>> {
+        self.inner.runs(ns, id, limit).await
+    }
+    async fn dead_letters(
+        &self,
+        ns: Option<&str>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> hourglass_store::Result<Vec<hourglass_store::DeadLetter>> {
+        self.inner.dead_letters(ns, after, limit).await
+    }
+    async fn get_dead_letter(
+        &self,
+        ns: Option<&str>,
+        id: i64,
+    ) -> hourglass_store::Result<Option<hourglass_store::DeadLetter>> {
+        self.inner.get_dead_letter(ns, id).await
+    }
+    async fn delete_dead_letter(&self, ns: Option<&str>, id: i64) -> hourglass_store::Result<bool> {
+        self.inner.delete_dead_letter(ns, id).await
+    }
+    async fn signing_secret(&self, ns: &str) -> hourglass_store::Result<Option<String>> {
+        self.inner.signing_secret(ns).await
+    }
+    async fn set_signing_secret(&self, ns: &str, secret: &str) -> hourglass_store::Result<()> {
+        self.inner.set_signing_secret(ns, secret).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_engine_makes_no_store_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let counting = Arc::new(CountingStore {
+        inner: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+        claims: Default::default(),
+        probes: Default::default(),
+    });
+    let clock = Arc::new(TokioClock::new(BASE.parse().unwrap()));
+    let deliverer = Arc::new(FakeDeliverer {
+        clock: clock.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    // One job a day ahead: the planner must sleep until then, not poll.
+    let now = clock.now();
+    let due = now + SignedDuration::from_hours(24);
+    counting
+        .create_jobs(vec![job("ok", Schedule::at(due), due, now)])
+        .await
+        .unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let engine = Engine::start(
+        EngineConfig::default(),
+        counting.clone(),
+        deliverer.clone(),
+        clock.clone(),
+        Metrics::new(&mut registry),
+    );
+    let load = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::SeqCst);
+    // Let the planner make its first claim and probe (real store I/O), then let hours pass.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while load(&counting.probes) == 0 {
+        assert!(std::time::Instant::now() < deadline, "planner never probed");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(6 * 3600)).await;
+    for _ in 0..20 {
+        // Real time for any stray store call to show up.
+        std::thread::sleep(Duration::from_millis(5));
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        load(&counting.claims),
+        1,
+        "one claim at start, then nothing"
+    );
+    assert_eq!(load(&counting.probes), 1, "one next-due probe, then sleep");
+    assert!(deliverer.seen.lock().unwrap().is_empty());
+    engine.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_hands_back_claims_that_have_not_fired() {
     let rig = rig_with(EngineConfig {
