@@ -172,6 +172,9 @@ impl Deliverer for WebhookDeliverer {
                     verdict: classify(status.as_u16(), retry_after),
                 }
             }
+            Err(e) if forbidden_cause(&e).is_some() => {
+                Self::give_up(forbidden_cause(&e).unwrap_or_default(), started)
+            }
             Err(e) => {
                 let reason = if e.is_timeout() {
                     "timed out".to_string()
@@ -222,6 +225,31 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     Some(Duration::from_millis(wait.max(0) as u64))
 }
 
+/// The resolver's refusal, found anywhere in an error's chain.
+fn forbidden_cause(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(current) = cause {
+        if let Some(forbidden) = current.downcast_ref::<ForbiddenTarget>() {
+            return Some(forbidden.to_string());
+        }
+        cause = current.source();
+    }
+    None
+}
+
+/// A hostname that resolved only to addresses the target policy refuses. Permanent: retrying
+/// cannot help until the operator changes the allowlist.
+#[derive(Debug)]
+struct ForbiddenTarget(String);
+
+impl std::fmt::Display for ForbiddenTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} resolves only to forbidden addresses", self.0)
+    }
+}
+
+impl std::error::Error for ForbiddenTarget {}
+
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(next) = cause.source() {
@@ -245,7 +273,9 @@ impl reqwest::dns::Resolve for GuardedResolver {
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let allowed = policy.filter(resolved.into_iter());
             if allowed.is_empty() {
-                return Err(format!("{host} resolves only to forbidden addresses").into());
+                return Err(
+                    Box::new(ForbiddenTarget(host)) as Box<dyn std::error::Error + Send + Sync>
+                );
             }
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
