@@ -414,6 +414,7 @@ async fn patch_job(
     let mut spec = job.spec.clone();
     let mut next_due = job.next_due;
     if let Some(job_type) = patch.job_type {
+        wire::validate_name(&job_type, "type", 128)?;
         spec.job_type = Some(job_type);
     }
     if let Some(schedule) = &patch.schedule {

@@ -101,10 +101,14 @@ pub struct RetryIn {
 #[serde(untagged)]
 pub enum MisfireIn {
     Name(String),
-    Detailed {
-        policy: String,
-        window: Option<String>,
-    },
+    Detailed(MisfireDetailed),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MisfireDetailed {
+    pub policy: String,
+    pub window: Option<String>,
 }
 
 /// `PATCH /v1/jobs/{id}`: each present field replaces the job's.
@@ -141,6 +145,20 @@ pub struct ValidJob {
 }
 
 fn parse_instant(text: &str, field: &str) -> Result<Timestamp, ValidationError> {
+    // jiff reads offsets up to ±25:59; RFC 3339 allows ±23:59 only.
+    let offset_hours = text
+        .len()
+        .checked_sub(6)
+        .and_then(|i| text.get(i..))
+        .filter(|tail| tail.starts_with(['+', '-']) && tail.as_bytes()[3] == b':')
+        .and_then(|tail| tail[1..3].parse::<u8>().ok());
+    if offset_hours.is_some_and(|h| h > 23) {
+        return Err(ValidationError::new(
+            "invalid_instant",
+            field,
+            format!("{text:?} has an offset beyond ±23:59"),
+        ));
+    }
     text.parse::<Timestamp>().map_err(|_| {
         ValidationError::new(
             "invalid_instant",
@@ -157,7 +175,7 @@ fn truncate_ms(ts: Timestamp) -> Timestamp {
     hourglass_core::from_ms(ts.as_millisecond())
 }
 
-fn validate_name(value: &str, field: &str, max: usize) -> Result<(), ValidationError> {
+pub fn validate_name(value: &str, field: &str, max: usize) -> Result<(), ValidationError> {
     if value.is_empty() || value.len() > max || value.chars().any(|c| c.is_control()) {
         return Err(ValidationError::new(
             "invalid_field",
@@ -207,12 +225,19 @@ impl ScheduleIn {
             .transpose()
             .map_err(within)?;
         let one_off = self.at.is_some() || self.after.is_some();
-        if one_off && (start.is_some() || end.is_some() || self.max_runs.is_some()) {
-            return Err(ValidationError::new(
-                "invalid_schedule",
-                "schedule",
-                "start, end and max_runs apply to recurring schedules only",
-            ));
+        if one_off {
+            let extra = [
+                ("start", self.start.is_some()),
+                ("end", self.end.is_some()),
+                ("max_runs", self.max_runs.is_some()),
+            ];
+            if let Some((name, _)) = extra.iter().find(|(_, present)| *present) {
+                return Err(ValidationError::new(
+                    "invalid_schedule",
+                    format!("schedule.{name}"),
+                    "start, end and max_runs apply to recurring schedules only",
+                ));
+            }
         }
         if let (Some(start), Some(end)) = (start, end)
             && end < start
@@ -231,6 +256,16 @@ impl ScheduleIn {
             ));
         }
         let latest = now + MAX_FUTURE;
+        let too_far = |field: &str| {
+            ValidationError::new(
+                "instant_too_far",
+                format!("schedule.{field}"),
+                "jobs may be scheduled at most 100 years ahead",
+            )
+        };
+        if start.is_some_and(|start| start > latest) {
+            return Err(too_far("start"));
+        }
         let kind = if let Some(at) = &self.at {
             let at = truncate_ms(parse_instant(at, "at").map_err(within)?);
             let max_past = SignedDuration::try_from(limits.max_past).unwrap_or_default();
@@ -244,10 +279,16 @@ impl ScheduleIn {
                     ),
                 ));
             }
+            if at > latest {
+                return Err(too_far("at"));
+            }
             ScheduleKind::At(at)
         } else if let Some(after) = &self.after {
             let delay = parse_duration(after, "after").map_err(within)?;
-            ScheduleKind::At(now + SignedDuration::try_from(delay).unwrap_or(MAX_FUTURE))
+            match SignedDuration::try_from(delay) {
+                Ok(delay) if delay <= MAX_FUTURE => ScheduleKind::At(now + delay),
+                _ => return Err(too_far("after")),
+            }
         } else if let Some(expr) = &self.cron {
             let tz = self.timezone.as_deref().unwrap_or("UTC");
             let cron = CronSchedule::parse(expr, tz).map_err(within)?;
@@ -268,15 +309,6 @@ impl ScheduleIn {
                 start.unwrap_or(now + SignedDuration::try_from(interval).unwrap_or(MAX_FUTURE));
             ScheduleKind::Every { interval, anchor }
         };
-        if let ScheduleKind::At(at) = kind
-            && at > latest
-        {
-            return Err(ValidationError::new(
-                "instant_too_far",
-                "schedule",
-                "jobs may be scheduled at most 100 years ahead",
-            ));
-        }
         Ok(Schedule {
             kind,
             start: if self.every.is_some() { None } else { start },
@@ -381,7 +413,7 @@ impl MisfireIn {
     pub fn validate(&self) -> Result<MisfirePolicy, ValidationError> {
         let (name, window) = match self {
             MisfireIn::Name(name) => (name.as_str(), None),
-            MisfireIn::Detailed { policy, window } => (policy.as_str(), window.as_deref()),
+            MisfireIn::Detailed(d) => (d.policy.as_str(), d.window.as_deref()),
         };
         let invalid = || {
             ValidationError::new(
