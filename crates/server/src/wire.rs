@@ -96,20 +96,11 @@ pub struct RetryIn {
     pub max_backoff: Option<String>,
 }
 
-/// `"skip"`, `"once"`, `"all"` (1 hour window) or `{"policy": "all", "window": "6h"}`.
+/// `"skip"`, `"once"`, `"all"` (1 hour window) or `{"policy": "all", "window": "6h"}`. Kept as
+/// raw JSON until validation so every malformed shape gets the same `invalid_misfire` answer.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum MisfireIn {
-    Name(String),
-    Detailed(MisfireDetailed),
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MisfireDetailed {
-    pub policy: String,
-    pub window: Option<String>,
-}
+#[serde(transparent)]
+pub struct MisfireIn(Value);
 
 /// `PATCH /v1/jobs/{id}`: each present field replaces the job's.
 #[derive(Debug, Clone, Deserialize)]
@@ -411,16 +402,35 @@ impl RetryIn {
 
 impl MisfireIn {
     pub fn validate(&self) -> Result<MisfirePolicy, ValidationError> {
-        let (name, window) = match self {
-            MisfireIn::Name(name) => (name.as_str(), None),
-            MisfireIn::Detailed(d) => (d.policy.as_str(), d.window.as_deref()),
-        };
         let invalid = || {
             ValidationError::new(
                 "invalid_misfire",
                 "misfire",
                 "misfire is \"skip\", \"once\", \"all\" or {\"policy\": \"all\", \"window\": \"6h\"}",
             )
+        };
+        let (name, window) = match &self.0 {
+            Value::String(name) => (name.as_str(), None),
+            Value::Object(fields) => {
+                if let Some(unknown) = fields.keys().find(|k| *k != "policy" && *k != "window") {
+                    return Err(ValidationError::new(
+                        "unknown_field",
+                        format!("misfire.{unknown}"),
+                        format!("unknown field `{unknown}`, expected `policy` or `window`"),
+                    ));
+                }
+                let text = |key: &str| match fields.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s.as_str())),
+                    Some(_) => Err(ValidationError::new(
+                        "invalid_misfire",
+                        format!("misfire.{key}"),
+                        format!("{key} must be a string"),
+                    )),
+                };
+                (text("policy")?.ok_or_else(invalid)?, text("window")?)
+            }
+            _ => return Err(invalid()),
         };
         match (name, window) {
             ("skip", None) => Ok(MisfirePolicy::Skip),
