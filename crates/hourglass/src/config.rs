@@ -141,3 +141,78 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(config: Option<PathBuf>) -> ServeArgs {
+        ServeArgs {
+            listen: None,
+            data_dir: None,
+            allow_targets: None,
+            config,
+            log_format: None,
+        }
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hourglass.toml");
+        std::fs::write(
+            &path,
+            r#"
+listen = "127.0.0.1:9000"
+data_dir = "/var/lib/hourglass"
+allow_targets = ["10.0.0.0/8"]
+delivery_timeout = "3s"
+lookahead = "500ms"
+[[api_keys]]
+namespace = "acme"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+"#,
+        )
+        .unwrap();
+        let from_file = resolve(args(Some(path.clone()))).unwrap().node;
+        assert_eq!(from_file.listen, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(from_file.data_dir, PathBuf::from("/var/lib/hourglass"));
+        assert_eq!(
+            from_file.allow_targets,
+            vec!["10.0.0.0/8".parse::<IpNet>().unwrap()]
+        );
+        assert_eq!(from_file.delivery_timeout, Duration::from_secs(3));
+        assert_eq!(from_file.engine.lookahead, Duration::from_millis(500));
+        assert_eq!(from_file.api_keys.len(), 1);
+
+        let mut flagged = args(Some(path));
+        flagged.listen = Some("127.0.0.1:7777".parse().unwrap());
+        flagged.allow_targets = Some(vec!["127.0.0.0/8".parse().unwrap()]);
+        let node = resolve(flagged).unwrap().node;
+        assert_eq!(node.listen, "127.0.0.1:7777".parse().unwrap());
+        assert_eq!(
+            node.allow_targets,
+            vec!["127.0.0.0/8".parse::<IpNet>().unwrap()]
+        );
+        assert_eq!(node.data_dir, PathBuf::from("/var/lib/hourglass"));
+
+        let defaults = resolve(args(None)).unwrap().node;
+        assert_eq!(defaults.listen, "127.0.0.1:7070".parse().unwrap());
+        assert_eq!(defaults.data_dir, PathBuf::from("hourglass-data"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, needle) in [
+            ("lisen = \"127.0.0.1:1\"", "invalid config file"),
+            ("delivery_timeout = \"soon\"", "delivery_timeout"),
+            ("delivery_concurrency = 0", "delivery_concurrency"),
+        ] {
+            let path = dir.path().join("bad.toml");
+            std::fs::write(&path, text).unwrap();
+            let err = resolve(args(Some(path))).err().expect("rejected");
+            assert!(format!("{err:#}").contains(needle), "{text}: {err:#}");
+        }
+    }
+}

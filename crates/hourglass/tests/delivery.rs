@@ -250,3 +250,35 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
     assert_eq!(status, 404);
     node.shutdown().await;
 }
+
+#[tokio::test]
+async fn development_mode_refuses_non_loopback_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::test_config(dir.path());
+    config.listen = "0.0.0.0:0".parse().unwrap();
+    let err = match hourglass_server::Node::start(
+        config,
+        std::sync::Arc::new(hourglass_core::SystemClock),
+    )
+    .await
+    {
+        Ok(_) => panic!("a node without api keys must not listen on 0.0.0.0"),
+        Err(e) => e,
+    };
+    assert!(err.to_string().contains("without api keys"), "{err}");
+
+    // With a key configured the same address is fine.
+    let mut config = common::test_config(dir.path());
+    config.listen = "0.0.0.0:0".parse().unwrap();
+    config.api_keys = vec![hourglass_server::auth::ApiKeyConfig {
+        sha256: hourglass_server::auth::hash_key("secret-key"),
+        namespace: Some("acme".into()),
+        admin: false,
+    }];
+    let node = common::start_node_with(config).await;
+    let port = node.addr().port();
+    let api = Api::new(format!("127.0.0.1:{port}").parse().unwrap()).with_key("secret-key");
+    let (status, _) = api.call("GET", "/v1/jobs", None).await;
+    assert_eq!(status, 200);
+    node.shutdown().await;
+}
