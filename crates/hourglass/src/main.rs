@@ -1,5 +1,6 @@
 //! The `hourglass` binary: `hourglass serve` runs a node; the other subcommands are its client.
 
+mod bench;
 mod client;
 mod config;
 
@@ -30,6 +31,9 @@ enum Command {
     DeadLetters(client::DeadLetterArgs),
     /// Rotate the namespace's webhook signing secret and print it (shown once).
     SigningSecret(client::Connection),
+    /// Load-test a node over its HTTP API and account for every fire (burst, sustained,
+    /// far-future, cron); starts its own node unless given --url.
+    Bench(bench::BenchArgs),
     /// Generate an API key and the SHA-256 hash to put in the config file.
     Key {
         #[command(subcommand)]
@@ -53,6 +57,7 @@ fn main() -> anyhow::Result<()> {
         Command::Job(args) => runtime.block_on(client::job(args)),
         Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args)),
         Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
+        Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Key {
             command: KeyCommand::Generate,
         } => {

@@ -1,0 +1,367 @@
+//! `hourglass bench`: load-tests a node over its public HTTP API and accounts for every fire.
+//!
+//! The bench runs a webhook receiver of its own on loopback, measures what that receiver can take
+//! (so it is known not to be the bottleneck), starts a node (by default `hourglass serve` as a
+//! child process of this same binary, so the node's memory and CPU figures are its own), submits a
+//! workload through POST /v1/jobs/batch, and holds what the receiver saw against what it
+//! submitted: executed, missing, duplicate and early deliveries, and lateness per occurrence.
+
+mod accounting;
+mod receiver;
+mod report;
+mod scenarios;
+mod server;
+mod submit;
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use accounting::{DeliveryKey, Receipt, account};
+use receiver::Receiver;
+use server::{ProcStats, Server, ServerOptions};
+use submit::{Api, JobWriter, Submitted};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// The workload to run.
+    #[arg(value_enum)]
+    scenario: Scenario,
+    /// Jobs to create [default: burst 100000, far-future 1000000, cron 10000; sustained creates
+    /// rate × hold jobs per step].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// burst: the due times are spread evenly over this window, which opens 5 s after the start.
+    #[arg(long, default_value = "20s", value_parser = duration_arg)]
+    spread: Duration,
+    /// sustained: how long each fire-rate step is held.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    hold: Duration,
+    /// sustained: the fire rates (per second) to step through, lowest first.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000,2000,5000,10000,20000,40000,80000,160000"
+    )]
+    rates: Vec<u64>,
+    /// far-future: the idle window over which the server's CPU use is measured.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    idle: Duration,
+    /// cron: how long the every-second jobs are watched.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    duration: Duration,
+    /// Also print the figures as one JSON object, on the last line of stdout.
+    #[arg(long)]
+    json: bool,
+    /// Bench an existing node at this base URL instead of starting one. It must allow webhook
+    /// targets in 127.0.0.0/8 (the bench's receiver listens on loopback).
+    #[arg(long)]
+    url: Option<String>,
+    /// API key (Bearer) for the node at --url.
+    #[arg(long, requires = "url")]
+    api_key: Option<String>,
+    /// The process id of the node at --url, to report its memory and CPU (null otherwise).
+    #[arg(long, requires = "url")]
+    server_pid: Option<u32>,
+    /// Data directory of the node the bench starts [default: a fresh temporary directory,
+    /// removed afterwards]. With --url: the node's directory, to measure the store's size.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Run the node inside the bench's own process instead of as a child process. Its memory
+    /// and CPU figures then include the bench's receiver and submitters.
+    #[arg(long, conflicts_with = "url")]
+    in_process: bool,
+    /// Config file for the node the bench starts (`hourglass serve --config`).
+    #[arg(long, conflicts_with_all = ["url", "in_process"])]
+    server_config: Option<PathBuf>,
+    /// Batch requests in flight at once.
+    #[arg(long, default_value_t = 4)]
+    submitters: usize,
+    /// Jobs per batch request (the API takes 1 to 1000).
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// After the last due time, how long to keep waiting for occurrences still missing.
+    #[arg(long, default_value = "60s", value_parser = duration_arg)]
+    drain_timeout: Duration,
+    /// How long the receiver's ceiling is measured before the run.
+    #[arg(long, default_value = "2s", value_parser = duration_arg)]
+    ceiling_time: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// N one-off jobs due over a short window.
+    Burst,
+    /// Steps the fire rate up until lateness p99 exceeds 100 ms or fires go missing.
+    Sustained,
+    /// N jobs due 1 to 30 days ahead: idle CPU and bytes per job.
+    FarFuture,
+    /// N every-second cron jobs: every occurrence once.
+    Cron,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Burst => "burst",
+            Scenario::Sustained => "sustained",
+            Scenario::FarFuture => "far-future",
+            Scenario::Cron => "cron",
+        }
+    }
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    hourglass_core::duration::parse_duration(text, "duration").map_err(|e| e.message)
+}
+
+/// Wall clock, unix ms: the same clock the node stamps due times with.
+pub(crate) fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// Keep-alive connections of the ceiling measurement.
+const CEILING_CONNECTIONS: usize = 64;
+/// After everything expected has arrived, how long to keep listening for quick duplicates.
+const DUPLICATE_GRACE: Duration = Duration::from_secs(1);
+
+/// Progress bars on stderr, only when it is a terminal.
+#[derive(Clone, Copy)]
+struct Progress {
+    enabled: bool,
+}
+
+impl Progress {
+    fn bar(self, len: u64, phase: &str) -> ProgressBar {
+        if !self.enabled {
+            return ProgressBar::hidden();
+        }
+        let style = ProgressStyle::with_template(
+            "{prefix:>9} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} {msg}",
+        )
+        .expect("valid progress template");
+        ProgressBar::new(len)
+            .with_style(style)
+            .with_prefix(phase.to_string())
+    }
+}
+
+/// Everything a scenario works with.
+pub(crate) struct Bench {
+    args: BenchArgs,
+    receiver: Receiver,
+    server: Server,
+    api: Api,
+    progress: Progress,
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if !(1..=1000).contains(&args.batch) {
+        bail!("--batch must be between 1 and 1000");
+    }
+    if args.jobs == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    if args.scenario == Scenario::Sustained && args.rates.contains(&0) {
+        bail!("--rates must be positive");
+    }
+    if args.in_process {
+        init_in_process_logging();
+    }
+    let progress = Progress {
+        enabled: std::io::stderr().is_terminal(),
+    };
+
+    let receiver = Receiver::start(1 << 16).await?;
+    let ceiling = receiver
+        .measure_ceiling(CEILING_CONNECTIONS, args.ceiling_time)
+        .await?;
+    receiver.reset();
+    eprintln!(
+        "receiver ceiling: {ceiling:.0} requests/s ({CEILING_CONNECTIONS} keep-alive connections)"
+    );
+
+    let mut server = Server::start(&ServerOptions {
+        url: args.url.clone(),
+        server_pid: args.server_pid,
+        data_dir: args.data_dir.clone(),
+        in_process: args.in_process,
+        server_config: args.server_config.clone(),
+    })
+    .await?;
+    let api = Api::new(&server.base_url, args.api_key.clone())?;
+    server.wait_ready(&api.client).await?;
+    eprintln!(
+        "node: {} ({}); receiver: {}",
+        server.base_url,
+        server.mode.name(),
+        receiver.url()
+    );
+
+    let mut bench = Bench {
+        args,
+        receiver,
+        server,
+        api,
+        progress,
+    };
+    let outcome = match bench.args.scenario {
+        Scenario::Burst => scenarios::burst(&mut bench).await,
+        Scenario::Sustained => scenarios::sustained(&mut bench).await,
+        Scenario::FarFuture => scenarios::far_future(&mut bench).await,
+        Scenario::Cron => scenarios::cron(&mut bench).await,
+    };
+    let Bench {
+        args,
+        server,
+        receiver,
+        ..
+    } = bench;
+    let mode = server.mode;
+    let stats_include_bench = server.stats_include_bench();
+    let log = server.shutdown().await;
+    let mut report = outcome?;
+    report.receiver_ceiling_per_s = ceiling;
+    report.mode = mode;
+    report.stats_include_bench = stats_include_bench;
+    report.foreign_requests = receiver.foreign();
+    report.receiver_connections = receiver.connections();
+    if let Some(log) = log? {
+        report.server_log_lines = Some(log.lines as u64);
+        report.server_log_head = log.head;
+    }
+    report::print(&report, args.json);
+    Ok(())
+}
+
+fn init_in_process_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOURGLASS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+impl Bench {
+    fn stats(&self) -> Option<ProcStats> {
+        self.server.stats()
+    }
+
+    /// Creates `n` jobs through the batch endpoint behind a "submit" progress bar.
+    async fn submit(
+        &self,
+        n: usize,
+        keep: bool,
+        write_job: JobWriter,
+    ) -> anyhow::Result<Submitted> {
+        let bar = self.progress.bar(n as u64, "submit");
+        let submitted = self
+            .api
+            .submit(
+                n,
+                self.args.batch,
+                self.args.submitters,
+                keep,
+                write_job,
+                &bar,
+            )
+            .await;
+        bar.finish_and_clear();
+        let submitted = submitted?;
+        if submitted.created != n as u64 {
+            bail!("asked for {n} jobs, the node created {}", submitted.created);
+        }
+        Ok(submitted)
+    }
+
+    /// Waits until the wall clock reads `until_ms`, showing receipts against `expected`.
+    async fn wait_until(
+        &mut self,
+        until_ms: i64,
+        expected: u64,
+        phase: &str,
+    ) -> anyhow::Result<()> {
+        let bar = self.progress.bar(expected, phase);
+        let base = self.receiver.recorded();
+        loop {
+            self.server.check_alive()?;
+            let now = now_ms();
+            if now >= until_ms {
+                break;
+            }
+            bar.set_position((self.receiver.recorded() - base).min(expected as usize) as u64);
+            bar.set_message(format!("{:.0}s left", (until_ms - now) as f64 / 1000.0));
+            let tick = Duration::from_millis((until_ms - now).clamp(1, 200) as u64);
+            tokio::time::sleep(tick).await;
+        }
+        bar.finish_and_clear();
+        Ok(())
+    }
+
+    /// Waits until every expected occurrence has arrived (counting only receipts that `keep`
+    /// accepts) or the wall clock reads `deadline_ms`, then listens a little longer for quick
+    /// duplicates. Returns whether everything arrived.
+    async fn drain(
+        &mut self,
+        expected: &HashMap<DeliveryKey, i64>,
+        deadline_ms: i64,
+        keep: impl Fn(&Receipt) -> bool,
+    ) -> anyhow::Result<bool> {
+        let bar = self.progress.bar(expected.len() as u64, "drain");
+        let mut last_checked = usize::MAX;
+        let complete = loop {
+            self.server.check_alive()?;
+            let recorded = self.receiver.recorded();
+            if recorded >= expected.len() && recorded != last_checked {
+                last_checked = recorded;
+                let receipts: Vec<Receipt> = self
+                    .receiver
+                    .snapshot()
+                    .into_iter()
+                    .filter(|r| keep(r))
+                    .collect();
+                let acc = account(expected, &receipts);
+                bar.set_position(acc.executed);
+                bar.set_message(format!("{} missing", acc.missing));
+                if acc.missing == 0 {
+                    break true;
+                }
+            } else if recorded < expected.len() {
+                bar.set_position(recorded as u64);
+            }
+            if now_ms() >= deadline_ms {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        bar.finish_and_clear();
+        tokio::time::sleep(DUPLICATE_GRACE).await;
+        Ok(complete)
+    }
+
+    /// A job writer for one schedule (a JSON object, computed per job) and this bench's receiver.
+    fn job_writer(&self, schedule: impl Fn(usize) -> String + Send + Sync + 'static) -> JobWriter {
+        let url = self.receiver.url();
+        Arc::new(move |i, body: &mut String| {
+            submit::write_job(body, format_args!("{}", schedule(i)), &url)
+        })
+    }
+}
+
+/// The most receipts that arrived within one wall-clock second.
+fn peak_per_second(receipts: &[Receipt]) -> Option<u64> {
+    let mut per_second: HashMap<i64, u64> = HashMap::new();
+    for r in receipts {
+        *per_second
+            .entry(r.received_ms.div_euclid(1000))
+            .or_default() += 1;
+    }
+    per_second.into_values().max()
+}

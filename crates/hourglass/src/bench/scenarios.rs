@@ -1,0 +1,283 @@
+//! The four workloads. Each submits through the API, waits for the fires, and accounts for them
+//! from what the receiver recorded.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::accounting::{Accounting, DeliveryKey, account};
+use super::report::{Report, Step};
+use super::server::Mode;
+use super::submit::rfc3339_ms;
+use super::{Bench, Scenario, now_ms, peak_per_second};
+
+/// How long after the start the first burst job is due.
+const BURST_DELAY_MS: i64 = 5_000;
+/// Sustained: a step passes while lateness p99 stays at or under this.
+const SUSTAINED_P99_LIMIT_MS: i64 = 100;
+/// Sustained: how long after a step's last due time its fires are counted.
+const STEP_GRACE_MS: i64 = 1_000;
+/// Sustained: the planner's default lookahead; a step's jobs should all exist by then.
+const LOOKAHEAD_MS: i64 = 2_000;
+/// Sustained: most jobs one step may create (memory: the bench keeps one entry per fire).
+const MAX_STEP_JOBS: u128 = 5_000_000;
+const DAY_MS: i64 = 86_400_000;
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+/// `start + i/n × span`, exact in integers.
+fn spread(start: i64, span_ms: i64, i: usize, n: usize) -> i64 {
+    start + (i as i128 * span_ms as i128 / n as i128) as i64
+}
+
+pub async fn burst(b: &mut Bench) -> anyhow::Result<Report> {
+    let n = b.args.jobs.unwrap_or(100_000);
+    let span = ms(b.args.spread);
+    let mut report = Report::new(Scenario::Burst);
+    b.receiver.reserve(n + n / 8);
+    report.start_stats = b.stats();
+    let t0 = now_ms();
+    let due = move |i: usize| spread(t0 + BURST_DELAY_MS, span, i, n);
+    let writer = b.job_writer(move |i| format!("{{\"at\":\"{}\"}}", rfc3339_ms(due(i))));
+    let submitted = b.submit(n, true, writer).await?;
+    report.jobs = n as u64;
+    report.submit_seconds = submitted.seconds;
+    report.submit_retries = submitted.retries;
+    if now_ms() > due(0) {
+        report.notes.push(format!(
+            "submission took longer than the {BURST_DELAY_MS} ms before the first due time: the first jobs were late from the start"
+        ));
+    }
+    let expected: HashMap<DeliveryKey, i64> = submitted
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, job)| (DeliveryKey::new(job.job, due(i)), due(i)))
+        .collect();
+    let last_due = due(n - 1);
+    b.wait_until(last_due, n as u64, "wait").await?;
+    report.complete = b
+        .drain(&expected, last_due + ms(b.args.drain_timeout), |_| true)
+        .await?;
+    report.end_stats = b.stats();
+    let receipts = b.receiver.take();
+    finish(&mut report, account(&expected, &receipts), &receipts);
+    Ok(report)
+}
+
+pub async fn cron(b: &mut Bench) -> anyhow::Result<Report> {
+    let n = b.args.jobs.unwrap_or(10_000);
+    let window = ms(b.args.duration);
+    let mut report = Report::new(Scenario::Cron);
+    let per_job = (window / 1000) as usize + 2;
+    // Fires go on while the bench drains; leave room for ten more seconds of them.
+    b.receiver.reserve(n * (per_job + 10));
+    report.start_stats = b.stats();
+    let writer = b.job_writer(|_| "{\"cron\":\"* * * * * *\"}".to_string());
+    let submitted = b.submit(n, true, writer).await?;
+    report.jobs = n as u64;
+    report.submit_seconds = submitted.seconds;
+    report.submit_retries = submitted.retries;
+    // Every occurrence from each job's first due time to the end of the window.
+    let window_end = now_ms() + window;
+    let mut expected: HashMap<DeliveryKey, i64> = HashMap::with_capacity(n * per_job);
+    for job in &submitted.jobs {
+        let first = job
+            .next_due_ms
+            .context("a created cron job has no next_due_at")?;
+        let mut due = first;
+        while due <= window_end {
+            expected.insert(DeliveryKey::new(job.job, due), due);
+            due += 1000;
+        }
+    }
+    let in_window = move |r: &super::accounting::Receipt| r.id.due_ms <= window_end;
+    b.wait_until(window_end, expected.len() as u64, "run")
+        .await?;
+    report.complete = b
+        .drain(&expected, window_end + ms(b.args.drain_timeout), in_window)
+        .await?;
+    report.end_stats = b.stats();
+    let receipts: Vec<_> = b
+        .receiver
+        .take()
+        .into_iter()
+        .filter(|r| in_window(r))
+        .collect();
+    finish(&mut report, account(&expected, &receipts), &receipts);
+    // Cron fires come in one wave per second: the rate is the occurrences per second of the
+    // window, not the spread between the first and the last arrival.
+    if let Some(first_due) = expected.values().min() {
+        let seconds = (window_end - first_due) as f64 / 1000.0 + 1.0;
+        report.fire_rate_per_s = Some(report.acc.executed as f64 / seconds);
+    }
+    report.notes.push(format!(
+        "window: each job's first occurrence through {} ({} s after submission ended); occurrences due later are not counted",
+        rfc3339_ms(window_end),
+        window / 1000
+    ));
+    if b.server.mode == Mode::External {
+        let ids: Vec<u128> = submitted.jobs.iter().map(|j| j.job).collect();
+        let failed = b.api.cancel(&ids, 16).await;
+        report.notes.push(format!(
+            "cancelled the {n} cron jobs on the external node ({failed} cancels failed)"
+        ));
+    }
+    Ok(report)
+}
+
+pub async fn far_future(b: &mut Bench) -> anyhow::Result<Report> {
+    let n = b.args.jobs.unwrap_or(1_000_000);
+    let mut report = Report::new(Scenario::FarFuture);
+    report.start_stats = b.stats();
+    let t0 = now_ms();
+    // Due 1 to 30 days ahead, evenly.
+    let due = move |i: usize| spread(t0 + DAY_MS, 29 * DAY_MS, i, n);
+    let writer = b.job_writer(move |i| format!("{{\"at\":\"{}\"}}", rfc3339_ms(due(i))));
+    let submitted = b.submit(n, false, writer).await?;
+    report.jobs = n as u64;
+    report.submit_seconds = submitted.seconds;
+    report.submit_retries = submitted.retries;
+    // Let the node settle (its planner looks once at the next due time), then watch it idle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_start = b.stats();
+    let started = std::time::Instant::now();
+    b.wait_until(now_ms() + ms(b.args.idle), 0, "idle").await?;
+    let idle_end = b.stats();
+    let idle_seconds = started.elapsed().as_secs_f64();
+    report.idle_cpu_percent = match (idle_start, idle_end) {
+        (Some(s), Some(e)) => Some((e.cpu_seconds - s.cpu_seconds) / idle_seconds * 100.0),
+        _ => None,
+    };
+    report.idle_cpu_resolution = Some(100.0 / super::server::clock_ticks() / idle_seconds);
+    report.end_stats = idle_end;
+    report.store_bytes = match b.server.store_bytes().await {
+        Some(Ok(bytes)) => Some(bytes),
+        Some(Err(e)) => {
+            report.notes.push(format!("store size unknown: {e:#}"));
+            None
+        }
+        None => {
+            report
+                .notes
+                .push("store size unknown: give --data-dir with --url".into());
+            None
+        }
+    };
+    if b.server.mode == Mode::External {
+        report.notes.push(format!(
+            "the {n} far-future jobs stay on the external node (due in 1 to 30 days)"
+        ));
+    }
+    // Nothing is due for a day: anything received is a fire that should not have happened.
+    let receipts = b.receiver.take();
+    finish(&mut report, account(&HashMap::new(), &receipts), &receipts);
+    Ok(report)
+}
+
+pub async fn sustained(b: &mut Bench) -> anyhow::Result<Report> {
+    let hold = ms(b.args.hold);
+    let rates = b.args.rates.clone();
+    let mut report = Report::new(Scenario::Sustained);
+    report.start_stats = b.stats();
+    // Jobs per second the node accepts; measured by each step for the next one's lead time.
+    let mut submit_rate = 20_000.0f64;
+    let mut all_expected: HashMap<DeliveryKey, i64> = HashMap::new();
+    let mut all_receipts = Vec::new();
+    for rate in rates {
+        let n = rate as u128 * hold as u128 / 1000;
+        if n == 0 {
+            continue;
+        }
+        if n > MAX_STEP_JOBS {
+            report.notes.push(format!(
+                "stopped before {rate}/s: {n} jobs in one step is more than the bench keeps track of ({MAX_STEP_JOBS})"
+            ));
+            break;
+        }
+        let n = n as usize;
+        // Every job must exist before the planner's lookahead reaches the first due time.
+        let lead = (n as f64 / submit_rate * 1500.0) as i64 + LOOKAHEAD_MS + 1_000;
+        let start = now_ms() + lead;
+        let due = move |i: usize| spread(start, hold, i, n);
+        b.receiver.reserve(n + n / 8);
+        let writer = b.job_writer(move |i| format!("{{\"at\":\"{}\"}}", rfc3339_ms(due(i))));
+        let submitted = b.submit(n, true, writer).await?;
+        submit_rate = (n as f64 / submitted.seconds.max(0.001)).max(100.0);
+        let submit_end = now_ms();
+        report.jobs += n as u64;
+        report.submit_seconds += submitted.seconds;
+        report.submit_retries += submitted.retries;
+        let expected: HashMap<DeliveryKey, i64> = submitted
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (DeliveryKey::new(job.job, due(i)), due(i)))
+            .collect();
+        let last_due = due(n - 1);
+        b.wait_until(last_due + STEP_GRACE_MS, n as u64, &format!("{rate}/s"))
+            .await?;
+        let at_end = account(&expected, &b.receiver.snapshot());
+        let held = at_end.missing == 0
+            && at_end
+                .lateness
+                .is_some_and(|l| l.p99 <= SUSTAINED_P99_LIMIT_MS);
+        let drained = b
+            .drain(&expected, last_due + ms(b.args.drain_timeout), |_| true)
+            .await?;
+        report.complete &= drained;
+        let receipts = b.receiver.take();
+        let total = account(&expected, &receipts);
+        eprintln!(
+            "step {rate}/s: {} — {} jobs, at end of step {} missing, p99 {} ms; after drain {} missing",
+            if held { "held" } else { "FAILED" },
+            n,
+            at_end.missing,
+            at_end.lateness.map_or("n/a".into(), |l| l.p99.to_string()),
+            total.missing
+        );
+        report.steps.push(Step {
+            rate,
+            jobs: n as u64,
+            submit_seconds: submitted.seconds,
+            lead_ms: lead,
+            submit_overran_ms: (submit_end > start - LOOKAHEAD_MS)
+                .then_some(submit_end - (start - LOOKAHEAD_MS)),
+            at_end,
+            total,
+            held,
+        });
+        all_expected.extend(expected);
+        all_receipts.extend(receipts);
+        if !held {
+            break;
+        }
+    }
+    report.end_stats = b.stats();
+    let overall = account(&all_expected, &all_receipts);
+    finish(&mut report, overall, &all_receipts);
+    let best = report.steps.iter().rev().find(|s| s.held);
+    report.max_rate_held = best.map(|s| s.rate);
+    report.fire_rate_per_s = best.map(|s| s.rate as f64);
+    report.lateness = best.or(report.steps.first()).and_then(|s| s.total.lateness);
+    report.lateness_scope = if best.is_some() {
+        "at the highest rate held"
+    } else {
+        "at the first step (none held)"
+    };
+    report.notes.push(
+        "counts (executed, missing, duplicates, early) cover every step; lateness is that of the highest rate held".into(),
+    );
+    Ok(report)
+}
+
+/// Fills in the accounting-derived figures shared by every scenario.
+fn finish(report: &mut Report, acc: Accounting, receipts: &[super::accounting::Receipt]) {
+    report.lateness = acc.lateness;
+    report.fire_rate_per_s = acc.fire_rate_per_s();
+    report.peak_receive_per_s = peak_per_second(receipts);
+    report.acc = acc;
+}
