@@ -7,7 +7,9 @@
 //! (earlier) instant. Expressions with wildcards in the time fields (e.g. every 15 minutes) follow
 //! real elapsed wall-clock time and fire in both halves of an overlap.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use croner::Cron;
@@ -170,9 +172,20 @@ impl Schedule {
 pub struct CronSchedule {
     expr: String,
     timezone: String,
+    parsed: Arc<ParsedCron>,
+}
+
+struct ParsedCron {
     tz: TimeZone,
     cron: Cron,
 }
+
+/// Parsed expressions by (expression, zone). Stores keep the expression as text, so every claim
+/// of a recurring job would parse it again; in practice many jobs share a few expressions, and
+/// croner's parse costs far more than the lookup. Bounded: cleared when full.
+static PARSED: LazyLock<Mutex<HashMap<(String, String), Arc<ParsedCron>>>> =
+    LazyLock::new(Default::default);
+const PARSED_CACHE_ENTRIES: usize = 4096;
 
 #[derive(Serialize, Deserialize)]
 struct CronRepr {
@@ -217,6 +230,28 @@ impl CronSchedule {
     /// Parses a 5-field (minute precision) or 6-field (leading seconds) expression in an IANA zone.
     /// Field paths in errors are relative to the schedule object.
     pub fn parse(expr: &str, timezone: &str) -> Result<Self, ValidationError> {
+        let key = (expr.to_string(), timezone.to_string());
+        if let Some(parsed) = PARSED.lock().expect("cron cache lock").get(&key) {
+            return Ok(Self {
+                expr: key.0,
+                timezone: key.1,
+                parsed: parsed.clone(),
+            });
+        }
+        let parsed = Arc::new(Self::parse_uncached(expr, timezone)?);
+        let mut cache = PARSED.lock().expect("cron cache lock");
+        if cache.len() >= PARSED_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key.clone(), parsed.clone());
+        Ok(Self {
+            expr: key.0,
+            timezone: key.1,
+            parsed,
+        })
+    }
+
+    fn parse_uncached(expr: &str, timezone: &str) -> Result<ParsedCron, ValidationError> {
         let tz = TimeZone::get(timezone).map_err(|_| {
             ValidationError::new(
                 "unknown_timezone",
@@ -243,12 +278,7 @@ impl CronSchedule {
                     format!("{expr:?} is not a valid cron expression: {e}"),
                 )
             })?;
-        Ok(Self {
-            expr: expr.to_string(),
-            timezone: timezone.to_string(),
-            tz,
-            cron,
-        })
+        Ok(ParsedCron { tz, cron })
     }
 
     pub fn expr(&self) -> &str {
@@ -263,7 +293,7 @@ impl CronSchedule {
     /// `now`, e.g. `0 0 30 2 *` (February 30th).
     pub fn check_fires(&self, now: Timestamp) -> Result<(), ValidationError> {
         let limit = now
-            .to_zoned(self.tz.clone())
+            .to_zoned(self.parsed.tz.clone())
             .checked_add(jiff::Span::new().years(NEVER_FIRES_HORIZON_YEARS))
             .map(|z| z.timestamp())
             .unwrap_or(Timestamp::MAX);
@@ -292,8 +322,8 @@ impl CronSchedule {
         } else {
             whole_second
         };
-        let zoned = base.to_zoned(self.tz.clone());
-        let next = self.cron.find_next_occurrence(&zoned, false).ok()?;
+        let zoned = base.to_zoned(self.parsed.tz.clone());
+        let next = self.parsed.cron.find_next_occurrence(&zoned, false).ok()?;
         Some(next.timestamp())
     }
 }

@@ -58,14 +58,21 @@ pub struct WebhookDeliverer {
 }
 
 impl WebhookDeliverer {
-    pub fn new(secrets: Secrets, policy: TargetPolicy, timeout: Duration) -> Self {
+    /// `max_connections` should be the engine's delivery concurrency: fewer idle connections kept
+    /// per host than deliveries in flight means closing and reopening connections under load.
+    pub fn new(
+        secrets: Secrets,
+        policy: TargetPolicy,
+        timeout: Duration,
+        max_connections: usize,
+    ) -> Self {
         // reqwest is built without a default crypto provider (see STACK.md); install ring once.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .pool_max_idle_per_host(256)
+            .pool_max_idle_per_host(max_connections)
             .dns_resolver(Arc::new(GuardedResolver {
                 policy: policy.clone(),
             }))

@@ -82,7 +82,8 @@ struct Shared {
     /// The instant (ms) the sleeping planner will next look at the store; `i64::MAX` while it is
     /// busy or has nothing planned, so that any new job pokes it.
     planner_wake_at: AtomicI64,
-    lookahead_ms: i64,
+    /// How long before an occurrence's fire time the planner must have claimed it.
+    wake_lead_ms: i64,
     /// Job ids whose claimed occurrence must be dropped from the timer (paused, cancelled, edited).
     forget_tx: mpsc::UnboundedSender<JobId>,
 }
@@ -91,7 +92,7 @@ impl EngineHandle {
     /// Tell the planner that a job's next attempt is due at `fire_at`.
     pub fn job_due(&self, fire_at: Timestamp) {
         let wake_at = self.shared.planner_wake_at.load(Ordering::Acquire);
-        if fire_at.as_millisecond() - self.shared.lookahead_ms < wake_at {
+        if fire_at.as_millisecond() - self.shared.wake_lead_ms < wake_at {
             self.shared.planner_wake.notify_one();
         }
     }
@@ -121,7 +122,7 @@ impl Engine {
         let shared = Arc::new(Shared {
             planner_wake: Notify::new(),
             planner_wake_at: AtomicI64::new(i64::MAX),
-            lookahead_ms: config.lookahead.as_millis() as i64,
+            wake_lead_ms: pipeline::wake_lead(config.lookahead).as_millis() as i64,
             forget_tx,
         });
         let stop = CancellationToken::new();

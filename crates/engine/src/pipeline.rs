@@ -60,6 +60,19 @@ pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<JobId>, tas
     tasks.spawn(completer(ctx, complete_rx, in_flight));
 }
 
+/// The planner wakes this long before the next fire time and then claims everything due within
+/// the full lookahead. The gap between the two is hysteresis: each wake-up claims about half a
+/// lookahead of work in one transaction, instead of one occurrence per wake-up when due times are
+/// spread thinly, while every claim still lands at least this long before its fire time.
+pub(crate) fn wake_lead(lookahead: Duration) -> Duration {
+    lookahead / 2
+}
+
+/// How long the completer waits for more outcomes once one arrives, so that at low fire rates
+/// many completions share one commit (one fsync) instead of one each. It delays only the
+/// bookkeeping after a delivery, never a delivery.
+const COMPLETION_LINGER: Duration = Duration::from_millis(10);
+
 fn backoff(current: Duration) -> Duration {
     (current * 2).clamp(ERROR_BACKOFF_MIN, ERROR_BACKOFF_MAX)
 }
@@ -86,6 +99,7 @@ async fn planner(
 ) {
     let shared = &ctx.shared;
     let lookahead = SignedDuration::try_from(ctx.config.lookahead).unwrap_or_default();
+    let lead = SignedDuration::try_from(wake_lead(ctx.config.lookahead)).unwrap_or_default();
     let mut error_backoff = Duration::ZERO;
     tracing::debug!(node = %ctx.config.node_id, "planner started");
     while !ctx.stop.is_cancelled() {
@@ -143,7 +157,7 @@ async fn planner(
                 continue;
             }
         };
-        let wake_at = next.map(|n| n - lookahead);
+        let wake_at = next.map(|n| n - lead);
         shared.planner_wake_at.store(
             wake_at.map_or(i64::MAX, |w| w.as_millisecond()),
             Ordering::Release,
@@ -402,6 +416,14 @@ async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_fligh
     let mut buffer = Vec::with_capacity(COMPLETION_BATCH);
     let mut shutdown_deadline: Option<tokio::time::Instant> = None;
     while rx.recv_many(&mut buffer, COMPLETION_BATCH).await > 0 {
+        let linger_until = tokio::time::Instant::now() + COMPLETION_LINGER;
+        while buffer.len() < COMPLETION_BATCH {
+            let room = COMPLETION_BATCH - buffer.len();
+            match tokio::time::timeout_at(linger_until, rx.recv_many(&mut buffer, room)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
         let mut released = 0usize;
         let mut batch = Vec::with_capacity(buffer.len());
         for finished in buffer.drain(..) {

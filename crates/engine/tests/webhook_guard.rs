@@ -55,6 +55,7 @@ async fn forbidden_addresses_are_never_contacted() {
         Secrets::new(store),
         TargetPolicy::default(),
         Duration::from_secs(2),
+        16,
     );
     let (addr, accepted) = counting_listener().await;
 
@@ -88,6 +89,7 @@ async fn allowlisted_ranges_are_reachable() {
         Secrets::new(store),
         TargetPolicy::new(vec!["127.0.0.0/8".parse().unwrap()]),
         Duration::from_secs(1),
+        16,
     );
     let (addr, accepted) = counting_listener().await;
     // The listener drops each connection at once, so the attempt fails: a transient failure.

@@ -82,6 +82,10 @@ fn json_response(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+fn typed_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
 async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
@@ -106,7 +110,10 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
         })
 }
 
-fn parse_value(bytes: &[u8]) -> Result<Value, ApiError> {
+/// Deserializes a request body straight into its typed shape. Syntax errors answer 400
+/// `invalid_json`; shape errors answer 422 with the JSON path of the offending field, e.g.
+/// `schedule.at` or `jobs[3].target`.
+fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "invalid_json",
@@ -114,59 +121,70 @@ fn parse_value(bytes: &[u8]) -> Result<Value, ApiError> {
             "request body is empty; send a JSON object",
         ));
     }
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request("invalid_json", "body", format!("malformed json: {e}")))
-}
-
-/// Deserializes with the path of the offending field, e.g. `schedule.at` or `jobs[3].target`.
-fn from_value<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, ApiError> {
-    if !value.is_object() {
+    let malformed = |e: &serde_json::Error| {
+        ApiError::bad_request("invalid_json", "body", format!("malformed json: {e}"))
+    };
+    // Derived struct deserializers also take positional arrays; a request body is an object.
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            return Err(malformed(&e));
+        }
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_field",
             "expected a JSON object",
         )
-        .field(if prefix.is_empty() { "body" } else { prefix }));
+        .field("body"));
     }
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let message = e.inner().to_string();
-        let mut path = e.path().to_string();
-        if path == "." {
-            path.clear();
-        }
-        let named = |marker: &str| {
-            message
-                .strip_prefix(marker)
-                .and_then(|rest| rest.split('`').next())
-                .map(str::to_string)
-        };
-        let (code, leaf) = if let Some(name) = named("unknown field `") {
-            ("unknown_field", Some(name))
-        } else if let Some(name) = named("missing field `") {
-            ("missing_field", Some(name))
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        if e.inner().is_data() {
+            shape_error(e)
         } else {
-            ("invalid_field", None)
-        };
-        // serde reports an unknown field at its own path already; a missing one at its parent.
-        if let (Some(leaf), "missing_field") = (&leaf, code) {
-            path = if path.is_empty() {
-                leaf.clone()
-            } else {
-                format!("{path}.{leaf}")
-            };
+            malformed(e.inner())
         }
-        if path.is_empty()
-            && let Some(leaf) = leaf
-        {
-            path = leaf;
-        }
-        let field = match (prefix.is_empty(), path.is_empty()) {
-            (true, _) => path,
-            (false, true) => prefix.to_string(),
-            (false, false) => format!("{prefix}.{path}"),
+    })?;
+    de.end().map_err(|e| malformed(&e))?;
+    Ok(value)
+}
+
+fn shape_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let message = e.inner().to_string();
+    // serde_json appends " at line L column C"; the field path says where more usefully.
+    let message = message
+        .rsplit_once(" at line ")
+        .map_or(message.as_str(), |(head, _)| head)
+        .to_string();
+    let mut path = e.path().to_string();
+    if path == "." {
+        path.clear();
+    }
+    let named = |marker: &str| {
+        message
+            .strip_prefix(marker)
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_string)
+    };
+    let (code, leaf) = if let Some(name) = named("unknown field `") {
+        ("unknown_field", Some(name))
+    } else if let Some(name) = named("missing field `") {
+        ("missing_field", Some(name))
+    } else {
+        ("invalid_field", None)
+    };
+    // serde reports an unknown field at its own path already; a missing one at its parent.
+    if let (Some(leaf), "missing_field") = (&leaf, code) {
+        path = if path.is_empty() {
+            leaf.clone()
+        } else {
+            format!("{path}.{leaf}")
         };
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).field(field)
-    })
+    }
+    if path.is_empty() {
+        path = leaf.unwrap_or_else(|| "body".to_string());
+    }
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).field(path)
 }
 
 fn parse_query<T: DeserializeOwned>(query: Option<String>) -> Result<T, ApiError> {
@@ -188,10 +206,12 @@ fn parse_id(id: &str) -> Result<JobId, ApiError> {
         .map_err(|_| ApiError::bad_request("invalid_id", "id", format!("{id:?} is not a job id")))
 }
 
-/// A hash of the request as submitted, to recognise an idempotent retry of a keyed create.
-/// serde_json's map keeps keys sorted, so key order and whitespace do not matter.
-fn fingerprint(value: &Value) -> i64 {
-    let digest = Sha256::digest(value.to_string().as_bytes());
+/// A hash of a keyed create request, to recognise an idempotent retry. It is taken over the
+/// parsed request re-serialized (fields in declaration order, payload keys sorted), so key order
+/// and whitespace in the original body do not matter. Unkeyed jobs need none.
+fn fingerprint(req: &impl serde::Serialize) -> i64 {
+    let bytes = serde_json::to_vec(req).expect("requests serialize");
+    let digest = Sha256::digest(&bytes);
     i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
@@ -202,11 +222,14 @@ fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiErro
 async fn validate_create(
     state: &AppState,
     principal: &Principal,
-    value: Value,
+    req: CreateJob,
     prefix: &str,
 ) -> Result<NewJob, ApiError> {
-    let print = fingerprint(&value);
-    let req: CreateJob = from_value(value, prefix)?;
+    let print = if req.key.is_some() {
+        fingerprint(&req)
+    } else {
+        0
+    };
     let within = |e: hourglass_core::ValidationError| {
         if prefix.is_empty() {
             e
@@ -238,8 +261,8 @@ async fn validate_create(
 
 async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let value = parse_value(&read_body(&headers, body).await?)?;
-    let job = validate_create(&state, &principal, value, "").await?;
+    let req: CreateJob = parse_body(&read_body(&headers, body).await?)?;
+    let job = validate_create(&state, &principal, req, "").await?;
     let created = state.store.create_jobs(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
@@ -247,16 +270,15 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
             if let Some(due) = record.next_due {
                 state.engine.job_due(due);
             }
-            json_response(StatusCode::CREATED, wire::job_out(&record))
+            typed_response(StatusCode::CREATED, &wire::job_out(&record))
         }
-        Created::Existing(record) => json_response(StatusCode::OK, wire::job_out(&record)),
+        Created::Existing(record) => typed_response(StatusCode::OK, &wire::job_out(&record)),
     })
 }
 
 async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let value = parse_value(&read_body(&headers, body).await?)?;
-    let batch: BatchCreate = from_value(value, "")?;
+    let batch: BatchCreate = parse_body(&read_body(&headers, body).await?)?;
     if batch.jobs.is_empty() || batch.jobs.len() > MAX_BATCH {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -266,8 +288,8 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         .field("jobs"));
     }
     let mut jobs = Vec::with_capacity(batch.jobs.len());
-    for (i, value) in batch.jobs.into_iter().enumerate() {
-        jobs.push(validate_create(&state, &principal, value, &format!("jobs[{i}]")).await?);
+    for (i, req) in batch.jobs.into_iter().enumerate() {
+        jobs.push(validate_create(&state, &principal, req, &format!("jobs[{i}]")).await?);
     }
     let created = state.store.create_jobs(jobs).await.map_err(|e| match e {
         StoreError::KeyConflict { index, .. } => {
@@ -277,7 +299,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
     })?;
     let mut earliest = None;
     let mut new_count = 0;
-    let out: Vec<Value> = created
+    let out: Vec<wire::JobOut<'_>> = created
         .iter()
         .map(|c| {
             if let Created::New(r) = c {
@@ -285,17 +307,32 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
                 earliest = earliest.min(r.next_due).or(r.next_due);
             }
             let mut job = wire::job_out(c.record());
-            job["created"] = json!(matches!(c, Created::New(_)));
+            job.created = Some(matches!(c, Created::New(_)));
             job
         })
         .collect();
     if let Some(due) = earliest {
         state.engine.job_due(due);
     }
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::CREATED,
-        json!({"created": new_count, "jobs": out}),
+        &BatchOut {
+            created: new_count,
+            jobs: out,
+        },
     ))
+}
+
+#[derive(serde::Serialize)]
+struct BatchOut<'a> {
+    created: usize,
+    jobs: Vec<wire::JobOut<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct JobPage<'a> {
+    jobs: Vec<wire::JobOut<'a>>,
+    next_cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -374,9 +411,12 @@ async fn list_jobs(
     let next_cursor = (jobs.len() == limit)
         .then(|| jobs.last().map(|j| j.id.to_string()))
         .flatten();
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::OK,
-        json!({"jobs": jobs.iter().map(wire::job_out).collect::<Vec<_>>(), "next_cursor": next_cursor}),
+        &JobPage {
+            jobs: jobs.iter().map(wire::job_out).collect(),
+            next_cursor,
+        },
     ))
 }
 
@@ -392,7 +432,7 @@ async fn get_job(
         .get_job(Some(&principal.namespace), id)
         .await?
         .ok_or_else(|| ApiError::not_found("job"))?;
-    Ok(json_response(StatusCode::OK, wire::job_out(&job)))
+    Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
 }
 
 async fn patch_job(
@@ -403,7 +443,7 @@ async fn patch_job(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_id(&id)?;
-    let patch: PatchJob = from_value(parse_value(&read_body(&headers, body).await?)?, "")?;
+    let patch: PatchJob = parse_body(&read_body(&headers, body).await?)?;
     let ns = Some(principal.namespace.as_str());
     let job = state
         .store
@@ -467,7 +507,7 @@ async fn patch_job(
     {
         state.engine.job_due(due);
     }
-    Ok(json_response(StatusCode::OK, wire::job_out(&updated)))
+    Ok(typed_response(StatusCode::OK, &wire::job_out(&updated)))
 }
 
 async fn transition(
@@ -488,7 +528,7 @@ async fn transition(
     {
         state.engine.job_due(due);
     }
-    Ok(json_response(StatusCode::OK, wire::job_out(&job)))
+    Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
 }
 
 async fn cancel_job(
@@ -658,7 +698,7 @@ async fn replay_dead_letter(
     state.store.delete_dead_letter(ns, id).await?;
     let record = created[0].record();
     state.engine.job_due(now);
-    Ok(json_response(StatusCode::CREATED, wire::job_out(record)))
+    Ok(typed_response(StatusCode::CREATED, &wire::job_out(record)))
 }
 
 async fn rotate_signing_secret(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {

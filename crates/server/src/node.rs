@@ -83,6 +83,7 @@ impl Node {
             secrets.clone(),
             policy.clone(),
             config.delivery_timeout,
+            config.engine.delivery_concurrency,
         ));
         let mut engine_config = config.engine.clone();
         // A claim must outlive the wait for its due time and its delivery.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hourglass_core::duration::{format_duration, parse_duration};
 use hourglass_core::schedule::CronSchedule;
 use hourglass_core::{
-    JobSpec, MisfirePolicy, RetryPolicy, Schedule, ScheduleKind, Target, ValidationError,
+    JobId, JobSpec, MisfirePolicy, RetryPolicy, Schedule, ScheduleKind, Target, ValidationError,
     WebhookTarget,
 };
 use hourglass_engine::TargetPolicy;
@@ -15,6 +15,7 @@ use hourglass_engine::deliver::{RESERVED_HEADER_PREFIXES, RESERVED_HEADERS};
 use hourglass_store::{DeadLetter, JobRecord, RunRecord};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// Limits that validation enforces; the operator can change them in config.
@@ -39,7 +40,7 @@ impl Default for Limits {
 /// The latest instant a job may be scheduled for.
 const MAX_FUTURE: SignedDuration = SignedDuration::from_hours(100 * 366 * 24);
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateJob {
     pub key: Option<String>,
@@ -74,13 +75,13 @@ pub struct ScheduleIn {
     pub max_runs: Option<u64>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetIn {
     pub webhook: Option<WebhookIn>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookIn {
     pub url: String,
@@ -88,7 +89,7 @@ pub struct WebhookIn {
     pub headers: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryIn {
     pub max_attempts: Option<u32>,
@@ -98,7 +99,7 @@ pub struct RetryIn {
 
 /// `"skip"`, `"once"`, `"all"` (1 hour window) or `{"policy": "all", "window": "6h"}`. Kept as
 /// raw JSON until validation so every malformed shape gets the same `invalid_misfire` answer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(transparent)]
 pub struct MisfireIn(Value);
 
@@ -124,7 +125,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Value
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchCreate {
-    pub jobs: Vec<Value>,
+    pub jobs: Vec<CreateJob>,
 }
 
 /// A validated create request.
@@ -544,59 +545,121 @@ pub fn schedule_out(s: &Schedule) -> ScheduleIn {
     out
 }
 
-fn misfire_out(m: MisfirePolicy) -> Value {
+/// The misfire policy as the API shows it: a name, or the `all` policy with its window.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum MisfireOut {
+    Name(&'static str),
+    All {
+        policy: &'static str,
+        window: String,
+    },
+}
+
+fn misfire_out(m: MisfirePolicy) -> MisfireOut {
     match m {
-        MisfirePolicy::Skip => json!("skip"),
-        MisfirePolicy::Once => json!("once"),
-        MisfirePolicy::All { window } => {
-            json!({"policy": "all", "window": format_duration(window)})
-        }
-    }
-}
-
-fn target_out(t: &Target) -> Value {
-    match t {
-        Target::Webhook(w) => {
-            // Header values often carry the receiver's credentials: never echoed back.
-            let headers: BTreeMap<&str, &str> = w
-                .headers
-                .keys()
-                .map(|k| (k.as_str(), "<redacted>"))
-                .collect();
-            json!({"webhook": {"url": w.url.as_str(), "headers": headers}})
-        }
-    }
-}
-
-fn payload_out(payload: Option<&str>) -> Value {
-    payload
-        .and_then(|p| serde_json::from_str(p).ok())
-        .unwrap_or(Value::Null)
-}
-
-pub fn job_out(j: &JobRecord) -> Value {
-    json!({
-        "id": j.id,
-        "namespace": j.namespace,
-        "key": j.key,
-        "type": j.spec.job_type,
-        "state": j.state.as_str(),
-        "schedule": schedule_out(&j.spec.schedule),
-        "target": target_out(&j.spec.target),
-        "payload": payload_out(j.payload.as_deref()),
-        "retry": {
-            "max_attempts": j.spec.retry.max_attempts,
-            "initial_backoff": format_duration(j.spec.retry.initial_backoff),
-            "max_backoff": format_duration(j.spec.retry.max_backoff),
+        MisfirePolicy::Skip => MisfireOut::Name("skip"),
+        MisfirePolicy::Once => MisfireOut::Name("once"),
+        MisfirePolicy::All { window } => MisfireOut::All {
+            policy: "all",
+            window: format_duration(window),
         },
-        "misfire": misfire_out(j.spec.misfire),
-        "next_due_at": if j.state.is_terminal() { None } else { j.next_due.map(rfc3339) },
-        "attempt": j.attempt,
-        "runs": j.runs,
-        "skipped": j.skipped,
-        "created_at": rfc3339(j.created_at),
-        "updated_at": rfc3339(j.updated_at),
-    })
+    }
+}
+
+#[derive(Serialize)]
+pub struct TargetOut<'a> {
+    webhook: WebhookOut<'a>,
+}
+
+#[derive(Serialize)]
+struct WebhookOut<'a> {
+    url: &'a str,
+    /// Header names only: values often carry the receiver's credentials and are never echoed.
+    headers: BTreeMap<&'a str, &'static str>,
+}
+
+fn target_out(t: &Target) -> TargetOut<'_> {
+    match t {
+        Target::Webhook(w) => TargetOut {
+            webhook: WebhookOut {
+                url: w.url.as_str(),
+                headers: w
+                    .headers
+                    .keys()
+                    .map(|k| (k.as_str(), "<redacted>"))
+                    .collect(),
+            },
+        },
+    }
+}
+
+/// The stored payload text, emitted as-is (it was produced by serde_json, so it is valid JSON).
+fn payload_out(payload: Option<&str>) -> Option<&RawValue> {
+    payload.and_then(|p| serde_json::from_str(p).ok())
+}
+
+#[derive(Serialize)]
+pub struct RetryOut {
+    max_attempts: u32,
+    initial_backoff: String,
+    max_backoff: String,
+}
+
+/// A job as the API shows it. Serialized straight from borrowed fields: building a JSON value
+/// tree per job was the largest cost of a 1,000-job batch.
+#[derive(Serialize)]
+pub struct JobOut<'a> {
+    id: JobId,
+    namespace: &'a str,
+    key: Option<&'a str>,
+    #[serde(rename = "type")]
+    job_type: Option<&'a str>,
+    state: &'static str,
+    schedule: ScheduleIn,
+    target: TargetOut<'a>,
+    payload: Option<&'a RawValue>,
+    retry: RetryOut,
+    misfire: MisfireOut,
+    next_due_at: Option<String>,
+    attempt: u32,
+    runs: u64,
+    skipped: u64,
+    created_at: String,
+    updated_at: String,
+    /// Batch answers only: whether this job was created by the request (or already existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+}
+
+pub fn job_out(j: &JobRecord) -> JobOut<'_> {
+    JobOut {
+        id: j.id,
+        namespace: &j.namespace,
+        key: j.key.as_deref(),
+        job_type: j.spec.job_type.as_deref(),
+        state: j.state.as_str(),
+        schedule: schedule_out(&j.spec.schedule),
+        target: target_out(&j.spec.target),
+        payload: payload_out(j.payload.as_deref()),
+        retry: RetryOut {
+            max_attempts: j.spec.retry.max_attempts,
+            initial_backoff: format_duration(j.spec.retry.initial_backoff),
+            max_backoff: format_duration(j.spec.retry.max_backoff),
+        },
+        misfire: misfire_out(j.spec.misfire),
+        next_due_at: if j.state.is_terminal() {
+            None
+        } else {
+            j.next_due.map(rfc3339)
+        },
+        attempt: j.attempt,
+        runs: j.runs,
+        skipped: j.skipped,
+        created_at: rfc3339(j.created_at),
+        updated_at: rfc3339(j.updated_at),
+        created: None,
+    }
 }
 
 pub fn run_out(r: &RunRecord) -> Value {
