@@ -183,8 +183,8 @@ struct ParsedCron {
 /// Parsed expressions by (expression, zone). Stores keep the expression as text, so every claim
 /// of a recurring job would parse it again; in practice many jobs share a few expressions, and
 /// croner's parse costs far more than the lookup. Bounded: cleared when full.
-static PARSED: LazyLock<Mutex<HashMap<(String, String), Arc<ParsedCron>>>> =
-    LazyLock::new(Default::default);
+type ParsedCache = HashMap<(String, String), Arc<ParsedCron>>;
+static PARSED: LazyLock<Mutex<ParsedCache>> = LazyLock::new(Default::default);
 const PARSED_CACHE_ENTRIES: usize = 4096;
 
 #[derive(Serialize, Deserialize)]
