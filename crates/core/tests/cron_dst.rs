@@ -317,9 +317,11 @@ fn offset_range(tz: &TimeZone, from: Timestamp, to: Timestamp) -> (Offset, Offse
 /// Wall-clock order and instant order disagree only around offset changes, so the walk starts at
 /// `after` read with the smallest offset in effect from then on, and stops once a wall-clock time
 /// read with the largest offset in effect up to the best instant so far cannot beat it. Every
-/// expression under test fires at least weekly, which bounds how far ahead offsets are looked up.
+/// expression under test matches at least weekly; a weekly, interval-like match that falls in a
+/// spring-forward gap is skipped, so the next one can be two weeks out. That bounds how far ahead
+/// offsets are looked up.
 fn reference_next(expr: &Expr, tz: &TimeZone, after: Timestamp) -> Timestamp {
-    let horizon = after + SignedDuration::from_hours(24 * 8);
+    let horizon = after + SignedDuration::from_hours(24 * 16);
     let (lowest, _) = offset_range(tz, after, horizon);
     let mut civil = expr.next_civil_at_or_after(lowest.to_datetime(after));
     let mut best: Option<(Timestamp, Offset)> = None;
