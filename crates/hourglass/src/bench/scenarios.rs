@@ -33,6 +33,19 @@ fn spread(start: i64, span_ms: i64, i: usize, n: usize) -> i64 {
     start + (i as i128 * span_ms as i128 / n as i128) as i64
 }
 
+/// The one occurrence each submitted one-off job must produce: job i is due at `due(i)`.
+fn expected_one_offs(
+    submitted: &super::submit::Submitted,
+    due: impl Fn(usize) -> i64,
+) -> HashMap<DeliveryKey, i64> {
+    submitted
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, job)| (DeliveryKey::new(job.job, due(i)), due(i)))
+        .collect()
+}
+
 pub async fn burst(b: &mut Bench) -> anyhow::Result<Report> {
     let n = b.args.jobs.unwrap_or(100_000);
     let span = ms(b.args.spread);
@@ -51,12 +64,7 @@ pub async fn burst(b: &mut Bench) -> anyhow::Result<Report> {
             "submission took longer than the {BURST_DELAY_MS} ms before the first due time: the first jobs were late from the start"
         ));
     }
-    let expected: HashMap<DeliveryKey, i64> = submitted
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, job)| (DeliveryKey::new(job.job, due(i)), due(i)))
-        .collect();
+    let expected = expected_one_offs(&submitted, due);
     let last_due = due(n - 1);
     b.wait_until(last_due, n as u64, "wait").await?;
     report.complete = b
@@ -211,12 +219,7 @@ pub async fn sustained(b: &mut Bench) -> anyhow::Result<Report> {
         report.jobs += n as u64;
         report.submit_seconds += submitted.seconds;
         report.submit_retries += submitted.retries;
-        let expected: HashMap<DeliveryKey, i64> = submitted
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(i, job)| (DeliveryKey::new(job.job, due(i)), due(i)))
-            .collect();
+        let expected = expected_one_offs(&submitted, due);
         let last_due = due(n - 1);
         b.wait_until(last_due + STEP_GRACE_MS, n as u64, &format!("{rate}/s"))
             .await?;
