@@ -124,6 +124,11 @@ impl SqliteStore {
         })?;
         let path = dir.join("hourglass.db");
         let conn = open_connection(&path)?;
+        // The writer inserts into the due-time index at random positions (due times are not
+        // creation order), so its working set is the whole index; SQLite's default 2 MB page
+        // cache made large submits read pages back again and again.
+        conn.execute_batch("PRAGMA cache_size = -32768;")
+            .map_err(unavailable)?;
         conn.execute_batch(SCHEMA).map_err(unavailable)?;
         // Single node by construction (the lock above): every lease belongs to a dead process.
         let released = conn
