@@ -245,8 +245,13 @@ async fn timer(
         }
     }
     // Shutdown: hand unfired claims back so they fire at once on the next start (or on another
-    // node) instead of waiting out their lease.
-    let unfired: Vec<Occurrence> = queue.into_values().collect();
+    // node) instead of waiting out their lease. That includes batches still in the channel: the
+    // planner may have claimed one just before it saw the stop, and it drops its sender (ending
+    // this loop) only once it has exited.
+    let mut unfired: Vec<Occurrence> = queue.into_values().collect();
+    while let Some(batch) = claimed_rx.recv().await {
+        unfired.extend(batch);
+    }
     if !unfired.is_empty() {
         let releases = unfired
             .iter()
