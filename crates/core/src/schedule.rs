@@ -289,6 +289,17 @@ impl CronSchedule {
         &self.timezone
     }
 
+    /// The expression in English, as croner words it ("At 09:30, on Monday, ..."), without the
+    /// closing full stop so callers can extend the sentence. It reads the local wall clock: the
+    /// time zone is not mentioned, callers add it.
+    pub fn describe(&self) -> String {
+        let mut words = self.parsed.cron.describe();
+        if words.ends_with('.') {
+            words.pop();
+        }
+        words
+    }
+
     /// Fails with `cron_never_fires` when no occurrence exists within the next few years after
     /// `now`, e.g. `0 0 30 2 *` (February 30th).
     pub fn check_fires(&self, now: Timestamp) -> Result<(), ValidationError> {
@@ -441,6 +452,17 @@ mod tests {
         );
         assert_eq!(s.next_for_run(ts("2026-01-01T10:01:00Z"), 2), None);
         assert_eq!(s.next_after(ts("2026-01-01T10:02:00Z")), None);
+    }
+
+    #[test]
+    fn describe_is_croner_wording_without_the_full_stop() {
+        let c = CronSchedule::parse("0 30 9 * * MON-FRI", "Europe/Berlin").unwrap();
+        assert_eq!(
+            c.describe(),
+            "At 09:30, on Monday, Tuesday, Wednesday, Thursday, and Friday"
+        );
+        let c = CronSchedule::parse("0 0 12 ? * 5#2", "UTC").unwrap();
+        assert_eq!(c.describe(), "At 12:00, on the 2nd Friday of the month");
     }
 
     #[test]

@@ -11,9 +11,14 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub target: &'static str,
-    /// `delivered`, `retry`, `dead_letter`, `skipped`.
+    /// One of [`OUTCOMES`].
     pub outcome: &'static str,
 }
+
+/// The outcomes a delivery attempt (or a misfire skip) is counted under.
+pub const OUTCOMES: [&str; 4] = ["delivered", "retry", "dead_letter", "skipped"];
+/// Target kinds, as `Target::kind` names them.
+const TARGET_KINDS: [&str; 1] = ["webhook"];
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -42,6 +47,14 @@ impl Metrics {
             timer_queue: Gauge::default(),
             store_errors: Counter::default(),
         };
+        // A family prints nothing until a series exists. Create every outcome at zero, so a fresh
+        // node exposes `hourglass_deliveries_total` and rate() over a first failure has a base.
+        for target in TARGET_KINDS {
+            for outcome in OUTCOMES {
+                // The returned guard only reads the new series; drop it at once.
+                drop(m.fired.get_or_create(&OutcomeLabels { target, outcome }));
+            }
+        }
         registry.register(
             "hourglass_deliveries",
             "Occurrence delivery attempts and skips by target kind and outcome",

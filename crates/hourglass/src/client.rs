@@ -64,6 +64,34 @@ enum JobCommand {
     Runs {
         id: String,
     },
+    /// Print the next due times of a cron expression (or an interval) and describe it in words.
+    /// Creates nothing: it asks the node, which validates the schedule as a create would.
+    NextFires(NextFiresArgs),
+}
+
+#[derive(Args, Debug)]
+struct NextFiresArgs {
+    /// Cron expression (5 fields, or 6 with seconds).
+    #[arg(required_unless_present = "every", conflicts_with = "every")]
+    cron: Option<String>,
+    /// IANA time zone for the cron expression (default UTC).
+    #[arg(long, requires = "cron")]
+    timezone: Option<String>,
+    /// A fixed interval such as 15m, instead of a cron expression.
+    #[arg(long)]
+    every: Option<String>,
+    /// No occurrence before this RFC 3339 instant (for --every: the first occurrence).
+    #[arg(long)]
+    start: Option<String>,
+    /// No occurrence after this RFC 3339 instant.
+    #[arg(long)]
+    end: Option<String>,
+    /// Stop after this many runs.
+    #[arg(long)]
+    max_runs: Option<u64>,
+    /// How many due times to print (1 to 100).
+    #[arg(short = 'n', long = "count", default_value_t = 10)]
+    count: u64,
 }
 
 #[derive(Args, Debug)]
@@ -114,12 +142,34 @@ enum DeadLetterCommand {
     Delete { id: String },
 }
 
+/// Sends a request and prints its JSON answer, pretty.
 async fn call(
     conn: &Connection,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
 ) -> anyhow::Result<()> {
+    let text = send(conn, method, path, body).await?;
+    if !text.is_empty() {
+        println!("{}", pretty(text));
+    }
+    Ok(())
+}
+
+fn pretty(text: String) -> String {
+    serde_json::from_str::<Value>(&text)
+        .map(|v| serde_json::to_string_pretty(&v).unwrap_or(text.clone()))
+        .unwrap_or(text)
+}
+
+/// Sends a request and returns the body of a successful answer; an error answer is printed (to
+/// stderr) and fails the command.
+async fn send(
+    conn: &Connection,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let url = format!("{}{}", conn.url.trim_end_matches('/'), path);
@@ -139,16 +189,10 @@ async fn call(
         .with_context(|| format!("cannot reach {url}"))?;
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
-    let pretty = serde_json::from_str::<Value>(&text)
-        .map(|v| serde_json::to_string_pretty(&v).unwrap_or(text.clone()))
-        .unwrap_or(text);
     if status.is_success() {
-        if !pretty.is_empty() {
-            println!("{pretty}");
-        }
-        Ok(())
+        Ok(text)
     } else {
-        eprintln!("{pretty}");
+        eprintln!("{}", pretty(text));
         bail!("request failed with HTTP {status}")
     }
 }
@@ -200,7 +244,60 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
         JobCommand::Runs { id } => {
             call(conn, Method::GET, &format!("/v1/jobs/{id}/runs"), None).await
         }
+        JobCommand::NextFires(args) => next_fires(conn, args).await,
     }
+}
+
+/// Prints the description, then one due time per line: the instant in UTC as the API gives it
+/// and, for a cron expression, the wall-clock time in its zone beside it, since that is the
+/// clock the expression is written for (and where DST shows).
+async fn next_fires(conn: &Connection, args: NextFiresArgs) -> anyhow::Result<()> {
+    let mut schedule = match (&args.cron, &args.every) {
+        (Some(cron), None) => {
+            json!({"cron": cron, "timezone": args.timezone.as_deref().unwrap_or("UTC")})
+        }
+        (None, Some(every)) => json!({"every": every}),
+        _ => bail!("give a cron expression or --every"),
+    };
+    for (name, value) in [("start", &args.start), ("end", &args.end)] {
+        if let Some(v) = value {
+            schedule[name] = json!(v);
+        }
+    }
+    if let Some(max_runs) = args.max_runs {
+        schedule["max_runs"] = json!(max_runs);
+    }
+    let body = json!({"schedule": schedule, "count": args.count});
+    let text = send(
+        conn,
+        reqwest::Method::POST,
+        "/v1/schedules/preview",
+        Some(body),
+    )
+    .await?;
+    let preview: Value = serde_json::from_str(&text).context("the node's answer is not JSON")?;
+    // Only a cron with --timezone gets the wall-clock column. Should this binary's tz database
+    // lack a zone the node knows, the UTC instants alone are still the answer.
+    let zone = match (&args.cron, args.timezone.as_deref()) {
+        (Some(_), Some(name)) => jiff::tz::TimeZone::get(name).ok(),
+        _ => None,
+    };
+    println!("{}", preview["description"].as_str().unwrap_or_default());
+    for time in preview["fire_times"].as_array().into_iter().flatten() {
+        let time = time.as_str().context("fire time is not a string")?;
+        match &zone {
+            Some(zone) => {
+                let local = time
+                    .parse::<jiff::Timestamp>()
+                    .context("fire time is not an instant")?
+                    .to_zoned(zone.clone())
+                    .strftime("%a %Y-%m-%d %H:%M:%S %Z");
+                println!("{time}  {local}");
+            }
+            None => println!("{time}"),
+        }
+    }
+    Ok(())
 }
 
 fn create_body(c: CreateArgs) -> anyhow::Result<Value> {

@@ -21,7 +21,8 @@ use sha2::{Digest, Sha256};
 
 use crate::auth::{Auth, Principal};
 use crate::error::ApiError;
-use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob};
+use crate::metrics::ApiMetrics;
+use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
 
 /// Largest request body read, whatever the endpoint. Single payloads have their own, lower cap.
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
@@ -40,6 +41,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// False until the node is serving and again once shutdown begins.
     pub ready: Arc<AtomicBool>,
+    /// The API's own metrics, in `registry` beside the engine's.
+    pub metrics: ApiMetrics,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -61,6 +64,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/dead-letters/{id}/replay", post(replay_dead_letter))
         .route("/v1/signing-secret", post(rotate_signing_secret))
+        .route("/v1/schedules/preview", post(preview_schedule))
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -73,6 +77,12 @@ pub fn router(state: AppState) -> Router {
                 "this route does not support that method",
             )
         })
+        // A layer on the router wraps every route (and the fallbacks), after routing, so the
+        // counter sees the matched route template.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::count_requests,
+        ))
         .with_state(state)
 }
 
@@ -267,6 +277,7 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
         Created::New(record) => {
+            state.metrics.job_created(&record.spec.schedule.kind);
             if let Some(due) = record.next_due {
                 state.engine.job_due(due);
             }
@@ -304,6 +315,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         .map(|c| {
             if let Created::New(r) = c {
                 new_count += 1;
+                state.metrics.job_created(&r.spec.schedule.kind);
                 earliest = earliest.min(r.next_due).or(r.next_due);
             }
             let mut job = wire::job_out(c.record());
@@ -459,13 +471,7 @@ async fn patch_job(
     }
     if let Some(schedule) = &patch.schedule {
         spec.schedule = schedule.validate(now, &state.limits)?;
-        next_due = Some(spec.schedule.first_due(now).ok_or_else(|| {
-            ApiError::from(hourglass_core::ValidationError::new(
-                "schedule_never_fires",
-                "schedule",
-                "the schedule has no occurrence before its end",
-            ))
-        })?);
+        next_due = Some(wire::first_due(&spec.schedule, now)?);
     }
     if let Some(target) = &patch.target {
         spec.target = target.validate(&state.policy)?;
@@ -696,6 +702,11 @@ async fn replay_dead_letter(
         }])
         .await?;
     state.store.delete_dead_letter(ns, id).await?;
+    // Concurrent replays of one letter share the key `replay-<id>`: only the one that made the
+    // job counts it.
+    if let Created::New(record) = &created[0] {
+        state.metrics.job_created(&record.spec.schedule.kind);
+    }
     let record = created[0].record();
     state.engine.job_due(now);
     Ok(typed_response(StatusCode::CREATED, &wire::job_out(record)))
@@ -712,6 +723,20 @@ async fn rotate_signing_secret(State(state): State<AppState>, headers: HeaderMap
             "note": "shown once; store it now. Earlier secrets stop working immediately",
         }),
     ))
+}
+
+/// Lists the next due times of a schedule without creating anything: the schedule is validated
+/// as a create would validate it, and nothing touches the store.
+async fn preview_schedule(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    // Authenticated like every /v1 route, though it reads nothing of the namespace.
+    principal(&state, &headers)?;
+    let req: PreviewRequest = parse_body(&read_body(&headers, body).await?)?;
+    let preview = req.preview(state.clock.now(), &state.limits)?;
+    Ok(typed_response(StatusCode::OK, &preview))
 }
 
 async fn openapi() -> Response {

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod metrics;
 pub mod node;
 pub mod wire;
 

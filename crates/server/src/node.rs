@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
 use crate::auth::{ApiKeyConfig, Auth};
+use crate::metrics::ApiMetrics;
 use crate::wire::Limits;
 
 #[derive(Debug, Clone)]
@@ -75,8 +76,11 @@ impl Node {
         }
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&config.data_dir).map_err(|e| StartError(e.to_string()))?);
-        let mut registry = Registry::with_prefix_and_labels("", std::iter::empty());
+        // No prefix: prometheus-client joins a prefix to each name with `_` even when the prefix
+        // is empty, which served every metric as `_hourglass_...`.
+        let mut registry = Registry::default();
         let metrics = Metrics::new(&mut registry);
+        let api_metrics = ApiMetrics::new(&mut registry);
         let policy = TargetPolicy::new(config.allow_targets.clone());
         let secrets = Secrets::new(store.clone());
         let deliverer = Arc::new(WebhookDeliverer::new(
@@ -107,6 +111,7 @@ impl Node {
             auth: Arc::new(auth),
             secrets,
             registry: Arc::new(registry),
+            metrics: api_metrics,
             ready: ready.clone(),
         };
         let listener = tokio::net::TcpListener::bind(config.listen)

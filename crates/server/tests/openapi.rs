@@ -29,6 +29,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("/v1/dead-letters/{id}", "delete"),
     ("/v1/dead-letters/{id}/replay", "post"),
     ("/v1/signing-secret", "post"),
+    ("/v1/schedules/preview", "post"),
     ("/v1/openapi.json", "get"),
     ("/healthz", "get"),
     ("/readyz", "get"),

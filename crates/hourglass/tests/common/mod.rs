@@ -47,6 +47,8 @@ pub struct Delivery {
     pub body: Vec<u8>,
     /// Wall-clock receive time, unix ms.
     pub received_ms: i64,
+    /// The status the receiver answered with.
+    pub status: u16,
 }
 
 impl Delivery {
@@ -149,21 +151,23 @@ async fn record(
             .iter()
             .filter(|d| d.header("webhook-id") == delivery_id)
             .count();
-        deliveries.push(Delivery {
-            path: path.clone(),
-            headers,
-            body: body.to_vec(),
-            received_ms,
-        });
         let mut parts = path.trim_start_matches('/').split('/');
-        match (
+        let status = match (
             parts.next(),
             parts.next().and_then(|n| n.parse::<u16>().ok()),
         ) {
             (Some("status"), Some(code)) => StatusCode::from_u16(code).unwrap(),
             (Some("flaky"), Some(n)) if earlier < n as usize => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::NO_CONTENT,
-        }
+        };
+        deliveries.push(Delivery {
+            path,
+            headers,
+            body: body.to_vec(),
+            received_ms,
+            status: status.as_u16(),
+        });
+        status
     };
     receiver.inner.arrived.notify_waiters();
     status
