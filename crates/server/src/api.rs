@@ -229,11 +229,16 @@ fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiErro
     state.auth.authenticate(headers)
 }
 
+/// Hostnames already resolved and found allowed within one request: a batch of a thousand jobs
+/// to one endpoint resolves its host once, not a thousand times.
+type ResolvedHosts = std::collections::HashSet<(String, u16)>;
+
 async fn validate_create(
     state: &AppState,
     principal: &Principal,
     req: CreateJob,
     prefix: &str,
+    resolved: &mut ResolvedHosts,
 ) -> Result<NewJob, ApiError> {
     let print = if req.key.is_some() {
         fingerprint(&req)
@@ -252,11 +257,18 @@ async fn validate_create(
         .validate(now, &state.limits, &state.policy)
         .map_err(within)?;
     let hourglass_core::Target::Webhook(webhook) = &valid.spec.target;
-    state
-        .policy
-        .check_resolved(&webhook.url, "target.webhook.url")
-        .await
-        .map_err(within)?;
+    let host = (
+        webhook.url.host_str().unwrap_or_default().to_string(),
+        webhook.url.port_or_known_default().unwrap_or_default(),
+    );
+    if !resolved.contains(&host) {
+        state
+            .policy
+            .check_resolved(&webhook.url, "target.webhook.url")
+            .await
+            .map_err(within)?;
+        resolved.insert(host);
+    }
     Ok(NewJob {
         id: uuid::Uuid::now_v7(),
         namespace: principal.namespace.clone(),
@@ -272,7 +284,7 @@ async fn validate_create(
 async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let req: CreateJob = parse_body(&read_body(&headers, body).await?)?;
-    let job = validate_create(&state, &principal, req, "").await?;
+    let job = validate_create(&state, &principal, req, "", &mut ResolvedHosts::new()).await?;
     let created = state.store.create_jobs(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
@@ -299,8 +311,10 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         .field("jobs"));
     }
     let mut jobs = Vec::with_capacity(batch.jobs.len());
+    let mut resolved = ResolvedHosts::new();
     for (i, req) in batch.jobs.into_iter().enumerate() {
-        jobs.push(validate_create(&state, &principal, req, &format!("jobs[{i}]")).await?);
+        let prefix = format!("jobs[{i}]");
+        jobs.push(validate_create(&state, &principal, req, &prefix, &mut resolved).await?);
     }
     let created = state.store.create_jobs(jobs).await.map_err(|e| match e {
         StoreError::KeyConflict { index, .. } => {
