@@ -583,6 +583,14 @@ async fn trigger_job(
     transition(&state, &headers, &id, |now| Transition::Trigger { now }).await
 }
 
+/// Runs are not paged yet: only the newest `limit` are served, and a cursor is refused rather
+/// than silently ignored.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunsQuery {
+    limit: Option<usize>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimitQuery {
@@ -598,7 +606,7 @@ async fn job_runs(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_id(&id)?;
-    let q: LimitQuery = parse_query(query)?;
+    let q: RunsQuery = parse_query(query)?;
     let runs = state
         .store
         .runs(Some(&principal.namespace), id, page_limit(q.limit)?)
