@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod dashboard;
 pub mod error;
 pub mod metrics;
 pub mod node;

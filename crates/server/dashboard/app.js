@@ -1,0 +1,878 @@
+// The Hourglass dashboard. Plain ES module, no dependencies: it reads and acts through the public
+// HTTP API only, so an API key sees exactly what the API lets it see. Every value from the server
+// enters the page as text (textContent / attributes), never as markup: job types and payloads are
+// user-controlled.
+
+const SAMPLE_EVERY_MS = 3000;
+const SAMPLE_WINDOW_MS = 5 * 60 * 1000;
+const PAGE_SIZE = 50;
+const TIMELINE_WINDOW_MS = 60 * 60 * 1000;
+const TIMELINE_LIMIT = 200;
+const STATES = ["active", "paused", "completed", "failed", "cancelled"];
+
+// ---------------------------------------------------------------------------------------------
+// Credentials
+
+const store = window.sessionStorage;
+
+function credentials() {
+  return {
+    namespace: store.getItem("hourglass.namespace") || "",
+    key: store.getItem("hourglass.key") || "",
+  };
+}
+
+function setupCredentials() {
+  const form = document.getElementById("credentials");
+  const ns = document.getElementById("namespace");
+  const key = document.getElementById("api-key");
+  const current = credentials();
+  ns.value = current.namespace;
+  key.value = current.key;
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    store.setItem("hourglass.namespace", ns.value.trim());
+    store.setItem("hourglass.key", key.value.trim());
+    render();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// API
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const { namespace, key } = credentials();
+  const headers = { accept: "application/json" };
+  if (namespace) headers["hourglass-namespace"] = namespace;
+  if (key) headers.authorization = `Bearer ${key}`;
+  const init = { method, headers };
+  if (body !== undefined) {
+    headers["content-type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  if (response.status === 204) return null;
+  const text = await response.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const err = data && data.error ? data.error : {};
+    let message = err.message || `${response.status} ${response.statusText}`;
+    if (response.status === 401) message += " — enter an API key above";
+    throw new ApiError(response.status, err.code || "http_error", message);
+  }
+  return data;
+}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// DOM helpers: text only
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  setAttrs(node, attrs);
+  append(node, children);
+  return node;
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  setAttrs(node, attrs);
+  append(node, children);
+  return node;
+}
+
+function setAttrs(node, attrs) {
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "on") {
+      for (const [event, handler] of Object.entries(v)) node.addEventListener(event, handler);
+    } else {
+      node.setAttribute(k, v === true ? "" : String(v));
+    }
+  }
+}
+
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+function setStatus(message, kind = "info") {
+  const status = document.getElementById("status");
+  status.textContent = message || "";
+  status.dataset.kind = kind;
+}
+
+function showError(err) {
+  setStatus(err instanceof Error ? err.message : String(err), "error");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting
+
+function fmtTime(iso) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+}
+
+function fmtRelative(iso) {
+  if (!iso) return "";
+  const ms = new Date(iso).getTime() - Date.now();
+  const abs = Math.abs(ms);
+  const units = [
+    [86400000, "d"],
+    [3600000, "h"],
+    [60000, "min"],
+    [1000, "s"],
+  ];
+  let text = "now";
+  for (const [size, unit] of units) {
+    if (abs >= size) {
+      text = `${Math.floor(abs / size)} ${unit}`;
+      break;
+    }
+  }
+  if (text === "now") return text;
+  return ms >= 0 ? `in ${text}` : `${text} ago`;
+}
+
+function timeCell(iso) {
+  return el("time", { datetime: iso || undefined, title: iso || undefined }, fmtTime(iso));
+}
+
+function fmtNumber(n, digits = 0) {
+  if (n === null || n === undefined || Number.isNaN(n)) return "—";
+  return n.toLocaleString(undefined, { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+function scheduleSummary(s) {
+  if (!s) return "";
+  if (s.at) return `once at ${fmtTime(s.at)}`;
+  if (s.cron) return `cron ${s.cron}${s.timezone ? ` (${s.timezone})` : ""}`;
+  if (s.every) return `every ${s.every}`;
+  if (s.after) return `after ${s.after}`;
+  return JSON.stringify(s);
+}
+
+function stateBadge(state) {
+  return el("span", { class: `badge state-${state}`, "data-testid": "job-state" }, state);
+}
+
+function jobLink(id, text) {
+  return el("a", { href: `#/jobs/${encodeURIComponent(id)}`, class: "mono" }, text || id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics: parsed from the Prometheus / OpenMetrics text of /metrics, sampled in the background
+
+const samples = [];
+
+function parseMetrics(text) {
+  const out = [];
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const labels = {};
+    if (m[2]) {
+      for (const lm of m[2].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+        labels[lm[1]] = lm[2];
+      }
+    }
+    out.push({ name: m[1], labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+function summarize(series) {
+  const sum = (name, filter = () => true) =>
+    series.filter((s) => s.name === name && filter(s.labels)).reduce((a, s) => a + s.value, 0);
+  const outcomes = {};
+  for (const s of series) {
+    if (s.name === "hourglass_deliveries_total") {
+      const o = s.labels.outcome || "unknown";
+      outcomes[o] = (outcomes[o] || 0) + s.value;
+    }
+  }
+  const buckets = new Map();
+  for (const s of series) {
+    if (s.name === "hourglass_fire_lateness_seconds_bucket") {
+      const le = s.labels.le === "+Inf" ? Infinity : Number(s.labels.le);
+      buckets.set(le, (buckets.get(le) || 0) + s.value);
+    }
+  }
+  return {
+    at: Date.now(),
+    outcomes,
+    latenessSum: sum("hourglass_fire_lateness_seconds_sum"),
+    latenessCount: sum("hourglass_fire_lateness_seconds_count"),
+    buckets: [...buckets.entries()].sort((a, b) => a[0] - b[0]),
+    inFlight: sum("hourglass_in_flight"),
+    timerQueue: sum("hourglass_timer_queue"),
+  };
+}
+
+// The p99 of the observations between two cumulative histograms: the upper bound of the bucket
+// that holds it.
+function quantile(prev, cur, q) {
+  const before = new Map(prev.buckets);
+  const deltas = cur.buckets.map(([le, n]) => [le, n - (before.get(le) || 0)]);
+  const total = deltas.length ? deltas[deltas.length - 1][1] : 0;
+  if (total <= 0) return null;
+  for (const [le, n] of deltas) if (n >= q * total) return le;
+  return null;
+}
+
+function rates() {
+  const points = [];
+  for (let i = 1; i < samples.length; i++) {
+    const prev = samples[i - 1];
+    const cur = samples[i];
+    const dt = (cur.at - prev.at) / 1000;
+    const fired = cur.latenessCount - prev.latenessCount;
+    if (dt <= 0 || fired < 0) continue;
+    points.push({
+      at: cur.at,
+      firesPerSec: fired / dt,
+      meanLatenessMs: fired > 0 ? ((cur.latenessSum - prev.latenessSum) / fired) * 1000 : 0,
+      p99LatenessMs: (quantile(prev, cur, 0.99) ?? 0) * 1000,
+    });
+  }
+  return points;
+}
+
+let sampling = null;
+
+async function sample() {
+  try {
+    const response = await fetch("/metrics");
+    if (!response.ok) throw new Error(`/metrics answered ${response.status}`);
+    samples.push(summarize(parseMetrics(await response.text())));
+    const cutoff = Date.now() - SAMPLE_WINDOW_MS;
+    while (samples.length > 2 && samples[0].at < cutoff) samples.shift();
+    if (currentView === "overview") renderOverviewStats();
+  } catch (err) {
+    if (currentView === "overview") showError(err);
+  }
+}
+
+function startSampling() {
+  if (sampling) return;
+  sample();
+  sampling = window.setInterval(sample, SAMPLE_EVERY_MS);
+}
+
+function sparkline(values, { label, testid, unit }) {
+  const width = 240;
+  const height = 48;
+  const max = Math.max(1e-9, ...values);
+  const step = values.length > 1 ? width / (values.length - 1) : width;
+  const pts = values.map((v, i) => `${(i * step).toFixed(1)},${(height - 2 - (v / max) * (height - 4)).toFixed(1)}`);
+  const last = values.length ? values[values.length - 1] : 0;
+  return svg(
+    "svg",
+    {
+      class: "spark",
+      viewBox: `0 0 ${width} ${height}`,
+      role: "img",
+      "aria-label": `${label}: ${values.length} samples, latest ${fmtNumber(last, 2)} ${unit}, peak ${fmtNumber(max < 1e-6 ? 0 : max, 2)} ${unit}`,
+      "data-testid": testid,
+      preserveAspectRatio: "none",
+    },
+    svg("title", {}, label),
+    svg("line", { x1: 0, y1: height - 1, x2: width, y2: height - 1, class: "spark-axis" }),
+    pts.length > 1 ? svg("polyline", { points: pts.join(" "), class: "spark-line" }) : null,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+let currentView = null;
+let renderToken = 0;
+
+function view() {
+  return document.getElementById("view");
+}
+
+function parseHash() {
+  const hash = window.location.hash.replace(/^#/, "") || "/";
+  const [path, qs] = hash.split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  return { parts, params: new URLSearchParams(qs || "") };
+}
+
+async function render() {
+  const token = ++renderToken;
+  const { parts, params } = parseHash();
+  let name = "overview";
+  let renderer = renderOverview;
+  if (parts[0] === "jobs" && parts[1]) {
+    name = "job";
+    renderer = () => renderJob(parts[1]);
+  } else if (parts[0] === "jobs") {
+    name = "jobs";
+    renderer = () => renderJobs(params);
+  } else if (parts[0] === "dead-letters") {
+    name = "dead-letters";
+    renderer = () => renderDeadLetters(params);
+  }
+  currentView = name;
+  for (const link of document.querySelectorAll("nav a[data-nav]")) {
+    const active = link.dataset.nav === name || (name === "job" && link.dataset.nav === "jobs");
+    if (active) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  setStatus("");
+  const main = view();
+  main.dataset.view = name;
+  delete main.dataset.ready;
+  main.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+  try {
+    const content = await renderer();
+    if (token !== renderToken) return;
+    main.replaceChildren(...[content].flat());
+    main.dataset.ready = name;
+  } catch (err) {
+    if (token !== renderToken) return;
+    main.replaceChildren(el("p", { class: "error", "data-testid": "view-error" }, err.message));
+    showError(err);
+  }
+}
+
+// Overview -----------------------------------------------------------------------------------
+
+function stat(label, testid, value, hint) {
+  return el(
+    "div",
+    { class: "card stat" },
+    el("span", { class: "stat-label", id: `${testid}-label` }, label),
+    el("span", { class: "stat-value", "data-testid": testid, "aria-labelledby": `${testid}-label` }, value),
+    hint ? el("span", { class: "stat-hint" }, hint) : null,
+  );
+}
+
+function renderOverviewStats() {
+  const box = document.getElementById("overview-stats");
+  if (!box) return;
+  const latest = samples[samples.length - 1];
+  const series = rates();
+  const lastRate = series[series.length - 1];
+  const o = latest ? latest.outcomes : {};
+  const n = (v) => (latest ? fmtNumber(v || 0) : "—");
+  box.replaceChildren(
+    el(
+      "section",
+      { class: "grid", "aria-label": "Throughput" },
+      el(
+        "div",
+        { class: "card chart" },
+        el("h3", {}, "Fires per second"),
+        el("p", { class: "big", "data-testid": "fires-per-sec" }, lastRate ? fmtNumber(lastRate.firesPerSec, 2) : "—"),
+        sparkline(series.map((p) => p.firesPerSec), { label: "Fires per second", testid: "spark-fires", unit: "/s" }),
+      ),
+      el(
+        "div",
+        { class: "card chart" },
+        el("h3", {}, "Fire lateness (mean, ms)"),
+        el(
+          "p",
+          { class: "big", "data-testid": "lateness-mean" },
+          lastRate ? fmtNumber(lastRate.meanLatenessMs, 1) : "—",
+          lastRate ? el("small", {}, ` p99 ≤ ${fmtNumber(lastRate.p99LatenessMs, 0)} ms`) : null,
+        ),
+        sparkline(series.map((p) => p.meanLatenessMs), { label: "Mean fire lateness", testid: "spark-lateness", unit: "ms" }),
+      ),
+    ),
+    el(
+      "section",
+      { class: "grid stats", "aria-label": "Counters" },
+      stat("Delivered", "stat-delivered", n(o.delivered), "attempts since start"),
+      stat("Retried", "stat-retry", n(o.retry), "attempts since start"),
+      stat("Dead-lettered", "stat-dead-letter", n(o.dead_letter), "attempts since start"),
+      stat("In flight", "stat-in-flight", n(latest && latest.inFlight)),
+      stat("Timer queue", "stat-timer-queue", n(latest && latest.timerQueue)),
+      stat("Overall lateness", "stat-lateness-overall", latest && latest.latenessCount > 0 ? `${fmtNumber((latest.latenessSum / latest.latenessCount) * 1000, 1)} ms` : "—", "mean since start"),
+    ),
+    el(
+      "p",
+      { class: "muted small" },
+      `Sampled from /metrics every ${SAMPLE_EVERY_MS / 1000} s in this tab; charts show the last ${SAMPLE_WINDOW_MS / 60000} minutes (${series.length} intervals). Counters are node-wide.`,
+    ),
+  );
+}
+
+async function renderOverview() {
+  startSampling();
+  const letters = await api("GET", `/v1/dead-letters${query({ limit: 1000 })}`);
+  const count = letters.dead_letters.length;
+  const failures = el(
+    "div",
+    { class: "card stat failures" },
+    el("span", { class: "stat-label", id: "stat-failures-label" }, "Failures waiting (dead letters)"),
+    el(
+      "span",
+      { class: "stat-value", "data-testid": "stat-dead-letters", "aria-labelledby": "stat-failures-label" },
+      letters.next_cursor ? `${count}+` : String(count),
+    ),
+    el("a", { href: "#/dead-letters", class: "stat-hint" }, "Review dead letters →"),
+  );
+  const stats = el("div", { id: "overview-stats" });
+  const content = [el("h1", {}, "Overview"), el("section", { class: "grid", "aria-label": "Failures" }, failures), stats];
+  queueMicrotask(renderOverviewStats);
+  return content;
+}
+
+// Jobs ---------------------------------------------------------------------------------------
+
+function filterForm(params) {
+  const state = el(
+    "select",
+    { id: "filter-state", name: "state", "data-testid": "filter-state" },
+    el("option", { value: "" }, "any state"),
+    STATES.map((s) => el("option", { value: s, selected: params.get("state") === s }, s)),
+  );
+  const type = el("input", {
+    id: "filter-type",
+    name: "type",
+    type: "search",
+    placeholder: "exact type, e.g. reminder.flight",
+    value: params.get("type") || "",
+    "data-testid": "filter-type",
+  });
+  const upcoming = el("input", {
+    id: "filter-upcoming",
+    name: "upcoming",
+    type: "checkbox",
+    checked: params.get("upcoming") === "1",
+    "data-testid": "filter-upcoming",
+  });
+  const form = el(
+    "form",
+    { class: "filters", role: "search", "data-testid": "job-filters", "aria-label": "Filter jobs" },
+    el("label", {}, "State ", state),
+    el("label", {}, "Type ", type),
+    el("label", { class: "check" }, upcoming, " due from now on"),
+    el("button", { type: "submit", "data-testid": "filter-submit" }, "Search"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const q = new URLSearchParams();
+    if (state.value) q.set("state", state.value);
+    if (type.value.trim()) q.set("type", type.value.trim());
+    if (upcoming.checked) q.set("upcoming", "1");
+    const s = q.toString();
+    window.location.hash = `#/jobs${s ? `?${s}` : ""}`;
+  });
+  return form;
+}
+
+function jobRow(job) {
+  return el(
+    "tr",
+    { "data-testid": "job-row", "data-id": job.id },
+    el("td", {}, jobLink(job.id, job.id.slice(0, 8) + "…"), job.key ? el("div", { class: "muted small" }, job.key) : null),
+    el("td", { "data-testid": "job-type" }, job.type || el("span", { class: "muted" }, "—")),
+    el("td", {}, stateBadge(job.state)),
+    el("td", {}, scheduleSummary(job.schedule)),
+    el("td", {}, job.next_due_at ? [timeCell(job.next_due_at), el("div", { class: "muted small" }, fmtRelative(job.next_due_at))] : "—"),
+    el("td", { class: "num" }, String(job.runs)),
+  );
+}
+
+function jobTable(jobs, testid) {
+  if (!jobs.length) return el("p", { class: "muted", "data-testid": `${testid}-empty` }, "No jobs match.");
+  return el(
+    "table",
+    { "data-testid": testid },
+    el(
+      "thead",
+      {},
+      el(
+        "tr",
+        {},
+        ["Job", "Type", "State", "Schedule", "Next due", "Runs"].map((h) => el("th", { scope: "col" }, h)),
+      ),
+    ),
+    el("tbody", {}, jobs.map(jobRow)),
+  );
+}
+
+function timeline(jobs, from, to) {
+  const width = 800;
+  const height = 64;
+  const pad = 12;
+  const x = (t) => pad + ((t - from) / (to - from)) * (width - 2 * pad);
+  const ticks = [];
+  for (let i = 0; i <= 6; i++) {
+    const t = from + ((to - from) * i) / 6;
+    ticks.push(
+      svg("line", { x1: x(t), x2: x(t), y1: 36, y2: 42, class: "tl-tick" }),
+      svg("text", { x: x(t), y: 56, class: "tl-label", "text-anchor": i === 0 ? "start" : i === 6 ? "end" : "middle" }, i === 0 ? "now" : `+${Math.round((t - from) / 60000)} min`),
+    );
+  }
+  const dots = jobs.map((job) => {
+    const t = new Date(job.next_due_at).getTime();
+    return svg(
+      "a",
+      { href: `#/jobs/${job.id}`, "data-testid": "timeline-dot" },
+      svg(
+        "circle",
+        { cx: x(t).toFixed(1), cy: 24, r: 5, class: `tl-dot state-${job.state}` },
+        svg("title", {}, `${job.type || "(no type)"} — ${fmtTime(job.next_due_at)} (${fmtRelative(job.next_due_at)})`),
+      ),
+    );
+  });
+  return svg(
+    "svg",
+    {
+      class: "timeline",
+      viewBox: `0 0 ${width} ${height}`,
+      role: "img",
+      "aria-label": `${jobs.length} jobs due in the next hour`,
+      "data-testid": "timeline",
+    },
+    svg("line", { x1: pad, x2: width - pad, y1: 39, y2: 39, class: "tl-axis" }),
+    ticks,
+    dots,
+  );
+}
+
+async function renderUpcoming() {
+  const from = Date.now();
+  const to = from + TIMELINE_WINDOW_MS;
+  const page = await api(
+    "GET",
+    `/v1/jobs${query({
+      state: "active",
+      due_after: new Date(from).toISOString(),
+      due_before: new Date(to).toISOString(),
+      limit: TIMELINE_LIMIT,
+    })}`,
+  );
+  const jobs = page.jobs.filter((j) => j.next_due_at);
+  jobs.sort((a, b) => a.next_due_at.localeCompare(b.next_due_at));
+  return el(
+    "section",
+    { class: "card", "aria-labelledby": "upcoming-title", "data-testid": "upcoming" },
+    el("h2", { id: "upcoming-title" }, "Due in the next hour"),
+    timeline(jobs, from, to),
+    el(
+      "p",
+      { class: "muted small" },
+      page.next_cursor
+        ? `Showing ${jobs.length} of more than ${TIMELINE_LIMIT} active jobs due in this hour.`
+        : `${jobs.length} active job${jobs.length === 1 ? "" : "s"} due in this hour.`,
+    ),
+  );
+}
+
+async function renderJobs(params) {
+  const filters = {
+    state: params.get("state") || undefined,
+    type: params.get("type") || undefined,
+    due_after: params.get("upcoming") === "1" ? new Date().toISOString() : undefined,
+    limit: PAGE_SIZE,
+  };
+  const [upcoming, first] = await Promise.all([renderUpcoming(), api("GET", `/v1/jobs${query(filters)}`)]);
+  const tableBox = el("div", { id: "job-table" }, jobTable(first.jobs, "job-table"));
+  const pageInfo = el("span", { class: "muted small", "data-testid": "page-info" }, `Page 1 · ${first.jobs.length} jobs`);
+  let cursor = first.next_cursor;
+  let pageNo = 1;
+  const history = [];
+  const next = el("button", { type: "button", "data-testid": "next-page", disabled: !cursor }, "Next page →");
+  const prev = el("button", { type: "button", "data-testid": "prev-page", disabled: true }, "← Previous page");
+  const load = async (at) => {
+    const page = await api("GET", `/v1/jobs${query({ ...filters, cursor: at })}`);
+    tableBox.replaceChildren(jobTable(page.jobs, "job-table"));
+    pageInfo.textContent = `Page ${pageNo} · ${page.jobs.length} jobs`;
+    cursor = page.next_cursor;
+    next.disabled = !cursor;
+    prev.disabled = pageNo === 1;
+  };
+  next.addEventListener("click", () => {
+    history.push(cursor);
+    pageNo += 1;
+    load(cursor).catch(showError);
+  });
+  prev.addEventListener("click", () => {
+    history.pop();
+    pageNo -= 1;
+    load(history[history.length - 1]).catch(showError);
+  });
+  return [
+    el("h1", {}, "Jobs"),
+    upcoming,
+    el(
+      "section",
+      { class: "card", "aria-labelledby": "jobs-title" },
+      el("h2", { id: "jobs-title" }, "All jobs"),
+      filterForm(params),
+      tableBox,
+      el("div", { class: "pager" }, prev, pageInfo, next),
+    ),
+  ];
+}
+
+// Job ----------------------------------------------------------------------------------------
+
+function detail(rows) {
+  return el(
+    "dl",
+    { class: "details" },
+    rows.filter(Boolean).map(([k, v, testid]) => [el("dt", {}, k), el("dd", { "data-testid": testid }, v)]),
+  );
+}
+
+function runsTable(runs) {
+  if (!runs.length) return el("p", { class: "muted", "data-testid": "runs-empty" }, "No delivery attempts yet.");
+  return el(
+    "table",
+    { "data-testid": "runs-table" },
+    el(
+      "thead",
+      {},
+      el(
+        "tr",
+        {},
+        ["Started", "Due", "Attempt", "Status", "Latency", "Error", "Outcome"].map((h) => el("th", { scope: "col" }, h)),
+      ),
+    ),
+    el(
+      "tbody",
+      {},
+      runs.map((r) =>
+        el(
+          "tr",
+          { "data-testid": "run-row" },
+          el("td", {}, timeCell(r.started_at)),
+          el("td", {}, timeCell(r.due_at)),
+          el("td", { class: "num" }, String(r.attempt)),
+          el("td", { class: "num", "data-testid": "run-status" }, r.status_code == null ? "—" : String(r.status_code)),
+          el("td", { class: "num" }, r.latency_ms == null ? "—" : `${r.latency_ms} ms`),
+          el("td", { class: "error-text" }, r.error || ""),
+          el("td", {}, el("span", { class: `badge outcome-${r.outcome}`, "data-testid": "run-outcome" }, String(r.outcome))),
+        ),
+      ),
+    ),
+  );
+}
+
+async function renderJob(id) {
+  const path = `/v1/jobs/${encodeURIComponent(id)}`;
+  const [job, runs] = await Promise.all([api("GET", path), api("GET", `${path}/runs${query({ limit: 100 })}`)]);
+
+  let preview;
+  if (job.state === "active" || job.state === "paused") {
+    try {
+      const p = await api("POST", "/v1/schedules/preview", { schedule: job.schedule, count: 10 });
+      preview = { description: p.description, times: p.fire_times };
+    } catch (err) {
+      preview = { description: scheduleSummary(job.schedule), times: [], note: err.message };
+    }
+  } else {
+    preview = { description: scheduleSummary(job.schedule), times: [], note: `The job is ${job.state}; it fires no more.` };
+  }
+
+  const action = (name, label, enabled, method = "POST", suffix = `/${name}`) => {
+    const button = el(
+      "button",
+      { type: "button", class: name === "cancel" ? "danger" : undefined, "data-testid": `action-${name}`, disabled: !enabled },
+      label,
+    );
+    button.addEventListener("click", async () => {
+      if (name === "cancel" && !window.confirm("Cancel this job? It will not fire again.")) return;
+      button.disabled = true;
+      try {
+        await api(method, `${path}${suffix}`);
+        await render();
+        setStatus(`Job ${label.toLowerCase()}: done.`);
+      } catch (err) {
+        button.disabled = false;
+        showError(err);
+      }
+    });
+    return button;
+  };
+  const live = job.state === "active" || job.state === "paused";
+
+  return [
+    el("p", { class: "crumbs" }, el("a", { href: "#/jobs" }, "← Jobs")),
+    el("h1", {}, "Job ", el("span", { class: "mono", "data-testid": "job-id" }, job.id), " ", stateBadge(job.state)),
+    el(
+      "div",
+      { class: "actions", role: "group", "aria-label": "Job actions" },
+      action("pause", "Pause", job.state === "active"),
+      action("resume", "Resume", job.state === "paused"),
+      action("trigger", "Trigger now", job.state !== "cancelled"),
+      action("cancel", "Cancel", live, "DELETE", ""),
+    ),
+    el(
+      "div",
+      { class: "grid two" },
+      el(
+        "section",
+        { class: "card", "aria-labelledby": "job-details-title" },
+        el("h2", { id: "job-details-title" }, "Details"),
+        detail([
+          ["Type", job.type || "—", "job-detail-type"],
+          ["Key", job.key || "—", "job-detail-key"],
+          ["Namespace", job.namespace, "job-detail-namespace"],
+          ["Target", job.target && job.target.webhook ? job.target.webhook.url : JSON.stringify(job.target), "job-detail-target"],
+          ["Next due", job.next_due_at ? `${fmtTime(job.next_due_at)} (${fmtRelative(job.next_due_at)})` : "—", "job-detail-next"],
+          ["Runs / skipped", `${job.runs} / ${job.skipped}`, "job-detail-runs"],
+          ["Retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.initial_backoff}–${job.retry.max_backoff}`, "job-detail-retry"],
+          ["Created", fmtTime(job.created_at), "job-detail-created"],
+          ["Updated", fmtTime(job.updated_at), "job-detail-updated"],
+        ]),
+      ),
+      el(
+        "section",
+        { class: "card", "aria-labelledby": "schedule-title" },
+        el("h2", { id: "schedule-title" }, "Schedule"),
+        el("p", { class: "lead", "data-testid": "schedule-description" }, preview.description),
+        el("pre", { class: "code small" }, JSON.stringify(job.schedule, null, 2)),
+        preview.note ? el("p", { class: "muted small", "data-testid": "fire-times-note" }, preview.note) : null,
+        preview.times.length
+          ? [
+              el("h3", {}, `Next ${preview.times.length} fire times`),
+              el(
+                "ol",
+                { class: "fire-times", "data-testid": "fire-times" },
+                preview.times.map((t) => el("li", { "data-testid": "fire-time" }, timeCell(t), " ", el("span", { class: "muted small" }, fmtRelative(t)))),
+              ),
+            ]
+          : null,
+      ),
+    ),
+    el(
+      "section",
+      { class: "card", "aria-labelledby": "payload-title" },
+      el("h2", { id: "payload-title" }, "Payload"),
+      el("pre", { class: "code", "data-testid": "payload" }, JSON.stringify(job.payload, null, 2)),
+    ),
+    el(
+      "section",
+      { class: "card", "aria-labelledby": "runs-title" },
+      el("h2", { id: "runs-title" }, `Runs (${runs.runs.length}${runs.runs.length === 100 ? ", newest" : ""})`),
+      runsTable(runs.runs),
+    ),
+  ];
+}
+
+// Dead letters -------------------------------------------------------------------------------
+
+async function renderDeadLetters(params) {
+  const cursor = params.get("cursor") || undefined;
+  const page = await api("GET", `/v1/dead-letters${query({ limit: PAGE_SIZE, cursor })}`);
+  const rows = page.dead_letters.map((d) => {
+    const replay = el("button", { type: "button", "data-testid": "replay", "aria-label": `Replay dead letter ${d.id}` }, "Replay");
+    const remove = el("button", { type: "button", class: "danger", "data-testid": "delete", "aria-label": `Delete dead letter ${d.id}` }, "Delete");
+    const row = el(
+      "tr",
+      { "data-testid": "dead-letter-row", "data-id": d.id },
+      el("td", { class: "num" }, d.id),
+      el("td", {}, jobLink(d.job_id, d.job_id.slice(0, 8) + "…")),
+      el("td", {}, d.type || el("span", { class: "muted" }, "—")),
+      el("td", {}, timeCell(d.due_at)),
+      el("td", { class: "num" }, String(d.attempts)),
+      el("td", { class: "error-text" }, d.reason || ""),
+      el("td", { class: "row-actions" }, replay, " ", remove),
+    );
+    replay.addEventListener("click", async () => {
+      replay.disabled = remove.disabled = true;
+      try {
+        const job = await api("POST", `/v1/dead-letters/${encodeURIComponent(d.id)}/replay`);
+        removed(row);
+        const status = document.getElementById("status");
+        status.dataset.kind = "info";
+        status.replaceChildren(`Dead letter ${d.id} replayed as job `, jobLink(job.id), ".");
+      } catch (err) {
+        replay.disabled = remove.disabled = false;
+        showError(err);
+      }
+    });
+    remove.addEventListener("click", async () => {
+      if (!window.confirm(`Delete dead letter ${d.id}? Its occurrence will not be delivered.`)) return;
+      replay.disabled = remove.disabled = true;
+      try {
+        await api("DELETE", `/v1/dead-letters/${encodeURIComponent(d.id)}`);
+        removed(row);
+        setStatus(`Dead letter ${d.id} deleted.`);
+      } catch (err) {
+        replay.disabled = remove.disabled = false;
+        showError(err);
+      }
+    });
+    return row;
+  });
+  const empty = () => el("p", { class: "muted", "data-testid": "dead-letters-empty" }, "No dead letters. Nothing failed for good.");
+  // Called once a row is gone: an emptied table gives way to the empty-state text.
+  const removed = (row) => {
+    const tbody = row.parentElement;
+    row.remove();
+    if (tbody && !tbody.children.length) tbody.closest("table").replaceWith(empty());
+  };
+  const table = rows.length
+    ? el(
+        "table",
+        { "data-testid": "dead-letters-table" },
+        el(
+          "thead",
+          {},
+          el("tr", {}, ["Id", "Job", "Type", "Due", "Attempts", "Reason", ""].map((h) => el("th", { scope: "col" }, h))),
+        ),
+        el("tbody", {}, rows),
+      )
+    : empty();
+  return [
+    el("h1", {}, "Dead letters"),
+    el(
+      "section",
+      { class: "card" },
+      el("p", { class: "muted small" }, "Occurrences whose last delivery attempt failed. Replay creates a new one-off job due now; delete drops the occurrence."),
+      table,
+      el(
+        "div",
+        { class: "pager" },
+        cursor ? el("a", { href: "#/dead-letters", "data-testid": "first-page" }, "← First page") : null,
+        page.next_cursor
+          ? el("a", { href: `#/dead-letters?cursor=${encodeURIComponent(page.next_cursor)}`, "data-testid": "next-page" }, "Next page →")
+          : null,
+      ),
+    ),
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+
+setupCredentials();
+window.addEventListener("hashchange", render);
+startSampling();
+render();

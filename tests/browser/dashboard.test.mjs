@@ -1,0 +1,344 @@
+// Drives the dashboard served by a running node (HOURGLASS_URL, started by scripts/browser-test)
+// in headless Chromium. Runs its own webhook receiver, seeds jobs through the API, then walks the
+// overview, the job list and its filters, job pages and the dead letters, saving a screenshot of
+// each step in SCREENSHOT_DIR. Steps run in order and stop at the first failure.
+
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { chromium } from "playwright-core";
+
+const BASE = process.env.HOURGLASS_URL;
+const SHOTS = process.env.SCREENSHOT_DIR || path.resolve("target/browser-screenshots");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const XSS_TYPE = "<img src=x onerror=window.__xss=1>";
+
+if (!BASE) {
+  console.error("HOURGLASS_URL is not set; run scripts/browser-test");
+  process.exit(2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook receiver: /ok answers 204, /gone answers 410 (permanent: one attempt, then dead letter).
+
+const hits = [];
+const receiver = http.createServer((req, res) => {
+  req.resume();
+  req.on("end", () => {
+    hits.push(req.url);
+    res.statusCode = req.url === "/gone" ? 410 : 204;
+    res.end();
+  });
+});
+await new Promise((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+const HOOK = `http://127.0.0.1:${receiver.address().port}`;
+
+// ---------------------------------------------------------------------------------------------
+// API helpers
+
+async function api(method, route, body) {
+  const init = { method, headers: {} };
+  if (body !== undefined) {
+    init.headers["content-type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(`${BASE}${route}`, init);
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`);
+  return data;
+}
+
+const create = (job) => api("POST", "/v1/jobs", job);
+
+async function until(what, check, timeoutMs = 15000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed
+
+const inDays = (d) => new Date(Date.now() + d * 86400000).toISOString();
+const seeded = {};
+
+async function seed() {
+  const far = [];
+  for (let i = 0; i < 3; i++) {
+    far.push(
+      await create({
+        type: "invoice.send",
+        schedule: { at: inDays(30 + i) },
+        target: { webhook: { url: `${HOOK}/ok` } },
+        payload: { invoice: 1000 + i, note: "<script>alert('x')</script>" },
+      }),
+    );
+  }
+  seeded.far = far;
+  seeded.soon = [
+    await create({ type: "reminder.flight", schedule: { after: "20m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { flight: "LH 400" } }),
+    await create({ type: "reminder.flight", schedule: { after: "45m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { flight: "LH 401" } }),
+  ];
+  seeded.cron = await create({
+    key: "nightly-report",
+    type: "report.nightly",
+    schedule: { cron: "0 30 2 * * *", timezone: "Europe/Berlin" },
+    target: { webhook: { url: `${HOOK}/ok` } },
+    payload: { export: "nightly", tenants: ["acme", "globex"] },
+  });
+  // Fires every second, so the overview's rates have something to draw.
+  seeded.heartbeat = await create({
+    type: "heartbeat",
+    schedule: { every: "1s" },
+    target: { webhook: { url: `${HOOK}/ok` } },
+  });
+  const paused = await create({
+    type: "poll.feed",
+    schedule: { every: "1h" },
+    target: { webhook: { url: `${HOOK}/ok` } },
+  });
+  seeded.paused = await api("POST", `/v1/jobs/${paused.id}/pause`);
+  seeded.xss = await create({
+    type: XSS_TYPE,
+    schedule: { at: inDays(60) },
+    target: { webhook: { url: `${HOOK}/ok` } },
+    payload: { html: "<b onmouseover=window.__xss=1>bold</b>" },
+  });
+  await api("POST", "/v1/jobs/batch", {
+    jobs: Array.from({ length: 55 }, (_, i) => ({
+      type: "bulk.item",
+      schedule: { at: inDays(90) },
+      target: { webhook: { url: `${HOOK}/ok` } },
+      payload: { n: i },
+    })),
+  });
+  seeded.completed = await create({
+    type: "publish.article",
+    schedule: { after: "100ms" },
+    target: { webhook: { url: `${HOOK}/ok` } },
+    payload: { article: 42 },
+  });
+  seeded.failed = await create({
+    type: "licence.expire",
+    schedule: { after: "100ms" },
+    target: { webhook: { url: `${HOOK}/gone` } },
+    retry: { max_attempts: 1 },
+    payload: { licence: "L-7" },
+  });
+  await until("the one-off to complete", async () => (await api("GET", `/v1/jobs/${seeded.completed.id}`)).state === "completed");
+  await until("the failing one-off to fail", async () => (await api("GET", `/v1/jobs/${seeded.failed.id}`)).state === "failed");
+  const letters = await until("a dead letter", async () => {
+    const page = await api("GET", "/v1/dead-letters");
+    return page.dead_letters.find((d) => d.job_id === seeded.failed.id);
+  });
+  seeded.deadLetter = letters;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Browser
+
+rmSync(SHOTS, { recursive: true, force: true }); // no stale screenshots of an earlier run
+mkdirSync(SHOTS, { recursive: true });
+const userDataDir = mkdtempSync(path.join(tmpdir(), "hourglass-chromium-"));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+  viewport: { width: 1280, height: 860 },
+  locale: "en-GB",
+  timezoneId: "UTC",
+});
+const page = context.pages()[0] || (await context.newPage());
+page.setDefaultTimeout(15000);
+const pageErrors = [];
+page.on("pageerror", (err) => pageErrors.push(err.message));
+page.on("console", (msg) => {
+  if (msg.type() === "error") pageErrors.push(msg.text());
+});
+
+const shot = (name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+const testid = (id) => page.getByTestId(id);
+const ready = (name) => page.waitForSelector(`main[data-ready="${name}"]`);
+
+// Waits until the job table lists exactly these jobs.
+async function rowsAre(ids) {
+  await page.waitForFunction(
+    (want) => {
+      const got = [...document.querySelectorAll('[data-testid="job-row"]')].map((r) => r.dataset.id);
+      return got.length === want.length && want.every((id) => got.includes(id));
+    },
+    ids,
+  );
+}
+
+async function noInjection() {
+  assert.equal(await page.evaluate(() => window.__xss), undefined, "injected markup ran");
+  assert.deepEqual(pageErrors, [], "errors in the page");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+const steps = [];
+const step = (name, fn) => steps.push({ name, fn });
+
+step("seed jobs through the API", seed);
+
+step("overview shows live numbers", async () => {
+  await page.goto(`${BASE}/#/`);
+  await ready("overview");
+  await page.waitForFunction(() => document.querySelector('[data-testid="stat-dead-letters"]')?.textContent === "1");
+  // Two samples of /metrics make one rate.
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid="fires-per-sec"]')?.textContent) > 0, null, { timeout: 20000 });
+  const delivered = Number((await testid("stat-delivered").textContent()).replace(/\D/g, ""));
+  const dead = Number((await testid("stat-dead-letter").textContent()).replace(/\D/g, ""));
+  assert.ok(delivered >= 1, `delivered ${delivered}`);
+  assert.ok(dead >= 1, `dead-lettered ${dead}`);
+  assert.match(await testid("stat-in-flight").textContent(), /^\d+$/);
+  assert.match(await testid("stat-timer-queue").textContent(), /^\d+$/);
+  // Let a few more samples draw the sparklines.
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="spark-fires"] polyline').length === 1, null, { timeout: 20000 });
+  await shot("01-overview");
+  await noInjection();
+});
+
+step("job list, upcoming timeline and pagination", async () => {
+  await testid("nav-jobs").click();
+  await ready("jobs");
+  const dots = await testid("timeline-dot").count();
+  assert.equal(dots, 3, "the jobs due within the hour are on the timeline");
+  const rows = await testid("job-row").count();
+  assert.equal(rows, 50, "the first page holds 50 jobs");
+  assert.equal(await testid("next-page").isEnabled(), true);
+  await shot("02-jobs");
+  await testid("next-page").click();
+  await page.waitForFunction(() => document.querySelector('[data-testid="page-info"]')?.textContent.startsWith("Page 2"));
+  const total = 3 + 2 + 1 + 1 + 1 + 1 + 55 + 2;
+  assert.equal(await testid("job-row").count(), total - 50);
+  assert.equal(await testid("next-page").isDisabled(), true);
+  await noInjection();
+});
+
+step("filters search on the server", async () => {
+  await testid("filter-state").selectOption("paused");
+  await testid("filter-submit").click();
+  await page.waitForURL(/state=paused/);
+  await rowsAre([seeded.paused.id]);
+
+  await testid("filter-state").selectOption("");
+  await testid("filter-type").fill(XSS_TYPE);
+  await testid("filter-submit").click();
+  await page.waitForURL(/type=/);
+  await rowsAre([seeded.xss.id]);
+  assert.equal(await testid("job-type").first().textContent(), XSS_TYPE, "the type shows as text");
+
+  await testid("filter-type").fill("report.nightly");
+  await testid("filter-upcoming").check();
+  await testid("filter-submit").click();
+  await page.waitForURL(/type=report\.nightly/);
+  await rowsAre([seeded.cron.id]);
+  await shot("03-jobs-filtered");
+  await noInjection();
+});
+
+step("job page: schedule, next fire times, payload, actions", async () => {
+  await page.locator(`[data-testid="job-row"][data-id="${seeded.cron.id}"] a`).first().click();
+  await ready("job");
+  assert.equal(await testid("job-id").textContent(), seeded.cron.id);
+  assert.equal(await testid("fire-time").count(), 10);
+  const description = await testid("schedule-description").textContent();
+  assert.ok(description.length > 5, `description ${description}`);
+  const payload = JSON.parse(await testid("payload").textContent());
+  assert.deepEqual(payload, { export: "nightly", tenants: ["acme", "globex"] });
+  await shot("04-job-cron");
+
+  await testid("action-pause").click();
+  await page.waitForFunction(() => document.querySelector('h1 [data-testid="job-state"]')?.textContent === "paused");
+  assert.equal((await api("GET", `/v1/jobs/${seeded.cron.id}`)).state, "paused");
+  await testid("action-resume").click();
+  await page.waitForFunction(() => document.querySelector('h1 [data-testid="job-state"]')?.textContent === "active");
+  assert.equal((await api("GET", `/v1/jobs/${seeded.cron.id}`)).state, "active");
+  await noInjection();
+});
+
+step("job page: runs of a completed job", async () => {
+  await page.goto(`${BASE}/#/jobs/${seeded.completed.id}`);
+  await ready("job");
+  assert.equal(await page.locator('h1 [data-testid="job-state"]').textContent(), "completed");
+  assert.ok((await testid("run-row").count()) >= 1);
+  assert.equal(await testid("run-status").first().textContent(), "204");
+  assert.equal(await testid("run-outcome").first().textContent(), "delivered");
+  await shot("05-job-completed");
+
+  await page.goto(`${BASE}/#/jobs/${seeded.xss.id}`);
+  await ready("job");
+  assert.equal(await testid("job-detail-type").textContent(), XSS_TYPE);
+  await shot("06-job-untrusted-text");
+  await noInjection();
+});
+
+step("dead letters: replay", async () => {
+  const id = seeded.deadLetter.id;
+  await testid("nav-dead-letters").click();
+  await ready("dead-letters");
+  const row = page.locator(`[data-testid="dead-letter-row"][data-id="${id}"]`);
+  await row.waitFor();
+  assert.match(await row.textContent(), /410/);
+  await shot("07-dead-letters");
+  await row.getByTestId("replay").click();
+  await row.waitFor({ state: "detached" });
+  await testid("dead-letters-empty").waitFor();
+  await page.waitForFunction(() => /replayed as job/.test(document.querySelector('[data-testid="status"]')?.textContent || ""));
+  await shot("08-dead-letter-replayed");
+
+  const letters = await api("GET", "/v1/dead-letters");
+  assert.equal(letters.dead_letters.some((d) => d.id === id), false, "the dead letter is gone");
+  const jobs = await api("GET", "/v1/jobs?type=licence.expire");
+  const replayed = jobs.jobs.find((j) => j.key === `replay-${id}`);
+  assert.ok(replayed, "a job replays the dead letter");
+  assert.deepEqual(replayed.payload, { licence: "L-7" });
+  await noInjection();
+});
+
+// ---------------------------------------------------------------------------------------------
+
+let passed = 0;
+let failed = 0;
+try {
+  for (const { name, fn } of steps) {
+    const started = Date.now();
+    try {
+      await fn();
+      passed += 1;
+      console.log(`ok   ${name} (${Date.now() - started} ms)`);
+    } catch (err) {
+      failed += 1;
+      console.log(`FAIL ${name}\n${err && err.stack ? err.stack : err}`);
+      await shot(`failure-${passed + failed}`).catch(() => {});
+      break;
+    }
+  }
+} finally {
+  await context.close().catch(() => {});
+  receiver.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}
+const skipped = steps.length - passed - failed;
+console.log(`screenshots: ${SHOTS}`);
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} not run` : ""}`);
+process.exit(failed ? 1 : 0);
