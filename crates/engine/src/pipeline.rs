@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hourglass_core::misfire::{self, FireDecision};
 use hourglass_core::{Action, AttemptRecord, Clock, Completion, JobId, Occurrence};
-use hourglass_store::{Lease, Release, Store};
+use hourglass_store::{ClaimScope, Lease, Release, Store};
 use jiff::{SignedDuration, Timestamp};
 use rand::Rng;
 use tokio::sync::{Semaphore, mpsc};
@@ -120,7 +120,11 @@ async fn planner(
             ttl: ctx.config.lease_ttl,
             now,
         };
-        let claimed = match ctx.store.claim_due(now + lookahead, limit, &lease).await {
+        let claimed = match ctx
+            .store
+            .claim_due(ClaimScope::Fired, now + lookahead, limit, &lease)
+            .await
+        {
             Ok(claimed) => claimed,
             Err(e) => {
                 ctx.metrics.store_errors.inc();
@@ -147,7 +151,7 @@ async fn planner(
         if count == limit {
             continue;
         }
-        let next = match ctx.store.next_due().await {
+        let next = match ctx.store.next_due(ClaimScope::Fired).await {
             Ok(next) => next,
             Err(e) => {
                 ctx.metrics.store_errors.inc();

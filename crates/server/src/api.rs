@@ -257,18 +257,19 @@ async fn validate_create(
     let valid = req
         .validate(now, &state.limits, &state.policy)
         .map_err(within)?;
-    let hourglass_core::Target::Webhook(webhook) = &valid.spec.target;
-    let host = (
-        webhook.url.host_str().unwrap_or_default().to_string(),
-        webhook.url.port_or_known_default().unwrap_or_default(),
-    );
-    if !resolved.contains(&host) {
-        state
-            .policy
-            .check_resolved(&webhook.url, "target.webhook.url")
-            .await
-            .map_err(within)?;
-        resolved.insert(host);
+    if let hourglass_core::Target::Webhook(webhook) = &valid.spec.target {
+        let host = (
+            webhook.url.host_str().unwrap_or_default().to_string(),
+            webhook.url.port_or_known_default().unwrap_or_default(),
+        );
+        if !resolved.contains(&host) {
+            state
+                .policy
+                .check_resolved(&webhook.url, "target.webhook.url")
+                .await
+                .map_err(within)?;
+            resolved.insert(host);
+        }
     }
     Ok(NewJob {
         id: uuid::Uuid::now_v7(),
@@ -490,11 +491,12 @@ async fn patch_job(
     }
     if let Some(target) = &patch.target {
         spec.target = target.validate(&state.policy)?;
-        let hourglass_core::Target::Webhook(webhook) = &spec.target;
-        state
-            .policy
-            .check_resolved(&webhook.url, "target.webhook.url")
-            .await?;
+        if let hourglass_core::Target::Webhook(webhook) = &spec.target {
+            state
+                .policy
+                .check_resolved(&webhook.url, "target.webhook.url")
+                .await?;
+        }
     }
     if let Some(retry) = &patch.retry {
         spec.retry = retry.validate()?;
