@@ -18,7 +18,7 @@ pub struct OutcomeLabels {
 /// The outcomes a delivery attempt (or a misfire skip) is counted under.
 pub const OUTCOMES: [&str; 4] = ["delivered", "retry", "dead_letter", "skipped"];
 /// Target kinds, as `Target::kind` names them.
-const TARGET_KINDS: [&str; 1] = ["webhook"];
+const TARGET_KINDS: [&str; 2] = ["webhook", "queue"];
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -31,6 +31,8 @@ pub struct Metrics {
     pub in_flight: Gauge,
     pub timer_queue: Gauge,
     pub store_errors: Counter,
+    /// Queue messages handed to workers (each lease of each message, redeliveries included).
+    pub queue_leased: Counter,
 }
 
 impl Metrics {
@@ -46,6 +48,7 @@ impl Metrics {
             in_flight: Gauge::default(),
             timer_queue: Gauge::default(),
             store_errors: Counter::default(),
+            queue_leased: Counter::default(),
         };
         // A family prints nothing until a series exists. Create every outcome at zero, so a fresh
         // node exposes `hourglass_deliveries_total` and rate() over a first failure has a base.
@@ -94,6 +97,11 @@ impl Metrics {
             "hourglass_store_errors",
             "Store calls by the engine that failed and were retried",
             m.store_errors.clone(),
+        );
+        registry.register(
+            "hourglass_queue_leased",
+            "Queue messages leased to workers, redeliveries included",
+            m.queue_leased.clone(),
         );
         m
     }

@@ -356,7 +356,26 @@ fn completion_for(
     started_at: Timestamp,
     result: DeliveryResult,
 ) -> Completion {
-    let now = ctx.clock.now();
+    settle(
+        &ctx.metrics,
+        ctx.config.misfire_threshold,
+        ctx.clock.now(),
+        occ,
+        started_at,
+        result,
+    )
+}
+
+/// Turns the result of an attempt (a webhook's answer, a worker's ack or nack) into the completion
+/// that records it and moves the job on: the next occurrence, a retry, or a dead letter.
+pub(crate) fn settle(
+    metrics: &Metrics,
+    misfire_threshold: Duration,
+    now: Timestamp,
+    occ: &Occurrence,
+    started_at: Timestamp,
+    result: DeliveryResult,
+) -> Completion {
     let spec = &occ.spec;
     let record = |error: Option<String>| AttemptRecord {
         attempt: occ.attempt,
@@ -375,19 +394,19 @@ fn completion_for(
             spec.misfire,
             occ.due,
             now,
-            ctx.config.misfire_threshold,
+            misfire_threshold,
             occ.runs_done + 1,
         )
     };
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {
-            ctx.metrics.fired.get_or_create(&label("delivered")).inc();
+            metrics.fired.get_or_create(&label("delivered")).inc();
             let (next, skipped) = moved_on();
-            ctx.metrics.skipped_occurrences.inc_by(skipped);
+            metrics.skipped_occurrences.inc_by(skipped);
             (record(None), Action::Delivered { next, skipped })
         }
         Verdict::Retry { after, reason } if !spec.retry.exhausted(occ.attempt) => {
-            ctx.metrics.fired.get_or_create(&label("retry")).inc();
+            metrics.fired.get_or_create(&label("retry")).inc();
             let wait = match after {
                 Some(after) => after.min(hourglass_core::retry::MAX_RETRY_AFTER),
                 None => spec.retry.backoff(occ.attempt, rand::rng().random::<f64>()),
@@ -397,7 +416,7 @@ fn completion_for(
             (record(Some(reason)), Action::Retry { at })
         }
         Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
-            ctx.metrics.fired.get_or_create(&label("dead_letter")).inc();
+            metrics.fired.get_or_create(&label("dead_letter")).inc();
             tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, "delivery failed for good, dead-lettered");
             let (next, skipped) = moved_on();
             (
