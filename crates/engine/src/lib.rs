@@ -10,6 +10,7 @@
 //! sees the store only through the `Store` trait and time only through the injected `Clock`.
 
 pub mod deliver;
+pub mod instrumented;
 pub mod metrics;
 pub mod netguard;
 mod pipeline;

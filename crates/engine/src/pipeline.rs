@@ -331,9 +331,20 @@ async fn dispatcher(
         }
         let ctx = ctx.clone();
         let complete_tx = complete_tx.clone();
+        ctx.metrics
+            .stage_queue
+            .get_or_create(&crate::metrics::StageLabels { stage: "dispatch" })
+            .set(due_rx.len() as i64);
         deliveries.spawn(async move {
             let started_at = ctx.clock.now();
             let result = ctx.deliverer.deliver(&occ).await;
+            let code = result
+                .status
+                .map_or_else(|| "none".to_string(), |s| s.to_string());
+            ctx.metrics
+                .webhook_responses
+                .get_or_create(&crate::metrics::CodeLabels { code })
+                .inc();
             let completion = completion_for(&ctx, &occ, started_at, result);
             let _ = complete_tx.send(Finished::Done(completion)).await;
             drop(permit);
@@ -452,6 +463,10 @@ async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_fligh
                 Ok(_) => {}
             }
         }
+        ctx.metrics
+            .stage_queue
+            .get_or_create(&crate::metrics::StageLabels { stage: "complete" })
+            .set(rx.len() as i64);
         let mut released = 0usize;
         let mut batch = Vec::with_capacity(buffer.len());
         for finished in buffer.drain(..) {

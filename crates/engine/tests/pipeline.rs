@@ -354,6 +354,12 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Vec<hourglass_store::Applied>> {
         self.inner.extend_claims(claims, until, now).await
     }
+    async fn gauges(
+        &self,
+        now: Timestamp,
+    ) -> hourglass_store::Result<hourglass_store::StoreGauges> {
+        self.inner.gauges(now).await
+    }
     async fn queue_stats(
         &self,
         namespace: &str,

@@ -31,7 +31,8 @@ macro_rules! conformance_tests {
             signing_secret_round_trips, queue_jobs_are_leased_not_fired,
             queue_lease_filters_by_type, lapsed_queue_lease_counts_an_attempt,
             extend_moves_the_lease_under_its_token, queue_retry_counts_once,
-            queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds);
+            queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
+            gauges_count_states_backlog_and_queues);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -1080,4 +1081,62 @@ pub async fn update_can_move_a_job_between_target_kinds(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].job_id, id);
+}
+
+pub async fn gauges_count_states_backlog_and_queues(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let empty = store.gauges(base).await.unwrap();
+    assert_eq!(
+        empty.jobs_by_state,
+        JobState::ALL.iter().map(|s| (*s, 0)).collect::<Vec<_>>(),
+        "every state, at zero"
+    );
+    let late = one_off("a", base - ms(5_000));
+    let claimed = one_off("b", base - ms(9_000));
+    let future = one_off("a", base + ms(60_000));
+    let cancelled = one_off("a", base + ms(60_000));
+    let cancelled_id = cancelled.id;
+    create(
+        &*store,
+        vec![
+            late,
+            claimed,
+            future,
+            cancelled,
+            queue_job("a", "q", "x", base - ms(2_000)),
+            queue_job("b", "r", "x", base - ms(1_000)),
+            queue_job("a", "q", "x", base + ms(1_000)),
+        ],
+    )
+    .await;
+    store
+        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .await
+        .unwrap();
+    // Claim the oldest fired occurrence and one queue message.
+    let held = store
+        .claim_due(ClaimScope::Fired, base - ms(9_000), 1, &lease("n", base))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    store
+        .claim_due(queue("b", "r"), base, 1, &lease("w", base))
+        .await
+        .unwrap();
+
+    let g = store.gauges(base).await.unwrap();
+    let count = |state| g.jobs_by_state.iter().find(|(s, _)| *s == state).unwrap().1;
+    assert_eq!(count(JobState::Active), 6);
+    assert_eq!(count(JobState::Cancelled), 1);
+    assert_eq!(count(JobState::Completed), 0);
+    assert_eq!(
+        (g.due_backlog, g.oldest_backlog),
+        (1, Some(base - ms(5_000))),
+        "only the unclaimed late occurrence"
+    );
+    assert_eq!(
+        (g.queue_available, g.queue_in_flight, g.queue_scheduled),
+        (1, 1, 1)
+    );
+    assert_eq!(g.oldest_queue_available, Some(base - ms(2_000)));
 }

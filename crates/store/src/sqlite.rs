@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    QueueStats, Release, Result, RunRecord, Store, StoreError, Transition,
+    QueueStats, Release, Result, RunRecord, Store, StoreError, StoreGauges, Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -852,6 +852,58 @@ impl Store for SqliteStore {
                     })
                 })
                 .collect()
+        })
+        .await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        let now = now.as_millisecond();
+        self.read(move |conn| {
+            let mut gauges = StoreGauges {
+                jobs_by_state: JobState::ALL.iter().map(|s| (*s, 0)).collect(),
+                ..Default::default()
+            };
+            let mut by_state = conn
+                .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+                .map_err(unavailable)?;
+            let mut rows = by_state.query([]).map_err(unavailable)?;
+            while let Some(row) = rows.next().map_err(unavailable)? {
+                let state = state_from_code(row.get(0).map_err(corrupt)?)?;
+                let n: i64 = row.get(1).map_err(corrupt)?;
+                if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == state) {
+                    slot.1 = n as u64;
+                }
+            }
+            drop(rows);
+            // Unclaimed only: a claimed occurrence's fire_ms is its lease expiry, in the future
+            // while a node holds it; a lapsed claim is backlog again, as it should be.
+            let (backlog, oldest): (i64, Option<i64>) = conn
+                .prepare_cached(
+                    "SELECT COUNT(*), MIN(fire_ms) FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1",
+                )
+                .map_err(unavailable)?
+                .query_row([now], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(unavailable)?;
+            gauges.due_backlog = backlog as u64;
+            gauges.oldest_backlog = oldest.map(from_ms);
+            type QueueRow = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+            let (available, in_flight, scheduled, oldest): QueueRow = conn
+                .prepare_cached(
+                    "SELECT SUM(fire_ms <= ?1),
+                            SUM(fire_ms > ?1 AND lease_owner IS NOT NULL),
+                            SUM(fire_ms > ?1 AND lease_owner IS NULL),
+                            MIN(CASE WHEN fire_ms <= ?1 THEN fire_ms END)
+                     FROM jobs WHERE state = 0 AND queue IS NOT NULL",
+                )
+                .map_err(unavailable)?
+                .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .map_err(unavailable)?;
+            gauges.queue_available = available.unwrap_or(0) as u64;
+            gauges.queue_in_flight = in_flight.unwrap_or(0) as u64;
+            gauges.queue_scheduled = scheduled.unwrap_or(0) as u64;
+            gauges.oldest_queue_available = oldest.map(from_ms);
+            Ok(gauges)
         })
         .await
     }
