@@ -315,6 +315,33 @@ step("dead letters: replay", async () => {
   await noInjection();
 });
 
+step("queues: depth, in flight and scheduled", async () => {
+  // Two due messages (one of them leased by a worker) and one not due for an hour.
+  for (const after of ["1ms", "1ms", "1h"]) {
+    await create({ type: "email.send", schedule: { after }, target: { queue: "emails" }, payload: { to: "ada@example.com" } });
+  }
+  let leased = [];
+  await until("a message to lease", async () => {
+    leased = (await api("POST", "/v1/queues/emails/lease", { max: 1, wait_ms: 1000, visibility_ms: 600000 })).messages;
+    return leased.length === 1;
+  });
+  await testid("nav-queues").click();
+  await ready("queues");
+  const row = page.locator('[data-testid="queue-row"][data-queue="emails"]');
+  await row.waitFor();
+  assert.equal(await row.getByTestId("queue-available").textContent(), "1");
+  assert.equal(await row.getByTestId("queue-in-flight").textContent(), "1");
+  assert.equal(await row.getByTestId("queue-scheduled").textContent(), "1");
+  assert.notEqual(await row.getByTestId("queue-oldest").textContent(), "—");
+  await shot("09-queues");
+
+  // A queue job's page names its queue as the target.
+  await page.goto(`${BASE}/#/jobs/${leased[0].job_id}`);
+  await ready("job");
+  assert.equal(await testid("job-detail-target").textContent(), "queue emails");
+  await noInjection();
+});
+
 // ---------------------------------------------------------------------------------------------
 
 let passed = 0;
