@@ -5,13 +5,17 @@
 //! child process of this same binary, so the node's memory and CPU figures are its own), submits a
 //! workload through POST /v1/jobs/batch, and holds what the receiver saw against what it
 //! submitted: executed, missing, duplicate and early deliveries, and lateness per occurrence.
+//! With `--target queue` the jobs target a pull queue instead, and long-polling workers take the
+//! receiver's place: what they lease is accounted the same way (lateness is then due → leased).
 
 mod accounting;
 mod receiver;
+mod recorder;
 mod report;
 mod scenarios;
 mod server;
 mod submit;
+mod workers;
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -25,8 +29,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use accounting::{DeliveryKey, Receipt, account};
 use receiver::Receiver;
+use recorder::Recorder;
 use server::{ProcStats, Server, ServerOptions};
 use submit::{Api, JobWriter, Submitted};
+use workers::{WorkerOptions, Workers};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -37,12 +43,25 @@ pub struct BenchArgs {
     /// rate × hold jobs per step].
     #[arg(long)]
     jobs: Option<usize>,
+    /// Where the jobs' occurrences go: webhooks to the bench's receiver, or the pull queue
+    /// `bench`, leased by the bench's workers (lateness is then due → leased).
+    #[arg(long, value_enum, default_value_t = Target::Webhook)]
+    target: Target,
+    /// --target queue: long-polling lease loops (and as many tasks acking their receipts).
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// --target queue: most messages one lease asks for (the API takes 1 to 1000).
+    #[arg(long, default_value_t = 1000)]
+    lease_max: usize,
     /// burst: the due times are spread evenly over this window, which opens 5 s after the start.
     #[arg(long, default_value = "20s", value_parser = duration_arg)]
     spread: Duration,
     /// sustained: how long each fire-rate step is held.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     hold: Duration,
+    /// sustained: a step is held while lateness p99 stays at or under this.
+    #[arg(long, default_value = "100ms", value_parser = duration_arg)]
+    p99_limit: Duration,
     /// sustained: the fire rates (per second) to step through, lowest first.
     #[arg(
         long,
@@ -98,13 +117,34 @@ pub struct BenchArgs {
 pub enum Scenario {
     /// N one-off jobs due over a short window.
     Burst,
-    /// Steps the fire rate up until lateness p99 exceeds 100 ms or fires go missing.
+    /// Steps the fire rate up until lateness p99 exceeds --p99-limit or fires go missing.
     Sustained,
     /// N jobs due 1 to 30 days ahead: idle CPU and bytes per job.
     FarFuture,
     /// N every-second cron jobs: every occurrence once.
     Cron,
 }
+
+/// Where the bench's jobs send their occurrences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// POST to the bench's webhook receiver on loopback.
+    Webhook,
+    /// The pull queue `bench`, leased and acked by the bench's workers.
+    Queue,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Webhook => "webhook",
+            Target::Queue => "queue",
+        }
+    }
+}
+
+/// The queue `--target queue` jobs go to.
+const QUEUE: &str = "bench";
 
 impl Scenario {
     fn name(self) -> &'static str {
@@ -155,7 +195,14 @@ impl Progress {
 /// Everything a scenario works with.
 pub(crate) struct Bench {
     args: BenchArgs,
-    receiver: Receiver,
+    /// Every delivery seen, by the receiver or the workers, whichever the target.
+    recorder: Recorder,
+    /// The JSON target object of every job the bench creates.
+    target: Arc<str>,
+    /// With --target webhook.
+    receiver: Option<Receiver>,
+    /// With --target queue.
+    workers: Option<Workers>,
     server: Server,
     api: Api,
     progress: Progress,
@@ -171,6 +218,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.scenario == Scenario::Sustained && args.rates.contains(&0) {
         bail!("--rates must be positive");
     }
+    if !(1..=1000).contains(&args.lease_max) {
+        bail!("--lease-max must be between 1 and 1000");
+    }
+    if args.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
     if args.in_process {
         init_in_process_logging();
     }
@@ -178,14 +231,21 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         enabled: std::io::stderr().is_terminal(),
     };
 
-    let receiver = Receiver::start(1 << 16).await?;
-    let ceiling = receiver
-        .measure_ceiling(CEILING_CONNECTIONS, args.ceiling_time)
-        .await?;
-    receiver.reset();
-    eprintln!(
-        "receiver ceiling: {ceiling:.0} requests/s ({CEILING_CONNECTIONS} keep-alive connections)"
-    );
+    let recorder = Recorder::new(1 << 16);
+    let (receiver, ceiling) = match args.target {
+        Target::Webhook => {
+            let receiver = Receiver::start(recorder.clone()).await?;
+            let ceiling = receiver
+                .measure_ceiling(CEILING_CONNECTIONS, args.ceiling_time)
+                .await?;
+            receiver.reset();
+            eprintln!(
+                "receiver ceiling: {ceiling:.0} requests/s ({CEILING_CONNECTIONS} keep-alive connections)"
+            );
+            (Some(receiver), Some(ceiling))
+        }
+        Target::Queue => (None, None),
+    };
 
     let mut server = Server::start(&ServerOptions {
         url: args.url.clone(),
@@ -197,16 +257,42 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     .await?;
     let api = Api::new(&server.base_url, args.api_key.clone())?;
     server.wait_ready(&api.client).await?;
-    eprintln!(
-        "node: {} ({}); receiver: {}",
-        server.base_url,
-        server.mode.name(),
-        receiver.url()
-    );
+    let (target, workers) = match &receiver {
+        Some(receiver) => {
+            eprintln!(
+                "node: {} ({}); receiver: {}",
+                server.base_url,
+                server.mode.name(),
+                receiver.url()
+            );
+            (submit::webhook_target(&receiver.url()), None)
+        }
+        None => {
+            eprintln!(
+                "node: {} ({}); {} workers leasing up to {} messages from queue {QUEUE:?}",
+                server.base_url,
+                server.mode.name(),
+                args.workers,
+                args.lease_max
+            );
+            let options = WorkerOptions {
+                queue: QUEUE.to_string(),
+                workers: args.workers,
+                lease_max: args.lease_max,
+            };
+            (
+                submit::queue_target(QUEUE),
+                Some(Workers::start(&api, &options, recorder.clone())),
+            )
+        }
+    };
 
     let mut bench = Bench {
         args,
+        recorder,
+        target: target.into(),
         receiver,
+        workers,
         server,
         api,
         progress,
@@ -221,17 +307,30 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         args,
         server,
         receiver,
+        workers,
         ..
     } = bench;
+    // Stop leasing before the node stops answering.
+    let worker_stats = match workers {
+        Some(workers) => Some(workers.stop().await),
+        None => None,
+    };
     let mode = server.mode;
     let stats_include_bench = server.stats_include_bench();
     let log = server.shutdown().await;
     let mut report = outcome?;
+    report.target = args.target.name();
     report.receiver_ceiling_per_s = ceiling;
     report.mode = mode;
     report.stats_include_bench = stats_include_bench;
-    report.foreign_requests = receiver.foreign();
-    report.receiver_connections = receiver.connections();
+    if let Some(receiver) = &receiver {
+        report.foreign_requests = receiver.foreign();
+        report.receiver_connections = receiver.connections();
+    }
+    if let Some(stats) = worker_stats {
+        report.foreign_requests = stats.foreign;
+        report.queue = Some(stats);
+    }
     if let Some(log) = log? {
         report.server_log_lines = Some(log.lines as u64);
         report.server_log_head = log.head;
@@ -289,14 +388,14 @@ impl Bench {
         phase: &str,
     ) -> anyhow::Result<()> {
         let bar = self.progress.bar(expected, phase);
-        let base = self.receiver.recorded();
+        let base = self.recorder.recorded();
         loop {
             self.server.check_alive()?;
             let now = now_ms();
             if now >= until_ms {
                 break;
             }
-            bar.set_position((self.receiver.recorded() - base).min(expected as usize) as u64);
+            bar.set_position((self.recorder.recorded() - base).min(expected as usize) as u64);
             bar.set_message(format!("{:.0}s left", (until_ms - now) as f64 / 1000.0));
             let tick = Duration::from_millis((until_ms - now).clamp(1, 200) as u64);
             tokio::time::sleep(tick).await;
@@ -318,11 +417,11 @@ impl Bench {
         let mut last_checked = usize::MAX;
         let complete = loop {
             self.server.check_alive()?;
-            let recorded = self.receiver.recorded();
+            let recorded = self.recorder.recorded();
             if recorded >= expected.len() && recorded != last_checked {
                 last_checked = recorded;
                 let receipts: Vec<Receipt> = self
-                    .receiver
+                    .recorder
                     .snapshot()
                     .into_iter()
                     .filter(|r| keep(r))
@@ -346,11 +445,11 @@ impl Bench {
         Ok(complete)
     }
 
-    /// A job writer for one schedule (a JSON object, computed per job) and this bench's receiver.
+    /// A job writer for one schedule (a JSON object, computed per job) and this bench's target.
     fn job_writer(&self, schedule: impl Fn(usize) -> String + Send + Sync + 'static) -> JobWriter {
-        let url = self.receiver.url();
+        let target = self.target.clone();
         Arc::new(move |i, body: &mut String| {
-            submit::write_job(body, format_args!("{}", schedule(i)), &url)
+            submit::write_job(body, format_args!("{}", schedule(i)), &target)
         })
     }
 }

@@ -4,8 +4,8 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 
 use super::accounting::{DeliveryKey, Receipt};
 use super::now_ms;
+use super::recorder::Recorder;
 
 pub struct Receiver {
     inner: Arc<Inner>,
@@ -29,7 +30,7 @@ pub struct Receiver {
 }
 
 struct Inner {
-    receipts: Mutex<Vec<Receipt>>,
+    receipts: Recorder,
     /// Requests without a parsable `webhook-id`.
     foreign: AtomicU64,
     /// TCP connections accepted: far more than the node's delivery concurrency means its client
@@ -38,13 +39,14 @@ struct Inner {
 }
 
 impl Receiver {
-    pub async fn start(capacity: usize) -> anyhow::Result<Self> {
+    /// Listens on a loopback port and records every delivery into `receipts`.
+    pub async fn start(receipts: Recorder) -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .context("receiver cannot bind a loopback port")?;
         let addr = listener.local_addr()?;
         let inner = Arc::new(Inner {
-            receipts: Mutex::new(Vec::with_capacity(capacity)),
+            receipts,
             foreign: AtomicU64::new(0),
             connections: AtomicU64::new(0),
         });
@@ -87,40 +89,11 @@ impl Receiver {
         self.inner.connections.load(Ordering::Relaxed)
     }
 
-    /// Receipts recorded (and not taken) so far.
-    pub fn recorded(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Makes room for `additional` more receipts up front, so the hot path never reallocates.
-    pub fn reserve(&self, additional: usize) {
-        self.lock().reserve(additional);
-    }
-
-    /// A copy of the receipts so far.
-    pub fn snapshot(&self) -> Vec<Receipt> {
-        self.lock().clone()
-    }
-
-    /// The receipts so far, leaving an empty vector of the same capacity in their place.
-    pub fn take(&self) -> Vec<Receipt> {
-        let mut receipts = self.lock();
-        let capacity = receipts.capacity();
-        std::mem::replace(&mut *receipts, Vec::with_capacity(capacity))
-    }
-
     /// Forgets everything recorded (after the ceiling measurement).
     pub fn reset(&self) {
-        self.lock().clear();
+        self.inner.receipts.clear();
         self.inner.foreign.store(0, Ordering::Relaxed);
         self.inner.connections.store(0, Ordering::Relaxed);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Receipt>> {
-        self.inner
-            .receipts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Requests per second the receiver answers from `connections` keep-alive connections driven
@@ -173,15 +146,11 @@ async fn handle(
     // Read the (tiny) body so the connection can carry the next request.
     let _ = req.into_body().collect().await;
     match id {
-        Some(id) => state
-            .receipts
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(Receipt {
-                id,
-                due_header_ms,
-                received_ms,
-            }),
+        Some(id) => state.receipts.push(Receipt {
+            id,
+            due_header_ms,
+            received_ms,
+        }),
         None => {
             state.foreign.fetch_add(1, Ordering::Relaxed);
         }

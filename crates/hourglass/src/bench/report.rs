@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use super::Scenario;
 use super::accounting::{Accounting, Lateness};
 use super::server::{Mode, ProcStats};
+use super::workers::WorkerStats;
 
 /// One rate step of the sustained scenario.
 pub struct Step {
@@ -25,6 +26,8 @@ pub struct Step {
 
 pub struct Report {
     pub scenario: &'static str,
+    /// `webhook` or `queue`.
+    pub target: &'static str,
     pub jobs: u64,
     pub submit_seconds: f64,
     pub submit_retries: u64,
@@ -38,7 +41,10 @@ pub struct Report {
     pub end_stats: Option<ProcStats>,
     pub idle_cpu_percent: Option<f64>,
     pub store_bytes: Option<u64>,
-    pub receiver_ceiling_per_s: f64,
+    /// With --target webhook.
+    pub receiver_ceiling_per_s: Option<f64>,
+    /// With --target queue: what the workers did.
+    pub queue: Option<WorkerStats>,
     pub mode: Mode,
     pub stats_include_bench: bool,
     pub foreign_requests: u64,
@@ -50,6 +56,8 @@ pub struct Report {
     pub server_log_head: Vec<String>,
     pub steps: Vec<Step>,
     pub max_rate_held: Option<u64>,
+    /// Sustained: a step is held while lateness p99 stays at or under this.
+    pub p99_limit_ms: i64,
     /// Whether every expected occurrence arrived before the drain timeout.
     pub complete: bool,
     pub notes: Vec<String>,
@@ -59,6 +67,7 @@ impl Report {
     pub fn new(scenario: Scenario) -> Self {
         Self {
             scenario: scenario.name(),
+            target: "webhook",
             jobs: 0,
             submit_seconds: 0.0,
             submit_retries: 0,
@@ -71,7 +80,8 @@ impl Report {
             end_stats: None,
             idle_cpu_percent: None,
             store_bytes: None,
-            receiver_ceiling_per_s: 0.0,
+            receiver_ceiling_per_s: None,
+            queue: None,
             mode: Mode::Child,
             stats_include_bench: false,
             foreign_requests: 0,
@@ -81,6 +91,7 @@ impl Report {
             server_log_head: Vec::new(),
             steps: Vec::new(),
             max_rate_held: None,
+            p99_limit_ms: 100,
             complete: true,
             notes: Vec::new(),
         }
@@ -97,6 +108,31 @@ impl Report {
     fn peak_rss_mb(&self) -> Option<f64> {
         Some(self.end_stats?.peak_rss_kb as f64 / 1024.0)
     }
+
+    /// What a lateness figure measures, from due time to where.
+    fn lateness_definition(&self) -> &'static str {
+        if self.queue.is_some() {
+            "due → leased (lease answer received by a worker)"
+        } else {
+            "due → received by the webhook receiver"
+        }
+    }
+}
+
+fn queue_json(q: &WorkerStats) -> Value {
+    json!({
+        "workers": q.workers,
+        "lease_max": q.lease_max,
+        "leases": q.leases,
+        "empty_leases": q.empty_leases,
+        "leased": q.leased,
+        "mean_messages_per_lease": q.mean_batch().map(|x| round(x, 1)),
+        "lease_errors": q.lease_errors,
+        "ack_requests": q.ack_requests,
+        "acked": q.acked,
+        "acks_failed": q.acks_failed,
+        "first_error": q.first_error,
+    })
 }
 
 fn lateness_json(l: Option<Lateness>) -> Value {
@@ -159,10 +195,12 @@ pub fn to_json(r: &Report) -> Value {
         "server_cpu_seconds": r.cpu_seconds().map(|x| round(x, 2)),
         "idle_cpu_percent": r.idle_cpu_percent.map(|x| round(x, 3)),
         "store_bytes": r.store_bytes,
-        "receiver_ceiling_per_s": round(r.receiver_ceiling_per_s, 0),
+        "receiver_ceiling_per_s": r.receiver_ceiling_per_s.map(|x| round(x, 0)),
         "store": "sqlite",
         "version": env!("CARGO_PKG_VERSION"),
         // Beyond the fixed keys:
+        "target": r.target,
+        "lateness_definition": r.lateness_definition(),
         "expected": r.acc.expected,
         "unexpected": r.acc.unexpected,
         "due_header_mismatch": r.acc.due_mismatch,
@@ -173,8 +211,13 @@ pub fn to_json(r: &Report) -> Value {
         "server_log_lines": r.server_log_lines,
         "receiver_connections": r.receiver_connections,
     });
+    if let Some(q) = &r.queue {
+        out["acks_failed"] = json!(q.acks_failed);
+        out["queue"] = queue_json(q);
+    }
     if r.scenario == Scenario::Sustained.name() {
         out["max_rate_held_per_s"] = json!(r.max_rate_held);
+        out["p99_limit_ms"] = json!(r.p99_limit_ms);
         out["steps"] = Value::Array(steps);
     }
     out
@@ -183,15 +226,25 @@ pub fn to_json(r: &Report) -> Value {
 pub fn print(r: &Report, json: bool) {
     let mut lines = Vec::new();
     lines.push(format!(
-        "hourglass bench {} (hourglass {}, store sqlite, node {})",
+        "hourglass bench {} (hourglass {}, store sqlite, node {}, target {})",
         r.scenario,
         env!("CARGO_PKG_VERSION"),
-        r.mode.name()
+        r.mode.name(),
+        r.target
     ));
-    lines.push(format!(
-        "  receiver ceiling   {:.0} requests/s (64 keep-alive connections, generator in the same process)",
-        r.receiver_ceiling_per_s
-    ));
+    if let Some(ceiling) = r.receiver_ceiling_per_s {
+        lines.push(format!(
+            "  receiver ceiling   {ceiling:.0} requests/s (64 keep-alive connections, generator in the same process)"
+        ));
+    }
+    if let Some(q) = &r.queue {
+        lines.push(format!(
+            "  workers            {} lease loops, up to {} messages a lease, acks in batches of up to {}",
+            q.workers,
+            q.lease_max,
+            super::workers::MAX_ACK
+        ));
+    }
     lines.push(format!(
         "  submitted          {} jobs in {:.2} s ({}/s{})",
         r.jobs,
@@ -219,8 +272,9 @@ pub fn print(r: &Report, json: bool) {
             }
         ));
         lines.push(format!(
-            "  lateness (ms)      {}   [{}]",
+            "  lateness (ms)      {}   [{}; {}]",
             lateness_text(r.lateness),
+            r.lateness_definition(),
             r.lateness_scope
         ));
         lines.push(format!(
@@ -250,7 +304,8 @@ pub fn print(r: &Report, json: bool) {
         lines.push(format!(
             "  highest rate held  {}",
             r.max_rate_held.map_or("none".into(), |x| format!(
-                "{x}/s (lateness p99 ≤ 100 ms, nothing missing at the end of the step)"
+                "{x}/s (lateness p99 ≤ {} ms, nothing missing at the end of the step)",
+                r.p99_limit_ms
             ))
         ));
     }
@@ -286,6 +341,22 @@ pub fn print(r: &Report, json: bool) {
             "  server             RSS/CPU unknown (external node without --server-pid)".into(),
         ),
     }
+    if let Some(q) = &r.queue {
+        lines.push(format!(
+            "  queue              {} leases ({} empty, {} failed), {} messages, {} a lease on average; {} acked in {} requests, acks failed {}",
+            q.leases,
+            q.empty_leases,
+            q.lease_errors,
+            q.leased,
+            q.mean_batch().map_or("n/a".into(), |x| format!("{x:.1}")),
+            q.acked,
+            q.ack_requests,
+            q.acks_failed
+        ));
+        if let Some(e) = &q.first_error {
+            lines.push(format!("  first worker error {e}"));
+        }
+    }
     if r.receiver_connections > 0 {
         lines.push(format!(
             "  receiver           {} TCP connections opened by the node",
@@ -294,8 +365,18 @@ pub fn print(r: &Report, json: bool) {
     }
     if r.foreign_requests > 0 {
         lines.push(format!(
-            "  receiver also got  {} requests without an Hourglass delivery id",
-            r.foreign_requests
+            "  {} also got  {} {} without an Hourglass delivery id",
+            if r.queue.is_some() {
+                "workers "
+            } else {
+                "receiver"
+            },
+            r.foreign_requests,
+            if r.queue.is_some() {
+                "messages"
+            } else {
+                "requests"
+            }
         ));
     }
     if let Some(n) = r.server_log_lines.filter(|n| *n > 0) {
@@ -359,7 +440,37 @@ mod tests {
         }
         assert_eq!(value["submit_rate_per_s"], 20.0);
         assert_eq!(value["idle_cpu_percent"], Value::Null);
+        assert_eq!(value["target"], "webhook");
+        assert!(value.get("queue").is_none());
         // One line: it is the last line of stdout.
         assert!(!value.to_string().contains('\n'));
+    }
+
+    #[test]
+    fn queue_runs_report_their_workers_and_what_lateness_means() {
+        let mut report = Report::new(Scenario::Burst);
+        report.target = "queue";
+        report.queue = Some(WorkerStats {
+            workers: 4,
+            lease_max: 1000,
+            leases: 12,
+            empty_leases: 2,
+            leased: 1000,
+            acked: 998,
+            acks_failed: 2,
+            ack_requests: 3,
+            ..WorkerStats::default()
+        });
+        let value = to_json(&report);
+        assert_eq!(value["target"], "queue");
+        assert_eq!(value["receiver_ceiling_per_s"], Value::Null);
+        assert_eq!(value["acks_failed"], 2);
+        assert_eq!(value["queue"]["mean_messages_per_lease"], 100.0);
+        assert!(
+            value["lateness_definition"]
+                .as_str()
+                .unwrap()
+                .starts_with("due → leased")
+        );
     }
 }

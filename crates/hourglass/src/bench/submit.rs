@@ -73,7 +73,7 @@ impl Api {
         })
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self.client.request(method, format!("{}{path}", self.base));
         match &self.api_key {
             Some(key) => request.bearer_auth(key),
@@ -262,12 +262,19 @@ pub fn hyphenated(job: u128) -> String {
     )
 }
 
-/// Appends `{"schedule": <schedule>, "target": {"webhook": {"url": <url>}}}`.
-pub fn write_job(body: &mut String, schedule: std::fmt::Arguments<'_>, url: &str) {
-    let _ = write!(
-        body,
-        "{{\"schedule\":{schedule},\"target\":{{\"webhook\":{{\"url\":\"{url}\"}}}}}}"
-    );
+/// Appends `{"schedule": <schedule>, "target": <target>}`; both are JSON objects.
+pub fn write_job(body: &mut String, schedule: std::fmt::Arguments<'_>, target: &str) {
+    let _ = write!(body, "{{\"schedule\":{schedule},\"target\":{target}}}");
+}
+
+/// The target object of a job that POSTs to `url`.
+pub fn webhook_target(url: &str) -> String {
+    serde_json::json!({ "webhook": { "url": url } }).to_string()
+}
+
+/// The target object of a job whose occurrences go to the pull queue `queue`.
+pub fn queue_target(queue: &str) -> String {
+    serde_json::json!({ "queue": queue }).to_string()
 }
 
 /// An RFC 3339 instant with milliseconds, as the API and the due-at header spell it.
@@ -287,11 +294,19 @@ mod tests {
         write_job(
             &mut body,
             format_args!("{{\"at\":\"{}\"}}", rfc3339_ms(1_700_000_000_123)),
-            "http://127.0.0.1:9/hook",
+            &webhook_target("http://127.0.0.1:9/hook"),
         );
         let value: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(value["schedule"]["at"], "2023-11-14T22:13:20.123Z");
         assert_eq!(value["target"]["webhook"]["url"], "http://127.0.0.1:9/hook");
+        body.clear();
+        write_job(
+            &mut body,
+            format_args!("{{\"cron\":\"* * * * * *\"}}"),
+            &queue_target("bench"),
+        );
+        let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(value["target"], serde_json::json!({"queue": "bench"}));
         let job = 0x0190_abcd_0000_7000_8000_0000_0000_0001;
         assert_eq!(hyphenated(job), "0190abcd-0000-7000-8000-000000000001");
         assert_eq!(parse_job_id(&hyphenated(job)), Some(job));
