@@ -22,6 +22,16 @@ pub struct Step {
     /// After draining.
     pub total: Accounting,
     pub held: bool,
+    /// The server's CPU time from the end of the step's submission to the end of its drain:
+    /// firing alone, so CPU per fire can be compared across runs on a busy machine.
+    pub server_cpu_seconds: Option<f64>,
+}
+
+impl Step {
+    fn cpu_us_per_fire(&self) -> Option<f64> {
+        let cpu = self.server_cpu_seconds?;
+        (self.total.executed > 0).then(|| cpu * 1e6 / self.total.executed as f64)
+    }
 }
 
 pub struct Report {
@@ -177,6 +187,8 @@ pub fn to_json(r: &Report) -> Value {
                 "early": s.total.early,
                 "lateness_ms": lateness_json(s.total.lateness),
                 "measured_fire_rate_per_s": s.total.fire_rate_per_s().map(|x| round(x, 1)),
+                "server_cpu_seconds": s.server_cpu_seconds.map(|x| round(x, 2)),
+                "server_cpu_us_per_fire": s.cpu_us_per_fire().map(|x| round(x, 1)),
             })
         })
         .collect();
@@ -288,7 +300,7 @@ pub fn print(r: &Report, json: bool) {
         lines.push("  steps (rate/s: at end of step → after drain):".into());
         for s in &r.steps {
             lines.push(format!(
-                "    {:>7}/s  {:>8} jobs  {}  at end: missing {}, {}  │ drained: missing {}, duplicates {}, early {}{}",
+                "    {:>7}/s  {:>8} jobs  {}  at end: missing {}, {}  │ drained: missing {}, duplicates {}, early {}; fired at {}/s, server CPU {} µs a fire{}",
                 s.rate,
                 s.jobs,
                 if s.held { "HELD  " } else { "FAILED" },
@@ -297,6 +309,11 @@ pub fn print(r: &Report, json: bool) {
                 s.total.missing,
                 s.total.duplicates,
                 s.total.early,
+                s.total
+                    .fire_rate_per_s()
+                    .map_or("n/a".into(), |x| format!("{x:.0}")),
+                s.cpu_us_per_fire()
+                    .map_or("n/a".into(), |x| format!("{x:.1}")),
                 s.submit_overran_ms
                     .map_or(String::new(), |ms| format!("  (submission overran by {ms} ms)"))
             ));

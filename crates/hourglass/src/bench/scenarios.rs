@@ -216,6 +216,7 @@ pub async fn sustained(b: &mut Bench) -> anyhow::Result<Report> {
         let submitted = b.submit(n, true, writer).await?;
         submit_rate = (n as f64 / submitted.seconds.max(0.001)).max(100.0);
         let submit_end = now_ms();
+        let fire_start = b.stats();
         report.jobs += n as u64;
         report.submit_seconds += submitted.seconds;
         report.submit_retries += submitted.retries;
@@ -229,6 +230,7 @@ pub async fn sustained(b: &mut Bench) -> anyhow::Result<Report> {
             .drain(&expected, last_due + ms(b.args.drain_timeout), |_| true)
             .await?;
         report.complete &= drained;
+        let fire_end = b.stats();
         let receipts = b.recorder.take();
         let total = account(&expected, &receipts);
         eprintln!(
@@ -249,6 +251,10 @@ pub async fn sustained(b: &mut Bench) -> anyhow::Result<Report> {
             at_end,
             total,
             held,
+            server_cpu_seconds: match (fire_start, fire_end) {
+                (Some(s), Some(e)) => Some(e.cpu_seconds - s.cpu_seconds),
+                _ => None,
+            },
         });
         all_expected.extend(expected);
         all_receipts.extend(receipts);
