@@ -480,18 +480,24 @@ fn claim_in_tx(
     limit: usize,
     lease: &Lease,
 ) -> Result<Vec<Occurrence>> {
-    let lease_until = lease.now.as_millisecond() + lease.ttl.as_millis() as i64;
+    let now = lease.now.as_millisecond();
+    let lease_until = now + lease.ttl.as_millis() as i64;
+    // A row still leased (its fire time is the lease expiry) is claimable only once that expiry
+    // has passed by the claimer's clock, even when it lies within the horizon.
     let mut select = match scope {
         Scope::Fired => {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs
-                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1 ORDER BY fire_ms LIMIT ?2"
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1
+                       AND (lease_owner IS NULL OR fire_ms <= ?3)
+                     ORDER BY fire_ms LIMIT ?2"
                 ))
                 .map_err(unavailable)?;
             stmt.raw_bind_parameter(1, horizon).map_err(unavailable)?;
             stmt.raw_bind_parameter(2, limit as i64)
                 .map_err(unavailable)?;
+            stmt.raw_bind_parameter(3, now).map_err(unavailable)?;
             stmt
         }
         Scope::Queue {
@@ -505,6 +511,7 @@ fn claim_in_tx(
                 .prepare_cached(&format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs
                      WHERE state = 0 AND queue = ?3 AND namespace = ?4 AND fire_ms <= ?1
+                       AND (lease_owner IS NULL OR fire_ms <= ?6)
                        AND (?5 IS NULL OR job_type IN (SELECT value FROM json_each(?5)))
                      ORDER BY fire_ms LIMIT ?2"
                 ))
@@ -520,6 +527,7 @@ fn claim_in_tx(
             stmt.raw_bind_parameter(4, namespace.as_str())
                 .map_err(unavailable)?;
             stmt.raw_bind_parameter(5, types).map_err(unavailable)?;
+            stmt.raw_bind_parameter(6, now).map_err(unavailable)?;
             stmt
         }
     };
