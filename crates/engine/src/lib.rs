@@ -40,8 +40,10 @@ pub struct EngineConfig {
     pub lookahead: Duration,
     /// Most occurrences claimed per store call.
     pub claim_batch: usize,
-    /// How long a claim stays exclusive. Must exceed lookahead plus the time a claimed occurrence
-    /// can wait for a dispatch slot and its delivery timeout.
+    /// How long a claim stays exclusive without renewal. The engine renews the claims it still
+    /// holds (in the timer, waiting for a slot, being delivered, being written) every third of
+    /// it, so a slow delivery keeps its claim while the node lives, and a dead or paused node's
+    /// claims are taken over by other nodes about this long after it stopped renewing.
     pub lease_ttl: Duration,
     /// Most occurrences claimed and not yet completed. When reached the planner stops claiming:
     /// lateness grows (visibly, in metrics), memory does not.
@@ -84,22 +86,42 @@ struct Shared {
     planner_wake_at: AtomicI64,
     /// How long before an occurrence's fire time the planner must have claimed it.
     wake_lead_ms: i64,
-    /// Job ids whose claimed occurrence must be dropped from the timer (paused, cancelled, edited).
-    forget_tx: mpsc::UnboundedSender<JobId>,
+    /// Claims whose occurrence must be dropped from the timer (paused, cancelled, edited, or
+    /// found taken over at renewal).
+    forget_tx: mpsc::UnboundedSender<Forget>,
+}
+
+/// Drop a job's claimed occurrence from the timer if it has not fired yet: any claim of the job
+/// (`below: None`), or only one whose token is below `below` (claims made before a change that
+/// another node announced, or one found stale at renewal).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Forget {
+    pub job_id: JobId,
+    pub below: Option<i64>,
+}
+
+impl Shared {
+    /// Pokes the planner if `fire_at` is due before its planned look at the store.
+    fn wake_for(&self, fire_at: Timestamp) {
+        let wake_at = self.planner_wake_at.load(Ordering::Acquire);
+        if fire_at.as_millisecond() - self.wake_lead_ms < wake_at {
+            self.planner_wake.notify_one();
+        }
+    }
 }
 
 impl EngineHandle {
     /// Tell the planner that a job's next attempt is due at `fire_at`.
     pub fn job_due(&self, fire_at: Timestamp) {
-        let wake_at = self.shared.planner_wake_at.load(Ordering::Acquire);
-        if fire_at.as_millisecond() - self.shared.wake_lead_ms < wake_at {
-            self.shared.planner_wake.notify_one();
-        }
+        self.shared.wake_for(fire_at);
     }
 
     /// Drop a job's claimed occurrence from the timer if it has not fired yet.
     pub fn forget(&self, job_id: JobId) {
-        let _ = self.shared.forget_tx.send(job_id);
+        let _ = self.shared.forget_tx.send(Forget {
+            job_id,
+            below: None,
+        });
     }
 }
 

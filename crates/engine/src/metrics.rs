@@ -31,6 +31,8 @@ pub struct Metrics {
     pub in_flight: Gauge,
     pub timer_queue: Gauge,
     pub store_errors: Counter,
+    /// Claims found taken over or fenced when this node tried to renew them.
+    pub lost_leases: Counter,
 }
 
 impl Metrics {
@@ -46,6 +48,7 @@ impl Metrics {
             in_flight: Gauge::default(),
             timer_queue: Gauge::default(),
             store_errors: Counter::default(),
+            lost_leases: Counter::default(),
         };
         // A family prints nothing until a series exists. Create every outcome at zero, so a fresh
         // node exposes `hourglass_deliveries_total` and rate() over a first failure has a base.
@@ -94,6 +97,11 @@ impl Metrics {
             "hourglass_store_errors",
             "Store calls by the engine that failed and were retried",
             m.store_errors.clone(),
+        );
+        registry.register(
+            "hourglass_lost_leases",
+            "Claims this node found taken over or fenced when renewing their lease",
+            m.lost_leases.clone(),
         );
         m
     }

@@ -44,7 +44,8 @@ struct Seen {
     at: Timestamp,
 }
 
-/// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up.
+/// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up,
+/// "slow" takes two seconds to succeed.
 struct FakeDeliverer {
     clock: Arc<dyn Clock>,
     seen: Mutex<Vec<Seen>>,
@@ -59,6 +60,9 @@ impl Deliverer for FakeDeliverer {
             attempt: occ.attempt,
             at: self.clock.now(),
         });
+        if occ.spec.job_type.as_deref() == Some("slow") {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
         let verdict = match occ.spec.job_type.as_deref() {
             Some("fail") => Verdict::Retry {
                 after: None,
@@ -513,4 +517,88 @@ async fn shutdown_hands_back_claims_that_have_not_fired() {
         Some(due),
         "released to its own due time, not to the lease expiry"
     );
+}
+
+/// Leases are short and renewed: a delivery that takes longer than the lease TTL keeps its claim
+/// while this node lives, so no other node takes it over (and delivers it twice). Real time: a
+/// paused clock would jump past the lease while a renewal waits for the store's writer thread.
+#[tokio::test]
+async fn a_slow_delivery_keeps_its_claim_while_the_node_lives() {
+    let ttl = Duration::from_millis(600);
+    let rig = rig_with(EngineConfig {
+        lease_ttl: ttl,
+        lookahead: Duration::from_millis(200),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    rig.add(vec![job("slow", Schedule::at(now), now, now)])
+        .await;
+    rig.run_until(|seen| !seen.is_empty()).await;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(1700) {
+        let now = rig.now();
+        let rival = hourglass_store::Lease {
+            owner: "rival".into(),
+            ttl,
+            now,
+        };
+        let taken = rig
+            .store
+            .claim_due(
+                ClaimScope::Fired,
+                now + SignedDuration::from_secs(1),
+                10,
+                &rival,
+            )
+            .await
+            .unwrap();
+        assert!(taken.is_empty(), "a live node's claim was taken over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let id = rig.seen()[0].job_id;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let job = rig.store.get_job(None, id).await.unwrap().unwrap();
+        if job.state == hourglass_core::JobState::Completed {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never completed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rig.seen().len(), 1);
+    rig.engine.shutdown().await;
+}
+
+/// A claim that became stale without this node hearing of it (here: paused directly in the
+/// store, as another node's API would) is found at the next renewal and dropped from the timer
+/// before it fires.
+#[tokio::test]
+async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
+    let rig = rig_with(EngineConfig {
+        lease_ttl: Duration::from_millis(300),
+        lookahead: Duration::from_secs(2),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_millis(1500);
+    let new = job("ok", Schedule::at(due), due, now);
+    let id = new.id;
+    rig.add(vec![new]).await;
+    // Claimed into the timer: the store shows the lease expiry instead of the due time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while rig.store.next_due(ClaimScope::Fired).await.unwrap() == Some(due) {
+        assert!(std::time::Instant::now() < deadline, "never claimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rig.store
+        .transition(
+            None,
+            id,
+            hourglass_store::Transition::Pause { now: rig.now() },
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(rig.seen().is_empty(), "a fenced claim fired");
+    rig.engine.shutdown().await;
 }

@@ -326,19 +326,27 @@ pub async fn events_announce_due_work(store: Arc<dyn Store>) {
         .transition(Some("a"), id, Transition::Trigger { now: base })
         .await
         .unwrap();
-    let mut got = vec![next().await, next().await];
+    let mut got = [next().await, next().await];
     got.sort_by_key(|e| matches!(e, StoreEvent::Fenced { .. }));
     assert_eq!(
-        got,
-        vec![
-            StoreEvent::Due(DueEvent {
-                namespace: "a".into(),
-                queue: None,
-                at: base,
-            }),
-            StoreEvent::Fenced { job_id: id },
-        ]
+        got[0],
+        StoreEvent::Due(DueEvent {
+            namespace: "a".into(),
+            queue: None,
+            at: base,
+        })
     );
+    let StoreEvent::Fenced { job_id, token } = got[1] else {
+        panic!("expected a fence, got {:?}", got[1]);
+    };
+    assert_eq!(job_id, id);
+    // A claim made after the trigger carries the fence's token or a higher one.
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
+    let after = claimed.iter().find(|o| o.job_id == id).expect("claimed");
+    assert!(after.token >= token);
 }
 
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {

@@ -233,9 +233,10 @@ pub struct DeadLetter {
 pub enum StoreEvent {
     /// Something became due, possibly earlier than anyone planned.
     Due(DueEvent),
-    /// The job was paused, cancelled, edited or triggered: every claim on it is stale. A node
-    /// holding one drops it unfired (its completion would be refused anyway).
-    Fenced { job_id: JobId },
+    /// The job was paused, cancelled, edited or triggered: every claim on it with a token below
+    /// `token` is stale. A node holding one drops it unfired (its completion would be refused
+    /// anyway). Claims made after the change carry `token` or higher and stay valid.
+    Fenced { job_id: JobId, token: i64 },
     /// Events may have been lost (the store's listener reconnected after an outage): every
     /// waiter re-checks the store.
     Resync,

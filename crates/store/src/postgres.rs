@@ -526,7 +526,8 @@ async fn listen(
 struct Due {
     fired: Option<(String, i64)>,
     queues: HashMap<(String, String), i64>,
-    fenced: Vec<JobId>,
+    /// Jobs whose claims became stale, with their new token.
+    fenced: Vec<(JobId, i64)>,
 }
 
 impl Due {
@@ -547,7 +548,8 @@ impl Due {
         }
     }
 
-    /// JSON arrays of `{"n": namespace, "q": queue|null, "at": ms}` and `{"fence": id}`, each
+    /// JSON arrays of `{"n": namespace, "q": queue|null, "at": ms}` and `{"fence": id, "token":
+    /// t}`, each
     /// under PostgreSQL's payload limit.
     fn payloads(&self) -> Vec<String> {
         let mut items: Vec<String> = Vec::new();
@@ -557,8 +559,8 @@ impl Due {
         for ((namespace, queue), at) in &self.queues {
             items.push(json!({"n": namespace, "q": queue, "at": at}).to_string());
         }
-        for id in &self.fenced {
-            items.push(json!({ "fence": id }).to_string());
+        for (id, token) in &self.fenced {
+            items.push(json!({ "fence": id, "token": token }).to_string());
         }
         let mut out = Vec::new();
         let mut current = String::new();
@@ -588,9 +590,9 @@ fn parse_events(payload: &str) -> Vec<StoreEvent> {
         .iter()
         .map(|item| {
             if let Some(id) = item.get("fence").and_then(Value::as_str) {
-                return match id.parse() {
-                    Ok(job_id) => StoreEvent::Fenced { job_id },
-                    Err(_) => StoreEvent::Resync,
+                return match (id.parse(), item.get("token").and_then(Value::as_i64)) {
+                    (Ok(job_id), Some(token)) => StoreEvent::Fenced { job_id, token },
+                    _ => StoreEvent::Resync,
                 };
             }
             match (
@@ -1355,7 +1357,7 @@ impl Store for PostgresStore {
                                      lease_fire_ms = NULL, lease_token = lease_token + 1,
                                      updated_ms = $8, queue = $9
                      WHERE id = $1
-                     RETURNING {JOB_COLUMNS}"
+                     RETURNING {JOB_COLUMNS}, lease_token"
                 ))
                 .await?;
             let row = tx
@@ -1376,7 +1378,7 @@ impl Store for PostgresStore {
                 .await?;
             let record = job_from_row(&row)?;
             let mut due = Due {
-                fenced: vec![id],
+                fenced: vec![(id, col(&row, 12)?)],
                 ..Due::default()
             };
             if let Some(fire) = fire {
@@ -1418,7 +1420,7 @@ impl Store for PostgresStore {
                                      lease_token = lease_token + 1, updated_ms = $5,
                                      key = CASE WHEN $6 THEN NULL ELSE key END
                      WHERE id = $1
-                     RETURNING {JOB_COLUMNS}"
+                     RETURNING {JOB_COLUMNS}, lease_token"
                 ))
                 .await?;
             let row = tx
@@ -1436,7 +1438,7 @@ impl Store for PostgresStore {
                 .await?;
             let record = job_from_row(&row)?;
             let mut due = Due {
-                fenced: vec![id],
+                fenced: vec![(id, col(&row, 12)?)],
                 ..Due::default()
             };
             if let Some(fire) = fire {
@@ -1594,7 +1596,7 @@ mod tests {
         due.add("a", Some("q"), 5);
         due.add("a", Some("q"), 7);
         let id = uuid::Uuid::now_v7();
-        due.fenced.push(id);
+        due.fenced.push((id, 4));
         let payloads = due.payloads();
         assert_eq!(payloads.len(), 1);
         let mut events = parse_events(&payloads[0]);
@@ -1612,7 +1614,10 @@ mod tests {
                     queue: None,
                     at: from_ms(10)
                 }),
-                StoreEvent::Fenced { job_id: id },
+                StoreEvent::Fenced {
+                    job_id: id,
+                    token: 4
+                },
             ]
         );
 
