@@ -8,8 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use hourglass_core::duration::parse_duration;
-use hourglass_server::NodeConfig;
 use hourglass_server::auth::ApiKeyConfig;
+use hourglass_server::{NodeConfig, StoreBackend};
+use hourglass_store::PostgresOptions;
 use ipnet::IpNet;
 use serde::Deserialize;
 
@@ -21,6 +22,16 @@ pub struct ServeArgs {
     /// Directory of the embedded store [default: ./hourglass-data].
     #[arg(long, env = "HOURGLASS_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Where jobs live: `embedded` (the SQLite store in --data-dir) or a PostgreSQL URL
+    /// (`postgres://user:password@host:5432/db`) shared by every node of a cluster; its schema
+    /// is created and migrated at start [default: embedded].
+    #[arg(long, env = "HOURGLASS_STORE", hide_env_values = true)]
+    store: Option<String>,
+    /// How long a claimed occurrence stays exclusive without renewal (renewed every third of
+    /// it); a dead node's claims are taken over after this [default: 10s on PostgreSQL; on the
+    /// embedded store lookahead + delivery timeout + 30s].
+    #[arg(long, env = "HOURGLASS_LEASE_TTL")]
+    lease_ttl: Option<String>,
     /// Comma-separated CIDR ranges webhooks may reach although they are loopback, private or
     /// link-local, e.g. 127.0.0.0/8,10.0.0.0/8.
     #[arg(long, env = "HOURGLASS_ALLOW_TARGETS", value_delimiter = ',')]
@@ -47,6 +58,10 @@ pub enum LogFormat {
 struct FileConfig {
     listen: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
+    /// `embedded` or a PostgreSQL URL.
+    store: Option<String>,
+    /// Lease TTL on claims, e.g. "10s".
+    lease_ttl: Option<String>,
     allow_targets: Option<Vec<IpNet>>,
     log_format: Option<LogFormat>,
     /// API keys by hash; with none the node runs in development mode (loopback only).
@@ -71,6 +86,18 @@ struct FileConfig {
 pub struct Settings {
     pub node: NodeConfig,
     pub log_format: LogFormat,
+}
+
+/// `embedded`, or a `postgres://` / `postgresql://` URL.
+fn store_backend(value: &str) -> anyhow::Result<StoreBackend> {
+    let value = value.trim();
+    if value.is_empty() || value == "embedded" {
+        Ok(StoreBackend::Embedded)
+    } else if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+        Ok(StoreBackend::Postgres(PostgresOptions::new(value)))
+    } else {
+        bail!("store must be `embedded` or a postgres:// URL")
+    }
 }
 
 fn duration(value: Option<&str>, name: &str, default: Duration) -> anyhow::Result<Duration> {
@@ -98,6 +125,16 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     }
     if let Some(dir) = args.data_dir.or(file.data_dir) {
         node.data_dir = dir;
+    }
+    if let Some(store) = args.store.or(file.store) {
+        node.store = store_backend(&store)?;
+    }
+    if let Some(ttl) = args.lease_ttl.or(file.lease_ttl) {
+        let ttl = duration(Some(&ttl), "lease_ttl", Duration::ZERO)?;
+        if ttl < Duration::from_secs(1) {
+            bail!("config lease_ttl must be at least 1s");
+        }
+        node.lease_ttl = Some(ttl);
     }
     node.allow_targets = args
         .allow_targets
@@ -150,6 +187,8 @@ mod tests {
         ServeArgs {
             listen: None,
             data_dir: None,
+            store: None,
+            lease_ttl: None,
             allow_targets: None,
             config,
             log_format: None,
@@ -199,6 +238,46 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         let defaults = resolve(args(None)).unwrap().node;
         assert_eq!(defaults.listen, "127.0.0.1:7070".parse().unwrap());
         assert_eq!(defaults.data_dir, PathBuf::from("hourglass-data"));
+        assert_eq!(defaults.store, StoreBackend::Embedded);
+        assert_eq!(defaults.lease_ttl, None);
+    }
+
+    #[test]
+    fn store_and_lease_ttl_come_from_flag_env_or_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hourglass.toml");
+        std::fs::write(
+            &path,
+            "store = \"postgres://hg@db.internal:5432/jobs\"\nlease_ttl = \"15s\"\n",
+        )
+        .unwrap();
+        let from_file = resolve(args(Some(path.clone()))).unwrap().node;
+        assert_eq!(
+            from_file.store,
+            StoreBackend::Postgres(PostgresOptions::new("postgres://hg@db.internal:5432/jobs"))
+        );
+        assert_eq!(from_file.lease_ttl, Some(Duration::from_secs(15)));
+
+        // A flag (or HOURGLASS_STORE / HOURGLASS_LEASE_TTL, which clap reads into the same
+        // fields) overrides the file.
+        let mut flagged = args(Some(path));
+        flagged.store = Some("embedded".into());
+        flagged.lease_ttl = Some("5s".into());
+        let node = resolve(flagged).unwrap().node;
+        assert_eq!(node.store, StoreBackend::Embedded);
+        assert_eq!(node.lease_ttl, Some(Duration::from_secs(5)));
+
+        for (store, ttl, needle) in [
+            (Some("mysql://x"), None, "store must be"),
+            (None, Some("500ms"), "lease_ttl must be at least 1s"),
+            (None, Some("soon"), "lease_ttl"),
+        ] {
+            let mut bad = args(None);
+            bad.store = store.map(Into::into);
+            bad.lease_ttl = ttl.map(Into::into);
+            let err = resolve(bad).err().expect("rejected");
+            assert!(format!("{err:#}").contains(needle), "{err:#}");
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a node on the embedded store.
+    /// Run a node: on the embedded store, or on a PostgreSQL shared by several nodes (--store).
     Serve(config::ServeArgs),
     /// Create, inspect and control jobs on a running node.
     Job(client::JobArgs),

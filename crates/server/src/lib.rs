@@ -12,4 +12,4 @@ pub mod metrics;
 pub mod node;
 pub mod wire;
 
-pub use node::{Node, NodeConfig, StartError};
+pub use node::{Node, NodeConfig, SHARED_LEASE_TTL, StartError, StoreBackend};
