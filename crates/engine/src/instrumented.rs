@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, Occurrence};
 use hourglass_store::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    QueueStats, Release, Result, RunRecord, Store, StoreGauges, Transition,
+    Purged, QueueStats, Release, Result, RunRecord, Store, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -191,6 +191,10 @@ impl Store for InstrumentedStore {
             self.inner.delete_dead_letter(namespace, id),
         )
         .await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        self.timed("purge", self.inner.purge(before, limit)).await
     }
 
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {

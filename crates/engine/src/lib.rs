@@ -55,6 +55,8 @@ pub struct EngineConfig {
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
     pub shutdown_grace: Duration,
+    /// Finished jobs and runs older than this are deleted; `None` keeps everything.
+    pub retention: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -68,6 +70,7 @@ impl Default for EngineConfig {
             delivery_concurrency: 512,
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            retention: Some(Duration::from_secs(7 * 24 * 3600)),
         }
     }
 }
@@ -112,6 +115,49 @@ impl EngineHandle {
     }
 }
 
+/// How often the retention sweep looks for old finished work, and how much it deletes per store
+/// call (one short write transaction each, so creates and completions are never held up long).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+const SWEEP_BATCH: usize = 1000;
+
+/// Deletes finished jobs and runs older than the retention, in small batches, once a minute.
+async fn sweeper(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
+    retention: Duration,
+    stop: CancellationToken,
+) {
+    let retention = jiff::SignedDuration::try_from(retention).unwrap_or(jiff::SignedDuration::MAX);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+            _ = stop.cancelled() => return,
+        }
+        let Some(before) = clock.now().checked_sub(retention).ok() else {
+            continue;
+        };
+        while !stop.is_cancelled() {
+            match store.purge(before, SWEEP_BATCH).await {
+                Ok(purged) => {
+                    metrics.purged_jobs.inc_by(purged.jobs);
+                    metrics.purged_runs.inc_by(purged.runs);
+                    if purged.jobs < SWEEP_BATCH as u64 && purged.runs < SWEEP_BATCH as u64 {
+                        break;
+                    }
+                    // Let other writers in between batches.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => {
+                    metrics.store_errors.inc();
+                    tracing::warn!(error = %e, "retention sweep failed; retrying in a minute");
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /// A running engine. Dropping it does not stop it; call [`Engine::shutdown`].
 pub struct Engine {
     handle: EngineHandle,
@@ -144,6 +190,15 @@ impl Engine {
             config.misfire_threshold,
             stop.clone(),
         );
+        if let Some(retention) = config.retention {
+            tasks.spawn(sweeper(
+                store.clone(),
+                clock.clone(),
+                metrics.clone(),
+                retention,
+                stop.clone(),
+            ));
+        }
         pipeline::spawn(
             pipeline::Context {
                 config,

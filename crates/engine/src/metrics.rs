@@ -47,6 +47,8 @@ pub struct Metrics {
     /// Queue messages handed to workers (each lease of each message, redeliveries included).
     pub queue_leased: Counter,
     pub webhook_responses: Family<CodeLabels, Counter>,
+    pub purged_jobs: Counter,
+    pub purged_runs: Counter,
     pub stage_queue: Family<StageLabels, Gauge>,
 }
 
@@ -65,6 +67,8 @@ impl Metrics {
             store_errors: Counter::default(),
             queue_leased: Counter::default(),
             webhook_responses: Family::default(),
+            purged_jobs: Counter::default(),
+            purged_runs: Counter::default(),
             stage_queue: Family::default(),
         };
         for stage in ["dispatch", "complete"] {
@@ -127,6 +131,16 @@ impl Metrics {
             "hourglass_stage_queue",
             "Occurrences waiting between engine stages (the timer's are hourglass_timer_queue)",
             m.stage_queue.clone(),
+        );
+        registry.register(
+            "hourglass_purged_jobs",
+            "Finished jobs deleted by the retention sweep",
+            m.purged_jobs.clone(),
+        );
+        registry.register(
+            "hourglass_purged_runs",
+            "Run records deleted by the retention sweep",
+            m.purged_runs.clone(),
         );
         registry.register(
             "hourglass_queue_leased",

@@ -152,6 +152,13 @@ pub struct StoreGauges {
     pub oldest_queue_available: Option<Timestamp>,
 }
 
+/// What a [`Store::purge`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub jobs: u64,
+    pub runs: u64,
+}
+
 /// Whether a completion was applied or refused because its fencing token is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -325,6 +332,11 @@ pub trait Store: Send + Sync + 'static {
     -> Result<Option<DeadLetter>>;
     /// True when it existed.
     async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool>;
+
+    /// Retention: deletes up to `limit` finished jobs (completed, failed, cancelled) last changed
+    /// before `before`, with their run history, and up to `limit` runs of any job that started
+    /// before `before`. Dead letters are kept until deleted. Small batches keep each call short.
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged>;
 
     /// Counts for metrics, across namespaces, at `now`.
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    QueueStats, Release, Result, RunRecord, Store, StoreError, StoreGauges, Transition,
+    Purged, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreGauges, Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -98,6 +98,8 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0 AND queue IS NULL;
      CREATE INDEX jobs_queue_due ON jobs(namespace, queue, fire_ms)
          WHERE state = 0 AND queue IS NOT NULL;",
+    // 2: retention. Finished jobs by last change, so the sweep never scans live ones.
+    "CREATE INDEX jobs_finished ON jobs(updated_ms) WHERE state >= 2;",
 ];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
@@ -852,6 +854,68 @@ impl Store for SqliteStore {
                     })
                 })
                 .collect()
+        })
+        .await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let before = before.as_millisecond();
+        self.write(move |conn| {
+            let mut purged = Purged::default();
+            let ids: Vec<Vec<u8>> = {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id FROM jobs WHERE state >= 2 AND updated_ms < ?1
+                         ORDER BY updated_ms LIMIT ?2",
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(params![before, limit as i64], |r| r.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<rusqlite::Result<_>>().map_err(unavailable)?
+            };
+            for id in &ids {
+                purged.runs += conn
+                    .prepare_cached("DELETE FROM runs WHERE job_id = ?1")
+                    .map_err(unavailable)?
+                    .execute([id])
+                    .map_err(unavailable)? as u64;
+                purged.jobs += conn
+                    .prepare_cached("DELETE FROM jobs WHERE id = ?1")
+                    .map_err(unavailable)?
+                    .execute([id])
+                    .map_err(unavailable)? as u64;
+            }
+            // Runs are appended in time order, so the oldest rowids are the oldest runs: take
+            // them from the front and stop at the first one young enough to keep. No index on
+            // the start time is needed, and a table of only young runs costs one row read.
+            let old: Vec<i64> = {
+                let mut stmt = conn
+                    .prepare_cached("SELECT rowid, started_ms FROM runs ORDER BY rowid LIMIT ?1")
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map([limit as i64], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                let mut old = Vec::new();
+                for row in rows {
+                    let (rowid, started) = row.map_err(unavailable)?;
+                    if started >= before {
+                        break;
+                    }
+                    old.push(rowid);
+                }
+                old
+            };
+            for rowid in old {
+                purged.runs += conn
+                    .prepare_cached("DELETE FROM runs WHERE rowid = ?1")
+                    .map_err(unavailable)?
+                    .execute([rowid])
+                    .map_err(unavailable)? as u64;
+            }
+            Ok(purged)
         })
         .await
     }
