@@ -9,7 +9,7 @@ pub const STALE_RECEIPT: &str = "stale_receipt";
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The node answered with an error body `{"error": {"code", "message", "field"}}`.
-    #[error("{code}: {message} (http {status})")]
+    #[error("http {status} {code}: {message}{}", in_field(.field.as_deref()))]
     Api {
         status: u16,
         /// Stable, machine-readable: `not_found`, `invalid_field`, `store_unavailable`, ...
@@ -93,6 +93,10 @@ impl Error {
             Error::Decode { .. } | Error::Config(_) => false,
         }
     }
+}
+
+fn in_field(field: Option<&str>) -> String {
+    field.map(|f| format!(" (at {f})")).unwrap_or_default()
 }
 
 /// Reads `Retry-After` as delay-seconds. The HTTP-date form is not used by Hourglass and is
