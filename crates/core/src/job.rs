@@ -79,6 +79,9 @@ pub struct JobSpec {
 #[serde(rename_all = "snake_case")]
 pub enum Target {
     Webhook(WebhookTarget),
+    /// A pull queue: at the due time the occurrence becomes available to workers that lease from
+    /// the queue of this name in the job's namespace. The engine never fires these itself.
+    Queue(QueueTarget),
 }
 
 impl Target {
@@ -86,8 +89,22 @@ impl Target {
     pub fn kind(&self) -> &'static str {
         match self {
             Target::Webhook(_) => "webhook",
+            Target::Queue(_) => "queue",
         }
     }
+
+    /// The queue name for a queue target.
+    pub fn queue(&self) -> Option<&str> {
+        match self {
+            Target::Queue(q) => Some(&q.name),
+            Target::Webhook(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueTarget {
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ pub mod schedule;
 pub mod validation;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use job::{JobId, JobSpec, JobState, Target, WebhookTarget};
+pub use job::{JobId, JobSpec, JobState, QueueTarget, Target, WebhookTarget};
 pub use misfire::MisfirePolicy;
 pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Occurrence};
 pub use retry::RetryPolicy;

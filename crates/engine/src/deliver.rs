@@ -101,7 +101,16 @@ impl WebhookDeliverer {
 impl Deliverer for WebhookDeliverer {
     async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
         let started = Instant::now();
-        let Target::Webhook(target) = &occ.spec.target;
+        let Target::Webhook(target) = &occ.spec.target else {
+            // The engine claims only fired targets; a queue message here is a bug upstream.
+            return DeliveryResult {
+                status: None,
+                latency: started.elapsed(),
+                verdict: Verdict::GiveUp {
+                    reason: format!("not a webhook target: {}", occ.spec.target.kind()),
+                },
+            };
+        };
         // IP-literal URLs never reach the resolver, so check them here.
         let literal = match target.url.host() {
             Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),

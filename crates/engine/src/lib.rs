@@ -10,9 +10,11 @@
 //! sees the store only through the `Store` trait and time only through the injected `Clock`.
 
 pub mod deliver;
+pub mod instrumented;
 pub mod metrics;
 pub mod netguard;
 mod pipeline;
+pub mod queue;
 pub mod signing;
 
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use tokio_util::task::TaskTracker;
 pub use deliver::{Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
 pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
+pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
 pub use signing::Secrets;
 
 #[derive(Debug, Clone)]
@@ -74,6 +77,7 @@ impl Default for EngineConfig {
 #[derive(Clone)]
 pub struct EngineHandle {
     shared: Arc<Shared>,
+    queues: Queues,
 }
 
 struct Shared {
@@ -95,6 +99,11 @@ impl EngineHandle {
         if fire_at.as_millisecond() - self.shared.wake_lead_ms < wake_at {
             self.shared.planner_wake.notify_one();
         }
+    }
+
+    /// Leasing, acking and waiting on pull queues.
+    pub fn queues(&self) -> &Queues {
+        &self.queues
     }
 
     /// Drop a job's claimed occurrence from the timer if it has not fired yet.
@@ -127,6 +136,14 @@ impl Engine {
         });
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();
+        let queues = Queues::new(
+            store.clone(),
+            clock.clone(),
+            metrics.clone(),
+            config.node_id.clone(),
+            config.misfire_threshold,
+            stop.clone(),
+        );
         pipeline::spawn(
             pipeline::Context {
                 config,
@@ -142,7 +159,7 @@ impl Engine {
         );
         tasks.close();
         Self {
-            handle: EngineHandle { shared },
+            handle: EngineHandle { shared, queues },
             stop,
             tasks,
         }

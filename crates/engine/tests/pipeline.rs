@@ -11,7 +11,7 @@ use hourglass_core::{
     WebhookTarget,
 };
 use hourglass_engine::{Deliverer, DeliveryResult, Engine, EngineConfig, Metrics, Verdict};
-use hourglass_store::{NewJob, SqliteStore, Store};
+use hourglass_store::{ClaimScope, NewJob, SqliteStore, Store};
 use jiff::{SignedDuration, Timestamp};
 
 /// Wall time that moves exactly with tokio's (paused) clock.
@@ -337,13 +337,36 @@ impl Store for CountingStore {
     }
     async fn claim_due(
         &self,
+        scope: ClaimScope<'_>,
         horizon: Timestamp,
         limit: usize,
         lease: &hourglass_store::Lease,
     ) -> hourglass_store::Result<Vec<Occurrence>> {
         self.claims
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.claim_due(horizon, limit, lease).await
+        self.inner.claim_due(scope, horizon, limit, lease).await
+    }
+    async fn extend_claims(
+        &self,
+        claims: Vec<(JobId, i64)>,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> hourglass_store::Result<Vec<hourglass_store::Applied>> {
+        self.inner.extend_claims(claims, until, now).await
+    }
+    async fn gauges(
+        &self,
+        now: Timestamp,
+    ) -> hourglass_store::Result<hourglass_store::StoreGauges> {
+        self.inner.gauges(now).await
+    }
+    async fn queue_stats(
+        &self,
+        namespace: &str,
+        queue: Option<&str>,
+        now: Timestamp,
+    ) -> hourglass_store::Result<Vec<hourglass_store::QueueStats>> {
+        self.inner.queue_stats(namespace, queue, now).await
     }
     async fn complete(
         &self,
@@ -355,10 +378,10 @@ impl Store for CountingStore {
     async fn release(&self, claims: Vec<hourglass_store::Release>) -> hourglass_store::Result<()> {
         self.inner.release(claims).await
     }
-    async fn next_due(&self) -> hourglass_store::Result<Option<Timestamp>> {
+    async fn next_due(&self, scope: ClaimScope<'_>) -> hourglass_store::Result<Option<Timestamp>> {
         self.probes
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.next_due().await
+        self.inner.next_due(scope).await
     }
     async fn get_job(
         &self,
@@ -492,7 +515,7 @@ async fn shutdown_hands_back_claims_that_have_not_fired() {
     let store = rig.store.clone();
     rig.engine.shutdown().await;
     assert_eq!(
-        store.next_due().await.unwrap(),
+        store.next_due(ClaimScope::Fired).await.unwrap(),
         Some(due),
         "released to its own due time, not to the lease expiry"
     );

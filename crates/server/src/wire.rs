@@ -7,8 +7,8 @@ use std::time::Duration;
 use hourglass_core::duration::{format_duration, parse_duration};
 use hourglass_core::schedule::CronSchedule;
 use hourglass_core::{
-    JobId, JobSpec, MisfirePolicy, RetryPolicy, Schedule, ScheduleKind, Target, ValidationError,
-    WebhookTarget,
+    JobId, JobSpec, MisfirePolicy, QueueTarget, RetryPolicy, Schedule, ScheduleKind, Target,
+    ValidationError, WebhookTarget,
 };
 use hourglass_engine::TargetPolicy;
 use hourglass_engine::deliver::{RESERVED_HEADER_PREFIXES, RESERVED_HEADERS};
@@ -79,6 +79,8 @@ pub struct ScheduleIn {
 #[serde(deny_unknown_fields)]
 pub struct TargetIn {
     pub webhook: Option<WebhookIn>,
+    /// A pull queue's name: `{"queue": "emails"}`.
+    pub queue: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -312,12 +314,25 @@ impl ScheduleIn {
 
 impl TargetIn {
     pub fn validate(&self, policy: &TargetPolicy) -> Result<Target, ValidationError> {
-        let Some(webhook) = &self.webhook else {
-            return Err(ValidationError::new(
-                "invalid_target",
-                "target",
-                "give a target such as {\"webhook\": {\"url\": \"https://...\"}}",
-            ));
+        let webhook = match (&self.webhook, &self.queue) {
+            (Some(webhook), None) => webhook,
+            (None, Some(name)) => {
+                if !valid_queue_name(name) {
+                    return Err(ValidationError::new(
+                        "invalid_queue",
+                        "target.queue",
+                        "a queue name is 1-64 letters, digits, '-', '_' or '.'",
+                    ));
+                }
+                return Ok(Target::Queue(QueueTarget { name: name.clone() }));
+            }
+            _ => {
+                return Err(ValidationError::new(
+                    "invalid_target",
+                    "target",
+                    "give one target: {\"webhook\": {\"url\": \"https://...\"}} or {\"queue\": \"name\"}",
+                ));
+            }
         };
         let url: url::Url = webhook.url.parse().map_err(|e| {
             ValidationError::new(
@@ -607,7 +622,7 @@ pub fn encode_payload(
     Ok(Some(text))
 }
 
-fn rfc3339(ts: Timestamp) -> String {
+pub fn rfc3339(ts: Timestamp) -> String {
     format!("{ts:.3}")
 }
 
@@ -656,12 +671,14 @@ fn misfire_out(m: MisfirePolicy) -> MisfireOut {
 }
 
 #[derive(Serialize)]
-pub struct TargetOut<'a> {
-    webhook: WebhookOut<'a>,
+#[serde(rename_all = "snake_case")]
+pub enum TargetOut<'a> {
+    Webhook(WebhookOut<'a>),
+    Queue(&'a str),
 }
 
 #[derive(Serialize)]
-struct WebhookOut<'a> {
+pub struct WebhookOut<'a> {
     url: &'a str,
     /// Header names only: values often carry the receiver's credentials and are never echoed.
     headers: BTreeMap<&'a str, &'static str>,
@@ -669,21 +686,20 @@ struct WebhookOut<'a> {
 
 fn target_out(t: &Target) -> TargetOut<'_> {
     match t {
-        Target::Webhook(w) => TargetOut {
-            webhook: WebhookOut {
-                url: w.url.as_str(),
-                headers: w
-                    .headers
-                    .keys()
-                    .map(|k| (k.as_str(), "<redacted>"))
-                    .collect(),
-            },
-        },
+        Target::Webhook(w) => TargetOut::Webhook(WebhookOut {
+            url: w.url.as_str(),
+            headers: w
+                .headers
+                .keys()
+                .map(|k| (k.as_str(), "<redacted>"))
+                .collect(),
+        }),
+        Target::Queue(q) => TargetOut::Queue(&q.name),
     }
 }
 
 /// The stored payload text, emitted as-is (it was produced by serde_json, so it is valid JSON).
-fn payload_out(payload: Option<&str>) -> Option<&RawValue> {
+pub fn payload_out(payload: Option<&str>) -> Option<&RawValue> {
     payload.and_then(|p| serde_json::from_str(p).ok())
 }
 
@@ -776,4 +792,12 @@ pub fn dead_letter_out(d: &DeadLetter) -> Value {
         "payload": payload_out(d.payload.as_deref()),
         "created_at": rfc3339(d.created_at),
     })
+}
+
+/// Queue names: the same alphabet as namespaces, so they are safe in paths, metrics and logs.
+pub fn valid_queue_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }

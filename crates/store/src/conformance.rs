@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hourglass_core::{
-    Action, AttemptRecord, Completion, JobSpec, JobState, Occurrence, Schedule, ScheduleKind,
-    Target, WebhookTarget,
+    Action, AttemptRecord, Completion, JobSpec, JobState, Occurrence, QueueTarget, Schedule,
+    ScheduleKind, Target, WebhookTarget,
 };
 use jiff::{SignedDuration, Timestamp};
 
 use crate::{
-    Applied, Created, JobQuery, JobUpdate, Lease, NewJob, Release, Store, StoreError, Transition,
+    Applied, ClaimScope, Created, JobQuery, JobUpdate, Lease, NewJob, QueueStats, Release, Store,
+    StoreError, Transition,
 };
 
 /// Expands one `#[tokio::test]` per conformance case. `$factory` is an async closure returning
@@ -27,7 +28,11 @@ macro_rules! conformance_tests {
             dead_letters_are_recorded_listed_and_deleted, release_restores_fire_time,
             next_due_tracks_earliest_active, namespaces_are_isolated, pause_resume_cancel_trigger,
             update_replaces_spec_and_fences_claims, list_filters_and_paginates,
-            signing_secret_round_trips);
+            signing_secret_round_trips, queue_jobs_are_leased_not_fired,
+            queue_lease_filters_by_type, lapsed_queue_lease_counts_an_attempt,
+            extend_moves_the_lease_under_its_token, queue_retry_counts_once,
+            queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
+            gauges_count_states_backlog_and_queues);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -191,14 +196,14 @@ pub async fn claim_respects_horizon_order_and_limit(store: Arc<dyn Store>) {
         .collect();
     create(&*store, jobs).await;
     let claimed = store
-        .claim_due(base + ms(250), 10, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base + ms(250), 10, &lease("n1", base))
         .await
         .unwrap();
     let dues: Vec<_> = claimed.iter().map(|o| o.due).collect();
     assert_eq!(dues, vec![base + ms(100), base + ms(200)]);
     assert!(claimed.iter().all(|o| o.attempt == 1 && o.runs_done == 0));
     let limited = store
-        .claim_due(base + ms(10_000), 1, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base + ms(10_000), 1, &lease("n1", base))
         .await
         .unwrap();
     assert_eq!(limited.len(), 1);
@@ -208,12 +213,15 @@ pub async fn claim_respects_horizon_order_and_limit(store: Arc<dyn Store>) {
 pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
-    let first = store.claim_due(base, 10, &lease("n1", base)).await.unwrap();
+    let first = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
     assert_eq!(first.len(), 1);
     let during = base + ms(29_000);
     assert!(
         store
-            .claim_due(during, 10, &lease("n2", during))
+            .claim_due(ClaimScope::Fired, during, 10, &lease("n2", during))
             .await
             .unwrap()
             .is_empty(),
@@ -221,7 +229,7 @@ pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
     );
     let after = base + ms(30_001);
     let second = store
-        .claim_due(after, 10, &lease("n2", after))
+        .claim_due(ClaimScope::Fired, after, 10, &lease("n2", after))
         .await
         .unwrap();
     assert_eq!(second.len(), 1);
@@ -235,10 +243,13 @@ pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
-    let first = store.claim_due(base, 10, &lease("n1", base)).await.unwrap();
+    let first = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
     let later = base + ms(31_000);
     let second = store
-        .claim_due(later, 10, &lease("n2", later))
+        .claim_due(ClaimScope::Fired, later, 10, &lease("n2", later))
         .await
         .unwrap();
     let stale = done(
@@ -276,7 +287,7 @@ pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>)
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
     let occ = store
-        .claim_due(base, 10, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
         .await
         .unwrap()
         .remove(0);
@@ -303,14 +314,14 @@ pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>)
         (runs[0].status, runs[0].outcome.as_str()),
         (Some(200), "delivered")
     );
-    assert_eq!(store.next_due().await.unwrap(), None);
+    assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), None);
 }
 
 pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![every_second("a", base)]).await;
     let occ = store
-        .claim_due(base, 10, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
         .await
         .unwrap()
         .remove(0);
@@ -333,7 +344,10 @@ pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
         (job.state, job.next_due, job.runs, job.skipped, job.attempt),
         (JobState::Active, Some(next), 1, 2, 0)
     );
-    let again = store.claim_due(next, 10, &lease("n1", next)).await.unwrap();
+    let again = store
+        .claim_due(ClaimScope::Fired, next, 10, &lease("n1", next))
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].due, again[0].runs_done), (next, 1));
 }
@@ -342,7 +356,7 @@ pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
     let occ = store
-        .claim_due(base, 10, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
         .await
         .unwrap()
         .remove(0);
@@ -351,16 +365,19 @@ pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
         .complete(vec![done(&occ, Action::Retry { at: retry_at })], base)
         .await
         .unwrap();
-    assert_eq!(store.next_due().await.unwrap(), Some(retry_at));
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(retry_at)
+    );
     assert!(
         store
-            .claim_due(retry_at - ms(1), 10, &lease("n1", base))
+            .claim_due(ClaimScope::Fired, retry_at - ms(1), 10, &lease("n1", base))
             .await
             .unwrap()
             .is_empty()
     );
     let second = store
-        .claim_due(retry_at, 10, &lease("n1", retry_at))
+        .claim_due(ClaimScope::Fired, retry_at, 10, &lease("n1", retry_at))
         .await
         .unwrap()
         .remove(0);
@@ -375,7 +392,10 @@ pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
 pub async fn dead_letters_are_recorded_listed_and_deleted(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base), one_off("b", base)]).await;
-    let claimed = store.claim_due(base, 10, &lease("n1", base)).await.unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
     let batch = claimed
         .iter()
         .map(|occ| {
@@ -433,7 +453,7 @@ pub async fn release_restores_fire_time(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base + ms(500))]).await;
     let occ = store
-        .claim_due(base + ms(1000), 10, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base + ms(1000), 10, &lease("n1", base))
         .await
         .unwrap()
         .remove(0);
@@ -445,9 +465,12 @@ pub async fn release_restores_fire_time(store: Arc<dyn Store>) {
         }])
         .await
         .unwrap();
-    assert_eq!(store.next_due().await.unwrap(), Some(base + ms(500)));
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(base + ms(500))
+    );
     let again = store
-        .claim_due(base + ms(500), 10, &lease("n2", base))
+        .claim_due(ClaimScope::Fired, base + ms(500), 10, &lease("n2", base))
         .await
         .unwrap();
     assert_eq!(again.len(), 1);
@@ -455,17 +478,23 @@ pub async fn release_restores_fire_time(store: Arc<dyn Store>) {
 
 pub async fn next_due_tracks_earliest_active(store: Arc<dyn Store>) {
     let base = t(T0);
-    assert_eq!(store.next_due().await.unwrap(), None);
+    assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), None);
     let later = one_off("a", base + ms(9000));
     let sooner = one_off("a", base + ms(3000));
     let sooner_id = sooner.id;
     create(&*store, vec![later, sooner]).await;
-    assert_eq!(store.next_due().await.unwrap(), Some(base + ms(3000)));
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(base + ms(3000))
+    );
     store
         .transition(Some("a"), sooner_id, Transition::Pause { now: base })
         .await
         .unwrap();
-    assert_eq!(store.next_due().await.unwrap(), Some(base + ms(9000)));
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(base + ms(9000))
+    );
 }
 
 pub async fn namespaces_are_isolated(store: Arc<dyn Store>) {
@@ -503,7 +532,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
     create(&*store, vec![recurring]).await;
     // A claim made before the pause becomes stale.
     let occ = store
-        .claim_due(base, 10, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
         .await
         .unwrap()
         .remove(0);
@@ -514,7 +543,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
     assert_eq!(paused.state, JobState::Paused);
     assert!(
         store
-            .claim_due(base + ms(60_000), 10, &lease("n1", base))
+            .claim_due(ClaimScope::Fired, base + ms(60_000), 10, &lease("n1", base))
             .await
             .unwrap()
             .is_empty()
@@ -552,7 +581,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(cancelled.state, JobState::Cancelled);
     assert_eq!(cancelled.key, None, "a cancelled job frees its key");
-    assert_eq!(store.next_due().await.unwrap(), None);
+    assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), None);
     assert!(matches!(
         store
             .transition(Some("a"), id, Transition::Resume { now: trigger_at })
@@ -575,7 +604,7 @@ pub async fn update_replaces_spec_and_fences_claims(store: Arc<dyn Store>) {
     let id = job.id;
     create(&*store, vec![job]).await;
     let occ = store
-        .claim_due(base, 10, &lease("n1", base))
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
         .await
         .unwrap()
         .remove(0);
@@ -609,7 +638,10 @@ pub async fn update_replaces_spec_and_fences_claims(store: Arc<dyn Store>) {
         store.complete(vec![stale], base).await.unwrap(),
         vec![Applied::StaleLease]
     );
-    assert_eq!(store.next_due().await.unwrap(), Some(new_due));
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(new_due)
+    );
 }
 
 pub async fn list_filters_and_paginates(store: Arc<dyn Store>) {
@@ -686,4 +718,425 @@ pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
         Some("whsec_two")
     );
     assert_eq!(store.signing_secret("b").await.unwrap(), None);
+}
+
+fn queue_job(namespace: &str, queue: &str, job_type: &str, due: Timestamp) -> NewJob {
+    let mut job = one_off(namespace, due);
+    job.spec.target = Target::Queue(QueueTarget { name: queue.into() });
+    job.spec.job_type = Some(job_type.into());
+    job
+}
+
+fn queue<'a>(namespace: &'a str, name: &'a str) -> ClaimScope<'a> {
+    ClaimScope::Queue {
+        namespace,
+        queue: name,
+        types: None,
+    }
+}
+
+pub async fn queue_jobs_are_leased_not_fired(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let hook = one_off("a", base + ms(100));
+    let q = queue_job("a", "emails", "send", base);
+    let (hook_id, q_id) = (hook.id, q.id);
+    create(
+        &*store,
+        vec![
+            hook,
+            q,
+            queue_job("a", "other", "send", base),
+            queue_job("b", "emails", "send", base),
+        ],
+    )
+    .await;
+
+    let fired = store
+        .claim_due(ClaimScope::Fired, base + ms(1000), 10, &lease("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(
+        fired.iter().map(|o| o.job_id).collect::<Vec<_>>(),
+        vec![hook_id],
+        "the engine never claims queue messages"
+    );
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(base + ms(30_000)),
+        "only the webhook job's lease expiry"
+    );
+    assert_eq!(
+        store.next_due(queue("a", "emails")).await.unwrap(),
+        Some(base)
+    );
+    assert!(
+        store
+            .claim_due(queue("a", "emails"), base - ms(1), 10, &lease("w", base))
+            .await
+            .unwrap()
+            .is_empty(),
+        "not available before its due time"
+    );
+    let leased = store
+        .claim_due(queue("a", "emails"), base, 10, &lease("w", base))
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1, "one queue of one namespace");
+    assert_eq!(leased[0].job_id, q_id);
+    assert_eq!(leased[0].attempt, 1);
+    assert_eq!(leased[0].spec.target.queue(), Some("emails"));
+    assert_eq!(
+        store.next_due(queue("a", "emails")).await.unwrap(),
+        Some(base + ms(30_000))
+    );
+    assert_eq!(store.next_due(queue("a", "none")).await.unwrap(), None);
+}
+
+pub async fn queue_lease_filters_by_type(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base),
+            queue_job("a", "q", "y", base),
+            queue_job("a", "q", "z", base),
+        ],
+    )
+    .await;
+    let types = vec!["x".to_string(), "z".to_string()];
+    let scope = ClaimScope::Queue {
+        namespace: "a",
+        queue: "q",
+        types: Some(&types),
+    };
+    let mut got: Vec<_> = store
+        .claim_due(scope, base, 10, &lease("w", base))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.spec.job_type.clone().unwrap())
+        .collect();
+    got.sort();
+    assert_eq!(got, vec!["x", "z"]);
+    let rest = store
+        .claim_due(queue("a", "q"), base, 10, &lease("w", base))
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].spec.job_type.as_deref(), Some("y"));
+}
+
+pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![queue_job("a", "q", "x", base)]).await;
+    let first = store
+        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
+        .await
+        .unwrap();
+    assert_eq!(first[0].attempt, 1);
+    let during = base + ms(29_999);
+    assert!(
+        store
+            .claim_due(queue("a", "q"), during, 10, &lease("w2", during))
+            .await
+            .unwrap()
+            .is_empty(),
+        "invisible while leased"
+    );
+    let after = base + ms(30_000);
+    let second = store
+        .claim_due(queue("a", "q"), after, 10, &lease("w2", after))
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].attempt, 2, "the lapsed lease was an attempt");
+    assert_eq!(second[0].due, first[0].due, "same occurrence");
+    assert!(second[0].token > first[0].token);
+    // The first worker's receipt is stale now: it can neither extend nor complete.
+    assert_eq!(
+        store
+            .extend_claims(
+                vec![(first[0].job_id, first[0].token)],
+                after + ms(60_000),
+                after
+            )
+            .await
+            .unwrap(),
+        vec![Applied::StaleLease]
+    );
+    let ack = done(
+        &first[0],
+        Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    );
+    assert_eq!(
+        store.complete(vec![ack], after).await.unwrap(),
+        vec![Applied::StaleLease]
+    );
+    let job = store.get_job(None, first[0].job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Active);
+    assert_eq!(job.attempt, 1, "one failed attempt recorded");
+    // The current holder acks.
+    let ack = done(
+        &second[0],
+        Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    );
+    assert_eq!(
+        store.complete(vec![ack], after).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    let job = store.get_job(None, first[0].job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Completed);
+    let much_later = after + ms(3_600_000);
+    assert!(
+        store
+            .claim_due(queue("a", "q"), much_later, 10, &lease("w3", much_later))
+            .await
+            .unwrap()
+            .is_empty(),
+        "an acked message never comes back"
+    );
+}
+
+pub async fn extend_moves_the_lease_under_its_token(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![queue_job("a", "q", "x", base)]).await;
+    let held = store
+        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
+        .await
+        .unwrap();
+    let at = base + ms(20_000);
+    assert_eq!(
+        store
+            .extend_claims(vec![(held[0].job_id, held[0].token)], at + ms(60_000), at)
+            .await
+            .unwrap(),
+        vec![Applied::Yes]
+    );
+    let past_first = base + ms(40_000);
+    assert!(
+        store
+            .claim_due(queue("a", "q"), past_first, 10, &lease("w2", past_first))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the extension keeps it invisible past the first expiry"
+    );
+    let past_second = at + ms(60_000);
+    let again = store
+        .claim_due(queue("a", "q"), past_second, 10, &lease("w2", past_second))
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    // A released (unclaimed) message cannot be extended even with its latest token.
+    store
+        .release(vec![Release {
+            job_id: again[0].job_id,
+            token: again[0].token,
+            fire_at: again[0].fire_at,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .extend_claims(
+                vec![(again[0].job_id, again[0].token)],
+                past_second + ms(1),
+                past_second
+            )
+            .await
+            .unwrap(),
+        vec![Applied::StaleLease]
+    );
+}
+
+pub async fn queue_retry_counts_once(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![queue_job("a", "q", "x", base)]).await;
+    let held = store
+        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
+        .await
+        .unwrap();
+    // A nack: retry in 5 s.
+    let nack = done(
+        &held[0],
+        Action::Retry {
+            at: base + ms(5_000),
+        },
+    );
+    assert_eq!(
+        store.complete(vec![nack], base).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    assert!(
+        store
+            .claim_due(queue("a", "q"), base + ms(4_999), 10, &lease("w1", base))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the retry delay holds"
+    );
+    let at = base + ms(5_000);
+    let again = store
+        .claim_due(queue("a", "q"), at, 10, &lease("w1", at))
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempt, 2, "a nack is one failed attempt, not two");
+}
+
+pub async fn queue_stats_count_by_visibility(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base),
+            queue_job("a", "q", "x", base + ms(10)),
+            queue_job("a", "q", "x", base + ms(60_000)),
+            queue_job("a", "r", "x", base),
+            queue_job("b", "q", "x", base),
+        ],
+    )
+    .await;
+    store
+        .claim_due(queue("a", "q"), base, 1, &lease("w", base))
+        .await
+        .unwrap();
+    let now = base + ms(1_000);
+    let stats = store.queue_stats("a", None, now).await.unwrap();
+    assert_eq!(
+        stats,
+        vec![
+            QueueStats {
+                name: "q".into(),
+                available: 1,
+                in_flight: 1,
+                scheduled: 1,
+                oldest_available: Some(base + ms(10)),
+            },
+            QueueStats {
+                name: "r".into(),
+                available: 1,
+                in_flight: 0,
+                scheduled: 0,
+                oldest_available: Some(base),
+            },
+        ]
+    );
+    // When the lease lapses, the message is available again, since its lease expiry.
+    let later = base + ms(45_000);
+    let q = store.queue_stats("a", Some("q"), later).await.unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!((q[0].available, q[0].in_flight, q[0].scheduled), (2, 0, 1));
+    assert_eq!(q[0].oldest_available, Some(base + ms(10)));
+    let empty = store.queue_stats("a", Some("none"), later).await.unwrap();
+    assert_eq!(
+        empty,
+        vec![QueueStats {
+            name: "none".into(),
+            available: 0,
+            in_flight: 0,
+            scheduled: 0,
+            oldest_available: None,
+        }]
+    );
+    assert_eq!(store.queue_stats("c", None, later).await.unwrap(), vec![]);
+}
+
+pub async fn update_can_move_a_job_between_target_kinds(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = one_off("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let mut spec = spec(Schedule::at(base));
+    spec.target = Target::Queue(QueueTarget { name: "q".into() });
+    store
+        .update_job(
+            Some("a"),
+            id,
+            JobUpdate {
+                spec,
+                payload: None,
+                next_due: Some(base),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .claim_due(ClaimScope::Fired, base, 10, &lease("n", base))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let leased = store
+        .claim_due(queue("a", "q"), base, 10, &lease("w", base))
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+    assert_eq!(leased[0].job_id, id);
+}
+
+pub async fn gauges_count_states_backlog_and_queues(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let empty = store.gauges(base).await.unwrap();
+    assert_eq!(
+        empty.jobs_by_state,
+        JobState::ALL.iter().map(|s| (*s, 0)).collect::<Vec<_>>(),
+        "every state, at zero"
+    );
+    let late = one_off("a", base - ms(5_000));
+    let claimed = one_off("b", base - ms(9_000));
+    let future = one_off("a", base + ms(60_000));
+    let cancelled = one_off("a", base + ms(60_000));
+    let cancelled_id = cancelled.id;
+    create(
+        &*store,
+        vec![
+            late,
+            claimed,
+            future,
+            cancelled,
+            queue_job("a", "q", "x", base - ms(2_000)),
+            queue_job("b", "r", "x", base - ms(1_000)),
+            queue_job("a", "q", "x", base + ms(1_000)),
+        ],
+    )
+    .await;
+    store
+        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .await
+        .unwrap();
+    // Claim the oldest fired occurrence and one queue message.
+    let held = store
+        .claim_due(ClaimScope::Fired, base - ms(9_000), 1, &lease("n", base))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    store
+        .claim_due(queue("b", "r"), base, 1, &lease("w", base))
+        .await
+        .unwrap();
+
+    let g = store.gauges(base).await.unwrap();
+    let count = |state| g.jobs_by_state.iter().find(|(s, _)| *s == state).unwrap().1;
+    assert_eq!(count(JobState::Active), 6);
+    assert_eq!(count(JobState::Cancelled), 1);
+    assert_eq!(count(JobState::Completed), 0);
+    assert_eq!(
+        (g.due_backlog, g.oldest_backlog),
+        (1, Some(base - ms(5_000))),
+        "only the unclaimed late occurrence"
+    );
+    assert_eq!(
+        (g.queue_available, g.queue_in_flight, g.queue_scheduled),
+        (1, 1, 1)
+    );
+    assert_eq!(g.oldest_queue_available, Some(base - ms(2_000)));
 }

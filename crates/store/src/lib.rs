@@ -103,6 +103,55 @@ pub struct Lease {
     pub now: Timestamp,
 }
 
+/// Which occurrences a claim (or a due-time probe) looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimScope<'a> {
+    /// Occurrences the engine fires itself: every target except queues.
+    Fired,
+    /// The available messages of one queue in one namespace, optionally only of some job types.
+    ///
+    /// A queue claim is a worker's lease: when the previous claim of an occurrence expired
+    /// without being completed or released (its visibility timeout passed), that counts as a
+    /// failed attempt, so the new claim's `attempt` is one higher.
+    Queue {
+        namespace: &'a str,
+        queue: &'a str,
+        types: Option<&'a [String]>,
+    },
+}
+
+/// Counts of one queue's messages (active queue-target jobs) at an instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStats {
+    pub name: String,
+    /// Due and not leased (including leases that expired).
+    pub available: u64,
+    /// Leased, lease not yet expired.
+    pub in_flight: u64,
+    /// Not yet due.
+    pub scheduled: u64,
+    /// Fire time of the oldest available message.
+    pub oldest_available: Option<Timestamp>,
+}
+
+/// Whole-store figures for metrics. Meant to be sampled every few seconds, not per request: a
+/// backend may count by scanning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// Jobs per state, every state present (zero when none).
+    pub jobs_by_state: Vec<(JobState, u64)>,
+    /// Occurrences of fired targets whose fire time has passed and that no node has claimed: work
+    /// the nodes are behind on (zero on a healthy node, which claims ahead of time).
+    pub due_backlog: u64,
+    /// The earliest fire time in that backlog.
+    pub oldest_backlog: Option<Timestamp>,
+    /// Queue messages across every queue and namespace.
+    pub queue_available: u64,
+    pub queue_in_flight: u64,
+    pub queue_scheduled: u64,
+    pub oldest_queue_available: Option<Timestamp>,
+}
+
 /// Whether a completion was applied or refused because its fencing token is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -202,10 +251,20 @@ pub trait Store: Send + Sync + 'static {
     /// first, under `lease`. Each returned occurrence carries a fresh fencing token.
     async fn claim_due(
         &self,
+        scope: ClaimScope<'_>,
         horizon: Timestamp,
         limit: usize,
         lease: &Lease,
     ) -> Result<Vec<Occurrence>>;
+
+    /// Moves the lease expiry of claims to `until`, each only if its token is still current and it
+    /// is still claimed. The answer says which were applied, in order.
+    async fn extend_claims(
+        &self,
+        claims: Vec<(JobId, i64)>,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<Applied>>;
 
     /// Applies completions in one transaction. Each is applied only if its token is still the
     /// job's current one; the answer says which were applied, in order.
@@ -214,8 +273,18 @@ pub trait Store: Send + Sync + 'static {
     /// Hands back claims that were never fired.
     async fn release(&self, claims: Vec<Release>) -> Result<()>;
 
-    /// The earliest fire time among active occurrences, claimed ones at their lease expiry.
-    async fn next_due(&self) -> Result<Option<Timestamp>>;
+    /// The earliest fire time among active occurrences in `scope`, claimed ones at their lease
+    /// expiry. For a queue scope the type filter is ignored (a cheap upper bound on waiting).
+    async fn next_due(&self, scope: ClaimScope<'_>) -> Result<Option<Timestamp>>;
+
+    /// Queue counts of a namespace at `now`: every queue that has active jobs, by name, or just
+    /// `queue` (zeros when it has none).
+    async fn queue_stats(
+        &self,
+        namespace: &str,
+        queue: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<QueueStats>>;
 
     async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>>;
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>>;
@@ -256,6 +325,9 @@ pub trait Store: Send + Sync + 'static {
     -> Result<Option<DeadLetter>>;
     /// True when it existed.
     async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool>;
+
+    /// Counts for metrics, across namespaces, at `now`.
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;
 
     /// The namespace's webhook signing secret, if one was set.
     async fn signing_secret(&self, namespace: &str) -> Result<Option<String>>;

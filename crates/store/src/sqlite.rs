@@ -21,8 +21,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    Applied, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob, Release, Result,
-    RunRecord, Store, StoreError, Transition,
+    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
+    QueueStats, Release, Result, RunRecord, Store, StoreError, StoreGauges, Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -55,7 +55,6 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_ms    INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_namespace_key ON jobs(namespace, key) WHERE key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs(fire_ms) WHERE state = 0;
 CREATE INDEX IF NOT EXISTS jobs_namespace ON jobs(namespace, id);
 
 CREATE TABLE IF NOT EXISTS runs (
@@ -88,6 +87,18 @@ CREATE TABLE IF NOT EXISTS namespaces (
     signing_secret  TEXT
 );
 "#;
+
+/// Schema changes after the first release, in order; `PRAGMA user_version` counts the applied
+/// ones. Each runs in one transaction with its version bump.
+const MIGRATIONS: &[&str] = &[
+    // 1: pull queues. Queue jobs are leased by workers, never fired by the engine, so each kind
+    // gets its own due index and neither has to skip over the other's rows.
+    "ALTER TABLE jobs ADD COLUMN queue TEXT;
+     DROP INDEX IF EXISTS jobs_due;
+     CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0 AND queue IS NULL;
+     CREATE INDEX jobs_queue_due ON jobs(namespace, queue, fire_ms)
+         WHERE state = 0 AND queue IS NOT NULL;",
+];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
 
@@ -130,6 +141,7 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA cache_size = -32768;")
             .map_err(unavailable)?;
         conn.execute_batch(SCHEMA).map_err(unavailable)?;
+        migrate(&conn)?;
         // Single node by construction (the lock above): every lease belongs to a dead process.
         let released = conn
             .execute(
@@ -209,6 +221,29 @@ impl SqliteStore {
         .await
         .map_err(|e| StoreError::Unavailable(format!("reader task failed: {e}")))?
     }
+}
+
+fn migrate(conn: &Connection) -> Result<()> {
+    let applied: usize = conn
+        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .map_err(unavailable)? as usize;
+    if applied > MIGRATIONS.len() {
+        return Err(StoreError::Unavailable(format!(
+            "the store has schema version {applied}, newer than this binary's {}",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;",
+            i + 1
+        ))
+        .map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            StoreError::Unavailable(format!("schema migration {} failed: {e}", i + 1))
+        })?;
+    }
+    Ok(())
 }
 
 fn open_connection(path: &Path) -> Result<Connection> {
@@ -363,8 +398,8 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
     let due = job.first_due.as_millisecond();
     conn.prepare_cached(
         "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
-                           due_ms, fire_ms, created_ms, updated_ms)
-         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9)",
+                           due_ms, fire_ms, created_ms, updated_ms, queue)
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10)",
     )
     .map_err(unavailable)?
     .execute(params![
@@ -377,6 +412,7 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
         job.fingerprint,
         due,
         now,
+        job.spec.target.queue(),
     ])
     .map_err(unavailable)?;
     Ok(())
@@ -427,38 +463,112 @@ fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
     Ok(out)
 }
 
+/// A claim scope in owned form, so it can travel to the writer thread.
+enum Scope {
+    Fired,
+    Queue {
+        namespace: String,
+        queue: String,
+        types: Option<Vec<String>>,
+    },
+}
+
+impl Scope {
+    fn from(scope: ClaimScope<'_>) -> Self {
+        match scope {
+            ClaimScope::Fired => Scope::Fired,
+            ClaimScope::Queue {
+                namespace,
+                queue,
+                types,
+            } => Scope::Queue {
+                namespace: namespace.to_owned(),
+                queue: queue.to_owned(),
+                types: types.map(<[String]>::to_vec),
+            },
+        }
+    }
+}
+
+const CLAIM_COLUMNS: &str =
+    "id, namespace, spec, payload, due_ms, fire_ms, attempt, lease_token, runs, lease_owner";
+
 fn claim_in_tx(
     conn: &Connection,
+    scope: &Scope,
     horizon: i64,
     limit: usize,
     lease: &Lease,
 ) -> Result<Vec<Occurrence>> {
     let lease_until = lease.now.as_millisecond() + lease.ttl.as_millis() as i64;
-    let mut select = conn
-        .prepare_cached(
-            "SELECT id, namespace, spec, payload, due_ms, fire_ms, attempt, lease_token, runs
-             FROM jobs WHERE state = 0 AND fire_ms <= ?1 ORDER BY fire_ms LIMIT ?2",
-        )
-        .map_err(unavailable)?;
+    let mut select = match scope {
+        Scope::Fired => {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {CLAIM_COLUMNS} FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1 ORDER BY fire_ms LIMIT ?2"
+                ))
+                .map_err(unavailable)?;
+            stmt.raw_bind_parameter(1, horizon).map_err(unavailable)?;
+            stmt.raw_bind_parameter(2, limit as i64)
+                .map_err(unavailable)?;
+            stmt
+        }
+        Scope::Queue {
+            namespace,
+            queue,
+            types,
+        } => {
+            // Types filter: a JSON array checked with json_each, so one cached statement serves
+            // every filter.
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {CLAIM_COLUMNS} FROM jobs
+                     WHERE state = 0 AND queue = ?3 AND namespace = ?4 AND fire_ms <= ?1
+                       AND (?5 IS NULL OR job_type IN (SELECT value FROM json_each(?5)))
+                     ORDER BY fire_ms LIMIT ?2"
+                ))
+                .map_err(unavailable)?;
+            let types = types
+                .as_ref()
+                .map(|t| serde_json::to_string(t).expect("strings encode"));
+            stmt.raw_bind_parameter(1, horizon).map_err(unavailable)?;
+            stmt.raw_bind_parameter(2, limit as i64)
+                .map_err(unavailable)?;
+            stmt.raw_bind_parameter(3, queue.as_str())
+                .map_err(unavailable)?;
+            stmt.raw_bind_parameter(4, namespace.as_str())
+                .map_err(unavailable)?;
+            stmt.raw_bind_parameter(5, types).map_err(unavailable)?;
+            stmt
+        }
+    };
+    let is_queue = matches!(scope, Scope::Queue { .. });
     let mut update = conn
         .prepare_cached(
             "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = fire_ms, lease_owner = ?3,
-                             lease_token = lease_token + 1
+                             lease_token = lease_token + 1, attempt = attempt + ?4
              WHERE id = ?1",
         )
         .map_err(unavailable)?;
-    let mut rows = select
-        .query(params![horizon, limit as i64])
-        .map_err(unavailable)?;
+    let mut rows = select.raw_query();
     let mut claimed = Vec::new();
+    let mut expired = Vec::new();
     while let Some(row) = rows.next().map_err(unavailable)? {
         let id_bytes: Vec<u8> = row.get(0).map_err(corrupt)?;
         let spec: String = row.get(2).map_err(corrupt)?;
         let payload: Option<String> = row.get(3).map_err(corrupt)?;
         let namespace: String = row.get(1).map_err(corrupt)?;
-        let attempt: u32 = row.get(6).map_err(corrupt)?;
+        let mut attempt: u32 = row.get(6).map_err(corrupt)?;
         let token: i64 = row.get(7).map_err(corrupt)?;
         let runs: i64 = row.get(8).map_err(corrupt)?;
+        // A queue message still marked as leased is here because its lease ran out unacked:
+        // that lease was a failed attempt.
+        let lapsed = is_queue && row.get::<_, Option<String>>(9).map_err(corrupt)?.is_some();
+        if lapsed {
+            attempt += 1;
+        }
+        expired.push(lapsed);
         claimed.push(Occurrence {
             job_id: id_from_blob(id_bytes)?,
             namespace: namespace.into(),
@@ -472,12 +582,13 @@ fn claim_in_tx(
         });
     }
     drop(rows);
-    for occ in &claimed {
+    for (occ, lapsed) in claimed.iter().zip(expired) {
         update
             .execute(params![
                 occ.job_id.as_bytes().as_slice(),
                 lease_until,
-                lease.owner
+                lease.owner,
+                lapsed as i64
             ])
             .map_err(unavailable)?;
     }
@@ -702,14 +813,157 @@ impl Store for SqliteStore {
 
     async fn claim_due(
         &self,
+        scope: ClaimScope<'_>,
         horizon: Timestamp,
         limit: usize,
         lease: &Lease,
     ) -> Result<Vec<Occurrence>> {
         let lease = lease.clone();
         let horizon = horizon.as_millisecond();
-        self.write(move |conn| claim_in_tx(conn, horizon, limit, &lease))
+        let scope = Scope::from(scope);
+        self.write(move |conn| claim_in_tx(conn, &scope, horizon, limit, &lease))
             .await
+    }
+
+    async fn extend_claims(
+        &self,
+        claims: Vec<(JobId, i64)>,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<Applied>> {
+        let (until, now) = (until.as_millisecond(), now.as_millisecond());
+        self.write(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "UPDATE jobs SET fire_ms = ?3, updated_ms = ?4
+                     WHERE id = ?1 AND lease_token = ?2 AND state = 0 AND lease_owner IS NOT NULL",
+                )
+                .map_err(unavailable)?;
+            claims
+                .into_iter()
+                .map(|(id, token)| {
+                    let changed = stmt
+                        .execute(params![id.as_bytes().as_slice(), token, until, now])
+                        .map_err(unavailable)?;
+                    Ok(if changed == 0 {
+                        Applied::StaleLease
+                    } else {
+                        Applied::Yes
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        let now = now.as_millisecond();
+        self.read(move |conn| {
+            let mut gauges = StoreGauges {
+                jobs_by_state: JobState::ALL.iter().map(|s| (*s, 0)).collect(),
+                ..Default::default()
+            };
+            let mut by_state = conn
+                .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+                .map_err(unavailable)?;
+            let mut rows = by_state.query([]).map_err(unavailable)?;
+            while let Some(row) = rows.next().map_err(unavailable)? {
+                let state = state_from_code(row.get(0).map_err(corrupt)?)?;
+                let n: i64 = row.get(1).map_err(corrupt)?;
+                if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == state) {
+                    slot.1 = n as u64;
+                }
+            }
+            drop(rows);
+            // Unclaimed only: a claimed occurrence's fire_ms is its lease expiry, in the future
+            // while a node holds it; a lapsed claim is backlog again, as it should be.
+            let (backlog, oldest): (i64, Option<i64>) = conn
+                .prepare_cached(
+                    "SELECT COUNT(*), MIN(fire_ms) FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1",
+                )
+                .map_err(unavailable)?
+                .query_row([now], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(unavailable)?;
+            gauges.due_backlog = backlog as u64;
+            gauges.oldest_backlog = oldest.map(from_ms);
+            type QueueRow = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+            let (available, in_flight, scheduled, oldest): QueueRow = conn
+                .prepare_cached(
+                    "SELECT SUM(fire_ms <= ?1),
+                            SUM(fire_ms > ?1 AND lease_owner IS NOT NULL),
+                            SUM(fire_ms > ?1 AND lease_owner IS NULL),
+                            MIN(CASE WHEN fire_ms <= ?1 THEN fire_ms END)
+                     FROM jobs WHERE state = 0 AND queue IS NOT NULL",
+                )
+                .map_err(unavailable)?
+                .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .map_err(unavailable)?;
+            gauges.queue_available = available.unwrap_or(0) as u64;
+            gauges.queue_in_flight = in_flight.unwrap_or(0) as u64;
+            gauges.queue_scheduled = scheduled.unwrap_or(0) as u64;
+            gauges.oldest_queue_available = oldest.map(from_ms);
+            Ok(gauges)
+        })
+        .await
+    }
+
+    async fn queue_stats(
+        &self,
+        namespace: &str,
+        queue: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<QueueStats>> {
+        let namespace = namespace.to_owned();
+        let queue = queue.map(str::to_owned);
+        let now = now.as_millisecond();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    // A lapsed lease (owner set, fire_ms = its expiry, passed) is available
+                    // again, and has been since its expiry: fire_ms is when each message
+                    // became available, whichever way.
+                    "SELECT queue,
+                            SUM(fire_ms <= ?2),
+                            SUM(fire_ms > ?2 AND lease_owner IS NOT NULL),
+                            SUM(fire_ms > ?2 AND lease_owner IS NULL),
+                            MIN(CASE WHEN fire_ms <= ?2 THEN fire_ms END)
+                     FROM jobs
+                     WHERE state = 0 AND queue IS NOT NULL AND namespace = ?1
+                       AND (?3 IS NULL OR queue = ?3)
+                     GROUP BY queue ORDER BY queue",
+                )
+                .map_err(unavailable)?;
+            let mut rows = stmt
+                .query(params![namespace, now, queue])
+                .map_err(unavailable)?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(unavailable)? {
+                let count = |i: usize| -> Result<u64> {
+                    Ok(row.get::<_, Option<i64>>(i).map_err(corrupt)?.unwrap_or(0) as u64)
+                };
+                out.push(QueueStats {
+                    name: row.get(0).map_err(corrupt)?,
+                    available: count(1)?,
+                    in_flight: count(2)?,
+                    scheduled: count(3)?,
+                    oldest_available: row.get::<_, Option<i64>>(4).map_err(corrupt)?.map(from_ms),
+                });
+            }
+            if out.is_empty()
+                && let Some(name) = queue
+            {
+                out.push(QueueStats {
+                    name,
+                    available: 0,
+                    in_flight: 0,
+                    scheduled: 0,
+                    oldest_available: None,
+                });
+            }
+            Ok(out)
+        })
+        .await
     }
 
     async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
@@ -739,13 +993,27 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn next_due(&self) -> Result<Option<Timestamp>> {
-        self.read(|conn| {
-            let min: Option<i64> = conn
-                .prepare_cached("SELECT MIN(fire_ms) FROM jobs WHERE state = 0")
-                .map_err(unavailable)?
-                .query_row([], |r| r.get(0))
-                .map_err(unavailable)?;
+    async fn next_due(&self, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {
+        let scope = Scope::from(scope);
+        self.read(move |conn| {
+            let min: Option<i64> = match &scope {
+                Scope::Fired => conn
+                    .prepare_cached(
+                        "SELECT MIN(fire_ms) FROM jobs WHERE state = 0 AND queue IS NULL",
+                    )
+                    .map_err(unavailable)?
+                    .query_row([], |r| r.get(0)),
+                Scope::Queue {
+                    namespace, queue, ..
+                } => conn
+                    .prepare_cached(
+                        "SELECT MIN(fire_ms) FROM jobs
+                         WHERE state = 0 AND queue = ?1 AND namespace = ?2",
+                    )
+                    .map_err(unavailable)?
+                    .query_row(params![queue, namespace], |r| r.get(0)),
+            }
+            .map_err(unavailable)?;
             Ok(min.map(from_ms))
         })
         .await
@@ -825,7 +1093,7 @@ impl Store for SqliteStore {
             conn.prepare_cached(
                 "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
                                  fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
-                                 lease_token = lease_token + 1, updated_ms = ?8
+                                 lease_token = lease_token + 1, updated_ms = ?8, queue = ?9
                  WHERE id = ?1",
             )
             .map_err(unavailable)?
@@ -838,6 +1106,7 @@ impl Store for SqliteStore {
                 due.or(job.next_due.map(|t| t.as_millisecond())),
                 fire,
                 update.now.as_millisecond(),
+                update.spec.target.queue(),
             ])
             .map_err(unavailable)?;
             load_job(conn, None, id)?.ok_or(StoreError::NotFound)
@@ -981,5 +1250,56 @@ impl Store for SqliteStore {
             Ok(())
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A data directory written by the first release (schema version 0: no queue column, one due
+    /// index over every active job) opens, migrates, and keeps firing its jobs.
+    #[tokio::test]
+    async fn a_version_0_store_migrates_and_keeps_its_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch("CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0;")
+                .unwrap();
+            let spec = r#"{"schedule":{"kind":{"at":"2030-01-01T00:00:00Z"}},"target":{"webhook":{"url":"https://example.com/"}}}"#;
+            let stored: hourglass_core::JobSpec = serde_json::from_str(spec)
+                .expect("the test's v0 spec must be in the storage encoding");
+            conn.execute(
+                "INSERT INTO jobs (id, namespace, state, spec, fingerprint, due_ms, fire_ms,
+                                   created_ms, updated_ms)
+                 VALUES (?1, 'default', 0, ?2, 0, 1000, 1000, 0, 0)",
+                params![
+                    uuid::Uuid::now_v7().as_bytes().as_slice(),
+                    encode_spec(&stored)
+                ],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let lease = Lease {
+            owner: "n".into(),
+            ttl: Duration::from_secs(30),
+            now: from_ms(2000),
+        };
+        let claimed = store
+            .claim_due(ClaimScope::Fired, from_ms(2000), 10, &lease)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        drop(store);
+        let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        // Reopening an up-to-date store applies nothing twice.
+        drop(conn);
+        SqliteStore::open(dir.path()).unwrap();
     }
 }
