@@ -64,6 +64,14 @@ impl Error {
         }
     }
 
+    /// The JSON path of the request field the server blamed, e.g. `receipts[3]`.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Error::Api { field, .. } => field.as_deref(),
+            _ => None,
+        }
+    }
+
     /// How long the server asked us to wait before retrying.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

@@ -149,6 +149,9 @@ pub struct Message {
 pub struct ReceiptResults {
     pub succeeded: Vec<Receipt>,
     pub failed: Vec<ReceiptFailure>,
+    /// Extend only: when the extended messages become visible again (the node's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visible_until: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
