@@ -10,9 +10,11 @@
 //! sees the store only through the `Store` trait and time only through the injected `Clock`.
 
 pub mod deliver;
+pub mod instrumented;
 pub mod metrics;
 pub mod netguard;
 mod pipeline;
+pub mod queue;
 pub mod signing;
 
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use tokio_util::task::TaskTracker;
 pub use deliver::{Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
 pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
+pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
 pub use signing::Secrets;
 
 #[derive(Debug, Clone)]
@@ -54,6 +57,8 @@ pub struct EngineConfig {
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
     pub shutdown_grace: Duration,
+    /// Finished jobs and runs older than this are deleted; `None` keeps everything.
+    pub retention: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -67,6 +72,7 @@ impl Default for EngineConfig {
             delivery_concurrency: 512,
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            retention: Some(Duration::from_secs(7 * 24 * 3600)),
         }
     }
 }
@@ -76,6 +82,7 @@ impl Default for EngineConfig {
 #[derive(Clone)]
 pub struct EngineHandle {
     shared: Arc<Shared>,
+    queues: Queues,
 }
 
 struct Shared {
@@ -116,12 +123,60 @@ impl EngineHandle {
         self.shared.wake_for(fire_at);
     }
 
+    /// Leasing, acking and waiting on pull queues.
+    pub fn queues(&self) -> &Queues {
+        &self.queues
+    }
+
     /// Drop a job's claimed occurrence from the timer if it has not fired yet.
     pub fn forget(&self, job_id: JobId) {
         let _ = self.shared.forget_tx.send(Forget {
             job_id,
             below: None,
         });
+    }
+}
+
+/// How often the retention sweep looks for old finished work, and how much it deletes per store
+/// call (one short write transaction each, so creates and completions are never held up long).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+const SWEEP_BATCH: usize = 1000;
+
+/// Deletes finished jobs and runs older than the retention, in small batches, once a minute.
+async fn sweeper(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
+    retention: Duration,
+    stop: CancellationToken,
+) {
+    let retention = jiff::SignedDuration::try_from(retention).unwrap_or(jiff::SignedDuration::MAX);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+            _ = stop.cancelled() => return,
+        }
+        let Some(before) = clock.now().checked_sub(retention).ok() else {
+            continue;
+        };
+        while !stop.is_cancelled() {
+            match store.purge(before, SWEEP_BATCH).await {
+                Ok(purged) => {
+                    metrics.purged_jobs.inc_by(purged.jobs);
+                    metrics.purged_runs.inc_by(purged.runs);
+                    if purged.jobs < SWEEP_BATCH as u64 && purged.runs < SWEEP_BATCH as u64 {
+                        break;
+                    }
+                    // Let other writers in between batches.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => {
+                    metrics.store_errors.inc();
+                    tracing::warn!(error = %e, "retention sweep failed; retrying in a minute");
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -149,6 +204,23 @@ impl Engine {
         });
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();
+        let queues = Queues::new(
+            store.clone(),
+            clock.clone(),
+            metrics.clone(),
+            config.node_id.clone(),
+            config.misfire_threshold,
+            stop.clone(),
+        );
+        if let Some(retention) = config.retention {
+            tasks.spawn(sweeper(
+                store.clone(),
+                clock.clone(),
+                metrics.clone(),
+                retention,
+                stop.clone(),
+            ));
+        }
         pipeline::spawn(
             pipeline::Context {
                 config,
@@ -164,7 +236,7 @@ impl Engine {
         );
         tasks.close();
         Self {
-            handle: EngineHandle { shared },
+            handle: EngineHandle { shared, queues },
             stop,
             tasks,
         }

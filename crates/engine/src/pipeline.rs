@@ -414,9 +414,20 @@ async fn dispatcher(
         }
         let ctx = ctx.clone();
         let complete_tx = complete_tx.clone();
+        ctx.metrics
+            .stage_queue
+            .get_or_create(&crate::metrics::StageLabels { stage: "dispatch" })
+            .set(due_rx.len() as i64);
         deliveries.spawn(async move {
             let started_at = ctx.clock.now();
             let result = ctx.deliverer.deliver(&occ).await;
+            let code = result
+                .status
+                .map_or_else(|| "none".to_string(), |s| s.to_string());
+            ctx.metrics
+                .webhook_responses
+                .get_or_create(&crate::metrics::CodeLabels { code })
+                .inc();
             let completion = completion_for(&ctx, &occ, started_at, result);
             let _ = complete_tx.send(Finished::Done(completion)).await;
             drop(permit);
@@ -439,7 +450,26 @@ fn completion_for(
     started_at: Timestamp,
     result: DeliveryResult,
 ) -> Completion {
-    let now = ctx.clock.now();
+    settle(
+        &ctx.metrics,
+        ctx.config.misfire_threshold,
+        ctx.clock.now(),
+        occ,
+        started_at,
+        result,
+    )
+}
+
+/// Turns the result of an attempt (a webhook's answer, a worker's ack or nack) into the completion
+/// that records it and moves the job on: the next occurrence, a retry, or a dead letter.
+pub(crate) fn settle(
+    metrics: &Metrics,
+    misfire_threshold: Duration,
+    now: Timestamp,
+    occ: &Occurrence,
+    started_at: Timestamp,
+    result: DeliveryResult,
+) -> Completion {
     let spec = &occ.spec;
     let record = |error: Option<String>| AttemptRecord {
         attempt: occ.attempt,
@@ -458,19 +488,19 @@ fn completion_for(
             spec.misfire,
             occ.due,
             now,
-            ctx.config.misfire_threshold,
+            misfire_threshold,
             occ.runs_done + 1,
         )
     };
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {
-            ctx.metrics.fired.get_or_create(&label("delivered")).inc();
+            metrics.fired.get_or_create(&label("delivered")).inc();
             let (next, skipped) = moved_on();
-            ctx.metrics.skipped_occurrences.inc_by(skipped);
+            metrics.skipped_occurrences.inc_by(skipped);
             (record(None), Action::Delivered { next, skipped })
         }
         Verdict::Retry { after, reason } if !spec.retry.exhausted(occ.attempt) => {
-            ctx.metrics.fired.get_or_create(&label("retry")).inc();
+            metrics.fired.get_or_create(&label("retry")).inc();
             let wait = match after {
                 Some(after) => after.min(hourglass_core::retry::MAX_RETRY_AFTER),
                 None => spec.retry.backoff(occ.attempt, rand::rng().random::<f64>()),
@@ -480,7 +510,7 @@ fn completion_for(
             (record(Some(reason)), Action::Retry { at })
         }
         Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
-            ctx.metrics.fired.get_or_create(&label("dead_letter")).inc();
+            metrics.fired.get_or_create(&label("dead_letter")).inc();
             tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, "delivery failed for good, dead-lettered");
             let (next, skipped) = moved_on();
             (
@@ -522,6 +552,10 @@ async fn completer(
                 Ok(_) => {}
             }
         }
+        ctx.metrics
+            .stage_queue
+            .get_or_create(&crate::metrics::StageLabels { stage: "complete" })
+            .set(rx.len() as i64);
         let mut released = Vec::new();
         let mut batch = Vec::with_capacity(buffer.len());
         for finished in buffer.drain(..) {

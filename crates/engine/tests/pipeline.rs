@@ -92,7 +92,17 @@ struct Rig {
 const BASE: &str = "2030-06-01T12:00:00Z";
 
 fn rig() -> Rig {
-    rig_with(EngineConfig::default())
+    rig_with(quiet())
+}
+
+/// The default config without the retention sweep. Its pending one-minute timer would be where
+/// paused time jumps to whenever every task waits on the store's real writer thread, making
+/// occurrences due early in virtual time (the sweep has its own test).
+fn quiet() -> EngineConfig {
+    EngineConfig {
+        retention: None,
+        ..EngineConfig::default()
+    }
 }
 
 fn rig_with(config: EngineConfig) -> Rig {
@@ -358,6 +368,19 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Vec<hourglass_store::Applied>> {
         self.inner.extend_claims(claims, until, now).await
     }
+    async fn purge(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> hourglass_store::Result<hourglass_store::Purged> {
+        self.inner.purge(before, limit).await
+    }
+    async fn gauges(
+        &self,
+        now: Timestamp,
+    ) -> hourglass_store::Result<hourglass_store::StoreGauges> {
+        self.inner.gauges(now).await
+    }
     async fn queue_stats(
         &self,
         namespace: &str,
@@ -469,7 +492,7 @@ async fn an_idle_engine_makes_no_store_calls() {
         .unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
     let engine = Engine::start(
-        EngineConfig::default(),
+        quiet(),
         counting.clone(),
         deliverer.clone(),
         clock.clone(),
@@ -502,7 +525,7 @@ async fn an_idle_engine_makes_no_store_calls() {
 async fn shutdown_hands_back_claims_that_have_not_fired() {
     let rig = rig_with(EngineConfig {
         lookahead: Duration::from_secs(10),
-        ..EngineConfig::default()
+        ..quiet()
     });
     let now = rig.now();
     let due = now + SignedDuration::from_secs(5);
@@ -600,5 +623,47 @@ async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert!(rig.seen().is_empty(), "a fenced claim fired");
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retention_sweep_deletes_finished_jobs_once_they_are_old_enough() {
+    let rig = rig_with(EngineConfig {
+        retention: Some(Duration::from_secs(3600)),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let done = job("ok", Schedule::at(due), due, now);
+    let later = now + SignedDuration::from_secs(7200);
+    let waiting = job(
+        "ok",
+        Schedule::at(later + SignedDuration::from_secs(86_400)),
+        later,
+        now,
+    );
+    let (done_id, waiting_id) = (done.id, waiting.id);
+    rig.add(vec![done, waiting]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let job = rig.store.get_job(None, done_id).await.unwrap().unwrap();
+        if job.state == hourglass_core::JobState::Completed {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never completed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Within the retention, the finished job stays.
+    tokio::time::sleep(Duration::from_secs(30 * 60)).await;
+    assert!(rig.store.get_job(None, done_id).await.unwrap().is_some());
+    // An hour and a sweep later, it is gone; the job still waiting is not.
+    tokio::time::sleep(Duration::from_secs(32 * 60)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rig.store.get_job(None, done_id).await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "not swept");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    assert!(rig.store.get_job(None, waiting_id).await.unwrap().is_some());
     rig.engine.shutdown().await;
 }

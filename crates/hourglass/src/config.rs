@@ -42,6 +42,10 @@ pub struct ServeArgs {
     /// Log format [default: text].
     #[arg(long, env = "HOURGLASS_LOG_FORMAT")]
     log_format: Option<LogFormat>,
+    /// How long finished jobs and run records are kept, e.g. 30d, or `off` to keep them forever
+    /// [default: 7d]. Dead letters are kept until deleted.
+    #[arg(long, env = "HOURGLASS_RETENTION")]
+    retention: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, ValueEnum, Default)]
@@ -81,6 +85,8 @@ struct FileConfig {
     misfire_threshold: Option<String>,
     /// At shutdown, how long in-flight deliveries may take, e.g. "10s".
     shutdown_grace: Option<String>,
+    /// How long finished jobs and runs are kept, e.g. "30d", or "off".
+    retention: Option<String>,
 }
 
 pub struct Settings {
@@ -161,6 +167,16 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         "shutdown_grace",
         engine.shutdown_grace,
     )?;
+    if let Some(text) = args.retention.as_deref().or(file.retention.as_deref()) {
+        engine.retention = match text {
+            "off" => None,
+            // Whole days, the usual unit of retention; otherwise any duration ("36h").
+            text => match text.strip_suffix('d').and_then(|n| n.parse::<u64>().ok()) {
+                Some(days) if days > 0 => Some(Duration::from_secs(days * 24 * 3600)),
+                _ => Some(duration(Some(text), "retention", Duration::ZERO)?),
+            },
+        };
+    }
     if let Some(n) = file.delivery_concurrency {
         if n == 0 {
             bail!("config delivery_concurrency must be at least 1");
@@ -192,6 +208,7 @@ mod tests {
             allow_targets: None,
             config,
             log_format: None,
+            retention: None,
         }
     }
 
@@ -207,6 +224,7 @@ data_dir = "/var/lib/hourglass"
 allow_targets = ["10.0.0.0/8"]
 delivery_timeout = "3s"
 lookahead = "500ms"
+retention = "30d"
 [[api_keys]]
 namespace = "acme"
 sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -223,11 +241,17 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         assert_eq!(from_file.delivery_timeout, Duration::from_secs(3));
         assert_eq!(from_file.engine.lookahead, Duration::from_millis(500));
         assert_eq!(from_file.api_keys.len(), 1);
+        assert_eq!(
+            from_file.engine.retention,
+            Some(Duration::from_secs(30 * 24 * 3600))
+        );
 
         let mut flagged = args(Some(path));
         flagged.listen = Some("127.0.0.1:7777".parse().unwrap());
         flagged.allow_targets = Some(vec!["127.0.0.0/8".parse().unwrap()]);
+        flagged.retention = Some("off".into());
         let node = resolve(flagged).unwrap().node;
+        assert_eq!(node.engine.retention, None);
         assert_eq!(node.listen, "127.0.0.1:7777".parse().unwrap());
         assert_eq!(
             node.allow_targets,
@@ -240,6 +264,10 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         assert_eq!(defaults.data_dir, PathBuf::from("hourglass-data"));
         assert_eq!(defaults.store, StoreBackend::Embedded);
         assert_eq!(defaults.lease_ttl, None);
+        assert_eq!(
+            defaults.engine.retention,
+            Some(Duration::from_secs(7 * 24 * 3600))
+        );
     }
 
     #[test]
@@ -287,6 +315,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             ("lisen = \"127.0.0.1:1\"", "invalid config file"),
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
+            ("retention = \"a week\"", "retention"),
         ] {
             let path = dir.path().join("bad.toml");
             std::fs::write(&path, text).unwrap();

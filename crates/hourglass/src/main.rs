@@ -34,6 +34,8 @@ enum Command {
     Job(client::JobArgs),
     /// List, replay and delete dead letters.
     DeadLetters(client::DeadLetterArgs),
+    /// Lease, ack and nack messages of pull queues by hand, and show queue counts.
+    Queue(client::QueueArgs),
     /// Rotate the namespace's webhook signing secret and print it (shown once).
     SigningSecret(client::Connection),
     /// Load-test a node over its HTTP API and account for every fire (burst, sustained,
@@ -61,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Job(args) => runtime.block_on(client::job(args)),
         Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args)),
+        Command::Queue(args) => runtime.block_on(client::queue(args)),
         Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Key {

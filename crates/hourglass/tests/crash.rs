@@ -665,3 +665,130 @@ async fn jobs_survive_graceful_and_hard_restarts() {
         "SIGTERM should drain and exit 0: {status}"
     );
 }
+
+/// Queue messages leased when the server is SIGKILLed: the unacked ones are delivered again after
+/// the restart, the acked ones never are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_with_leased_queue_messages_redelivers_only_unacked_ones() {
+    let mut harness = Harness::new();
+    let server = harness.start().await;
+    let jobs: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({
+                "type": "crash.queue",
+                "schedule": {"after": "1ms"},
+                "target": {"queue": "work"},
+                "payload": {"i": i},
+            })
+        })
+        .collect();
+    let (status, created) = server
+        .api
+        .call("POST", "/v1/jobs/batch", Some(json!({"jobs": jobs})))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let all: BTreeSet<String> = created["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(all.len(), 40);
+
+    // Lease everything for a long time, then ack half.
+    let mut leased = Vec::new();
+    while leased.len() < 40 {
+        let (status, out) = server
+            .api
+            .call(
+                "POST",
+                "/v1/queues/work/lease",
+                Some(json!({"max": 40, "wait_ms": 2000, "visibility_ms": 600_000})),
+            )
+            .await;
+        assert_eq!(status, 200, "{out}");
+        let got = out["messages"].as_array().unwrap().clone();
+        assert!(!got.is_empty(), "all 40 are due");
+        leased.extend(got);
+    }
+    let (acked, unacked) = leased.split_at(20);
+    let receipts: Vec<&Value> = acked.iter().map(|m| &m["receipt"]).collect();
+    let (status, out) = server
+        .api
+        .call(
+            "POST",
+            "/v1/queues/work/ack",
+            Some(json!({"receipts": receipts})),
+        )
+        .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["succeeded"].as_array().unwrap().len(), 20, "{out}");
+    let acked_ids: BTreeSet<String> = acked
+        .iter()
+        .map(|m| m["job_id"].as_str().unwrap().to_string())
+        .collect();
+    let unacked_ids: BTreeSet<String> = unacked
+        .iter()
+        .map(|m| m["job_id"].as_str().unwrap().to_string())
+        .collect();
+
+    server.kill().await;
+    let server = harness.start().await;
+
+    // The unacked messages come back at once (their 10-minute leases died with the process).
+    let mut again = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while again.len() < 20 && std::time::Instant::now() < deadline {
+        let (status, out) = server
+            .api
+            .call(
+                "POST",
+                "/v1/queues/work/lease",
+                Some(json!({"max": 40, "wait_ms": 1000, "visibility_ms": 600_000})),
+            )
+            .await;
+        assert_eq!(status, 200, "{out}");
+        again.extend(out["messages"].as_array().unwrap().clone());
+    }
+    let again_ids: BTreeSet<String> = again
+        .iter()
+        .map(|m| m["job_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(again.len(), again_ids.len(), "each message once");
+    assert_eq!(
+        again_ids, unacked_ids,
+        "exactly the unacked messages come back"
+    );
+    let first_delivery: std::collections::BTreeMap<&str, &Value> = unacked
+        .iter()
+        .map(|m| (m["job_id"].as_str().unwrap(), &m["delivery_id"]))
+        .collect();
+    for m in &again {
+        assert_eq!(
+            &m["delivery_id"],
+            first_delivery[m["job_id"].as_str().unwrap()]
+        );
+    }
+    // An old receipt from before the crash is stale now.
+    let (_, out) = server
+        .api
+        .call(
+            "POST",
+            "/v1/queues/work/ack",
+            Some(json!({"receipts": [unacked[0]["receipt"]]})),
+        )
+        .await;
+    assert_eq!(out["failed"][0]["code"], "stale_receipt", "{out}");
+    for id in &acked_ids {
+        let (_, job) = server
+            .api
+            .call("GET", &format!("/v1/jobs/{id}"), None)
+            .await;
+        assert_eq!(job["state"], "completed", "acked before the crash: {job}");
+    }
+    let (_, stats) = server.api.call("GET", "/v1/queues/work", None).await;
+    assert_eq!(stats["available"], 0, "{stats}");
+    assert_eq!(stats["in_flight"], 20, "{stats}");
+    assert!(acked_ids.is_disjoint(&again_ids) && all.len() == 40);
+    server.kill().await;
+}

@@ -69,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .merge(crate::queues::routes())
         .merge(crate::dashboard::routes())
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
@@ -87,17 +88,17 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-type ApiResult = Result<Response, ApiError>;
+pub(crate) type ApiResult = Result<Response, ApiError>;
 
 fn json_response(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-fn typed_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+pub(crate) fn typed_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
         if !ct.starts_with("application/json") {
@@ -124,7 +125,7 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
 /// Deserializes a request body straight into its typed shape. Syntax errors answer 400
 /// `invalid_json`; shape errors answer 422 with the JSON path of the offending field, e.g.
 /// `schedule.at` or `jobs[3].target`.
-fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "invalid_json",
@@ -226,7 +227,19 @@ fn fingerprint(req: &impl serde::Serialize) -> i64 {
     i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
-fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+/// Tells whoever waits for this job's next occurrence that it exists: the planner for fired
+/// targets, long-polling workers for a queue.
+fn announce(state: &AppState, job: &hourglass_store::JobRecord) {
+    let (JobState::Active, Some(due)) = (job.state, job.next_due) else {
+        return;
+    };
+    match job.spec.target.queue() {
+        Some(queue) => state.engine.queues().poke(&job.namespace, queue),
+        None => state.engine.job_due(due),
+    }
+}
+
+pub(crate) fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
     state.auth.authenticate(headers)
 }
 
@@ -292,9 +305,7 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
     Ok(match created {
         Created::New(record) => {
             state.metrics.job_created(&record.spec.schedule.kind);
-            if let Some(due) = record.next_due {
-                state.engine.job_due(due);
-            }
+            announce(&state, &record);
             typed_response(StatusCode::CREATED, &wire::job_out(&record))
         }
         Created::Existing(record) => typed_response(StatusCode::OK, &wire::job_out(&record)),
@@ -325,6 +336,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         other => other.into(),
     })?;
     let mut earliest = None;
+    let mut queues = std::collections::HashSet::new();
     let mut new_count = 0;
     let out: Vec<wire::JobOut<'_>> = created
         .iter()
@@ -332,7 +344,12 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
             if let Created::New(r) = c {
                 new_count += 1;
                 state.metrics.job_created(&r.spec.schedule.kind);
-                earliest = earliest.min(r.next_due).or(r.next_due);
+                match r.spec.target.queue() {
+                    Some(q) => {
+                        queues.insert(q);
+                    }
+                    None => earliest = earliest.min(r.next_due).or(r.next_due),
+                }
             }
             let mut job = wire::job_out(c.record());
             job.created = Some(matches!(c, Created::New(_)));
@@ -341,6 +358,9 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         .collect();
     if let Some(due) = earliest {
         state.engine.job_due(due);
+    }
+    for q in queues {
+        state.engine.queues().poke(&principal.namespace, q);
     }
     Ok(typed_response(
         StatusCode::CREATED,
@@ -525,11 +545,7 @@ async fn patch_job(
         )
         .await?;
     state.engine.forget(id);
-    if updated.state == JobState::Active
-        && let Some(due) = updated.next_due
-    {
-        state.engine.job_due(due);
-    }
+    announce(&state, &updated);
     Ok(typed_response(StatusCode::OK, &wire::job_out(&updated)))
 }
 
@@ -546,11 +562,7 @@ async fn transition(
         .transition(Some(&principal.namespace), id, make(state.clock.now()))
         .await?;
     state.engine.forget(id);
-    if job.state == JobState::Active
-        && let Some(due) = job.next_due
-    {
-        state.engine.job_due(due);
-    }
+    announce(state, &job);
     Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
 }
 
@@ -733,7 +745,7 @@ async fn replay_dead_letter(
         state.metrics.job_created(&record.spec.schedule.kind);
     }
     let record = created[0].record();
-    state.engine.job_due(now);
+    announce(&state, record);
     Ok(typed_response(StatusCode::CREATED, &wire::job_out(record)))
 }
 
@@ -786,6 +798,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    state
+        .metrics
+        .refresh_store_figures(&*state.store, state.clock.now())
+        .await;
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
         return ApiError::new(

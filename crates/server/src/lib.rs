@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod error;
 pub mod metrics;
 pub mod node;
+pub mod queues;
 pub mod wire;
 
 pub use node::{Node, NodeConfig, SHARED_LEASE_TTL, StartError, StoreBackend};

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hourglass_core::Clock;
+use hourglass_engine::instrumented::InstrumentedStore;
 use hourglass_engine::{Engine, EngineConfig, Metrics, Secrets, TargetPolicy, WebhookDeliverer};
 use hourglass_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
 use ipnet::IpNet;
@@ -112,7 +113,7 @@ impl Node {
                 "development mode: no api keys configured, every request is admin in the namespace it names; loopback only"
             );
         }
-        let store: Arc<dyn Store> = match &config.store {
+        let backend: Arc<dyn Store> = match &config.store {
             StoreBackend::Embedded => Arc::new(
                 SqliteStore::open(&config.data_dir).map_err(|e| StartError(e.to_string()))?,
             ),
@@ -125,6 +126,7 @@ impl Node {
         // No prefix: prometheus-client joins a prefix to each name with `_` even when the prefix
         // is empty, which served every metric as `_hourglass_...`.
         let mut registry = Registry::default();
+        let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(backend, &mut registry));
         let metrics = Metrics::new(&mut registry);
         let api_metrics = ApiMetrics::new(&mut registry);
         let policy = TargetPolicy::new(config.allow_targets.clone());

@@ -622,7 +622,7 @@ pub fn encode_payload(
     Ok(Some(text))
 }
 
-fn rfc3339(ts: Timestamp) -> String {
+pub fn rfc3339(ts: Timestamp) -> String {
     format!("{ts:.3}")
 }
 
@@ -699,7 +699,7 @@ fn target_out(t: &Target) -> TargetOut<'_> {
 }
 
 /// The stored payload text, emitted as-is (it was produced by serde_json, so it is valid JSON).
-fn payload_out(payload: Option<&str>) -> Option<&RawValue> {
+pub fn payload_out(payload: Option<&str>) -> Option<&RawValue> {
     payload.and_then(|p| serde_json::from_str(p).ok())
 }
 

@@ -36,7 +36,8 @@ use tokio_postgres::{AsyncMessage, NoTls, Row};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate, Lease,
-    NewJob, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreEvent, Transition,
+    NewJob, Purged, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreEvent,
+    StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -114,6 +115,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_due ON jobs (fire_ms) WHERE state = 0 AND queue IS NULL;
     CREATE INDEX jobs_queue_due ON jobs (namespace, queue, fire_ms)
         WHERE state = 0 AND queue IS NOT NULL;
+    -- Retention: finished jobs by last change, so the sweep never scans live ones.
+    CREATE INDEX jobs_finished ON jobs (updated_ms) WHERE state >= 2;
 
     CREATE TABLE runs (
         id          BIGINT GENERATED ALWAYS AS IDENTITY,
@@ -127,6 +130,7 @@ const MIGRATIONS: &[&str] = &[
         outcome     TEXT NOT NULL
     );
     CREATE INDEX runs_job ON runs (job_id, started_ms);
+    CREATE INDEX runs_started ON runs (started_ms);
 
     CREATE TABLE dead_letters (
         id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -1550,6 +1554,95 @@ impl Store for PostgresStore {
                 )
                 .await?;
             Ok(client.execute(&stmt, &[&id, &namespace]).await? > 0)
+        })
+        .await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let (before, limit) = (before.as_millisecond(), limit as i64);
+        self.bounded(async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            // Every node sweeps; SKIP LOCKED lets two sweeps split the work instead of queueing.
+            let stmt = tx
+                .prepare_cached(
+                    "WITH gone AS (
+                         DELETE FROM jobs WHERE id IN (
+                             SELECT id FROM jobs WHERE state >= 2 AND updated_ms < $1
+                             ORDER BY updated_ms LIMIT $2 FOR UPDATE SKIP LOCKED)
+                         RETURNING id),
+                     gone_runs AS (
+                         DELETE FROM runs WHERE job_id IN (SELECT id FROM gone) RETURNING 1)
+                     SELECT (SELECT COUNT(*) FROM gone), (SELECT COUNT(*) FROM gone_runs)",
+                )
+                .await?;
+            let row = tx.query_one(&stmt, &[&before, &limit]).await?;
+            let mut purged = Purged {
+                jobs: col::<i64>(&row, 0)? as u64,
+                runs: col::<i64>(&row, 1)? as u64,
+            };
+            // Old runs of jobs that live on (recurring ones), by row address: no id index needed.
+            let stmt = tx
+                .prepare_cached(
+                    "WITH old AS (
+                         DELETE FROM runs WHERE ctid = ANY(ARRAY(
+                             SELECT ctid FROM runs WHERE started_ms < $1 LIMIT $2))
+                         RETURNING 1)
+                     SELECT COUNT(*) FROM old",
+                )
+                .await?;
+            let row = tx.query_one(&stmt, &[&before, &limit]).await?;
+            purged.runs += col::<i64>(&row, 0)? as u64;
+            tx.commit().await?;
+            Ok(purged)
+        })
+        .await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        let now = now.as_millisecond();
+        self.bounded(async {
+            let client = self.client().await?;
+            let mut gauges = StoreGauges {
+                jobs_by_state: JobState::ALL.iter().map(|s| (*s, 0)).collect(),
+                ..Default::default()
+            };
+            let stmt = client
+                .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+                .await?;
+            for row in client.query(&stmt, &[]).await? {
+                let state = state_from_code(col::<i16>(&row, 0)? as i64)?;
+                let n: i64 = col(&row, 1)?;
+                if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == state) {
+                    slot.1 = n as u64;
+                }
+            }
+            // Unclaimed only: a claimed occurrence's fire_ms is its lease expiry, in the future
+            // while a node holds it; a lapsed claim is backlog again, as it should be.
+            let stmt = client
+                .prepare_cached(
+                    "SELECT COUNT(*), MIN(fire_ms) FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= $1",
+                )
+                .await?;
+            let row = client.query_one(&stmt, &[&now]).await?;
+            gauges.due_backlog = col::<i64>(&row, 0)? as u64;
+            gauges.oldest_backlog = col::<Option<i64>>(&row, 1)?.map(from_ms);
+            let stmt = client
+                .prepare_cached(
+                    "SELECT COUNT(*) FILTER (WHERE fire_ms <= $1),
+                            COUNT(*) FILTER (WHERE fire_ms > $1 AND lease_owner IS NOT NULL),
+                            COUNT(*) FILTER (WHERE fire_ms > $1 AND lease_owner IS NULL),
+                            MIN(fire_ms) FILTER (WHERE fire_ms <= $1)
+                     FROM jobs WHERE state = 0 AND queue IS NOT NULL",
+                )
+                .await?;
+            let row = client.query_one(&stmt, &[&now]).await?;
+            gauges.queue_available = col::<i64>(&row, 0)? as u64;
+            gauges.queue_in_flight = col::<i64>(&row, 1)? as u64;
+            gauges.queue_scheduled = col::<i64>(&row, 2)? as u64;
+            gauges.oldest_queue_available = col::<Option<i64>>(&row, 3)?.map(from_ms);
+            Ok(gauges)
         })
         .await
     }

@@ -1,0 +1,500 @@
+//! Pull queues end to end on a real node: a queue message is leasable at its due time and not
+//! before, a long poll returns when it becomes due, leases lapse into redeliveries with a higher
+//! attempt, acks finish, nacks retry (with a delay) and dead-letter after the last attempt, stale
+//! receipts are refused, extensions hold, and type filters and counts are right.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Api, start_node};
+use serde_json::{Value, json};
+
+fn in_ms(ms: i64) -> String {
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(ms);
+    format!("{at:.3}")
+}
+
+fn ms_of(rfc3339: &Value) -> i64 {
+    rfc3339
+        .as_str()
+        .expect("a timestamp")
+        .parse::<jiff::Timestamp>()
+        .expect("rfc 3339")
+        .as_millisecond()
+}
+
+async fn lease(api: &Api, queue: &str, body: Value) -> Vec<Value> {
+    let (status, out) = api
+        .call("POST", &format!("/v1/queues/{queue}/lease"), Some(body))
+        .await;
+    assert_eq!(status, 200, "{out}");
+    out["messages"].as_array().expect("messages").clone()
+}
+
+async fn settle(api: &Api, queue: &str, verb: &str, body: Value) -> Value {
+    let (status, out) = api
+        .call("POST", &format!("/v1/queues/{queue}/{verb}"), Some(body))
+        .await;
+    assert_eq!(status, 200, "{out}");
+    out
+}
+
+async fn job(api: &Api, id: &Value) -> Value {
+    let (status, job) = api
+        .call("GET", &format!("/v1/jobs/{}", id.as_str().unwrap()), None)
+        .await;
+    assert_eq!(status, 200);
+    job
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_leased_at_its_due_time_acked_once_and_never_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+
+    let created = api
+        .create(json!({
+            "type": "email.send",
+            "schedule": {"at": in_ms(600)},
+            "target": {"queue": "emails"},
+            "payload": {"to": "a@example.com"}
+        }))
+        .await;
+    assert_eq!(created["target"], json!({"queue": "emails"}));
+    let due = ms_of(&created["next_due_at"]);
+
+    assert!(
+        lease(&api, "emails", json!({"max": 10})).await.is_empty(),
+        "nothing before the due time"
+    );
+    // A long poll that starts before the due time returns at it, not at the end of its wait.
+    let started = Instant::now();
+    let got = lease(&api, "emails", json!({"max": 10, "wait_ms": 10_000})).await;
+    let leased_at = jiff::Timestamp::now().as_millisecond();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the long poll waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(got.len(), 1);
+    let m = &got[0];
+    assert!(leased_at >= due, "leased {} ms early", due - leased_at);
+    assert_eq!(m["job_id"], created["id"]);
+    assert_eq!(m["type"], "email.send");
+    assert_eq!(m["payload"], json!({"to": "a@example.com"}));
+    assert_eq!(m["attempt"], 1);
+    assert_eq!(m["max_attempts"], created["retry"]["max_attempts"]);
+    assert_eq!(ms_of(&m["due_at"]), due);
+    let id_hex = created["id"].as_str().unwrap().replace('-', "");
+    assert_eq!(m["delivery_id"], format!("{id_hex}_{due}"));
+    assert!(ms_of(&m["visible_until"]) >= leased_at + 29_000);
+
+    let (status, q) = api.call("GET", "/v1/queues/emails", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (q["available"].as_u64(), q["in_flight"].as_u64()),
+        (Some(0), Some(1))
+    );
+
+    let out = settle(&api, "emails", "ack", json!({"receipts": [m["receipt"]]})).await;
+    assert_eq!(out["succeeded"], json!([m["receipt"]]));
+    assert_eq!(out["failed"], json!([]));
+    let done = job(&api, &created["id"]).await;
+    assert_eq!(done["state"], "completed");
+    // Acking twice is refused: the receipt's lease ended with the first ack.
+    let again = settle(&api, "emails", "ack", json!({"receipts": [m["receipt"]]})).await;
+    assert_eq!(again["failed"][0]["code"], "stale_receipt");
+    assert!(
+        lease(&api, "emails", json!({"wait_ms": 300}))
+            .await
+            .is_empty()
+    );
+    let (_, runs) = api
+        .call(
+            "GET",
+            &format!("/v1/jobs/{}/runs", created["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs["runs"][0]["outcome"], "delivered");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_lease_is_redelivered_and_its_receipt_goes_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let created = api
+        .create(json!({"schedule": {"after": "1ms"}, "target": {"queue": "q"}}))
+        .await;
+
+    let first = lease(&api, "q", json!({"visibility_ms": 1000, "wait_ms": 2000})).await;
+    assert_eq!(first.len(), 1);
+    assert!(
+        lease(&api, "q", json!({"wait_ms": 0})).await.is_empty(),
+        "invisible while leased"
+    );
+    let started = Instant::now();
+    let second = lease(&api, "q", json!({"visibility_ms": 5000, "wait_ms": 5000})).await;
+    assert!(started.elapsed() < Duration::from_millis(4_500));
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0]["job_id"], created["id"]);
+    assert_eq!(second[0]["attempt"], 2, "the lapsed lease was attempt 1");
+    assert_eq!(second[0]["delivery_id"], first[0]["delivery_id"]);
+    assert_ne!(second[0]["receipt"], first[0]["receipt"]);
+
+    for verb in ["ack", "extend", "nack"] {
+        let mut body = json!({"receipts": [first[0]["receipt"]]});
+        if verb == "extend" {
+            body["visibility_ms"] = json!(60_000);
+        }
+        let out = settle(&api, "q", verb, body).await;
+        assert_eq!(out["succeeded"], json!([]), "{verb}");
+        assert_eq!(out["failed"][0]["code"], "stale_receipt", "{verb}");
+        assert_eq!(out["failed"][0]["receipt"], first[0]["receipt"]);
+    }
+    // A receipt is good only in its own queue.
+    let elsewhere = settle(
+        &api,
+        "other",
+        "ack",
+        json!({"receipts": [second[0]["receipt"]]}),
+    )
+    .await;
+    assert_eq!(elsewhere["failed"][0]["code"], "stale_receipt");
+    assert_eq!(job(&api, &created["id"]).await["state"], "active");
+
+    let out = settle(
+        &api,
+        "q",
+        "ack",
+        json!({"receipts": [second[0]["receipt"]]}),
+    )
+    .await;
+    assert_eq!(out["succeeded"], json!([second[0]["receipt"]]));
+    assert_eq!(job(&api, &created["id"]).await["state"], "completed");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nack_retries_after_its_delay_and_dead_letters_after_the_last_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let created = api
+        .create(json!({
+            "type": "report",
+            "schedule": {"after": "1ms"},
+            "target": {"queue": "q"},
+            "retry": {"max_attempts": 2},
+            "payload": {"n": 1}
+        }))
+        .await;
+
+    let first = lease(&api, "q", json!({"wait_ms": 2000})).await;
+    let nacked_at = Instant::now();
+    let out = settle(
+        &api,
+        "q",
+        "nack",
+        json!({"receipts": [first[0]["receipt"]], "delay_ms": 700}),
+    )
+    .await;
+    assert_eq!(out["succeeded"], json!([first[0]["receipt"]]));
+    assert!(
+        lease(&api, "q", json!({"wait_ms": 0})).await.is_empty(),
+        "the delay holds"
+    );
+    let second = lease(&api, "q", json!({"wait_ms": 5000})).await;
+    assert!(nacked_at.elapsed() >= Duration::from_millis(700));
+    assert_eq!(second[0]["attempt"], 2);
+
+    // The second attempt was the last: a nack dead-letters it.
+    settle(
+        &api,
+        "q",
+        "nack",
+        json!({"receipts": [second[0]["receipt"]]}),
+    )
+    .await;
+    assert_eq!(job(&api, &created["id"]).await["state"], "failed");
+    let (_, letters) = api.call("GET", "/v1/dead-letters", None).await;
+    let letters = letters["dead_letters"].as_array().unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0]["job_id"], created["id"]);
+    assert_eq!(letters[0]["attempts"], 2);
+    assert!(lease(&api, "q", json!({"wait_ms": 300})).await.is_empty());
+
+    // Replay puts it back on the queue as a new one-off.
+    let id = letters[0]["id"].as_str().unwrap();
+    let (status, _) = api
+        .call("POST", &format!("/v1/dead-letters/{id}/replay"), None)
+        .await;
+    assert_eq!(status, 201);
+    let replayed = lease(&api, "q", json!({"wait_ms": 3000})).await;
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed[0]["payload"], json!({"n": 1}));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_whose_leases_lapse_every_time_are_dead_lettered() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let created = api
+        .create(json!({
+            "schedule": {"after": "1ms"},
+            "target": {"queue": "q"},
+            "retry": {"max_attempts": 2}
+        }))
+        .await;
+    for attempt in 1..=2 {
+        let got = lease(&api, "q", json!({"visibility_ms": 1000, "wait_ms": 3000})).await;
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0]["attempt"], attempt);
+    }
+    // The second lease lapses too; the next look finds the attempts used up.
+    assert!(lease(&api, "q", json!({"wait_ms": 2000})).await.is_empty());
+    assert_eq!(job(&api, &created["id"]).await["state"], "failed");
+    let (_, letters) = api.call("GET", "/v1/dead-letters", None).await;
+    assert_eq!(letters["dead_letters"][0]["job_id"], created["id"]);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_keeps_a_message_invisible_and_types_filter_leases() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    for t in ["a", "b", "c"] {
+        api.create(json!({"type": t, "schedule": {"after": "1ms"}, "target": {"queue": "q"}}))
+            .await;
+    }
+    let b = lease(
+        &api,
+        "q",
+        json!({"types": ["b"], "visibility_ms": 1000, "wait_ms": 2000}),
+    )
+    .await;
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0]["type"], "b");
+    let out = settle(
+        &api,
+        "q",
+        "extend",
+        json!({"receipts": [b[0]["receipt"]], "visibility_ms": 10_000}),
+    )
+    .await;
+    assert_eq!(out["succeeded"], json!([b[0]["receipt"]]));
+    assert!(ms_of(&out["visible_until"]) > ms_of(&b[0]["visible_until"]));
+    // Past the first visibility timeout, the extended message is still invisible.
+    let rest = lease(&api, "q", json!({"max": 10, "wait_ms": 1500})).await;
+    let mut types: Vec<_> = rest.iter().map(|m| m["type"].as_str().unwrap()).collect();
+    types.sort();
+    assert_eq!(types, vec!["a", "c"]);
+    let late = lease(&api, "q", json!({"wait_ms": 1500})).await;
+    assert!(late.is_empty(), "extended past the first expiry: {late:?}");
+
+    let (_, all) = api.call("GET", "/v1/queues", None).await;
+    assert_eq!(
+        all,
+        json!({"queues": [{"name": "q", "available": 0, "in_flight": 3, "scheduled": 0,
+                            "oldest_available_age_ms": null}]})
+    );
+    let (status, none) = api.call("GET", "/v1/queues/nothing-here", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(none["available"], 0);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recurring_queue_job_moves_on_when_acked() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let created = api
+        .create(json!({"schedule": {"every": "1s", "max_runs": 3}, "target": {"queue": "tick"}}))
+        .await;
+    let mut dues = Vec::new();
+    for _ in 0..3 {
+        let got = lease(&api, "tick", json!({"wait_ms": 3000})).await;
+        assert_eq!(got.len(), 1);
+        dues.push(ms_of(&got[0]["due_at"]));
+        settle(
+            &api,
+            "tick",
+            "ack",
+            json!({"receipts": [got[0]["receipt"]]}),
+        )
+        .await;
+    }
+    assert_eq!(dues[1] - dues[0], 1000);
+    assert_eq!(dues[2] - dues[1], 1000);
+    let done = job(&api, &created["id"]).await;
+    assert_eq!(done["state"], "completed");
+    assert_eq!(done["runs"], 3);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_queue_requests_get_a_named_field_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    api.create(json!({"schedule": {"after": "1ms"}, "target": {"queue": "q"}}))
+        .await;
+    let cases: Vec<(&str, &str, Value, u16, &str, &str)> = vec![
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"max": 0}),
+            422,
+            "invalid_field",
+            "max",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"max": 1001}),
+            422,
+            "invalid_field",
+            "max",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"wait_ms": 20_001}),
+            422,
+            "invalid_field",
+            "wait_ms",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"visibility_ms": 999}),
+            422,
+            "invalid_field",
+            "visibility_ms",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"types": []}),
+            422,
+            "invalid_field",
+            "types",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"types": ["ok", ""]}),
+            422,
+            "invalid_field",
+            "types[1]",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"max": "1"}),
+            422,
+            "invalid_field",
+            "max",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/lease",
+            json!({"maxx": 1}),
+            422,
+            "unknown_field",
+            "maxx",
+        ),
+        (
+            "POST",
+            "/v1/queues/b%20d/lease",
+            json!({}),
+            400,
+            "invalid_queue",
+            "name",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/ack",
+            json!({"receipts": []}),
+            422,
+            "invalid_field",
+            "receipts",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/ack",
+            json!({"receipts": ["nope"]}),
+            422,
+            "invalid_receipt",
+            "receipts[0]",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/ack",
+            json!({}),
+            422,
+            "missing_field",
+            "receipts",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/nack",
+            json!({"receipts": ["x"], "delay_ms": 1}),
+            422,
+            "invalid_receipt",
+            "receipts[0]",
+        ),
+        (
+            "POST",
+            "/v1/queues/q/extend",
+            json!({"receipts": ["x"]}),
+            422,
+            "missing_field",
+            "visibility_ms",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            json!({"schedule": {"after": "1s"}, "target": {"queue": "a b"}}),
+            422,
+            "invalid_queue",
+            "target.queue",
+        ),
+        (
+            "POST",
+            "/v1/jobs",
+            json!({"schedule": {"after": "1s"}, "target": {"queue": "q", "webhook": {"url": "http://127.0.0.1/"}}}),
+            422,
+            "invalid_target",
+            "target",
+        ),
+    ];
+    for (method, path, body, status, code, field) in cases {
+        let (got, out) = api.call(method, path, Some(body.clone())).await;
+        assert_eq!(got, status, "{path} {body}: {out}");
+        assert_eq!(out["error"]["code"], code, "{path} {body}: {out}");
+        let got_field = out["error"]["field"].as_str().unwrap_or_default();
+        assert!(
+            got_field == field,
+            "{path} {body}: field {got_field:?}, wanted {field:?}"
+        );
+    }
+    // None of that leased, acked or created anything.
+    let (_, q) = api.call("GET", "/v1/queues/q", None).await;
+    assert_eq!(
+        (q["available"].as_u64(), q["in_flight"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let (_, jobs) = api.call("GET", "/v1/jobs", None).await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1);
+    node.shutdown().await;
+}

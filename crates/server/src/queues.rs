@@ -1,0 +1,380 @@
+//! The pull-queue endpoints under /v1/queues: lease, ack, nack, extend and counts. A queue is
+//! named per namespace; it exists as long as jobs target it.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use hourglass_engine::{LeaseRequest, Leased, Receipt, ReceiptOutcome};
+use hourglass_store::QueueStats;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::api::{ApiResult, AppState, parse_body, principal, read_body, typed_response};
+use crate::error::ApiError;
+use crate::wire::{self, valid_queue_name, validate_name};
+
+pub const MAX_LEASE: u32 = 1000;
+pub const MAX_WAIT_MS: u64 = 20_000;
+pub const MIN_VISIBILITY_MS: u64 = 1_000;
+pub const MAX_VISIBILITY_MS: u64 = 12 * 3600 * 1000;
+pub const MAX_NACK_DELAY_MS: u64 = 24 * 3600 * 1000;
+pub const MAX_RECEIPTS: usize = 1000;
+pub const MAX_TYPES: usize = 32;
+const DEFAULT_LEASE: u32 = 10;
+const DEFAULT_VISIBILITY_MS: u64 = 30_000;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/queues", get(list_queues))
+        .route("/v1/queues/{name}", get(get_queue))
+        .route("/v1/queues/{name}/lease", post(lease))
+        .route("/v1/queues/{name}/ack", post(ack))
+        .route("/v1/queues/{name}/nack", post(nack))
+        .route("/v1/queues/{name}/extend", post(extend))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeaseIn {
+    max: Option<u32>,
+    wait_ms: Option<u64>,
+    visibility_ms: Option<u64>,
+    types: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckIn {
+    receipts: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NackIn {
+    receipts: Vec<String>,
+    delay_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExtendIn {
+    receipts: Vec<String>,
+    visibility_ms: u64,
+}
+
+#[derive(Serialize)]
+struct LeaseOut<'a> {
+    messages: Vec<MessageOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    job_id: String,
+    #[serde(rename = "type")]
+    job_type: Option<&'a str>,
+    payload: Option<&'a RawValue>,
+    delivery_id: String,
+    attempt: u32,
+    max_attempts: u32,
+    due_at: String,
+    visible_until: String,
+    receipt: String,
+}
+
+#[derive(Serialize)]
+struct ResultsOut {
+    succeeded: Vec<String>,
+    failed: Vec<FailedOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    visible_until: Option<String>,
+}
+
+#[derive(Serialize)]
+struct FailedOut {
+    receipt: String,
+    code: &'static str,
+    message: &'static str,
+}
+
+#[derive(Serialize)]
+struct QueueOut {
+    name: String,
+    available: u64,
+    in_flight: u64,
+    scheduled: u64,
+    oldest_available_age_ms: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct QueuesOut {
+    queues: Vec<QueueOut>,
+}
+
+fn queue_name(name: &str) -> Result<&str, ApiError> {
+    if valid_queue_name(name) {
+        Ok(name)
+    } else {
+        Err(ApiError::bad_request(
+            "invalid_queue",
+            "name",
+            "a queue name is 1-64 letters, digits, '-', '_' or '.'",
+        ))
+    }
+}
+
+fn in_range(value: u64, min: u64, max: u64, field: &str) -> Result<u64, ApiError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!("must be between {min} and {max}"),
+        )
+        .field(field))
+    }
+}
+
+fn receipts(list: &[String]) -> Result<Vec<Receipt>, ApiError> {
+    if list.is_empty() || list.len() > MAX_RECEIPTS {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!("give 1 to {MAX_RECEIPTS} receipts"),
+        )
+        .field("receipts"));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.parse().map_err(|()| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_receipt",
+                    "not a receipt returned by a lease",
+                )
+                .field(format!("receipts[{i}]"))
+            })
+        })
+        .collect()
+}
+
+fn results(receipts: &[String], outcomes: &[ReceiptOutcome]) -> ResultsOut {
+    let mut out = ResultsOut {
+        succeeded: Vec::new(),
+        failed: Vec::new(),
+        visible_until: None,
+    };
+    for (r, o) in receipts.iter().zip(outcomes) {
+        match o {
+            ReceiptOutcome::Applied => out.succeeded.push(r.clone()),
+            ReceiptOutcome::Stale => out.failed.push(FailedOut {
+                receipt: r.clone(),
+                code: "stale_receipt",
+                message: "this receipt's lease is no longer current (it expired and the message \
+                          was leased again, or the message was acked, nacked, edited or \
+                          cancelled), or it is not for this queue",
+            }),
+        }
+    }
+    out
+}
+
+fn message_out(l: &Leased) -> MessageOut<'_> {
+    let occ = &l.occurrence;
+    MessageOut {
+        job_id: occ.job_id.to_string(),
+        job_type: occ.spec.job_type.as_deref(),
+        payload: wire::payload_out(occ.payload.as_deref()),
+        delivery_id: occ.delivery_id().to_string(),
+        attempt: occ.attempt,
+        max_attempts: occ.spec.retry.max_attempts,
+        due_at: wire::rfc3339(occ.due),
+        visible_until: wire::rfc3339(l.visible_until),
+        receipt: l.receipt.to_string(),
+    }
+}
+
+async fn lease(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let queue = queue_name(&name)?;
+    let req: LeaseIn = parse_body(&read_body(&headers, body).await?)?;
+    let max = in_range(
+        req.max.unwrap_or(DEFAULT_LEASE).into(),
+        1,
+        MAX_LEASE.into(),
+        "max",
+    )?;
+    let wait = in_range(req.wait_ms.unwrap_or(0), 0, MAX_WAIT_MS, "wait_ms")?;
+    let visibility = in_range(
+        req.visibility_ms.unwrap_or(DEFAULT_VISIBILITY_MS),
+        MIN_VISIBILITY_MS,
+        MAX_VISIBILITY_MS,
+        "visibility_ms",
+    )?;
+    if let Some(types) = &req.types {
+        if types.is_empty() || types.len() > MAX_TYPES {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_field",
+                format!("give 1 to {MAX_TYPES} types, or leave types out for all"),
+            )
+            .field("types"));
+        }
+        for (i, t) in types.iter().enumerate() {
+            validate_name(t, &format!("types[{i}]"), 128)?;
+        }
+    }
+    let request = LeaseRequest {
+        max: max as usize,
+        wait: Duration::from_millis(wait),
+        visibility: Duration::from_millis(visibility),
+        types: req.types,
+    };
+    let leased = state
+        .engine
+        .queues()
+        .lease(&principal.namespace, queue, &request)
+        .await?;
+    Ok(typed_response(
+        StatusCode::OK,
+        &LeaseOut {
+            messages: leased.iter().map(message_out).collect(),
+        },
+    ))
+}
+
+async fn ack(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let queue = queue_name(&name)?;
+    let req: AckIn = parse_body(&read_body(&headers, body).await?)?;
+    let parsed = receipts(&req.receipts)?;
+    let outcomes = state
+        .engine
+        .queues()
+        .ack(&principal.namespace, queue, &parsed)
+        .await?;
+    Ok(typed_response(
+        StatusCode::OK,
+        &results(&req.receipts, &outcomes),
+    ))
+}
+
+async fn nack(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let queue = queue_name(&name)?;
+    let req: NackIn = parse_body(&read_body(&headers, body).await?)?;
+    let parsed = receipts(&req.receipts)?;
+    let delay = req
+        .delay_ms
+        .map(|d| in_range(d, 0, MAX_NACK_DELAY_MS, "delay_ms"))
+        .transpose()?
+        .map(Duration::from_millis);
+    let outcomes = state
+        .engine
+        .queues()
+        .nack(&principal.namespace, queue, &parsed, delay)
+        .await?;
+    Ok(typed_response(
+        StatusCode::OK,
+        &results(&req.receipts, &outcomes),
+    ))
+}
+
+async fn extend(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let queue = queue_name(&name)?;
+    let req: ExtendIn = parse_body(&read_body(&headers, body).await?)?;
+    let parsed = receipts(&req.receipts)?;
+    let visibility = in_range(
+        req.visibility_ms,
+        MIN_VISIBILITY_MS,
+        MAX_VISIBILITY_MS,
+        "visibility_ms",
+    )?;
+    let (outcomes, until) = state
+        .engine
+        .queues()
+        .extend(
+            &principal.namespace,
+            queue,
+            &parsed,
+            Duration::from_millis(visibility),
+        )
+        .await?;
+    let mut out = results(&req.receipts, &outcomes);
+    out.visible_until = Some(wire::rfc3339(until));
+    Ok(typed_response(StatusCode::OK, &out))
+}
+
+fn queue_out(s: QueueStats, now_ms: i64) -> QueueOut {
+    QueueOut {
+        name: s.name,
+        available: s.available,
+        in_flight: s.in_flight,
+        scheduled: s.scheduled,
+        oldest_available_age_ms: s
+            .oldest_available
+            .map(|t| (now_ms - t.as_millisecond()).max(0)),
+    }
+}
+
+async fn list_queues(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let now = state.clock.now().as_millisecond();
+    let stats = state
+        .engine
+        .queues()
+        .stats(&principal.namespace, None)
+        .await?;
+    Ok(typed_response(
+        StatusCode::OK,
+        &QueuesOut {
+            queues: stats.into_iter().map(|s| queue_out(s, now)).collect(),
+        },
+    ))
+}
+
+async fn get_queue(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let queue = queue_name(&name)?;
+    let now = state.clock.now().as_millisecond();
+    let stats = state
+        .engine
+        .queues()
+        .stats(&principal.namespace, Some(queue))
+        .await?;
+    let one = stats
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::not_found("queue"))?;
+    Ok(typed_response(StatusCode::OK, &queue_out(one, now)))
+}
