@@ -212,6 +212,10 @@ impl Engine {
             config.misfire_threshold,
             stop.clone(),
         );
+        if let Some(events) = store.events() {
+            // Other nodes' creates, nacks and acks wake this node's long polls.
+            tasks.spawn(queues.clone().listen(events));
+        }
         if let Some(retention) = config.retention {
             tasks.spawn(sweeper(
                 store.clone(),

@@ -125,7 +125,10 @@ async fn a_job_created_on_one_node_fires_on_time_on_another() {
         let delivery = got.iter().find(|d| d.path == path).unwrap();
         let late_ms = delivery.received_ms - delivery.due_ms();
         assert!(late_ms >= 0, "fired {} ms early", -late_ms);
-        assert!(late_ms < 150, "fired {late_ms} ms late on the other node");
+        // Without the wake-up B would sleep on (nothing else was due): a generous bound still
+        // tells the two apart on a busy machine. The figure itself is printed.
+        println!("fired on the other node {late_ms} ms after its due time");
+        assert!(late_ms < 1000, "fired {late_ms} ms late on the other node");
         // Let B settle back into its idle sleep before the next one.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -173,6 +176,86 @@ async fn two_nodes_share_one_database_and_fire_each_occurrence_once() {
     }
     assert_eq!(by_id.len(), total, "every occurrence delivered");
     assert!(by_id.values().all(|n| *n == 1), "an occurrence fired twice");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A worker long-polling node B gets a queue message created on node A at its due time, and the
+/// next occurrence of a recurring queue job acked through A wakes B's poll too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_long_poll_on_one_node_wakes_for_messages_made_on_another() {
+    let schema = Schema::new();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start_node_with(schema.node_config(dir_a.path())).await;
+    let b = start_node_with(schema.node_config(dir_b.path())).await;
+    let (api_a, api_b) = (Api::new(a.addr()), Api::new(b.addr()));
+
+    let poll = {
+        let api_b = Api::new(b.addr());
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let (status, out) = api_b
+                .call(
+                    "POST",
+                    "/v1/queues/q/lease",
+                    Some(json!({"wait_ms": 15_000, "visibility_ms": 60_000})),
+                )
+                .await;
+            (
+                status,
+                out,
+                started.elapsed(),
+                jiff::Timestamp::now().as_millisecond(),
+            )
+        })
+    };
+    // Let B's poll find the queue empty and go to sleep.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let created = api_a
+        .create(json!({"schedule": {"every": "1s", "max_runs": 2}, "target": {"queue": "q"}}))
+        .await;
+    let (status, out, waited, leased_at) = poll.await.unwrap();
+    assert_eq!(status, 200, "{out}");
+    let first = &out["messages"][0];
+    assert_eq!(first["job_id"], created["id"], "{out}");
+    let due: jiff::Timestamp = first["due_at"].as_str().unwrap().parse().unwrap();
+    let late = leased_at - due.as_millisecond();
+    println!("leased on B {late} ms after its due time (poll waited {waited:?})");
+    assert!(late >= 0, "leased {} ms early", -late);
+    assert!(
+        waited < Duration::from_secs(10),
+        "B's poll was not woken: {waited:?}"
+    );
+
+    // B polls again while A acks: the next occurrence (due a second after the first) wakes it.
+    let poll = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let (status, out) = api_b
+            .call(
+                "POST",
+                "/v1/queues/q/lease",
+                Some(json!({"wait_ms": 15_000})),
+            )
+            .await;
+        (status, out, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, acked) = api_a
+        .call(
+            "POST",
+            "/v1/queues/q/ack",
+            Some(json!({"receipts": [first["receipt"]]})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(acked["succeeded"].as_array().unwrap().len(), 1, "{acked}");
+    let (status, out, waited) = poll.await.unwrap();
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["messages"][0]["job_id"], created["id"], "{out}");
+    assert!(
+        waited < Duration::from_secs(10),
+        "the ack on A did not wake B: {waited:?}"
+    );
     a.shutdown().await;
     b.shutdown().await;
 }
