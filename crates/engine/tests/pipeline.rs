@@ -462,11 +462,22 @@ impl Store for CountingStore {
     async fn delete_dead_letter(&self, ns: Option<&str>, id: i64) -> hourglass_store::Result<bool> {
         self.inner.delete_dead_letter(ns, id).await
     }
-    async fn signing_secret(&self, ns: &str) -> hourglass_store::Result<Option<String>> {
-        self.inner.signing_secret(ns).await
+    async fn signing_secrets(
+        &self,
+        ns: &str,
+    ) -> hourglass_store::Result<Option<hourglass_store::SigningSecrets>> {
+        self.inner.signing_secrets(ns).await
     }
-    async fn set_signing_secret(&self, ns: &str, secret: &str) -> hourglass_store::Result<()> {
-        self.inner.set_signing_secret(ns, secret).await
+    async fn init_signing_secret(&self, ns: &str, secret: &str) -> hourglass_store::Result<String> {
+        self.inner.init_signing_secret(ns, secret).await
+    }
+    async fn rotate_signing_secret(
+        &self,
+        ns: &str,
+        secret: &str,
+        until: Option<Timestamp>,
+    ) -> hourglass_store::Result<()> {
+        self.inner.rotate_signing_secret(ns, secret, until).await
     }
 }
 

@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::{
     Applied, ClaimScope, Created, DueEvent, JobQuery, JobUpdate, Lease, NewJob, Purged, QueueStats,
-    Release, Store, StoreError, StoreEvent, Transition,
+    Release, SigningSecrets, Store, StoreError, StoreEvent, Transition,
 };
 
 /// Expands one `#[tokio::test]` per conformance case. `$factory` is an async closure returning
@@ -820,14 +820,56 @@ pub async fn list_filters_and_paginates(store: Arc<dyn Store>) {
 }
 
 pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
-    assert_eq!(store.signing_secret("a").await.unwrap(), None);
-    store.set_signing_secret("a", "whsec_one").await.unwrap();
-    store.set_signing_secret("a", "whsec_two").await.unwrap();
+    let base = t(T0);
+    assert_eq!(store.signing_secrets("a").await.unwrap(), None);
+    // The first one set wins; a second init answers it.
     assert_eq!(
-        store.signing_secret("a").await.unwrap().as_deref(),
-        Some("whsec_two")
+        store.init_signing_secret("a", "whsec_one").await.unwrap(),
+        "whsec_one"
     );
-    assert_eq!(store.signing_secret("b").await.unwrap(), None);
+    assert_eq!(
+        store.init_signing_secret("a", "whsec_other").await.unwrap(),
+        "whsec_one"
+    );
+    let current = |s: &str| SigningSecrets {
+        current: s.into(),
+        previous: None,
+    };
+    assert_eq!(
+        store.signing_secrets("a").await.unwrap(),
+        Some(current("whsec_one"))
+    );
+    // A rotation with an overlap keeps the replaced secret until then.
+    store
+        .rotate_signing_secret("a", "whsec_two", Some(base + ms(60_000)))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.signing_secrets("a").await.unwrap(),
+        Some(SigningSecrets {
+            current: "whsec_two".into(),
+            previous: Some(("whsec_one".into(), base + ms(60_000))),
+        })
+    );
+    // One without drops it at once.
+    store
+        .rotate_signing_secret("a", "whsec_three", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.signing_secrets("a").await.unwrap(),
+        Some(current("whsec_three"))
+    );
+    // Rotating a namespace that never had a secret has nothing to keep.
+    store
+        .rotate_signing_secret("c", "whsec_first", Some(base))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.signing_secrets("c").await.unwrap(),
+        Some(current("whsec_first"))
+    );
+    assert_eq!(store.signing_secrets("b").await.unwrap(), None);
 }
 
 fn queue_job(namespace: &str, queue: &str, job_type: &str, due: Timestamp) -> NewJob {

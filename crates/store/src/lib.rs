@@ -155,6 +155,14 @@ pub struct StoreGauges {
     pub oldest_queue_available: Option<Timestamp>,
 }
 
+/// A namespace's webhook signing secrets: the current one, and the one it replaced together with
+/// the instant until which that one is still honoured (a rotation's overlap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningSecrets {
+    pub current: String,
+    pub previous: Option<(String, Timestamp)>,
+}
+
 /// What a [`Store::purge`] removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Purged {
@@ -386,7 +394,17 @@ pub trait Store: Send + Sync + 'static {
     /// Counts for metrics, across namespaces, at `now`.
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;
 
-    /// The namespace's webhook signing secret, if one was set.
-    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>>;
-    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()>;
+    /// The namespace's webhook signing secrets, if one was ever set.
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>>;
+    /// Sets `secret` as the namespace's secret unless it already has one, atomically (two nodes
+    /// may try at once), and answers the secret that is current afterwards.
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String>;
+    /// Makes `secret` the namespace's current secret. The one it replaces stays valid until
+    /// `previous_until`, or stops at once when that is `None`.
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()>;
 }

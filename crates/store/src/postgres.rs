@@ -36,8 +36,8 @@ use tokio_postgres::{AsyncMessage, NoTls, Row};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate, Lease,
-    NewJob, Purged, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreEvent,
-    StoreGauges, Transition,
+    NewJob, Purged, QueueStats, Release, Result, RunRecord, SigningSecrets, Store, StoreError,
+    StoreEvent, StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -146,8 +146,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX dead_letters_namespace ON dead_letters (namespace, id);
 
     CREATE TABLE namespaces (
-        name            TEXT PRIMARY KEY,
-        signing_secret  TEXT
+        name               TEXT PRIMARY KEY,
+        signing_secret     TEXT,
+        -- The secret a rotation replaced, honoured until previous_until_ms (the overlap).
+        previous_secret    TEXT,
+        previous_until_ms  BIGINT
     );
     "#,
 ];
@@ -1647,30 +1650,71 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>> {
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {
         self.bounded(async {
             let client = self.client().await?;
             let stmt = client
-                .prepare_cached("SELECT signing_secret FROM namespaces WHERE name = $1")
+                .prepare_cached(
+                    "SELECT signing_secret, previous_secret, previous_until_ms
+                     FROM namespaces WHERE name = $1",
+                )
                 .await?;
-            match client.query_opt(&stmt, &[&namespace]).await? {
-                Some(row) => col(&row, 0),
-                None => Ok(None),
-            }
+            let Some(row) = client.query_opt(&stmt, &[&namespace]).await? else {
+                return Ok(None);
+            };
+            let current: Option<String> = col(&row, 0)?;
+            let previous: Option<String> = col(&row, 1)?;
+            let until: Option<i64> = col(&row, 2)?;
+            Ok(current.map(|current| SigningSecrets {
+                current,
+                previous: previous.zip(until.map(from_ms)),
+            }))
         })
         .await
     }
 
-    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()> {
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String> {
+        self.bounded(async {
+            let client = self.client().await?;
+            // The no-op update makes RETURNING answer the row either way.
+            let stmt = client
+                .prepare_cached(
+                    "INSERT INTO namespaces (name, signing_secret) VALUES ($1, $2)
+                     ON CONFLICT (name) DO UPDATE
+                     SET signing_secret = COALESCE(namespaces.signing_secret,
+                                                   excluded.signing_secret)
+                     RETURNING signing_secret",
+                )
+                .await?;
+            let row = client.query_one(&stmt, &[&namespace, &secret]).await?;
+            col(&row, 0)
+        })
+        .await
+    }
+
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()> {
+        let until = previous_until.map(|t| t.as_millisecond());
         self.bounded(async {
             let client = self.client().await?;
             let stmt = client
                 .prepare_cached(
                     "INSERT INTO namespaces (name, signing_secret) VALUES ($1, $2)
-                     ON CONFLICT (name) DO UPDATE SET signing_secret = excluded.signing_secret",
+                     ON CONFLICT (name) DO UPDATE SET
+                         previous_secret = CASE WHEN $3::bigint IS NULL THEN NULL
+                                                ELSE namespaces.signing_secret END,
+                         previous_until_ms = CASE WHEN namespaces.signing_secret IS NULL THEN NULL
+                                                  ELSE $3::bigint END,
+                         signing_secret = excluded.signing_secret",
                 )
                 .await?;
-            client.execute(&stmt, &[&namespace, &secret]).await?;
+            client
+                .execute(&stmt, &[&namespace, &secret, &until])
+                .await?;
             Ok(())
         })
         .await

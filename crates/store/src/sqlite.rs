@@ -23,7 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreGauges, Transition,
+    Purged, QueueStats, Release, Result, RunRecord, SigningSecrets, Store, StoreError, StoreGauges,
+    Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -101,6 +102,9 @@ const MIGRATIONS: &[&str] = &[
          WHERE state = 0 AND queue IS NOT NULL;",
     // 2: retention. Finished jobs by last change, so the sweep never scans live ones.
     "CREATE INDEX jobs_finished ON jobs(updated_ms) WHERE state >= 2;",
+    // 3: signing-secret rotation with an overlap: the replaced secret and until when it counts.
+    "ALTER TABLE namespaces ADD COLUMN previous_secret TEXT;
+     ALTER TABLE namespaces ADD COLUMN previous_until_ms INTEGER;",
 ];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
@@ -1212,28 +1216,74 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>> {
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {
         let namespace = namespace.to_owned();
         self.read(move |conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT signing_secret, previous_secret, previous_until_ms
+                     FROM namespaces WHERE name = ?1",
+                )
+                .map_err(unavailable)?
+                .query_row(params![namespace], |r| {
+                    Ok((
+                        r.get::<_, Option<String>>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                    ))
+                })
+                .optional()
+                .map_err(unavailable)?;
+            Ok(match row {
+                Some((Some(current), previous, until)) => Some(SigningSecrets {
+                    current,
+                    previous: previous.zip(until.map(from_ms)),
+                }),
+                _ => None,
+            })
+        })
+        .await
+    }
+
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String> {
+        let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO namespaces (name, signing_secret) VALUES (?1, ?2)
+                 ON CONFLICT(name) DO UPDATE
+                 SET signing_secret = COALESCE(namespaces.signing_secret, excluded.signing_secret)",
+            )
+            .map_err(unavailable)?
+            .execute(params![namespace, secret])
+            .map_err(unavailable)?;
             conn.prepare_cached("SELECT signing_secret FROM namespaces WHERE name = ?1")
                 .map_err(unavailable)?
-                .query_row(params![namespace], |r| r.get::<_, Option<String>>(0))
-                .optional()
-                .map(Option::flatten)
+                .query_row(params![namespace], |r| r.get(0))
                 .map_err(unavailable)
         })
         .await
     }
 
-    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()> {
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()> {
         let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
+        let until = previous_until.map(|t| t.as_millisecond());
         self.write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO namespaces (name, signing_secret) VALUES (?1, ?2)
-                 ON CONFLICT(name) DO UPDATE SET signing_secret = excluded.signing_secret",
+                 ON CONFLICT(name) DO UPDATE SET
+                     previous_secret = CASE WHEN ?3 IS NULL THEN NULL
+                                            ELSE namespaces.signing_secret END,
+                     previous_until_ms = CASE WHEN namespaces.signing_secret IS NULL THEN NULL
+                                              ELSE ?3 END,
+                     signing_secret = excluded.signing_secret",
             )
             .map_err(unavailable)?
-            .execute(params![namespace, secret])
+            .execute(params![namespace, secret, until])
             .map_err(unavailable)?;
             Ok(())
         })
