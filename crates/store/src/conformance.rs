@@ -11,8 +11,8 @@ use hourglass_core::{
 use jiff::{SignedDuration, Timestamp};
 
 use crate::{
-    Applied, ClaimScope, Created, JobQuery, JobUpdate, Lease, NewJob, QueueStats, Release, Store,
-    StoreError, Transition,
+    Applied, ClaimScope, Created, DueEvent, JobQuery, JobUpdate, Lease, NewJob, QueueStats,
+    Release, Store, StoreError, StoreEvent, Transition,
 };
 
 /// Expands one `#[tokio::test]` per conformance case. `$factory` is an async closure returning
@@ -23,6 +23,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@cases $factory;
             create_then_get, idempotent_create_by_key, batch_is_all_or_nothing,
             claim_respects_horizon_order_and_limit, claims_are_exclusive_until_lease_expiry,
+            a_live_lease_is_not_claimed_within_the_horizon, events_announce_due_work,
             stale_token_cannot_complete, delivered_one_off_completes_with_run_history,
             recurring_advances_in_the_same_transaction, retry_moves_fire_time_and_counts_attempts,
             dead_letters_are_recorded_listed_and_deleted, release_restores_fire_time,
@@ -237,6 +238,107 @@ pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
         "same occurrence, same identity"
     );
     assert!(second[0].token > first[0].token);
+}
+
+/// A claimer looks ahead (its horizon) for work due soon, but a lease still running by its own
+/// clock is not up for grabs, however soon it expires: short leases renewed by a live node must
+/// not be taken over just because they fall inside another node's lookahead.
+pub async fn a_live_lease_is_not_claimed_within_the_horizon(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let first = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    let expiry = base + ms(30_000);
+    let before = expiry - ms(1);
+    assert!(
+        store
+            .claim_due(
+                ClaimScope::Fired,
+                expiry + ms(2_000),
+                10,
+                &lease("n2", before)
+            )
+            .await
+            .unwrap()
+            .is_empty(),
+        "the lease expires within the horizon but is still live"
+    );
+    let taken = store
+        .claim_due(
+            ClaimScope::Fired,
+            expiry + ms(2_000),
+            10,
+            &lease("n2", expiry),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1, "at its expiry the lease is over");
+    assert!(taken[0].token > first[0].token);
+}
+
+/// A store that announces events (shared stores do) announces a create with its earliest due
+/// time per kind of target, and an edit as a fence. The embedded store announces nothing.
+pub async fn events_announce_due_work(store: Arc<dyn Store>) {
+    let Some(mut events) = store.events() else {
+        return;
+    };
+    let mut next = async || loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+            .await
+            .expect("an event within 5 s")
+            .expect("event channel open");
+        if event != StoreEvent::Resync {
+            return event;
+        }
+    };
+    let base = t(T0);
+    let sooner = one_off("a", base + ms(100));
+    let id = sooner.id;
+    create(&*store, vec![one_off("a", base + ms(900)), sooner]).await;
+    assert_eq!(
+        next().await,
+        StoreEvent::Due(DueEvent {
+            namespace: "a".into(),
+            queue: None,
+            at: base + ms(100),
+        })
+    );
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base + ms(5)),
+            queue_job("a", "q", "x", base + ms(3)),
+        ],
+    )
+    .await;
+    assert_eq!(
+        next().await,
+        StoreEvent::Due(DueEvent {
+            namespace: "a".into(),
+            queue: Some("q".into()),
+            at: base + ms(3),
+        })
+    );
+    store
+        .transition(Some("a"), id, Transition::Trigger { now: base })
+        .await
+        .unwrap();
+    let mut got = vec![next().await, next().await];
+    got.sort_by_key(|e| matches!(e, StoreEvent::Fenced { .. }));
+    assert_eq!(
+        got,
+        vec![
+            StoreEvent::Due(DueEvent {
+                namespace: "a".into(),
+                queue: None,
+                at: base,
+            }),
+            StoreEvent::Fenced { job_id: id },
+        ]
+    );
 }
 
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {

@@ -6,6 +6,8 @@
 //! stores and applies decisions atomically.
 
 pub mod conformance;
+pub mod postgres;
+mod rules;
 pub mod sqlite;
 
 use std::time::Duration;
@@ -14,6 +16,7 @@ use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
 
 /// Failures a caller can act on. Cloneable because one failed group commit answers many callers.
@@ -218,11 +221,52 @@ pub struct DeadLetter {
     pub created_at: Timestamp,
 }
 
+/// What a shared store announces to every node using it, so that a sleeping planner or a waiting
+/// queue consumer looks at the store again at once instead of at its next planned wake-up, and a
+/// node drops a claim that an edit made stale before it fires.
+///
+/// Events are hints, never data: a receiver re-reads the store (claim, next due) and must not
+/// assume that an event names exactly one occurrence, nor that every change produced one. A
+/// receiver that lags behind the channel (`RecvError::Lagged`) or gets [`StoreEvent::Resync`] has
+/// missed events and re-checks everything it waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreEvent {
+    /// Something became due, possibly earlier than anyone planned.
+    Due(DueEvent),
+    /// The job was paused, cancelled, edited or triggered: every claim on it is stale. A node
+    /// holding one drops it unfired (its completion would be refused anyway).
+    Fenced { job_id: JobId },
+    /// Events may have been lost (the store's listener reconnected after an outage): every
+    /// waiter re-checks the store.
+    Resync,
+}
+
+/// Occurrences became due at `at` (or will be): created, retried, released, resumed, triggered,
+/// or moved by an edit. One event carries the *earliest* fire time of a whole transaction per kind
+/// of target, and per queue for queue targets, so a batch of a thousand creates is one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueEvent {
+    /// The namespace of the earliest occurrence. For fired targets (`queue: None`) it is
+    /// informational: the planner claims across namespaces.
+    pub namespace: String,
+    /// `Some(name)`: a message of that queue (in `namespace`) becomes available at `at`; queue
+    /// long-polls wait on these. `None`: an occurrence the engine fires itself.
+    pub queue: Option<String>,
+    pub at: Timestamp,
+}
+
 /// The durable home of jobs. Methods taking a `namespace` of `None` act across namespaces.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The backend's name for metrics and the bench (`sqlite`, `postgres`).
     fn backend(&self) -> &'static str;
+
+    /// Events from every node sharing this store, this one included: see [`StoreEvent`]. `None`
+    /// when the store has no other writers to hear from (the embedded store: the API pokes its
+    /// own engine directly). Each call returns a new receiver that sees events from then on.
+    fn events(&self) -> Option<tokio::sync::broadcast::Receiver<StoreEvent>> {
+        None
+    }
 
     /// Creates jobs in one transaction: all or none. A job whose namespace and key already exist
     /// with the same fingerprint returns the existing job; with another fingerprint the whole batch

@@ -20,6 +20,7 @@ use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
     QueueStats, Release, Result, RunRecord, Store, StoreError, Transition,
@@ -316,27 +317,6 @@ fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
 
-fn state_code(state: JobState) -> i64 {
-    match state {
-        JobState::Active => 0,
-        JobState::Paused => 1,
-        JobState::Completed => 2,
-        JobState::Failed => 3,
-        JobState::Cancelled => 4,
-    }
-}
-
-fn state_from_code(code: i64) -> Result<JobState> {
-    Ok(match code {
-        0 => JobState::Active,
-        1 => JobState::Paused,
-        2 => JobState::Completed,
-        3 => JobState::Failed,
-        4 => JobState::Cancelled,
-        other => return Err(corrupt(format!("unknown state code {other}"))),
-    })
-}
-
 fn encode_spec(spec: &JobSpec) -> String {
     serde_json::to_string(spec).expect("job spec serializes")
 }
@@ -500,18 +480,24 @@ fn claim_in_tx(
     limit: usize,
     lease: &Lease,
 ) -> Result<Vec<Occurrence>> {
-    let lease_until = lease.now.as_millisecond() + lease.ttl.as_millis() as i64;
+    let now = lease.now.as_millisecond();
+    let lease_until = now + lease.ttl.as_millis() as i64;
+    // A row still leased (its fire time is the lease expiry) is claimable only once that expiry
+    // has passed by the claimer's clock, even when it lies within the horizon.
     let mut select = match scope {
         Scope::Fired => {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs
-                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1 ORDER BY fire_ms LIMIT ?2"
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1
+                       AND (lease_owner IS NULL OR fire_ms <= ?3)
+                     ORDER BY fire_ms LIMIT ?2"
                 ))
                 .map_err(unavailable)?;
             stmt.raw_bind_parameter(1, horizon).map_err(unavailable)?;
             stmt.raw_bind_parameter(2, limit as i64)
                 .map_err(unavailable)?;
+            stmt.raw_bind_parameter(3, now).map_err(unavailable)?;
             stmt
         }
         Scope::Queue {
@@ -525,6 +511,7 @@ fn claim_in_tx(
                 .prepare_cached(&format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs
                      WHERE state = 0 AND queue = ?3 AND namespace = ?4 AND fire_ms <= ?1
+                       AND (lease_owner IS NULL OR fire_ms <= ?6)
                        AND (?5 IS NULL OR job_type IN (SELECT value FROM json_each(?5)))
                      ORDER BY fire_ms LIMIT ?2"
                 ))
@@ -540,6 +527,7 @@ fn claim_in_tx(
             stmt.raw_bind_parameter(4, namespace.as_str())
                 .map_err(unavailable)?;
             stmt.raw_bind_parameter(5, types).map_err(unavailable)?;
+            stmt.raw_bind_parameter(6, now).map_err(unavailable)?;
             stmt
         }
     };
@@ -702,67 +690,15 @@ fn transition_in_tx(
     transition: Transition,
 ) -> Result<JobRecord> {
     let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
-    let invalid = |action| StoreError::InvalidState {
-        state: job.state,
-        action,
-    };
-    // (state, due, fire) after the transition; `None` fire leaves the due index.
-    let (state, due, fire, clear_key): (JobState, Option<i64>, Option<i64>, bool) = match transition
-    {
-        Transition::Pause { .. } => match job.state {
-            JobState::Active | JobState::Paused => (
-                JobState::Paused,
-                job.next_due.map(|t| t.as_millisecond()),
-                None,
-                false,
-            ),
-            _ => return Err(invalid("pause")),
-        },
-        Transition::Resume { now } => match job.state {
-            JobState::Paused | JobState::Active => {
-                let due = if job.spec.schedule.is_recurring() {
-                    job.spec
-                        .schedule
-                        .next_for_run(now - jiff::SignedDuration::from_millis(1), job.runs)
-                } else {
-                    job.next_due
-                };
-                match due {
-                    Some(due) => (
-                        JobState::Active,
-                        Some(due.as_millisecond()),
-                        Some(due.as_millisecond()),
-                        false,
-                    ),
-                    None => (JobState::Completed, None, None, false),
-                }
-            }
-            _ => return Err(invalid("resume")),
-        },
-        Transition::Cancel { .. } => match job.state {
-            JobState::Cancelled => return Ok(job),
-            _ => (
-                JobState::Cancelled,
-                job.next_due.map(|t| t.as_millisecond()),
-                None,
-                true,
-            ),
-        },
-        Transition::Trigger { now } => match job.state {
-            JobState::Cancelled => return Err(invalid("trigger")),
-            _ => (
-                JobState::Active,
-                Some(now.as_millisecond()),
-                Some(now.as_millisecond()),
-                false,
-            ),
-        },
-    };
-    let now = match transition {
-        Transition::Pause { now }
-        | Transition::Resume { now }
-        | Transition::Cancel { now }
-        | Transition::Trigger { now } => now.as_millisecond(),
+    let (state, due, fire, clear_key, now) = match plan_transition(&job, transition)? {
+        TransitionPlan::Unchanged => return Ok(job),
+        TransitionPlan::Apply {
+            state,
+            due,
+            fire,
+            clear_key,
+            now,
+        } => (state, due, fire, clear_key, now),
     };
     conn.prepare_cached(
         "UPDATE jobs SET state = ?2, due_ms = ?3, fire_ms = ?4, attempt = 0, lease_owner = NULL,
@@ -1025,19 +961,7 @@ impl Store for SqliteStore {
         let namespace = namespace.map(str::to_owned);
         self.write(move |conn| {
             let job = load_job(conn, namespace.as_deref(), id)?.ok_or(StoreError::NotFound)?;
-            if job.state.is_terminal() {
-                return Err(StoreError::InvalidState {
-                    state: job.state,
-                    action: "update",
-                });
-            }
-            let due = update.next_due.map(|t| t.as_millisecond());
-            // A paused job stays paused (out of the due index) with its new due time.
-            let (state, fire) = match (job.state, due) {
-                (_, None) => (JobState::Completed, None),
-                (JobState::Paused, Some(_)) => (JobState::Paused, None),
-                (_, Some(due)) => (JobState::Active, Some(due)),
-            };
+            let (state, due, fire) = plan_update(&job, &update)?;
             conn.prepare_cached(
                 "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
                                  fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
@@ -1051,7 +975,7 @@ impl Store for SqliteStore {
                 update.payload,
                 update.spec.job_type,
                 state_code(state),
-                due.or(job.next_due.map(|t| t.as_millisecond())),
+                due,
                 fire,
                 update.now.as_millisecond(),
                 update.spec.target.queue(),
