@@ -211,6 +211,8 @@ step("overview shows live numbers", async () => {
   assert.ok(dead >= 1, `dead-lettered ${dead}`);
   assert.match(await testid("stat-in-flight").textContent(), /^\d+$/);
   assert.match(await testid("stat-timer-queue").textContent(), /^\d+$/);
+  assert.match(await testid("stat-backlog").textContent(), /^\d+$/);
+  assert.match(await testid("stat-queue-available").textContent(), /^\d+$/);
   // Let a few more samples draw the sparklines.
   await page.waitForFunction(() => document.querySelectorAll('[data-testid="spark-fires"] polyline').length === 1, null, { timeout: 20000 });
   await shot("01-overview");
@@ -312,6 +314,33 @@ step("dead letters: replay", async () => {
   const replayed = jobs.jobs.find((j) => j.key === `replay-${id}`);
   assert.ok(replayed, "a job replays the dead letter");
   assert.deepEqual(replayed.payload, { licence: "L-7" });
+  await noInjection();
+});
+
+step("queues: depth, in flight and scheduled", async () => {
+  // Two due messages (one of them leased by a worker) and one not due for an hour.
+  for (const after of ["1ms", "1ms", "1h"]) {
+    await create({ type: "email.send", schedule: { after }, target: { queue: "emails" }, payload: { to: "ada@example.com" } });
+  }
+  let leased = [];
+  await until("a message to lease", async () => {
+    leased = (await api("POST", "/v1/queues/emails/lease", { max: 1, wait_ms: 1000, visibility_ms: 600000 })).messages;
+    return leased.length === 1;
+  });
+  await testid("nav-queues").click();
+  await ready("queues");
+  const row = page.locator('[data-testid="queue-row"][data-queue="emails"]');
+  await row.waitFor();
+  assert.equal(await row.getByTestId("queue-available").textContent(), "1");
+  assert.equal(await row.getByTestId("queue-in-flight").textContent(), "1");
+  assert.equal(await row.getByTestId("queue-scheduled").textContent(), "1");
+  assert.notEqual(await row.getByTestId("queue-oldest").textContent(), "—");
+  await shot("09-queues");
+
+  // A queue job's page names its queue as the target.
+  await page.goto(`${BASE}/#/jobs/${leased[0].job_id}`);
+  await ready("job");
+  assert.equal(await testid("job-detail-target").textContent(), "queue emails");
   await noInjection();
 });
 

@@ -15,6 +15,19 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    /// The HTTP status code, or `none` when no response came (connect error, timeout, refusal).
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    /// `dispatch` (due, waiting for a delivery slot) or `complete` (finished, waiting to be
+    /// written).
+    pub stage: &'static str,
+}
+
 /// The outcomes a delivery attempt (or a misfire skip) is counted under.
 pub const OUTCOMES: [&str; 4] = ["delivered", "retry", "dead_letter", "skipped"];
 /// Target kinds, as `Target::kind` names them.
@@ -31,8 +44,14 @@ pub struct Metrics {
     pub in_flight: Gauge,
     pub timer_queue: Gauge,
     pub store_errors: Counter,
+    /// Claims found taken over or fenced when this node tried to renew them.
+    pub lost_leases: Counter,
     /// Queue messages handed to workers (each lease of each message, redeliveries included).
     pub queue_leased: Counter,
+    pub webhook_responses: Family<CodeLabels, Counter>,
+    pub purged_jobs: Counter,
+    pub purged_runs: Counter,
+    pub stage_queue: Family<StageLabels, Gauge>,
 }
 
 impl Metrics {
@@ -48,8 +67,16 @@ impl Metrics {
             in_flight: Gauge::default(),
             timer_queue: Gauge::default(),
             store_errors: Counter::default(),
+            lost_leases: Counter::default(),
             queue_leased: Counter::default(),
+            webhook_responses: Family::default(),
+            purged_jobs: Counter::default(),
+            purged_runs: Counter::default(),
+            stage_queue: Family::default(),
         };
+        for stage in ["dispatch", "complete"] {
+            drop(m.stage_queue.get_or_create(&StageLabels { stage }));
+        }
         // A family prints nothing until a series exists. Create every outcome at zero, so a fresh
         // node exposes `hourglass_deliveries_total` and rate() over a first failure has a base.
         for target in TARGET_KINDS {
@@ -97,6 +124,31 @@ impl Metrics {
             "hourglass_store_errors",
             "Store calls by the engine that failed and were retried",
             m.store_errors.clone(),
+        );
+        registry.register(
+            "hourglass_lost_leases",
+            "Claims this node found taken over or fenced when renewing their lease",
+            m.lost_leases.clone(),
+        );
+        registry.register(
+            "hourglass_webhook_responses",
+            "Webhook delivery attempts by HTTP status code (`none`: no response)",
+            m.webhook_responses.clone(),
+        );
+        registry.register(
+            "hourglass_stage_queue",
+            "Occurrences waiting between engine stages (the timer's are hourglass_timer_queue)",
+            m.stage_queue.clone(),
+        );
+        registry.register(
+            "hourglass_purged_jobs",
+            "Finished jobs deleted by the retention sweep",
+            m.purged_jobs.clone(),
+        );
+        registry.register(
+            "hourglass_purged_runs",
+            "Run records deleted by the retention sweep",
+            m.purged_runs.clone(),
         );
         registry.register(
             "hourglass_queue_leased",

@@ -427,8 +427,12 @@ impl Queues {
         queue: &str,
         receipts: &[Receipt],
     ) -> Result<Vec<ReceiptOutcome>> {
-        self.finish(namespace, queue, receipts, |_| Verdict::Delivered)
-            .await
+        let outcomes = self
+            .finish(namespace, queue, receipts, |_| Verdict::Delivered)
+            .await?;
+        // An acked recurring job has its next occurrence now, perhaps due already.
+        self.poke(namespace, queue);
+        Ok(outcomes)
     }
 
     /// Hands messages back as failed attempts: retried after `delay` (the job's backoff when

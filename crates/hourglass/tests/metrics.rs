@@ -118,8 +118,22 @@ async fn counters_match_what_the_receiver_saw() {
         "hourglass_in_flight",
         "hourglass_timer_queue",
         "hourglass_store_errors_total",
+        "hourglass_due_backlog",
+        "hourglass_due_backlog_age_seconds",
+        "hourglass_queue_oldest_available_age_seconds",
+        "hourglass_queue_leased_total",
     ] {
         assert_eq!(before.must(name), 0.0, "{name} at start\n{text}");
+    }
+    for state in ["active", "paused", "completed", "failed", "cancelled"] {
+        assert_eq!(before.get("hourglass_jobs", &[("state", state)]), 0.0);
+        assert!(
+            text.contains(&format!("hourglass_jobs{{state=\"{state}\"}} 0")),
+            "{state}"
+        );
+    }
+    for stage in ["dispatch", "complete"] {
+        assert!(text.contains(&format!("hourglass_stage_queue{{stage=\"{stage}\"}} 0")));
     }
     // Labelled families start with their known series at zero.
     for outcome in ["delivered", "retry", "dead_letter", "skipped"] {
@@ -260,6 +274,28 @@ async fn counters_match_what_the_receiver_saw() {
     );
     assert_eq!(after.must("hourglass_stale_completions_total"), 0.0);
     assert_eq!(after.must("hourglass_store_errors_total"), 0.0);
+    // Response codes, by code, as the receiver answered them.
+    let mut codes: BTreeMap<String, usize> = BTreeMap::new();
+    for d in &seen {
+        *codes.entry(d.status.to_string()).or_default() += 1;
+    }
+    for (code, n) in &codes {
+        assert_eq!(
+            after.get("hourglass_webhook_responses_total", &[("code", code)]),
+            *n as f64,
+            "responses with {code}{report}"
+        );
+    }
+    // Every store operation is timed: at least the creates and the completions.
+    let timed = |op| {
+        after.get(
+            "hourglass_store_operation_seconds_count",
+            &[("op", op), ("outcome", "ok")],
+        )
+    };
+    assert!(timed("create_jobs") >= one_offs_created(&jobs), "{report}");
+    assert!(timed("complete") >= 1.0, "{report}");
+    assert!(timed("claim_due") >= 1.0, "{report}");
 
     // The API's own counters.
     let one_offs = (OK + GONE + FLAKY) as f64;
@@ -294,7 +330,16 @@ async fn counters_match_what_the_receiver_saw() {
     );
     let (status, _) = api.call("GET", "/no/such/route", None).await;
     assert_eq!(status, 404);
-    let (again, _) = scrape(&api).await;
+    // The whole-store figures are sampled at most every 10 s: wait out the first sample.
+    tokio::time::sleep(hourglass_server::metrics::STORE_FIGURES_TTL).await;
+    let (again, again_text) = scrape(&api).await;
+    let state = |s| again.get("hourglass_jobs", &[("state", s)]);
+    assert_eq!(
+        (state("completed"), state("failed"), state("active")),
+        ((OK + FLAKY + 1) as f64, GONE as f64, 0.0),
+        "jobs by state\n{again_text}"
+    );
+    assert_eq!(again.must("hourglass_due_backlog"), 0.0);
     assert_eq!(
         again.get(
             "hourglass_api_requests_total",
@@ -308,4 +353,9 @@ async fn counters_match_what_the_receiver_saw() {
         again.names()
     );
     node.shutdown().await;
+}
+
+fn one_offs_created(jobs: &[Value]) -> f64 {
+    // One create call per job in this test (no batches).
+    jobs.len() as f64
 }

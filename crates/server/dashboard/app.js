@@ -184,6 +184,20 @@ function stateBadge(state) {
   return el("span", { class: `badge state-${state}`, "data-testid": "job-state" }, state);
 }
 
+function targetText(target) {
+  if (target && target.webhook) return target.webhook.url;
+  if (target && target.queue) return `queue ${target.queue}`;
+  return JSON.stringify(target);
+}
+
+function fmtAge(ms) {
+  if (ms === null || ms === undefined) return "—";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min`;
+  return `${(ms / 3_600_000).toFixed(1)} h`;
+}
+
 function jobLink(id, text) {
   return el("a", { href: `#/jobs/${encodeURIComponent(id)}`, class: "mono" }, text || id);
 }
@@ -235,6 +249,10 @@ function summarize(series) {
     buckets: [...buckets.entries()].sort((a, b) => a[0] - b[0]),
     inFlight: sum("hourglass_in_flight"),
     timerQueue: sum("hourglass_timer_queue"),
+    backlog: sum("hourglass_due_backlog"),
+    backlogAgeMs: sum("hourglass_due_backlog_age_seconds") * 1000,
+    queueAvailable: sum("hourglass_queue_messages", (l) => l.state === "available"),
+    queueInFlight: sum("hourglass_queue_messages", (l) => l.state === "in_flight"),
   };
 }
 
@@ -342,6 +360,9 @@ async function render() {
   } else if (parts[0] === "dead-letters") {
     name = "dead-letters";
     renderer = () => renderDeadLetters(params);
+  } else if (parts[0] === "queues") {
+    name = "queues";
+    renderer = renderQueues;
   }
   currentView = name;
   for (const link of document.querySelectorAll("nav a[data-nav]")) {
@@ -418,6 +439,13 @@ function renderOverviewStats() {
       stat("Dead-lettered", "stat-dead-letter", n(o.dead_letter), "attempts since start"),
       stat("In flight", "stat-in-flight", n(latest && latest.inFlight)),
       stat("Timer queue", "stat-timer-queue", n(latest && latest.timerQueue)),
+      stat(
+        "Due backlog",
+        "stat-backlog",
+        n(latest && latest.backlog),
+        latest && latest.backlog > 0 ? `oldest due ${fmtAge(Math.round(latest.backlogAgeMs))} ago` : "past due, not yet claimed",
+      ),
+      stat("Queue messages waiting", "stat-queue-available", n(latest && latest.queueAvailable), latest ? `${fmtNumber(latest.queueInFlight)} leased by workers` : null),
       stat("Overall lateness", "stat-lateness-overall", latest && latest.latenessCount > 0 ? `${fmtNumber((latest.latenessSum / latest.latenessCount) * 1000, 1)} ms` : "—", "mean since start"),
     ),
     el(
@@ -744,7 +772,7 @@ async function renderJob(id) {
           ["Type", job.type || "—", "job-detail-type"],
           ["Key", job.key || "—", "job-detail-key"],
           ["Namespace", job.namespace, "job-detail-namespace"],
-          ["Target", job.target && job.target.webhook ? job.target.webhook.url : JSON.stringify(job.target), "job-detail-target"],
+          ["Target", targetText(job.target), "job-detail-target"],
           ["Next due", job.next_due_at ? `${fmtTime(job.next_due_at)} (${fmtRelative(job.next_due_at)})` : "—", "job-detail-next"],
           ["Runs / skipped", `${job.runs} / ${job.skipped}`, "job-detail-runs"],
           ["Retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.initial_backoff}–${job.retry.max_backoff}`, "job-detail-retry"],
@@ -866,6 +894,52 @@ async function renderDeadLetters(params) {
           ? el("a", { href: `#/dead-letters?cursor=${encodeURIComponent(page.next_cursor)}`, "data-testid": "next-page" }, "Next page →")
           : null,
       ),
+    ),
+  ];
+}
+
+// Queues -------------------------------------------------------------------------------------
+
+async function renderQueues() {
+  const { queues } = await api("GET", "/v1/queues");
+  const rows = queues.map((q) =>
+    el(
+      "tr",
+      { "data-testid": "queue-row", "data-queue": q.name },
+      el("td", { class: "mono" }, q.name),
+      el("td", { class: "num", "data-testid": "queue-available" }, fmtNumber(q.available)),
+      el("td", { class: "num", "data-testid": "queue-in-flight" }, fmtNumber(q.in_flight)),
+      el("td", { class: "num", "data-testid": "queue-scheduled" }, fmtNumber(q.scheduled)),
+      el("td", { class: "num", "data-testid": "queue-oldest" }, fmtAge(q.oldest_available_age_ms)),
+    ),
+  );
+  const table = rows.length
+    ? el(
+        "table",
+        { "data-testid": "queues-table" },
+        el(
+          "thead",
+          {},
+          el(
+            "tr",
+            {},
+            ["Queue", "Available", "In flight", "Scheduled", "Oldest available"].map((h) => el("th", { scope: "col" }, h)),
+          ),
+        ),
+        el("tbody", {}, rows),
+      )
+    : el("p", { class: "muted", "data-testid": "queues-empty" }, "No queue has active jobs in this namespace.");
+  return [
+    el("h1", {}, "Queues"),
+    el(
+      "section",
+      { class: "card" },
+      el(
+        "p",
+        { class: "muted small" },
+        "Pull queues of this namespace: messages due and waiting for a worker (available), leased by a worker (in flight), and not yet due (scheduled).",
+      ),
+      table,
     ),
   ];
 }

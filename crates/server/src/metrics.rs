@@ -7,10 +7,16 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use hourglass_core::ScheduleKind;
+use hourglass_store::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
 
 use crate::api::AppState;
 
@@ -32,18 +38,72 @@ pub struct CreatedLabels {
 
 const SCHEDULE_KINDS: [&str; 3] = ["at", "cron", "every"];
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: &'static str,
+}
+
 #[derive(Clone)]
 pub struct ApiMetrics {
     pub requests: Family<RequestLabels, Counter>,
     pub jobs_created: Family<CreatedLabels, Counter>,
+    store: StoreFigures,
 }
+
+/// Whole-store figures (jobs by state, backlog, queue totals), read from the store when
+/// /metrics is scraped, at most once per [`STORE_FIGURES_TTL`]: counting may scan the store.
+#[derive(Clone)]
+struct StoreFigures {
+    jobs: Family<StateLabels, Gauge>,
+    backlog: Gauge,
+    backlog_age: Gauge<f64, AtomicU64>,
+    queue_messages: Family<StateLabels, Gauge>,
+    queue_oldest_age: Gauge<f64, AtomicU64>,
+    sampled: Arc<Mutex<Option<Instant>>>,
+}
+
+pub const STORE_FIGURES_TTL: Duration = Duration::from_secs(10);
 
 impl ApiMetrics {
     pub fn new(registry: &mut Registry) -> Self {
         let m = Self {
             requests: Family::default(),
             jobs_created: Family::default(),
+            store: StoreFigures {
+                jobs: Family::default(),
+                backlog: Gauge::default(),
+                backlog_age: Gauge::default(),
+                queue_messages: Family::default(),
+                queue_oldest_age: Gauge::default(),
+                sampled: Arc::new(Mutex::new(None)),
+            },
         };
+        let f = &m.store;
+        registry.register(
+            "hourglass_jobs",
+            "Jobs by state (sampled from the store at most every 10 s)",
+            f.jobs.clone(),
+        );
+        registry.register(
+            "hourglass_due_backlog",
+            "Occurrences past their fire time that no node has claimed yet (webhook targets)",
+            f.backlog.clone(),
+        );
+        registry.register(
+            "hourglass_due_backlog_age_seconds",
+            "How long the oldest unclaimed past-due occurrence has been due (0 when none)",
+            f.backlog_age.clone(),
+        );
+        registry.register(
+            "hourglass_queue_messages",
+            "Pull-queue messages across all queues: available, in_flight (leased) or scheduled",
+            f.queue_messages.clone(),
+        );
+        registry.register(
+            "hourglass_queue_oldest_available_age_seconds",
+            "How long the oldest available queue message has waited (0 when none)",
+            f.queue_oldest_age.clone(),
+        );
         // Present at zero from the start (a family prints nothing until a series exists). The
         // request counter is not: its label combinations are only known as requests come.
         for schedule in SCHEDULE_KINDS {
@@ -60,6 +120,44 @@ impl ApiMetrics {
             m.jobs_created.clone(),
         );
         m
+    }
+
+    /// Refreshes the whole-store figures if the last sample is older than the TTL. A failure
+    /// keeps the previous figures (the store error is counted by the store's own metrics).
+    pub async fn refresh_store_figures(&self, store: &dyn Store, now: jiff::Timestamp) {
+        let f = &self.store;
+        let mut sampled = f.sampled.lock().await;
+        if sampled.is_some_and(|at| at.elapsed() < STORE_FIGURES_TTL) {
+            return;
+        }
+        let Ok(g) = store.gauges(now).await else {
+            return;
+        };
+        *sampled = Some(Instant::now());
+        for (state, n) in &g.jobs_by_state {
+            f.jobs
+                .get_or_create(&StateLabels {
+                    state: state.as_str(),
+                })
+                .set(*n as i64);
+        }
+        let age = |t: Option<jiff::Timestamp>| {
+            t.map_or(0.0, |t| {
+                ((now.as_millisecond() - t.as_millisecond()).max(0)) as f64 / 1000.0
+            })
+        };
+        f.backlog.set(g.due_backlog as i64);
+        f.backlog_age.set(age(g.oldest_backlog));
+        for (state, n) in [
+            ("available", g.queue_available),
+            ("in_flight", g.queue_in_flight),
+            ("scheduled", g.queue_scheduled),
+        ] {
+            f.queue_messages
+                .get_or_create(&StateLabels { state })
+                .set(n as i64);
+        }
+        f.queue_oldest_age.set(age(g.oldest_queue_available));
     }
 
     pub fn job_created(&self, kind: &ScheduleKind) {

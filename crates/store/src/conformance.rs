@@ -11,7 +11,7 @@ use hourglass_core::{
 use jiff::{SignedDuration, Timestamp};
 
 use crate::{
-    Applied, ClaimScope, Created, DueEvent, JobQuery, JobUpdate, Lease, NewJob, QueueStats,
+    Applied, ClaimScope, Created, DueEvent, JobQuery, JobUpdate, Lease, NewJob, Purged, QueueStats,
     Release, Store, StoreError, StoreEvent, Transition,
 };
 
@@ -32,7 +32,8 @@ macro_rules! conformance_tests {
             signing_secret_round_trips, queue_jobs_are_leased_not_fired,
             queue_lease_filters_by_type, lapsed_queue_lease_counts_an_attempt,
             extend_moves_the_lease_under_its_token, queue_retry_counts_once,
-            queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds);
+            queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
+            gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -326,19 +327,27 @@ pub async fn events_announce_due_work(store: Arc<dyn Store>) {
         .transition(Some("a"), id, Transition::Trigger { now: base })
         .await
         .unwrap();
-    let mut got = vec![next().await, next().await];
+    let mut got = [next().await, next().await];
     got.sort_by_key(|e| matches!(e, StoreEvent::Fenced { .. }));
     assert_eq!(
-        got,
-        vec![
-            StoreEvent::Due(DueEvent {
-                namespace: "a".into(),
-                queue: None,
-                at: base,
-            }),
-            StoreEvent::Fenced { job_id: id },
-        ]
+        got[0],
+        StoreEvent::Due(DueEvent {
+            namespace: "a".into(),
+            queue: None,
+            at: base,
+        })
     );
+    let StoreEvent::Fenced { job_id, token } = got[1] else {
+        panic!("expected a fence, got {:?}", got[1]);
+    };
+    assert_eq!(job_id, id);
+    // A claim made after the trigger carries the fence's token or a higher one.
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
+    let after = claimed.iter().find(|o| o.job_id == id).expect("claimed");
+    assert!(after.token >= token);
 }
 
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
@@ -1182,4 +1191,132 @@ pub async fn update_can_move_a_job_between_target_kinds(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].job_id, id);
+}
+
+pub async fn gauges_count_states_backlog_and_queues(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let empty = store.gauges(base).await.unwrap();
+    assert_eq!(
+        empty.jobs_by_state,
+        JobState::ALL.iter().map(|s| (*s, 0)).collect::<Vec<_>>(),
+        "every state, at zero"
+    );
+    let late = one_off("a", base - ms(5_000));
+    let claimed = one_off("b", base - ms(9_000));
+    let future = one_off("a", base + ms(60_000));
+    let cancelled = one_off("a", base + ms(60_000));
+    let cancelled_id = cancelled.id;
+    create(
+        &*store,
+        vec![
+            late,
+            claimed,
+            future,
+            cancelled,
+            queue_job("a", "q", "x", base - ms(2_000)),
+            queue_job("b", "r", "x", base - ms(1_000)),
+            queue_job("a", "q", "x", base + ms(1_000)),
+        ],
+    )
+    .await;
+    store
+        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .await
+        .unwrap();
+    // Claim the oldest fired occurrence and one queue message.
+    let held = store
+        .claim_due(ClaimScope::Fired, base - ms(9_000), 1, &lease("n", base))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    store
+        .claim_due(queue("b", "r"), base, 1, &lease("w", base))
+        .await
+        .unwrap();
+
+    let g = store.gauges(base).await.unwrap();
+    let count = |state| g.jobs_by_state.iter().find(|(s, _)| *s == state).unwrap().1;
+    assert_eq!(count(JobState::Active), 6);
+    assert_eq!(count(JobState::Cancelled), 1);
+    assert_eq!(count(JobState::Completed), 0);
+    assert_eq!(
+        (g.due_backlog, g.oldest_backlog),
+        (1, Some(base - ms(5_000))),
+        "only the unclaimed late occurrence"
+    );
+    assert_eq!(
+        (g.queue_available, g.queue_in_flight, g.queue_scheduled),
+        (1, 1, 1)
+    );
+    assert_eq!(g.oldest_queue_available, Some(base - ms(2_000)));
+}
+
+pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
+    let base = t(T0);
+    // Finished an hour ago: a delivered one-off and a cancelled one.
+    let done_early = one_off("a", base);
+    let cancelled = one_off("a", base + ms(3_600_000));
+    // Still to come, and a recurring job with an old run and a recent one.
+    let waiting = one_off("a", base + ms(86_400_000));
+    let recurring = every_second("a", base);
+    let (done_id, cancelled_id, waiting_id, recurring_id) =
+        (done_early.id, cancelled.id, waiting.id, recurring.id);
+    create(&*store, vec![done_early, cancelled, waiting, recurring]).await;
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n", base))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let finish = claimed
+        .iter()
+        .map(|occ| {
+            let next = (occ.job_id == recurring_id).then(|| base + ms(1000));
+            done(occ, Action::Delivered { next, skipped: 0 })
+        })
+        .collect();
+    store.complete(finish, base).await.unwrap();
+    store
+        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .await
+        .unwrap();
+    // A recent run of the recurring job, two hours later.
+    let later = base + ms(7_200_000);
+    let again = store
+        .claim_due(ClaimScope::Fired, later, 10, &lease("n", later))
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    let mut recent = done(
+        &again[0],
+        Action::Delivered {
+            next: Some(later + ms(1000)),
+            skipped: 0,
+        },
+    );
+    recent.attempt = attempt(1, later);
+    store.complete(vec![recent], later).await.unwrap();
+
+    // Keep one hour: everything finished or run before `later - 1h` goes.
+    let cutoff = later - ms(3_600_000);
+    let purged = store.purge(cutoff, 100).await.unwrap();
+    assert_eq!(
+        purged,
+        Purged { jobs: 2, runs: 2 },
+        "two old jobs, the done job's run and the recurring job's old run"
+    );
+    assert!(store.get_job(None, done_id).await.unwrap().is_none());
+    assert!(store.get_job(None, cancelled_id).await.unwrap().is_none());
+    assert!(
+        store.get_job(None, waiting_id).await.unwrap().is_some(),
+        "live jobs stay"
+    );
+    let kept = store.runs(None, recurring_id, 10).await.unwrap();
+    assert_eq!(kept.len(), 1, "the recent run stays");
+    assert_eq!(kept[0].started_at, later);
+    assert_eq!(
+        store.purge(cutoff, 100).await.unwrap(),
+        Purged::default(),
+        "nothing twice"
+    );
+    assert_eq!(store.count_jobs(None).await.unwrap(), 2);
 }

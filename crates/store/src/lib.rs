@@ -137,6 +137,31 @@ pub struct QueueStats {
     pub oldest_available: Option<Timestamp>,
 }
 
+/// Whole-store figures for metrics. Meant to be sampled every few seconds, not per request: a
+/// backend may count by scanning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// Jobs per state, every state present (zero when none).
+    pub jobs_by_state: Vec<(JobState, u64)>,
+    /// Occurrences of fired targets whose fire time has passed and that no node has claimed: work
+    /// the nodes are behind on (zero on a healthy node, which claims ahead of time).
+    pub due_backlog: u64,
+    /// The earliest fire time in that backlog.
+    pub oldest_backlog: Option<Timestamp>,
+    /// Queue messages across every queue and namespace.
+    pub queue_available: u64,
+    pub queue_in_flight: u64,
+    pub queue_scheduled: u64,
+    pub oldest_queue_available: Option<Timestamp>,
+}
+
+/// What a [`Store::purge`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub jobs: u64,
+    pub runs: u64,
+}
+
 /// Whether a completion was applied or refused because its fencing token is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -233,9 +258,10 @@ pub struct DeadLetter {
 pub enum StoreEvent {
     /// Something became due, possibly earlier than anyone planned.
     Due(DueEvent),
-    /// The job was paused, cancelled, edited or triggered: every claim on it is stale. A node
-    /// holding one drops it unfired (its completion would be refused anyway).
-    Fenced { job_id: JobId },
+    /// The job was paused, cancelled, edited or triggered: every claim on it with a token below
+    /// `token` is stale. A node holding one drops it unfired (its completion would be refused
+    /// anyway). Claims made after the change carry `token` or higher and stay valid.
+    Fenced { job_id: JobId, token: i64 },
     /// Events may have been lost (the store's listener reconnected after an outage): every
     /// waiter re-checks the store.
     Resync,
@@ -351,6 +377,14 @@ pub trait Store: Send + Sync + 'static {
     -> Result<Option<DeadLetter>>;
     /// True when it existed.
     async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool>;
+
+    /// Retention: deletes up to `limit` finished jobs (completed, failed, cancelled) last changed
+    /// before `before`, with their run history, and up to `limit` runs of any job that started
+    /// before `before`. Dead letters are kept until deleted. Small batches keep each call short.
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged>;
+
+    /// Counts for metrics, across namespaces, at `now`.
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;
 
     /// The namespace's webhook signing secret, if one was set.
     async fn signing_secret(&self, namespace: &str) -> Result<Option<String>>;

@@ -36,7 +36,8 @@ use tokio_postgres::{AsyncMessage, NoTls, Row};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate, Lease,
-    NewJob, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreEvent, Transition,
+    NewJob, Purged, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreEvent,
+    StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -114,6 +115,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_due ON jobs (fire_ms) WHERE state = 0 AND queue IS NULL;
     CREATE INDEX jobs_queue_due ON jobs (namespace, queue, fire_ms)
         WHERE state = 0 AND queue IS NOT NULL;
+    -- Retention: finished jobs by last change, so the sweep never scans live ones.
+    CREATE INDEX jobs_finished ON jobs (updated_ms) WHERE state >= 2;
 
     CREATE TABLE runs (
         id          BIGINT GENERATED ALWAYS AS IDENTITY,
@@ -127,6 +130,7 @@ const MIGRATIONS: &[&str] = &[
         outcome     TEXT NOT NULL
     );
     CREATE INDEX runs_job ON runs (job_id, started_ms);
+    CREATE INDEX runs_started ON runs (started_ms);
 
     CREATE TABLE dead_letters (
         id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -526,7 +530,8 @@ async fn listen(
 struct Due {
     fired: Option<(String, i64)>,
     queues: HashMap<(String, String), i64>,
-    fenced: Vec<JobId>,
+    /// Jobs whose claims became stale, with their new token.
+    fenced: Vec<(JobId, i64)>,
 }
 
 impl Due {
@@ -547,7 +552,8 @@ impl Due {
         }
     }
 
-    /// JSON arrays of `{"n": namespace, "q": queue|null, "at": ms}` and `{"fence": id}`, each
+    /// JSON arrays of `{"n": namespace, "q": queue|null, "at": ms}` and `{"fence": id, "token":
+    /// t}`, each
     /// under PostgreSQL's payload limit.
     fn payloads(&self) -> Vec<String> {
         let mut items: Vec<String> = Vec::new();
@@ -557,8 +563,8 @@ impl Due {
         for ((namespace, queue), at) in &self.queues {
             items.push(json!({"n": namespace, "q": queue, "at": at}).to_string());
         }
-        for id in &self.fenced {
-            items.push(json!({ "fence": id }).to_string());
+        for (id, token) in &self.fenced {
+            items.push(json!({ "fence": id, "token": token }).to_string());
         }
         let mut out = Vec::new();
         let mut current = String::new();
@@ -588,9 +594,9 @@ fn parse_events(payload: &str) -> Vec<StoreEvent> {
         .iter()
         .map(|item| {
             if let Some(id) = item.get("fence").and_then(Value::as_str) {
-                return match id.parse() {
-                    Ok(job_id) => StoreEvent::Fenced { job_id },
-                    Err(_) => StoreEvent::Resync,
+                return match (id.parse(), item.get("token").and_then(Value::as_i64)) {
+                    (Ok(job_id), Some(token)) => StoreEvent::Fenced { job_id, token },
+                    _ => StoreEvent::Resync,
                 };
             }
             match (
@@ -1355,7 +1361,7 @@ impl Store for PostgresStore {
                                      lease_fire_ms = NULL, lease_token = lease_token + 1,
                                      updated_ms = $8, queue = $9
                      WHERE id = $1
-                     RETURNING {JOB_COLUMNS}"
+                     RETURNING {JOB_COLUMNS}, lease_token"
                 ))
                 .await?;
             let row = tx
@@ -1376,7 +1382,7 @@ impl Store for PostgresStore {
                 .await?;
             let record = job_from_row(&row)?;
             let mut due = Due {
-                fenced: vec![id],
+                fenced: vec![(id, col(&row, 12)?)],
                 ..Due::default()
             };
             if let Some(fire) = fire {
@@ -1418,7 +1424,7 @@ impl Store for PostgresStore {
                                      lease_token = lease_token + 1, updated_ms = $5,
                                      key = CASE WHEN $6 THEN NULL ELSE key END
                      WHERE id = $1
-                     RETURNING {JOB_COLUMNS}"
+                     RETURNING {JOB_COLUMNS}, lease_token"
                 ))
                 .await?;
             let row = tx
@@ -1436,7 +1442,7 @@ impl Store for PostgresStore {
                 .await?;
             let record = job_from_row(&row)?;
             let mut due = Due {
-                fenced: vec![id],
+                fenced: vec![(id, col(&row, 12)?)],
                 ..Due::default()
             };
             if let Some(fire) = fire {
@@ -1552,6 +1558,95 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let (before, limit) = (before.as_millisecond(), limit as i64);
+        self.bounded(async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            // Every node sweeps; SKIP LOCKED lets two sweeps split the work instead of queueing.
+            let stmt = tx
+                .prepare_cached(
+                    "WITH gone AS (
+                         DELETE FROM jobs WHERE id IN (
+                             SELECT id FROM jobs WHERE state >= 2 AND updated_ms < $1
+                             ORDER BY updated_ms LIMIT $2 FOR UPDATE SKIP LOCKED)
+                         RETURNING id),
+                     gone_runs AS (
+                         DELETE FROM runs WHERE job_id IN (SELECT id FROM gone) RETURNING 1)
+                     SELECT (SELECT COUNT(*) FROM gone), (SELECT COUNT(*) FROM gone_runs)",
+                )
+                .await?;
+            let row = tx.query_one(&stmt, &[&before, &limit]).await?;
+            let mut purged = Purged {
+                jobs: col::<i64>(&row, 0)? as u64,
+                runs: col::<i64>(&row, 1)? as u64,
+            };
+            // Old runs of jobs that live on (recurring ones), by row address: no id index needed.
+            let stmt = tx
+                .prepare_cached(
+                    "WITH old AS (
+                         DELETE FROM runs WHERE ctid = ANY(ARRAY(
+                             SELECT ctid FROM runs WHERE started_ms < $1 LIMIT $2))
+                         RETURNING 1)
+                     SELECT COUNT(*) FROM old",
+                )
+                .await?;
+            let row = tx.query_one(&stmt, &[&before, &limit]).await?;
+            purged.runs += col::<i64>(&row, 0)? as u64;
+            tx.commit().await?;
+            Ok(purged)
+        })
+        .await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        let now = now.as_millisecond();
+        self.bounded(async {
+            let client = self.client().await?;
+            let mut gauges = StoreGauges {
+                jobs_by_state: JobState::ALL.iter().map(|s| (*s, 0)).collect(),
+                ..Default::default()
+            };
+            let stmt = client
+                .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+                .await?;
+            for row in client.query(&stmt, &[]).await? {
+                let state = state_from_code(col::<i16>(&row, 0)? as i64)?;
+                let n: i64 = col(&row, 1)?;
+                if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == state) {
+                    slot.1 = n as u64;
+                }
+            }
+            // Unclaimed only: a claimed occurrence's fire_ms is its lease expiry, in the future
+            // while a node holds it; a lapsed claim is backlog again, as it should be.
+            let stmt = client
+                .prepare_cached(
+                    "SELECT COUNT(*), MIN(fire_ms) FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= $1",
+                )
+                .await?;
+            let row = client.query_one(&stmt, &[&now]).await?;
+            gauges.due_backlog = col::<i64>(&row, 0)? as u64;
+            gauges.oldest_backlog = col::<Option<i64>>(&row, 1)?.map(from_ms);
+            let stmt = client
+                .prepare_cached(
+                    "SELECT COUNT(*) FILTER (WHERE fire_ms <= $1),
+                            COUNT(*) FILTER (WHERE fire_ms > $1 AND lease_owner IS NOT NULL),
+                            COUNT(*) FILTER (WHERE fire_ms > $1 AND lease_owner IS NULL),
+                            MIN(fire_ms) FILTER (WHERE fire_ms <= $1)
+                     FROM jobs WHERE state = 0 AND queue IS NOT NULL",
+                )
+                .await?;
+            let row = client.query_one(&stmt, &[&now]).await?;
+            gauges.queue_available = col::<i64>(&row, 0)? as u64;
+            gauges.queue_in_flight = col::<i64>(&row, 1)? as u64;
+            gauges.queue_scheduled = col::<i64>(&row, 2)? as u64;
+            gauges.oldest_queue_available = col::<Option<i64>>(&row, 3)?.map(from_ms);
+            Ok(gauges)
+        })
+        .await
+    }
+
     async fn signing_secret(&self, namespace: &str) -> Result<Option<String>> {
         self.bounded(async {
             let client = self.client().await?;
@@ -1594,7 +1689,7 @@ mod tests {
         due.add("a", Some("q"), 5);
         due.add("a", Some("q"), 7);
         let id = uuid::Uuid::now_v7();
-        due.fenced.push(id);
+        due.fenced.push((id, 4));
         let payloads = due.payloads();
         assert_eq!(payloads.len(), 1);
         let mut events = parse_events(&payloads[0]);
@@ -1612,7 +1707,10 @@ mod tests {
                     queue: None,
                     at: from_ms(10)
                 }),
-                StoreEvent::Fenced { job_id: id },
+                StoreEvent::Fenced {
+                    job_id: id,
+                    token: 4
+                },
             ]
         );
 

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    QueueStats, Release, Result, RunRecord, Store, StoreError, Transition,
+    Purged, QueueStats, Release, Result, RunRecord, Store, StoreError, StoreGauges, Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -99,6 +99,8 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0 AND queue IS NULL;
      CREATE INDEX jobs_queue_due ON jobs(namespace, queue, fire_ms)
          WHERE state = 0 AND queue IS NOT NULL;",
+    // 2: retention. Finished jobs by last change, so the sweep never scans live ones.
+    "CREATE INDEX jobs_finished ON jobs(updated_ms) WHERE state >= 2;",
 ];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
@@ -788,6 +790,120 @@ impl Store for SqliteStore {
                     })
                 })
                 .collect()
+        })
+        .await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let before = before.as_millisecond();
+        self.write(move |conn| {
+            let mut purged = Purged::default();
+            let ids: Vec<Vec<u8>> = {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id FROM jobs WHERE state >= 2 AND updated_ms < ?1
+                         ORDER BY updated_ms LIMIT ?2",
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(params![before, limit as i64], |r| r.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<rusqlite::Result<_>>().map_err(unavailable)?
+            };
+            for id in &ids {
+                purged.runs += conn
+                    .prepare_cached("DELETE FROM runs WHERE job_id = ?1")
+                    .map_err(unavailable)?
+                    .execute([id])
+                    .map_err(unavailable)? as u64;
+                purged.jobs += conn
+                    .prepare_cached("DELETE FROM jobs WHERE id = ?1")
+                    .map_err(unavailable)?
+                    .execute([id])
+                    .map_err(unavailable)? as u64;
+            }
+            // Runs are appended in time order, so the oldest rowids are the oldest runs: take
+            // them from the front and stop at the first one young enough to keep. No index on
+            // the start time is needed, and a table of only young runs costs one row read.
+            let old: Vec<i64> = {
+                let mut stmt = conn
+                    .prepare_cached("SELECT rowid, started_ms FROM runs ORDER BY rowid LIMIT ?1")
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map([limit as i64], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                let mut old = Vec::new();
+                for row in rows {
+                    let (rowid, started) = row.map_err(unavailable)?;
+                    if started >= before {
+                        break;
+                    }
+                    old.push(rowid);
+                }
+                old
+            };
+            for rowid in old {
+                purged.runs += conn
+                    .prepare_cached("DELETE FROM runs WHERE rowid = ?1")
+                    .map_err(unavailable)?
+                    .execute([rowid])
+                    .map_err(unavailable)? as u64;
+            }
+            Ok(purged)
+        })
+        .await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        let now = now.as_millisecond();
+        self.read(move |conn| {
+            let mut gauges = StoreGauges {
+                jobs_by_state: JobState::ALL.iter().map(|s| (*s, 0)).collect(),
+                ..Default::default()
+            };
+            let mut by_state = conn
+                .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+                .map_err(unavailable)?;
+            let mut rows = by_state.query([]).map_err(unavailable)?;
+            while let Some(row) = rows.next().map_err(unavailable)? {
+                let state = state_from_code(row.get(0).map_err(corrupt)?)?;
+                let n: i64 = row.get(1).map_err(corrupt)?;
+                if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == state) {
+                    slot.1 = n as u64;
+                }
+            }
+            drop(rows);
+            // Unclaimed only: a claimed occurrence's fire_ms is its lease expiry, in the future
+            // while a node holds it; a lapsed claim is backlog again, as it should be.
+            let (backlog, oldest): (i64, Option<i64>) = conn
+                .prepare_cached(
+                    "SELECT COUNT(*), MIN(fire_ms) FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1",
+                )
+                .map_err(unavailable)?
+                .query_row([now], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(unavailable)?;
+            gauges.due_backlog = backlog as u64;
+            gauges.oldest_backlog = oldest.map(from_ms);
+            type QueueRow = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+            let (available, in_flight, scheduled, oldest): QueueRow = conn
+                .prepare_cached(
+                    "SELECT SUM(fire_ms <= ?1),
+                            SUM(fire_ms > ?1 AND lease_owner IS NOT NULL),
+                            SUM(fire_ms > ?1 AND lease_owner IS NULL),
+                            MIN(CASE WHEN fire_ms <= ?1 THEN fire_ms END)
+                     FROM jobs WHERE state = 0 AND queue IS NOT NULL",
+                )
+                .map_err(unavailable)?
+                .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .map_err(unavailable)?;
+            gauges.queue_available = available.unwrap_or(0) as u64;
+            gauges.queue_in_flight = in_flight.unwrap_or(0) as u64;
+            gauges.queue_scheduled = scheduled.unwrap_or(0) as u64;
+            gauges.oldest_queue_available = oldest.map(from_ms);
+            Ok(gauges)
         })
         .await
     }

@@ -1,0 +1,220 @@
+//! A [`Store`] wrapper that times every operation into `hourglass_store_operation_seconds`, so the
+//! API's and the engine's store calls are measured the same way, whatever the backend.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use hourglass_core::{Completion, JobId, Occurrence};
+use hourglass_store::{
+    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
+    Purged, QueueStats, Release, Result, RunRecord, Store, StoreGauges, Transition,
+};
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    pub op: &'static str,
+    /// `ok` or `error`.
+    pub outcome: &'static str,
+}
+
+pub struct InstrumentedStore {
+    inner: Arc<dyn Store>,
+    seconds: Family<OpLabels, Histogram>,
+}
+
+impl InstrumentedStore {
+    pub fn new(inner: Arc<dyn Store>, registry: &mut Registry) -> Self {
+        let seconds = Family::<OpLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+            ])
+        });
+        registry.register(
+            "hourglass_store_operation_seconds",
+            "Duration of store operations (commit included for writes), by operation and outcome",
+            seconds.clone(),
+        );
+        Self { inner, seconds }
+    }
+
+    async fn timed<T>(&self, op: &'static str, call: impl Future<Output = Result<T>>) -> Result<T> {
+        let started = Instant::now();
+        let result = call.await;
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        self.seconds
+            .get_or_create(&OpLabels { op, outcome })
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+}
+
+#[async_trait]
+impl Store for InstrumentedStore {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    fn events(&self) -> Option<tokio::sync::broadcast::Receiver<hourglass_store::StoreEvent>> {
+        self.inner.events()
+    }
+
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+        self.timed("create_jobs", self.inner.create_jobs(jobs))
+            .await
+    }
+
+    async fn claim_due(
+        &self,
+        scope: ClaimScope<'_>,
+        horizon: Timestamp,
+        limit: usize,
+        lease: &Lease,
+    ) -> Result<Vec<Occurrence>> {
+        let op = match scope {
+            ClaimScope::Fired => "claim_due",
+            ClaimScope::Queue { .. } => "lease_queue",
+        };
+        self.timed(op, self.inner.claim_due(scope, horizon, limit, lease))
+            .await
+    }
+
+    async fn extend_claims(
+        &self,
+        claims: Vec<(JobId, i64)>,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<Applied>> {
+        self.timed(
+            "extend_claims",
+            self.inner.extend_claims(claims, until, now),
+        )
+        .await
+    }
+
+    async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
+        self.timed("complete", self.inner.complete(batch, now))
+            .await
+    }
+
+    async fn release(&self, claims: Vec<Release>) -> Result<()> {
+        self.timed("release", self.inner.release(claims)).await
+    }
+
+    async fn next_due(&self, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {
+        self.timed("next_due", self.inner.next_due(scope)).await
+    }
+
+    async fn queue_stats(
+        &self,
+        namespace: &str,
+        queue: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<QueueStats>> {
+        self.timed("queue_stats", self.inner.queue_stats(namespace, queue, now))
+            .await
+    }
+
+    async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>> {
+        self.timed("get_job", self.inner.get_job(namespace, id))
+            .await
+    }
+
+    async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
+        self.timed("list_jobs", self.inner.list_jobs(query)).await
+    }
+
+    async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64> {
+        self.timed("count_jobs", self.inner.count_jobs(namespace))
+            .await
+    }
+
+    async fn update_job(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        update: JobUpdate,
+    ) -> Result<JobRecord> {
+        self.timed("update_job", self.inner.update_job(namespace, id, update))
+            .await
+    }
+
+    async fn transition(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        transition: Transition,
+    ) -> Result<JobRecord> {
+        self.timed(
+            "transition",
+            self.inner.transition(namespace, id, transition),
+        )
+        .await
+    }
+
+    async fn runs(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>> {
+        self.timed("runs", self.inner.runs(namespace, id, limit))
+            .await
+    }
+
+    async fn dead_letters(
+        &self,
+        namespace: Option<&str>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        self.timed(
+            "dead_letters",
+            self.inner.dead_letters(namespace, after, limit),
+        )
+        .await
+    }
+
+    async fn get_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+    ) -> Result<Option<DeadLetter>> {
+        self.timed("get_dead_letter", self.inner.get_dead_letter(namespace, id))
+            .await
+    }
+
+    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
+        self.timed(
+            "delete_dead_letter",
+            self.inner.delete_dead_letter(namespace, id),
+        )
+        .await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        self.timed("purge", self.inner.purge(before, limit)).await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        self.timed("gauges", self.inner.gauges(now)).await
+    }
+
+    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>> {
+        self.timed("signing_secret", self.inner.signing_secret(namespace))
+            .await
+    }
+
+    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()> {
+        self.timed(
+            "set_signing_secret",
+            self.inner.set_signing_secret(namespace, secret),
+        )
+        .await
+    }
+}
