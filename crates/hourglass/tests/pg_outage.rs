@@ -48,7 +48,7 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
     let options = |i: usize| NodeOptions {
         store: store.clone(),
         lease_ttl: LEASE_TTL.to_string(),
-        node_id: format!("node-{i}"),
+        name: format!("node-{i}"),
     };
     let (first, second) = (options(0), options(1));
     let (a, b) = tokio::join!(nodes.start(&first), nodes.start(&second));

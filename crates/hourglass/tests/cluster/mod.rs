@@ -380,8 +380,9 @@ pub struct NodeOptions {
     pub store: String,
     /// `--lease-ttl`, e.g. "3s".
     pub lease_ttl: String,
-    /// `--node-id`: the name the node claims under (distinct per node, for the logs).
-    pub node_id: String,
+    /// The test's name for the node, in its log file's name and in messages. (The node names
+    /// its lease owner itself: host, pid and a random part.)
+    pub name: String,
 }
 
 impl Default for Nodes {
@@ -402,13 +403,13 @@ impl Nodes {
             let log = self
                 .dir
                 .path()
-                .join(format!("{}-{}.log", opts.node_id, logs.len() + 1));
+                .join(format!("{}-{}.log", opts.name, logs.len() + 1));
             logs.push(log.clone());
             log
         };
         // A node on PostgreSQL keeps nothing locally; its working directory is a scratch one so
         // that nothing lands in the source tree whatever it writes.
-        let cwd = self.dir.path().join(&opts.node_id);
+        let cwd = self.dir.path().join(&opts.name);
         std::fs::create_dir_all(&cwd).expect("node working dir");
         let stderr = std::fs::File::create(&log).expect("node log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
@@ -416,7 +417,6 @@ impl Nodes {
             .args(["--store", &opts.store])
             .args(["--listen", "127.0.0.1:0"])
             .args(["--lease-ttl", &opts.lease_ttl])
-            .args(["--node-id", &opts.node_id])
             .args(["--allow-targets", "127.0.0.0/8"])
             .current_dir(&cwd)
             .env("HOURGLASS_LOG", "warn")
@@ -454,13 +454,13 @@ impl Nodes {
                 let status = child.wait().await.expect("wait for node");
                 panic!(
                     "node {} exited ({status}) before listening; log:\n{}",
-                    opts.node_id,
+                    opts.name,
                     tail(&log, 40)
                 );
             }
             Err(_) => panic!(
                 "node {} did not report listening within {READY_TIMEOUT:?}; log:\n{}",
-                opts.node_id,
+                opts.name,
                 tail(&log, 40)
             ),
         };
@@ -475,13 +475,9 @@ impl Nodes {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let api = Api::new(addr);
         let (status, body) = api.call("GET", "/healthz", None).await;
-        assert_eq!(
-            status, 200,
-            "healthz of {} after start: {body}",
-            opts.node_id
-        );
+        assert_eq!(status, 200, "healthz of {} after start: {body}", opts.name);
         NodeProc {
-            name: opts.node_id.clone(),
+            name: opts.name.clone(),
             child,
             pid,
             api,
@@ -549,6 +545,19 @@ impl NodeProc {
                 self.name
             ),
         }
+    }
+
+    /// The log's warning and error lines (the node logs at warn level): how many, and the first
+    /// few, for the test's summary.
+    pub fn warnings(&self, first: usize) -> (usize, Vec<String>) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panicked"))
+            .map(str::to_string)
+            .collect();
+        let count = lines.len();
+        (count, lines.into_iter().take(first).collect())
     }
 
     /// The exit status if the process has exited.
@@ -867,6 +876,8 @@ pub struct Accounting {
     pub extra_deliveries: usize,
     /// Per acknowledged job: (due ms, first receive ms).
     pub first: HashMap<String, (i64, i64)>,
+    /// Receive times (ms) of every delivery after a job's first.
+    pub redelivered_ms: Vec<i64>,
 }
 
 pub fn account(ledger: &Ledger, hooks: &[Hook]) -> Accounting {
@@ -912,8 +923,11 @@ pub fn account(ledger: &Ledger, hooks: &[Hook]) -> Accounting {
                         ));
                     }
                 }
-                let first = list.iter().map(|h| h.received_ms).min().unwrap_or(0);
-                acc.first.insert(id.to_string(), (expected.due_ms, first));
+                let mut times: Vec<i64> = list.iter().map(|h| h.received_ms).collect();
+                times.sort_unstable();
+                acc.first
+                    .insert(id.to_string(), (expected.due_ms, times[0]));
+                acc.redelivered_ms.extend(&times[1..]);
             }
             None => {
                 if list[0]
