@@ -327,6 +327,11 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
         survivors[1].stale_completions()
     );
     println!(
+        "leases found lost by the renewer (hourglass_lost_leases_total): node-1 {}, node-2 {}",
+        survivors[0].lost_leases(),
+        survivors[1].lost_leases()
+    );
+    println!(
         "store errors (hourglass_store_errors_total): node-1 {}, node-2 {}",
         survivors[0].store_errors(),
         survivors[1].store_errors()

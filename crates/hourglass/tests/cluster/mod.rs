@@ -612,6 +612,11 @@ impl Metrics {
         self.sum("hourglass_stale_completions_total", &[])
     }
 
+    /// Claims the renewer found taken over or fenced before the node finished them.
+    pub fn lost_leases(&self) -> f64 {
+        self.sum("hourglass_lost_leases_total", &[])
+    }
+
     pub fn store_errors(&self) -> f64 {
         self.sum("hourglass_store_errors_total", &[])
     }
