@@ -265,6 +265,22 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
         }
     }
 
+    // The same for every occurrence, straight from the backend's tables (`jobs`, `runs`: this
+    // query follows the PostgreSQL schema of crates/store/src/postgres.rs).
+    let rows = cluster::query(
+        &db.url,
+        "SELECT count(*) FILTER (WHERE delivered <> 1 OR total <> 1)::bigint,
+                count(*)::bigint, COALESCE(sum(total), 0)::bigint
+         FROM (SELECT j.id,
+                      count(r.job_id) FILTER (WHERE r.outcome = 'delivered') AS delivered,
+                      count(r.job_id) AS total
+               FROM jobs j LEFT JOIN runs r ON r.job_id = j.id
+               GROUP BY j.id) per_job",
+    )
+    .await;
+    let (sql_wrong, sql_jobs, sql_runs): (i64, i64, i64) =
+        (rows[0].get(0), rows[0].get(1), rows[0].get(2));
+
     let warnings: Vec<(String, (usize, Vec<String>))> = procs
         .iter()
         .map(|node| (node.name.clone(), node.warnings(3)))
@@ -343,6 +359,10 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
         runs_seen
     );
 
+    println!(
+        "in the database: {sql_jobs} jobs, {sql_runs} runs, {sql_wrong} jobs without exactly one \
+         run (`delivered`)"
+    );
     for (name, (count, first)) in &warnings {
         println!("{name} logged {count} warnings or errors; the first: {first:#?}");
     }
@@ -365,6 +385,10 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
         wrong_runs.len(),
         sample.len(),
         &wrong_runs[..wrong_runs.len().min(5)]
+    );
+    assert!(
+        sql_wrong == 0 && sql_jobs == JOBS as i64,
+        "{sql_wrong} of {sql_jobs} jobs in the database do not have exactly one run, `delivered`"
     );
     if let Some(ms) = kill_takeover_ms {
         let bound = 4 * LEASE_TTL.as_millis() as i64 + 5_000;
