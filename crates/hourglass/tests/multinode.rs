@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cluster::{
-    Expected, Hooks, Ledger, NodeOptions, NodeProc, Nodes, Rng, TestDatabase, account, admin_url,
-    batch_body, eventually, instant_ms, now_ms, rfc3339_ms, summary,
+    Expected, Hooks, Ledger, NodeOptions, NodeProc, Nodes, Planned, Rng, TestDatabase, account,
+    admin_url, batch_body, eventually, instant_ms, now_ms, rfc3339_ms, summary,
 };
 use serde_json::{Value, json};
 
@@ -96,7 +96,7 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
     let create_start = now_ms();
     let fire_start = create_start + CREATE_LEAD_MS;
     let fire_end = fire_start + FIRING_WINDOW_MS;
-    let mut per_node: Vec<Vec<(Value, Vec<(u64, i64)>)>> = vec![Vec::new(), Vec::new(), Vec::new()];
+    let mut per_node: Vec<Vec<(Value, Planned)>> = vec![Vec::new(), Vec::new(), Vec::new()];
     for b in 0..JOBS / BATCH {
         let dues: Vec<i64> = (0..BATCH)
             .map(|_| fire_start + rng.below(FIRING_WINDOW_MS as u64))

@@ -801,9 +801,12 @@ pub struct Ledger {
     next_n: u64,
 }
 
+/// The jobs of one batch create as the test planned them: (payload number, due ms).
+pub type Planned = Vec<(u64, i64)>;
+
 /// The body of a batch create of one-off webhook jobs, one per due time, and their numbers.
-pub fn batch_body(ledger: &mut Ledger, url: &str, dues: &[i64]) -> (Value, Vec<(u64, i64)>) {
-    let planned: Vec<(u64, i64)> = dues
+pub fn batch_body(ledger: &mut Ledger, url: &str, dues: &[i64]) -> (Value, Planned) {
+    let planned: Planned = dues
         .iter()
         .map(|&due| {
             ledger.next_n += 1;
