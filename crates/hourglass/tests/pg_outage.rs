@@ -219,6 +219,14 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
         metrics.push(node.metrics().await);
     }
     let outage_end = restarted_at;
+    // When the backlog (everything due before the restart) had all arrived, from the restart.
+    let backlog_done_ms = acc
+        .first
+        .values()
+        .filter(|(due, _)| *due < outage_end)
+        .map(|(_, first)| first - outage_end)
+        .max()
+        .unwrap_or(0);
     let mut during = acc.lateness(|due| (stopped_at..outage_end).contains(&due));
     let mut before = acc.lateness(|due| due < stopped_at);
     let mut after = acc.lateness(|due| due >= outage_end);
@@ -239,10 +247,13 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
         readyz
     );
     println!(
-        "duplicates: {} extra deliveries over {} jobs; backlog drained {} ms after the restart",
+        "duplicates: {} extra deliveries over {} jobs; the backlog (due before the restart) all \
+         arrived {backlog_done_ms} ms after the restart; every job {} ms after it (the last was \
+         due {} ms after it)",
         acc.extra_deliveries,
         acc.duplicated_jobs.len(),
-        drained_at - restarted_at
+        drained_at - restarted_at,
+        ledger.last_due_ms() - restarted_at
     );
     println!("lateness, due before the stop: {}", summary(&mut before));
     println!("lateness, due during the outage: {}", summary(&mut during));
