@@ -283,7 +283,7 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
 
     let warnings: Vec<(String, (usize, Vec<String>))> = procs
         .iter()
-        .map(|node| (node.name.clone(), node.warnings(3)))
+        .map(|node| (node.name.clone(), node.warnings(8)))
         .collect();
     let status_1 = procs.remove(0).terminate(Duration::from_secs(20)).await;
     let status_2 = procs.remove(0).terminate(Duration::from_secs(20)).await;
@@ -362,6 +362,12 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
     println!(
         "in the database: {sql_jobs} jobs, {sql_runs} runs, {sql_wrong} jobs without exactly one \
          run (`delivered`)"
+    );
+    println!(
+        "for the node logs (UTC): kill {}, SIGSTOP {}, SIGCONT {}",
+        rfc3339_ms(killed_at),
+        rfc3339_ms(paused_at),
+        rfc3339_ms(resumed_at)
     );
     for (name, (count, first)) in &warnings {
         println!("{name} logged {count} warnings or errors; the first: {first:#?}");
