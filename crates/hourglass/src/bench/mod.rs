@@ -80,6 +80,14 @@ pub struct BenchArgs {
     /// Config file for the node the bench starts (`hourglass serve --config`).
     #[arg(long, conflicts_with_all = ["url", "in_process"])]
     server_config: Option<PathBuf>,
+    /// Store of the node(s) the bench starts, handed on as `hourglass serve --store`, e.g.
+    /// postgres://user@host/db [default: the embedded store in --data-dir].
+    #[arg(long, conflicts_with_all = ["url", "in_process"])]
+    store: Option<String>,
+    /// Nodes to start on --store (more than one needs a shared store such as PostgreSQL); the
+    /// submitters are spread over them round-robin. Memory and CPU are summed over the nodes.
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
     /// Batch requests in flight at once.
     #[arg(long, default_value_t = 4)]
     submitters: usize,
@@ -156,7 +164,10 @@ impl Progress {
 pub(crate) struct Bench {
     args: BenchArgs,
     receiver: Receiver,
+    /// The first node: the one whose mode, data and log the report describes.
     server: Server,
+    /// With --nodes N: the other N - 1 nodes on the same store.
+    more_servers: Vec<Server>,
     api: Api,
     progress: Progress,
 }
@@ -170,6 +181,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.scenario == Scenario::Sustained && args.rates.contains(&0) {
         bail!("--rates must be positive");
+    }
+    if args.nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    if args.nodes > 1 && args.store.is_none() {
+        bail!("--nodes above 1 needs a shared --store (the embedded store is one node's)");
     }
     if args.in_process {
         init_in_process_logging();
@@ -187,20 +204,41 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         "receiver ceiling: {ceiling:.0} requests/s ({CEILING_CONNECTIONS} keep-alive connections)"
     );
 
-    let mut server = Server::start(&ServerOptions {
+    let options = ServerOptions {
         url: args.url.clone(),
         server_pid: args.server_pid,
         data_dir: args.data_dir.clone(),
         in_process: args.in_process,
         server_config: args.server_config.clone(),
-    })
-    .await?;
-    let api = Api::new(&server.base_url, args.api_key.clone())?;
+        store: args.store.clone(),
+    };
+    let mut server = Server::start(&options).await?;
+    let mut more_servers = Vec::new();
+    for _ in 1..args.nodes {
+        more_servers.push(Server::start(&options).await?);
+    }
+    let mut api = Api::new(&server.base_url, args.api_key.clone())?;
     server.wait_ready(&api.client).await?;
+    for other in &mut more_servers {
+        other.wait_ready(&api.client).await?;
+    }
+    if !more_servers.is_empty() {
+        api.spread_over(
+            std::iter::once(&server)
+                .chain(&more_servers)
+                .map(|s| s.base_url.clone())
+                .collect(),
+        );
+    }
     eprintln!(
-        "node: {} ({}); receiver: {}",
+        "node: {} ({}){}; receiver: {}",
         server.base_url,
         server.mode.name(),
+        if more_servers.is_empty() {
+            String::new()
+        } else {
+            format!(" and {} more on the same store", more_servers.len())
+        },
         receiver.url()
     );
 
@@ -208,6 +246,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         args,
         receiver,
         server,
+        more_servers,
         api,
         progress,
     };
@@ -220,20 +259,29 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let Bench {
         args,
         server,
+        more_servers,
         receiver,
         ..
     } = bench;
     let mode = server.mode;
     let stats_include_bench = server.stats_include_bench();
     let log = server.shutdown().await;
+    let mut more_log_lines = 0;
+    for other in more_servers {
+        if let Ok(Some(other_log)) = other.shutdown().await {
+            more_log_lines += other_log.lines as u64;
+        }
+    }
     let mut report = outcome?;
+    report.store = store_kind(args.store.as_deref());
+    report.nodes = args.nodes;
     report.receiver_ceiling_per_s = ceiling;
     report.mode = mode;
     report.stats_include_bench = stats_include_bench;
     report.foreign_requests = receiver.foreign();
     report.receiver_connections = receiver.connections();
     if let Some(log) = log? {
-        report.server_log_lines = Some(log.lines as u64);
+        report.server_log_lines = Some(log.lines as u64 + more_log_lines);
         report.server_log_head = log.head;
     }
     report::print(&report, args.json);
@@ -249,9 +297,37 @@ fn init_in_process_logging() {
         .try_init();
 }
 
+/// The store's name for the report, from what --store was given.
+fn store_kind(store: Option<&str>) -> &'static str {
+    match store {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            "postgres"
+        }
+        Some(_) => "other",
+        None => "sqlite",
+    }
+}
+
 impl Bench {
+    /// The nodes' memory and CPU: with several nodes, the sums (peak RSS is then the sum of each
+    /// node's own peak, an upper bound of what they held at once).
     fn stats(&self) -> Option<ProcStats> {
-        self.server.stats()
+        let mut total = self.server.stats()?;
+        for other in &self.more_servers {
+            let stats = other.stats()?;
+            total.peak_rss_kb += stats.peak_rss_kb;
+            total.cpu_seconds += stats.cpu_seconds;
+        }
+        Some(total)
+    }
+
+    /// Fails if any node the bench started has exited.
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        self.server.check_alive()?;
+        for other in &mut self.more_servers {
+            other.check_alive()?;
+        }
+        Ok(())
     }
 
     /// Creates `n` jobs through the batch endpoint behind a "submit" progress bar.
@@ -291,7 +367,7 @@ impl Bench {
         let bar = self.progress.bar(expected, phase);
         let base = self.receiver.recorded();
         loop {
-            self.server.check_alive()?;
+            self.check_alive()?;
             let now = now_ms();
             if now >= until_ms {
                 break;
@@ -317,7 +393,7 @@ impl Bench {
         let bar = self.progress.bar(expected.len() as u64, "drain");
         let mut last_checked = usize::MAX;
         let complete = loop {
-            self.server.check_alive()?;
+            self.check_alive()?;
             let recorded = self.receiver.recorded();
             if recorded >= expected.len() && recorded != last_checked {
                 last_checked = recorded;
