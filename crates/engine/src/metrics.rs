@@ -127,7 +127,7 @@ impl Metrics {
         );
         registry.register(
             "hourglass_lost_leases",
-            "Claims this node found taken over or fenced when renewing their lease",
+            "Claims this node gave up: found taken over or fenced when renewing them, or their lease ran out before they fired",
             m.lost_leases.clone(),
         );
         registry.register(

@@ -70,6 +70,7 @@ pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<Forget>, ta
         forget_rx,
         dispatch_tx,
         complete_tx.clone(),
+        held.clone(),
     ));
     tasks.spawn(dispatcher(ctx.clone(), dispatch_rx, complete_tx));
     tasks.spawn(renewer(ctx.clone(), held.clone(), drained.clone()));
@@ -108,6 +109,16 @@ impl Held {
 
     fn is_empty(&self) -> bool {
         self.claims.lock().expect("held claims poisoned").is_empty()
+    }
+
+    /// Whether this claim's lease has run out by `now_ms` as far as this node knows (it was
+    /// neither completed nor renewed in time): another node may hold the occurrence by now.
+    fn lapsed(&self, job_id: JobId, token: i64, now_ms: i64) -> bool {
+        self.claims
+            .lock()
+            .expect("held claims poisoned")
+            .get(&(job_id, token))
+            .is_some_and(|until| *until <= now_ms)
     }
 }
 
@@ -259,6 +270,7 @@ async fn timer(
     mut forget_rx: mpsc::UnboundedReceiver<Forget>,
     dispatch_tx: mpsc::Sender<Occurrence>,
     complete_tx: mpsc::Sender<Finished>,
+    held: Arc<Held>,
 ) {
     // Keyed by (fire ms, sequence) so equal fire times keep arrival order.
     let mut queue: BTreeMap<(i64, u64), Occurrence> = BTreeMap::new();
@@ -273,6 +285,14 @@ async fn timer(
             let occ = entry.remove();
             by_job.remove(&occ.job_id);
             ctx.metrics.timer_queue.dec();
+            // A node that was stopped (SIGSTOP, a long pause) past its leases wakes up with
+            // everything in its timer due at once; those occurrences may be another node's now.
+            // Firing them would only make duplicates: let them go, to whoever claims them next.
+            if held.lapsed(occ.job_id, occ.token, now_ms) {
+                ctx.metrics.lost_leases.inc();
+                let _ = complete_tx.send(Finished::dropped(&occ)).await;
+                continue;
+            }
             if dispatch_tx.send(occ).await.is_err() {
                 return;
             }
@@ -286,7 +306,8 @@ async fn timer(
                 Some(batch) => {
                     for occ in batch {
                         seq += 1;
-                        let key = (occ.fire_at.as_millisecond(), seq);
+                        // Never before the due time, whatever the claim says.
+                        let key = (occ.fire_at.max(occ.due).as_millisecond(), seq);
                         if let Some(old) = by_job.insert(occ.job_id, key) {
                             // A newer claim of the same job supersedes the old one.
                             if let Some(old) = queue.remove(&old) {

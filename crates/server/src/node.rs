@@ -150,6 +150,14 @@ impl Node {
                 .lease_ttl
                 .max(engine_config.lookahead + config.delivery_timeout + Duration::from_secs(30)),
         };
+        // A claim is made up to a lookahead before its fire time and must not lapse before then
+        // while its node is alive (renewals come every third of a lease).
+        if engine_config.lease_ttl <= engine_config.lookahead {
+            return Err(StartError(format!(
+                "lease_ttl ({:?}) must be longer than lookahead ({:?})",
+                engine_config.lease_ttl, engine_config.lookahead
+            )));
+        }
         let node_name = engine_config.node_id.clone();
         let engine = Engine::start(
             engine_config,

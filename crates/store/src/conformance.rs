@@ -33,7 +33,8 @@ macro_rules! conformance_tests {
             queue_lease_filters_by_type, lapsed_queue_lease_counts_an_attempt,
             extend_moves_the_lease_under_its_token, queue_retry_counts_once,
             queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
-            gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work);
+            gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work,
+            a_lapsed_claim_taken_again_keeps_its_fire_time);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -1361,4 +1362,48 @@ pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
         "nothing twice"
     );
     assert_eq!(store.count_jobs(None).await.unwrap(), 2);
+}
+
+/// A claim that lapses before its occurrence's fire time (a lease shorter than the claimer's
+/// lookahead, or a renewal that came late) is claimed again with the occurrence's own fire time,
+/// not the lapsed lease's expiry: otherwise the new holder would fire it early.
+pub async fn a_lapsed_claim_taken_again_keeps_its_fire_time(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let due = base + ms(2_000);
+    create(&*store, vec![one_off("a", due)]).await;
+    let short = |owner: &str, now: Timestamp| Lease {
+        owner: owner.into(),
+        ttl: Duration::from_secs(1),
+        now,
+    };
+    let first = store
+        .claim_due(ClaimScope::Fired, base + ms(2_000), 10, &short("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(first[0].fire_at, due);
+    let later = base + ms(1_100);
+    let second = store
+        .claim_due(
+            ClaimScope::Fired,
+            later + ms(2_000),
+            10,
+            &short("n2", later),
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1, "the first lease lapsed at base + 1 s");
+    assert_eq!(
+        second[0].fire_at, due,
+        "fires at its own time, not the lapsed lease's expiry"
+    );
+    // And handed back unfired, it is due at that time again.
+    store
+        .release(vec![Release {
+            job_id: second[0].job_id,
+            token: second[0].token,
+            fire_at: second[0].fire_at,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), Some(due));
 }

@@ -709,8 +709,25 @@ impl<'a> Filters<'a> {
 
 /// The claim statements' shared tail: move the fire time to the lease expiry (keeping the old
 /// one), take the owner and a fresh token. `$4` lease expiry, `$5` owner.
+/// Locks the rows of `ids` in id order, in `tx`. Every statement that updates several claimed
+/// rows at once (completions, lease renewals, releases) takes its locks this way first: two such
+/// statements on overlapping rows (a node completing a batch while renewing its leases) then wait
+/// for each other instead of deadlocking, which PostgreSQL would only break after a
+/// `deadlock_timeout`, long enough for a short lease to lapse.
+async fn lock_in_id_order(tx: &impl GenericClient, ids: &[JobId]) -> Result<()> {
+    let stmt = tx
+        .prepare_cached("SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+        .await?;
+    tx.query(&stmt, &[&ids]).await?;
+    Ok(())
+}
+
 const CLAIM_UPDATE: &str = "
-    UPDATE jobs j SET fire_ms = $4, lease_fire_ms = j.fire_ms, lease_owner = $5,
+    UPDATE jobs j SET fire_ms = $4, lease_owner = $5,
+                      -- The occurrence's own fire time: fire_ms when unclaimed; for a lapsed
+                      -- lease (fire_ms is its expiry) the time the first claim kept.
+                      lease_fire_ms = CASE WHEN j.lease_owner IS NULL THEN j.fire_ms
+                                           ELSE COALESCE(j.lease_fire_ms, j.fire_ms) END,
                       lease_token = j.lease_token + 1,
                       attempt = j.attempt + CASE WHEN $6 AND j.lease_owner IS NOT NULL
                                                  THEN 1 ELSE 0 END
@@ -976,9 +993,11 @@ impl Store for PostgresStore {
         }
         let (until, now) = (until.as_millisecond(), now.as_millisecond());
         self.bounded(async {
-            let client = self.client().await?;
+            let mut client = self.client().await?;
             let (ids, tokens): (Vec<JobId>, Vec<i64>) = claims.iter().copied().unzip();
-            let stmt = client
+            let tx = client.transaction().await?;
+            lock_in_id_order(&tx, &ids).await?;
+            let stmt = tx
                 .prepare_cached(
                     "UPDATE jobs j SET fire_ms = $3, updated_ms = $4
                      FROM unnest($1::uuid[], $2::bigint[]) AS c(id, token)
@@ -987,12 +1006,13 @@ impl Store for PostgresStore {
                      RETURNING j.id, j.lease_token",
                 )
                 .await?;
-            let extended: HashSet<(JobId, i64)> = client
+            let extended: HashSet<(JobId, i64)> = tx
                 .query(&stmt, &[&ids, &tokens, &until, &now])
                 .await?
                 .iter()
                 .map(|row| Ok((col(row, 0)?, col(row, 1)?)))
                 .collect::<Result<_>>()?;
+            tx.commit().await?;
             Ok(claims
                 .iter()
                 .map(|claim| {
@@ -1082,6 +1102,7 @@ impl Store for PostgresStore {
             }
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            lock_in_id_order(&tx, &ids).await?;
             // Each row is applied only under its current token; the applied ones record their run
             // and dead letter in the same statement.
             let stmt = tx
@@ -1184,6 +1205,7 @@ impl Store for PostgresStore {
             let fires: Vec<i64> = claims.iter().map(|c| c.fire_at.as_millisecond()).collect();
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            lock_in_id_order(&tx, &ids).await?;
             let stmt = tx
                 .prepare_cached(
                     "UPDATE jobs j SET fire_ms = r.fire_ms, lease_owner = NULL,

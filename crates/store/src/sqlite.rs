@@ -476,8 +476,16 @@ impl Scope {
     }
 }
 
-const CLAIM_COLUMNS: &str =
-    "id, namespace, spec, payload, due_ms, fire_ms, attempt, lease_token, runs, lease_owner";
+/// The occurrence's own fire time is `fire_ms` when unclaimed. A row still marked as leased is
+/// being claimed again because that lease lapsed: its `fire_ms` is the lapsed lease's expiry, and
+/// its fire time is the one the first claim kept in `lease_fire_ms` (which may still lie ahead,
+/// if the lease was shorter than the claimer's lookahead).
+const OWN_FIRE_MS: &str =
+    "CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END";
+
+const CLAIM_COLUMNS: &str = "id, namespace, spec, payload, due_ms,
+    CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END,
+    attempt, lease_token, runs, lease_owner";
 
 fn claim_in_tx(
     conn: &Connection,
@@ -539,11 +547,11 @@ fn claim_in_tx(
     };
     let is_queue = matches!(scope, Scope::Queue { .. });
     let mut update = conn
-        .prepare_cached(
-            "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = fire_ms, lease_owner = ?3,
-                             lease_token = lease_token + 1, attempt = attempt + ?4
-             WHERE id = ?1",
-        )
+        .prepare_cached(&format!(
+            "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?3,
+                                 lease_token = lease_token + 1, attempt = attempt + ?4
+                 WHERE id = ?1"
+        ))
         .map_err(unavailable)?;
     let mut rows = select.raw_query();
     let mut claimed = Vec::new();
