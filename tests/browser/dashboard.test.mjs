@@ -211,6 +211,8 @@ step("overview shows live numbers", async () => {
   assert.ok(dead >= 1, `dead-lettered ${dead}`);
   assert.match(await testid("stat-in-flight").textContent(), /^\d+$/);
   assert.match(await testid("stat-timer-queue").textContent(), /^\d+$/);
+  assert.match(await testid("stat-backlog").textContent(), /^\d+$/);
+  assert.match(await testid("stat-queue-available").textContent(), /^\d+$/);
   // Let a few more samples draw the sparklines.
   await page.waitForFunction(() => document.querySelectorAll('[data-testid="spark-fires"] polyline').length === 1, null, { timeout: 20000 });
   await shot("01-overview");

@@ -120,7 +120,7 @@ impl Deliverer for WebhookDeliverer {
         if let Some(Err(class)) = literal.map(|ip| self.policy.check_ip(ip)) {
             return Self::give_up(format!("target is a forbidden {class} address"), started);
         }
-        let key = match self.secrets.key_for(&occ.namespace).await {
+        let keys = match self.secrets.keys_for(&occ.namespace).await {
             Ok(key) => key,
             Err(e) => {
                 return DeliveryResult {
@@ -155,7 +155,7 @@ impl Deliverer for WebhookDeliverer {
         set("webhook-timestamp", timestamp.to_string());
         set(
             "webhook-signature",
-            key.sign(msg_id.as_str(), timestamp, &body),
+            keys.sign(msg_id.as_str(), timestamp, &body),
         );
         set("hourglass-job-id", occ.job_id.to_string());
         set("hourglass-due-at", format!("{:.3}", occ.due));

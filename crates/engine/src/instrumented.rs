@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, Occurrence};
 use hourglass_store::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    QueueStats, Release, Result, RunRecord, Store, StoreGauges, Transition,
+    Purged, QueueStats, Release, Result, RunRecord, SigningSecrets, Store, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -58,6 +58,10 @@ impl InstrumentedStore {
 impl Store for InstrumentedStore {
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+
+    fn events(&self) -> Option<tokio::sync::broadcast::Receiver<hourglass_store::StoreEvent>> {
+        self.inner.events()
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
@@ -193,19 +197,37 @@ impl Store for InstrumentedStore {
         .await
     }
 
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        self.timed("purge", self.inner.purge(before, limit)).await
+    }
+
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
         self.timed("gauges", self.inner.gauges(now)).await
     }
 
-    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>> {
-        self.timed("signing_secret", self.inner.signing_secret(namespace))
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {
+        self.timed("signing_secrets", self.inner.signing_secrets(namespace))
             .await
     }
 
-    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()> {
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String> {
         self.timed(
-            "set_signing_secret",
-            self.inner.set_signing_secret(namespace, secret),
+            "init_signing_secret",
+            self.inner.init_signing_secret(namespace, secret),
+        )
+        .await
+    }
+
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()> {
+        self.timed(
+            "rotate_signing_secret",
+            self.inner
+                .rotate_signing_secret(namespace, secret, previous_until),
         )
         .await
     }

@@ -43,8 +43,10 @@ pub struct EngineConfig {
     pub lookahead: Duration,
     /// Most occurrences claimed per store call.
     pub claim_batch: usize,
-    /// How long a claim stays exclusive. Must exceed lookahead plus the time a claimed occurrence
-    /// can wait for a dispatch slot and its delivery timeout.
+    /// How long a claim stays exclusive without renewal. The engine renews the claims it still
+    /// holds (in the timer, waiting for a slot, being delivered, being written) every third of
+    /// it, so a slow delivery keeps its claim while the node lives, and a dead or paused node's
+    /// claims are taken over by other nodes about this long after it stopped renewing.
     pub lease_ttl: Duration,
     /// Most occurrences claimed and not yet completed. When reached the planner stops claiming:
     /// lateness grows (visibly, in metrics), memory does not.
@@ -55,6 +57,8 @@ pub struct EngineConfig {
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
     pub shutdown_grace: Duration,
+    /// Finished jobs and runs older than this are deleted; `None` keeps everything.
+    pub retention: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -68,6 +72,7 @@ impl Default for EngineConfig {
             delivery_concurrency: 512,
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            retention: Some(Duration::from_secs(7 * 24 * 3600)),
         }
     }
 }
@@ -88,17 +93,34 @@ struct Shared {
     planner_wake_at: AtomicI64,
     /// How long before an occurrence's fire time the planner must have claimed it.
     wake_lead_ms: i64,
-    /// Job ids whose claimed occurrence must be dropped from the timer (paused, cancelled, edited).
-    forget_tx: mpsc::UnboundedSender<JobId>,
+    /// Claims whose occurrence must be dropped from the timer (paused, cancelled, edited, or
+    /// found taken over at renewal).
+    forget_tx: mpsc::UnboundedSender<Forget>,
+}
+
+/// Drop a job's claimed occurrence from the timer if it has not fired yet: any claim of the job
+/// (`below: None`), or only one whose token is below `below` (claims made before a change that
+/// another node announced, or one found stale at renewal).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Forget {
+    pub job_id: JobId,
+    pub below: Option<i64>,
+}
+
+impl Shared {
+    /// Pokes the planner if `fire_at` is due before its planned look at the store.
+    fn wake_for(&self, fire_at: Timestamp) {
+        let wake_at = self.planner_wake_at.load(Ordering::Acquire);
+        if fire_at.as_millisecond() - self.wake_lead_ms < wake_at {
+            self.planner_wake.notify_one();
+        }
+    }
 }
 
 impl EngineHandle {
     /// Tell the planner that a job's next attempt is due at `fire_at`.
     pub fn job_due(&self, fire_at: Timestamp) {
-        let wake_at = self.shared.planner_wake_at.load(Ordering::Acquire);
-        if fire_at.as_millisecond() - self.shared.wake_lead_ms < wake_at {
-            self.shared.planner_wake.notify_one();
-        }
+        self.shared.wake_for(fire_at);
     }
 
     /// Leasing, acking and waiting on pull queues.
@@ -108,7 +130,53 @@ impl EngineHandle {
 
     /// Drop a job's claimed occurrence from the timer if it has not fired yet.
     pub fn forget(&self, job_id: JobId) {
-        let _ = self.shared.forget_tx.send(job_id);
+        let _ = self.shared.forget_tx.send(Forget {
+            job_id,
+            below: None,
+        });
+    }
+}
+
+/// How often the retention sweep looks for old finished work, and how much it deletes per store
+/// call (one short write transaction each, so creates and completions are never held up long).
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+const SWEEP_BATCH: usize = 1000;
+
+/// Deletes finished jobs and runs older than the retention, in small batches, once a minute.
+async fn sweeper(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
+    retention: Duration,
+    stop: CancellationToken,
+) {
+    let retention = jiff::SignedDuration::try_from(retention).unwrap_or(jiff::SignedDuration::MAX);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+            _ = stop.cancelled() => return,
+        }
+        let Some(before) = clock.now().checked_sub(retention).ok() else {
+            continue;
+        };
+        while !stop.is_cancelled() {
+            match store.purge(before, SWEEP_BATCH).await {
+                Ok(purged) => {
+                    metrics.purged_jobs.inc_by(purged.jobs);
+                    metrics.purged_runs.inc_by(purged.runs);
+                    if purged.jobs < SWEEP_BATCH as u64 && purged.runs < SWEEP_BATCH as u64 {
+                        break;
+                    }
+                    // Let other writers in between batches.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => {
+                    metrics.store_errors.inc();
+                    tracing::warn!(error = %e, "retention sweep failed; retrying in a minute");
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -144,6 +212,19 @@ impl Engine {
             config.misfire_threshold,
             stop.clone(),
         );
+        if let Some(events) = store.events() {
+            // Other nodes' creates, nacks and acks wake this node's long polls.
+            tasks.spawn(queues.clone().listen(events));
+        }
+        if let Some(retention) = config.retention {
+            tasks.spawn(sweeper(
+                store.clone(),
+                clock.clone(),
+                metrics.clone(),
+                retention,
+                stop.clone(),
+            ));
+        }
         pipeline::spawn(
             pipeline::Context {
                 config,

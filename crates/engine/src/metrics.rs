@@ -44,9 +44,13 @@ pub struct Metrics {
     pub in_flight: Gauge,
     pub timer_queue: Gauge,
     pub store_errors: Counter,
+    /// Claims found taken over or fenced when this node tried to renew them.
+    pub lost_leases: Counter,
     /// Queue messages handed to workers (each lease of each message, redeliveries included).
     pub queue_leased: Counter,
     pub webhook_responses: Family<CodeLabels, Counter>,
+    pub purged_jobs: Counter,
+    pub purged_runs: Counter,
     pub stage_queue: Family<StageLabels, Gauge>,
 }
 
@@ -63,8 +67,11 @@ impl Metrics {
             in_flight: Gauge::default(),
             timer_queue: Gauge::default(),
             store_errors: Counter::default(),
+            lost_leases: Counter::default(),
             queue_leased: Counter::default(),
             webhook_responses: Family::default(),
+            purged_jobs: Counter::default(),
+            purged_runs: Counter::default(),
             stage_queue: Family::default(),
         };
         for stage in ["dispatch", "complete"] {
@@ -119,6 +126,11 @@ impl Metrics {
             m.store_errors.clone(),
         );
         registry.register(
+            "hourglass_lost_leases",
+            "Claims this node gave up: found taken over or fenced when renewing them, or their lease ran out before they fired",
+            m.lost_leases.clone(),
+        );
+        registry.register(
             "hourglass_webhook_responses",
             "Webhook delivery attempts by HTTP status code (`none`: no response)",
             m.webhook_responses.clone(),
@@ -127,6 +139,16 @@ impl Metrics {
             "hourglass_stage_queue",
             "Occurrences waiting between engine stages (the timer's are hourglass_timer_queue)",
             m.stage_queue.clone(),
+        );
+        registry.register(
+            "hourglass_purged_jobs",
+            "Finished jobs deleted by the retention sweep",
+            m.purged_jobs.clone(),
+        );
+        registry.register(
+            "hourglass_purged_runs",
+            "Run records deleted by the retention sweep",
+            m.purged_runs.clone(),
         );
         registry.register(
             "hourglass_queue_leased",

@@ -1,21 +1,22 @@
 //! The four stages of the engine and how they hand work to each other.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hourglass_core::misfire::{self, FireDecision};
 use hourglass_core::{Action, AttemptRecord, Clock, Completion, JobId, Occurrence};
-use hourglass_store::{ClaimScope, Lease, Release, Store};
+use hourglass_store::{Applied, ClaimScope, DueEvent, Lease, Release, Store, StoreEvent};
 use jiff::{SignedDuration, Timestamp};
 use rand::Rng;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{Notify, Semaphore, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::deliver::{Deliverer, DeliveryResult, Verdict};
-use crate::{EngineConfig, Metrics, Shared};
+use crate::{EngineConfig, Forget, Metrics, Shared};
 
 /// Batches of claimed occurrences waiting for the timer.
 const TIMER_QUEUE_BATCHES: usize = 64;
@@ -27,6 +28,11 @@ const COMPLETION_BATCH: usize = 1000;
 /// Backoff bounds for a stage whose store calls fail.
 const ERROR_BACKOFF_MIN: Duration = Duration::from_millis(50);
 const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Most claims renewed per store call.
+const RENEW_BATCH: usize = 5000;
+/// Shortest sleep of a planner that found due work it could not claim (a live lease elsewhere,
+/// or rows another node is claiming this instant), so it does not spin on the store.
+const UNCLAIMABLE_RETRY: SignedDuration = SignedDuration::from_millis(5);
 
 pub(crate) struct Context {
     pub config: EngineConfig,
@@ -40,7 +46,7 @@ pub(crate) struct Context {
     pub stop: CancellationToken,
 }
 
-pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<JobId>, tasks: &TaskTracker) {
+pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<Forget>, tasks: &TaskTracker) {
     let ctx = Arc::new(ctx);
     let (timer_tx, timer_rx) = mpsc::channel(TIMER_QUEUE_BATCHES);
     let (dispatch_tx, dispatch_rx) = mpsc::channel(DISPATCH_QUEUE);
@@ -48,16 +54,72 @@ pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<JobId>, tas
     // Claimed-and-not-completed occurrences. The planner takes permits as it claims; the completer
     // returns them once the outcome is durable.
     let in_flight = Arc::new(Semaphore::new(ctx.config.max_in_flight));
-    tasks.spawn(planner(ctx.clone(), timer_tx, in_flight.clone()));
+    let held = Arc::new(Held::default());
+    // Cancelled by the completer when it has written its last outcome: until then some claim may
+    // still need its lease renewed, even during shutdown.
+    let drained = CancellationToken::new();
+    tasks.spawn(planner(
+        ctx.clone(),
+        timer_tx,
+        in_flight.clone(),
+        held.clone(),
+    ));
     tasks.spawn(timer(
         ctx.clone(),
         timer_rx,
         forget_rx,
         dispatch_tx,
         complete_tx.clone(),
+        held.clone(),
     ));
     tasks.spawn(dispatcher(ctx.clone(), dispatch_rx, complete_tx));
-    tasks.spawn(completer(ctx, complete_rx, in_flight));
+    tasks.spawn(renewer(ctx.clone(), held.clone(), drained.clone()));
+    if let Some(events) = ctx.store.events() {
+        tasks.spawn(listener(ctx.clone(), events));
+    }
+    tasks.spawn(completer(ctx, complete_rx, in_flight, held, drained));
+}
+
+/// The claims this node holds — in the timer, waiting for a slot, being delivered, or waiting to
+/// be written — each with the lease expiry (ms) it has in the store: what the renewer keeps
+/// alive. The planner adds, the completer removes once the outcome is durable (or dropped).
+#[derive(Default)]
+pub(crate) struct Held {
+    claims: Mutex<HashMap<(JobId, i64), i64>>,
+    /// Wakes the renewer when claims arrive after an idle spell, so an idle node has no timer.
+    arrived: Notify,
+}
+
+impl Held {
+    fn add(&self, claimed: &[Occurrence], lease_until: i64) {
+        let mut claims = self.claims.lock().expect("held claims poisoned");
+        for occ in claimed {
+            claims.insert((occ.job_id, occ.token), lease_until);
+        }
+        drop(claims);
+        self.arrived.notify_one();
+    }
+
+    fn remove(&self, done: impl IntoIterator<Item = (JobId, i64)>) {
+        let mut claims = self.claims.lock().expect("held claims poisoned");
+        for key in done {
+            claims.remove(&key);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.claims.lock().expect("held claims poisoned").is_empty()
+    }
+
+    /// Whether this claim's lease has run out by `now_ms` as far as this node knows (it was
+    /// neither completed nor renewed in time): another node may hold the occurrence by now.
+    fn lapsed(&self, job_id: JobId, token: i64, now_ms: i64) -> bool {
+        self.claims
+            .lock()
+            .expect("held claims poisoned")
+            .get(&(job_id, token))
+            .is_some_and(|until| *until <= now_ms)
+    }
 }
 
 /// The planner wakes this long before the next fire time and then claims everything due within
@@ -96,6 +158,7 @@ async fn planner(
     ctx: Arc<Context>,
     timer_tx: mpsc::Sender<Vec<Occurrence>>,
     in_flight: Arc<Semaphore>,
+    held: Arc<Held>,
 ) {
     let shared = &ctx.shared;
     let lookahead = SignedDuration::try_from(ctx.config.lookahead).unwrap_or_default();
@@ -120,9 +183,10 @@ async fn planner(
             ttl: ctx.config.lease_ttl,
             now,
         };
+        let horizon = now + lookahead;
         let claimed = match ctx
             .store
-            .claim_due(ClaimScope::Fired, now + lookahead, limit, &lease)
+            .claim_due(ClaimScope::Fired, horizon, limit, &lease)
             .await
         {
             Ok(claimed) => claimed,
@@ -144,6 +208,8 @@ async fn planner(
                 .forget();
             ctx.metrics.claimed.inc_by(count as u64);
             ctx.metrics.in_flight.inc_by(count as i64);
+            let lease_until = now.as_millisecond() + ctx.config.lease_ttl.as_millis() as i64;
+            held.add(&claimed, lease_until);
             if timer_tx.send(claimed).await.is_err() {
                 break;
             }
@@ -161,7 +227,16 @@ async fn planner(
                 continue;
             }
         };
-        let wake_at = next.map(|n| n - lead);
+        // Something due within the horizon just claimed is something that could not be claimed:
+        // a live lease of another node (claimable at its expiry) or rows being claimed by
+        // another node this instant. Look again then, not half a lookahead before.
+        let wake_at = next.map(|n| {
+            if n <= horizon {
+                n.max(ctx.clock.now() + UNCLAIMABLE_RETRY)
+            } else {
+                n - lead
+            }
+        });
         shared.planner_wake_at.store(
             wake_at.map_or(i64::MAX, |w| w.as_millisecond()),
             Ordering::Release,
@@ -192,9 +267,10 @@ async fn planner(
 async fn timer(
     ctx: Arc<Context>,
     mut claimed_rx: mpsc::Receiver<Vec<Occurrence>>,
-    mut forget_rx: mpsc::UnboundedReceiver<JobId>,
+    mut forget_rx: mpsc::UnboundedReceiver<Forget>,
     dispatch_tx: mpsc::Sender<Occurrence>,
     complete_tx: mpsc::Sender<Finished>,
+    held: Arc<Held>,
 ) {
     // Keyed by (fire ms, sequence) so equal fire times keep arrival order.
     let mut queue: BTreeMap<(i64, u64), Occurrence> = BTreeMap::new();
@@ -209,6 +285,14 @@ async fn timer(
             let occ = entry.remove();
             by_job.remove(&occ.job_id);
             ctx.metrics.timer_queue.dec();
+            // A node that was stopped (SIGSTOP, a long pause) past its leases wakes up with
+            // everything in its timer due at once; those occurrences may be another node's now.
+            // Firing them would only make duplicates: let them go, to whoever claims them next.
+            if held.lapsed(occ.job_id, occ.token, now_ms) {
+                ctx.metrics.lost_leases.inc();
+                let _ = complete_tx.send(Finished::dropped(&occ)).await;
+                continue;
+            }
             if dispatch_tx.send(occ).await.is_err() {
                 return;
             }
@@ -222,12 +306,13 @@ async fn timer(
                 Some(batch) => {
                     for occ in batch {
                         seq += 1;
-                        let key = (occ.fire_at.as_millisecond(), seq);
+                        // Never before the due time, whatever the claim says.
+                        let key = (occ.fire_at.max(occ.due).as_millisecond(), seq);
                         if let Some(old) = by_job.insert(occ.job_id, key) {
                             // A newer claim of the same job supersedes the old one.
-                            if queue.remove(&old).is_some() {
+                            if let Some(old) = queue.remove(&old) {
                                 ctx.metrics.timer_queue.dec();
-                                let _ = complete_tx.send(Finished::Dropped).await;
+                                let _ = complete_tx.send(Finished::dropped(&old)).await;
                             }
                         }
                         queue.insert(key, occ);
@@ -236,12 +321,18 @@ async fn timer(
                 }
                 None => break,
             },
-            Some(job_id) = forget_rx.recv() => {
-                if let Some(key) = by_job.remove(&job_id)
-                    && queue.remove(&key).is_some()
+            Some(forget) = forget_rx.recv() => {
+                let stale = by_job.get(&forget.job_id).is_some_and(|key| {
+                    queue
+                        .get(key)
+                        .is_some_and(|occ| forget.below.is_none_or(|below| occ.token < below))
+                });
+                if stale
+                    && let Some(key) = by_job.remove(&forget.job_id)
+                    && let Some(old) = queue.remove(&key)
                 {
                     ctx.metrics.timer_queue.dec();
-                    let _ = complete_tx.send(Finished::Dropped).await;
+                    let _ = complete_tx.send(Finished::dropped(&old)).await;
                 }
             }
             _ = sleep, if next_fire.is_some() => {}
@@ -269,8 +360,8 @@ async fn timer(
             tracing::warn!(error = %e, count = unfired.len(), "could not release unfired claims; they fire after their lease expires");
         }
         ctx.metrics.timer_queue.set(0);
-        for _ in unfired {
-            let _ = complete_tx.send(Finished::Dropped).await;
+        for occ in &unfired {
+            let _ = complete_tx.send(Finished::dropped(occ)).await;
         }
     }
 }
@@ -278,8 +369,21 @@ async fn timer(
 /// What the completer receives: a completion to write, or a claim that ended without one.
 pub(crate) enum Finished {
     Done(Completion),
-    /// Released, superseded or forgotten: only its in-flight permit is returned.
-    Dropped,
+    /// Released, superseded or forgotten: only its in-flight permit is returned (and the claim
+    /// is no longer renewed).
+    Dropped {
+        job_id: JobId,
+        token: i64,
+    },
+}
+
+impl Finished {
+    fn dropped(occ: &Occurrence) -> Self {
+        Finished::Dropped {
+            job_id: occ.job_id,
+            token: occ.token,
+        }
+    }
 }
 
 /// Runs deliveries with bounded concurrency and turns their results into completions.
@@ -451,7 +555,13 @@ pub(crate) fn settle(
 
 /// Writes completions in batches, retrying while the store is unavailable, then returns the
 /// in-flight permits and pokes the planner (a recurring job's next occurrence may be due soon).
-async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_flight: Arc<Semaphore>) {
+async fn completer(
+    ctx: Arc<Context>,
+    mut rx: mpsc::Receiver<Finished>,
+    in_flight: Arc<Semaphore>,
+    held: Arc<Held>,
+    drained: CancellationToken,
+) {
     let mut buffer = Vec::with_capacity(COMPLETION_BATCH);
     let mut shutdown_deadline: Option<tokio::time::Instant> = None;
     while rx.recv_many(&mut buffer, COMPLETION_BATCH).await > 0 {
@@ -467,12 +577,12 @@ async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_fligh
             .stage_queue
             .get_or_create(&crate::metrics::StageLabels { stage: "complete" })
             .set(rx.len() as i64);
-        let mut released = 0usize;
+        let mut released = Vec::new();
         let mut batch = Vec::with_capacity(buffer.len());
         for finished in buffer.drain(..) {
             match finished {
                 Finished::Done(c) => batch.push(c),
-                Finished::Dropped => released += 1,
+                Finished::Dropped { job_id, token } => released.push((job_id, token)),
             }
         }
         let count = batch.len();
@@ -509,10 +619,120 @@ async fn completer(ctx: Arc<Context>, mut rx: mpsc::Receiver<Finished>, in_fligh
                 }
             }
         }
-        let total = count + released;
+        let total = count + released.len();
+        held.remove(batch.iter().map(|c| (c.job_id, c.token)).chain(released));
         ctx.metrics.in_flight.dec_by(total as i64);
         in_flight.add_permits(total);
         // Poke the planner when it may be waiting for permits or for a next occurrence.
         ctx.shared.planner_wake.notify_one();
     }
+    drained.cancel();
+}
+
+/// Keeps this node's claims alive: every third of the lease TTL it moves the lease expiry of each
+/// claim it still holds that is at least that old. A claim found stale (taken over by another
+/// node after this one stalled, or fenced by an edit) is dropped from the timer if it has not
+/// fired; a delivery already running finishes and its completion is refused. With no claims held
+/// it sleeps until the planner adds some: an idle node has no timer running.
+async fn renewer(ctx: Arc<Context>, held: Arc<Held>, drained: CancellationToken) {
+    let ttl = ctx.config.lease_ttl;
+    let every = (ttl / 3).max(Duration::from_millis(10));
+    let ttl_ms = ttl.as_millis() as i64;
+    let every_ms = every.as_millis() as i64;
+    loop {
+        if held.is_empty() {
+            tokio::select! {
+                _ = held.arrived.notified() => {}
+                _ = drained.cancelled() => break,
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = drained.cancelled() => break,
+        }
+        let now = ctx.clock.now();
+        // Claims whose remaining lease is down to two thirds or less.
+        let renew_before = now.as_millisecond() + ttl_ms - every_ms;
+        let due: Vec<(JobId, i64)> = held
+            .claims
+            .lock()
+            .expect("held claims poisoned")
+            .iter()
+            .filter(|(_, until)| **until <= renew_before)
+            .map(|(key, _)| *key)
+            .collect();
+        let until = now + SignedDuration::from_millis(ttl_ms);
+        for chunk in due.chunks(RENEW_BATCH) {
+            match ctx.store.extend_claims(chunk.to_vec(), until, now).await {
+                Ok(applied) => {
+                    let mut claims = held.claims.lock().expect("held claims poisoned");
+                    let mut lost = 0;
+                    for (key, result) in chunk.iter().zip(applied) {
+                        match result {
+                            Applied::Yes => {
+                                if let Some(expiry) = claims.get_mut(key) {
+                                    *expiry = until.as_millisecond();
+                                }
+                            }
+                            Applied::StaleLease => {
+                                // Completed meanwhile (then no longer held), or really lost.
+                                if claims.contains_key(key) {
+                                    lost += 1;
+                                    let _ = ctx.shared.forget_tx.send(Forget {
+                                        job_id: key.0,
+                                        below: Some(key.1 + 1),
+                                    });
+                                }
+                            }
+                        }
+                    }
+                    drop(claims);
+                    if lost > 0 {
+                        ctx.metrics.lost_leases.inc_by(lost);
+                        tracing::warn!(
+                            lost,
+                            "claims were taken over or fenced before this node finished them"
+                        );
+                    }
+                }
+                Err(e) => {
+                    // The next round tries again; a lease that lapses meanwhile is taken over,
+                    // and this node's completion for it is refused (a redelivery, not a loss).
+                    ctx.metrics.store_errors.inc();
+                    tracing::warn!(error = %e, count = chunk.len(), "could not renew leases");
+                    break;
+                }
+            }
+        }
+    }
+    tracing::debug!("renewer stopped");
+}
+
+/// Turns the store's events (other nodes' writes, and this node's own) into planner wake-ups and
+/// timer fences. Queue events are for queue consumers, not the engine.
+async fn listener(ctx: Arc<Context>, mut events: broadcast::Receiver<StoreEvent>) {
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            _ = ctx.stop.cancelled() => break,
+        };
+        match event {
+            Ok(StoreEvent::Due(DueEvent {
+                queue: None, at, ..
+            })) => ctx.shared.wake_for(at),
+            Ok(StoreEvent::Due(_)) => {}
+            Ok(StoreEvent::Fenced { job_id, token }) => {
+                let _ = ctx.shared.forget_tx.send(Forget {
+                    job_id,
+                    below: Some(token),
+                });
+            }
+            // Events were missed: anything may be due now.
+            Ok(StoreEvent::Resync) | Err(RecvError::Lagged(_)) => {
+                ctx.shared.planner_wake.notify_one()
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+    tracing::debug!("event listener stopped");
 }

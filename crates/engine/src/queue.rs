@@ -14,9 +14,12 @@ use std::time::{Duration, Instant};
 
 use hourglass_core::misfire::{self, FireDecision};
 use hourglass_core::{Action, Clock, Completion, JobId, Occurrence};
-use hourglass_store::{Applied, ClaimScope, Lease, QueueStats, Result, Store};
+use hourglass_store::{
+    Applied, ClaimScope, DueEvent, Lease, QueueStats, Result, Store, StoreEvent,
+};
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::Notify;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 use crate::deliver::{DeliveryResult, Verdict};
@@ -159,6 +162,35 @@ impl Queues {
             .cloned();
         if let Some(bell) = bell {
             bell.notify_waiters();
+        }
+    }
+
+    /// Wakes every long poll on this node, whatever its queue.
+    fn poke_all(&self) {
+        for bell in self.inner.bells.lock().expect("bells lock").values() {
+            bell.notify_waiters();
+        }
+    }
+
+    /// Relays the store's events to this node's long polls: a queue message that became due
+    /// through another node (created, nacked, acked into its next occurrence there) wakes the
+    /// polls on its queue here; missed events wake them all to look again.
+    pub(crate) async fn listen(self, mut events: broadcast::Receiver<StoreEvent>) {
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = self.inner.stop.cancelled() => break,
+            };
+            match event {
+                Ok(StoreEvent::Due(DueEvent {
+                    namespace,
+                    queue: Some(queue),
+                    ..
+                })) => self.poke(&namespace, &queue),
+                Ok(StoreEvent::Due(_) | StoreEvent::Fenced { .. }) => {}
+                Ok(StoreEvent::Resync) | Err(RecvError::Lagged(_)) => self.poke_all(),
+                Err(RecvError::Closed) => break,
+            }
         }
     }
 
@@ -427,8 +459,12 @@ impl Queues {
         queue: &str,
         receipts: &[Receipt],
     ) -> Result<Vec<ReceiptOutcome>> {
-        self.finish(namespace, queue, receipts, |_| Verdict::Delivered)
-            .await
+        let outcomes = self
+            .finish(namespace, queue, receipts, |_| Verdict::Delivered)
+            .await?;
+        // An acked recurring job has its next occurrence now, perhaps due already.
+        self.poke(namespace, queue);
+        Ok(outcomes)
     }
 
     /// Hands messages back as failed attempts: retried after `delay` (the job's backoff when

@@ -1,8 +1,11 @@
 //! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256>` over
-//! `"{webhook-id}.{webhook-timestamp}.{body}"`, keyed by a per-namespace `whsec_` secret.
+//! `"{webhook-id}.{webhook-timestamp}.{body}"`, keyed by a per-namespace `whsec_` secret. During a
+//! rotation's overlap the header carries two signatures, space-separated, one per secret, so
+//! receivers that still verify with the old secret keep working.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -52,12 +55,43 @@ pub fn generate_secret() -> String {
     format!("{SECRET_PREFIX}{}", BASE64.encode(bytes))
 }
 
-/// Per-namespace signing keys, read through from the store and cached. A namespace without a
-/// secret gets one generated and stored on first use.
+/// The keys a delivery is signed with: the current one, and the replaced one during an overlap.
+#[derive(Clone, Debug)]
+pub struct SigningKeys(Vec<SigningKey>);
+
+impl SigningKeys {
+    /// The `webhook-signature` header value: one `v1,<sig>` per key, space-separated.
+    pub fn sign(&self, msg_id: &str, timestamp: i64, body: &[u8]) -> String {
+        self.0
+            .iter()
+            .map(|k| k.sign(msg_id, timestamp, body))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// How long a namespace's keys are cached. Another node's rotation reaches this one within it.
+pub const SECRETS_TTL: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+struct Cached {
+    loaded: Instant,
+    current: SigningKey,
+    previous: Option<(SigningKey, jiff::Timestamp)>,
+}
+
+/// Per-namespace signing keys, read through from the store and cached for [`SECRETS_TTL`]. A
+/// namespace without a secret gets one generated and stored on first use (the first node to
+/// store one wins).
 #[derive(Clone)]
 pub struct Secrets {
     store: Arc<dyn Store>,
-    cache: Arc<RwLock<HashMap<String, SigningKey>>>,
+    cache: Arc<RwLock<HashMap<String, Cached>>>,
+}
+
+fn parse_stored(secret: &str) -> Result<SigningKey, StoreError> {
+    SigningKey::parse(secret)
+        .ok_or_else(|| StoreError::Corrupt("stored signing secret is malformed".into()))
 }
 
 impl Secrets {
@@ -68,36 +102,68 @@ impl Secrets {
         }
     }
 
-    pub async fn key_for(&self, namespace: &str) -> Result<SigningKey, StoreError> {
-        if let Some(key) = self.cache.read().expect("secrets lock").get(namespace) {
-            return Ok(key.clone());
-        }
-        let secret = match self.store.signing_secret(namespace).await? {
-            Some(secret) => secret,
-            None => {
-                let secret = generate_secret();
-                self.store.set_signing_secret(namespace, &secret).await?;
-                secret
-            }
-        };
-        let key = SigningKey::parse(&secret)
-            .ok_or_else(|| StoreError::Corrupt("stored signing secret is malformed".into()))?;
-        self.cache
-            .write()
+    /// The keys to sign a delivery of `namespace` with, now.
+    pub async fn keys_for(&self, namespace: &str) -> Result<SigningKeys, StoreError> {
+        let cached = self
+            .cache
+            .read()
             .expect("secrets lock")
-            .insert(namespace.to_string(), key.clone());
-        Ok(key)
+            .get(namespace)
+            .filter(|c| c.loaded.elapsed() < SECRETS_TTL)
+            .cloned();
+        let cached = match cached {
+            Some(cached) => cached,
+            None => self.load(namespace).await?,
+        };
+        let mut keys = vec![cached.current];
+        if let Some((previous, until)) = cached.previous
+            && jiff::Timestamp::now() < until
+        {
+            keys.push(previous);
+        }
+        Ok(SigningKeys(keys))
     }
 
-    /// Replaces a namespace's secret and returns it; the only moment it is shown.
-    pub async fn rotate(&self, namespace: &str) -> Result<String, StoreError> {
-        let secret = generate_secret();
-        self.store.set_signing_secret(namespace, &secret).await?;
-        let key = SigningKey::parse(&secret).expect("generated secrets parse");
+    async fn load(&self, namespace: &str) -> Result<Cached, StoreError> {
+        let cached = match self.store.signing_secrets(namespace).await? {
+            Some(secrets) => Cached {
+                loaded: Instant::now(),
+                current: parse_stored(&secrets.current)?,
+                previous: match secrets.previous {
+                    Some((secret, until)) => Some((parse_stored(&secret)?, until)),
+                    None => None,
+                },
+            },
+            None => {
+                let stored = self
+                    .store
+                    .init_signing_secret(namespace, &generate_secret())
+                    .await?;
+                Cached {
+                    loaded: Instant::now(),
+                    current: parse_stored(&stored)?,
+                    previous: None,
+                }
+            }
+        };
         self.cache
             .write()
             .expect("secrets lock")
-            .insert(namespace.to_string(), key);
+            .insert(namespace.to_string(), cached.clone());
+        Ok(cached)
+    }
+
+    /// Replaces a namespace's secret and returns it; the only moment it is shown. The replaced
+    /// secret keeps signing (beside the new one) for `overlap`.
+    pub async fn rotate(&self, namespace: &str, overlap: Duration) -> Result<String, StoreError> {
+        let secret = generate_secret();
+        let until = (!overlap.is_zero()).then(|| {
+            jiff::Timestamp::now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default()
+        });
+        self.store
+            .rotate_signing_secret(namespace, &secret, until)
+            .await?;
+        self.cache.write().expect("secrets lock").remove(namespace);
         Ok(secret)
     }
 }

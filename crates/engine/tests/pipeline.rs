@@ -44,7 +44,8 @@ struct Seen {
     at: Timestamp,
 }
 
-/// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up.
+/// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up,
+/// "slow" takes two seconds to succeed.
 struct FakeDeliverer {
     clock: Arc<dyn Clock>,
     seen: Mutex<Vec<Seen>>,
@@ -59,6 +60,9 @@ impl Deliverer for FakeDeliverer {
             attempt: occ.attempt,
             at: self.clock.now(),
         });
+        if occ.spec.job_type.as_deref() == Some("slow") {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
         let verdict = match occ.spec.job_type.as_deref() {
             Some("fail") => Verdict::Retry {
                 after: None,
@@ -88,7 +92,17 @@ struct Rig {
 const BASE: &str = "2030-06-01T12:00:00Z";
 
 fn rig() -> Rig {
-    rig_with(EngineConfig::default())
+    rig_with(quiet())
+}
+
+/// The default config without the retention sweep. Its pending one-minute timer would be where
+/// paused time jumps to whenever every task waits on the store's real writer thread, making
+/// occurrences due early in virtual time (the sweep has its own test).
+fn quiet() -> EngineConfig {
+    EngineConfig {
+        retention: None,
+        ..EngineConfig::default()
+    }
 }
 
 fn rig_with(config: EngineConfig) -> Rig {
@@ -354,6 +368,13 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Vec<hourglass_store::Applied>> {
         self.inner.extend_claims(claims, until, now).await
     }
+    async fn purge(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> hourglass_store::Result<hourglass_store::Purged> {
+        self.inner.purge(before, limit).await
+    }
     async fn gauges(
         &self,
         now: Timestamp,
@@ -441,11 +462,22 @@ impl Store for CountingStore {
     async fn delete_dead_letter(&self, ns: Option<&str>, id: i64) -> hourglass_store::Result<bool> {
         self.inner.delete_dead_letter(ns, id).await
     }
-    async fn signing_secret(&self, ns: &str) -> hourglass_store::Result<Option<String>> {
-        self.inner.signing_secret(ns).await
+    async fn signing_secrets(
+        &self,
+        ns: &str,
+    ) -> hourglass_store::Result<Option<hourglass_store::SigningSecrets>> {
+        self.inner.signing_secrets(ns).await
     }
-    async fn set_signing_secret(&self, ns: &str, secret: &str) -> hourglass_store::Result<()> {
-        self.inner.set_signing_secret(ns, secret).await
+    async fn init_signing_secret(&self, ns: &str, secret: &str) -> hourglass_store::Result<String> {
+        self.inner.init_signing_secret(ns, secret).await
+    }
+    async fn rotate_signing_secret(
+        &self,
+        ns: &str,
+        secret: &str,
+        until: Option<Timestamp>,
+    ) -> hourglass_store::Result<()> {
+        self.inner.rotate_signing_secret(ns, secret, until).await
     }
 }
 
@@ -471,7 +503,7 @@ async fn an_idle_engine_makes_no_store_calls() {
         .unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
     let engine = Engine::start(
-        EngineConfig::default(),
+        quiet(),
         counting.clone(),
         deliverer.clone(),
         clock.clone(),
@@ -504,7 +536,7 @@ async fn an_idle_engine_makes_no_store_calls() {
 async fn shutdown_hands_back_claims_that_have_not_fired() {
     let rig = rig_with(EngineConfig {
         lookahead: Duration::from_secs(10),
-        ..EngineConfig::default()
+        ..quiet()
     });
     let now = rig.now();
     let due = now + SignedDuration::from_secs(5);
@@ -519,4 +551,130 @@ async fn shutdown_hands_back_claims_that_have_not_fired() {
         Some(due),
         "released to its own due time, not to the lease expiry"
     );
+}
+
+/// Leases are short and renewed: a delivery that takes longer than the lease TTL keeps its claim
+/// while this node lives, so no other node takes it over (and delivers it twice). Real time: a
+/// paused clock would jump past the lease while a renewal waits for the store's writer thread.
+#[tokio::test]
+async fn a_slow_delivery_keeps_its_claim_while_the_node_lives() {
+    let ttl = Duration::from_millis(600);
+    let rig = rig_with(EngineConfig {
+        lease_ttl: ttl,
+        lookahead: Duration::from_millis(200),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    rig.add(vec![job("slow", Schedule::at(now), now, now)])
+        .await;
+    rig.run_until(|seen| !seen.is_empty()).await;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(1700) {
+        let now = rig.now();
+        let rival = hourglass_store::Lease {
+            owner: "rival".into(),
+            ttl,
+            now,
+        };
+        let taken = rig
+            .store
+            .claim_due(
+                ClaimScope::Fired,
+                now + SignedDuration::from_secs(1),
+                10,
+                &rival,
+            )
+            .await
+            .unwrap();
+        assert!(taken.is_empty(), "a live node's claim was taken over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let id = rig.seen()[0].job_id;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let job = rig.store.get_job(None, id).await.unwrap().unwrap();
+        if job.state == hourglass_core::JobState::Completed {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never completed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rig.seen().len(), 1);
+    rig.engine.shutdown().await;
+}
+
+/// A claim that became stale without this node hearing of it (here: paused directly in the
+/// store, as another node's API would) is found at the next renewal and dropped from the timer
+/// before it fires.
+#[tokio::test]
+async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
+    let rig = rig_with(EngineConfig {
+        lease_ttl: Duration::from_millis(300),
+        lookahead: Duration::from_secs(2),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_millis(1500);
+    let new = job("ok", Schedule::at(due), due, now);
+    let id = new.id;
+    rig.add(vec![new]).await;
+    // Claimed into the timer: the store shows the lease expiry instead of the due time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while rig.store.next_due(ClaimScope::Fired).await.unwrap() == Some(due) {
+        assert!(std::time::Instant::now() < deadline, "never claimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rig.store
+        .transition(
+            None,
+            id,
+            hourglass_store::Transition::Pause { now: rig.now() },
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(rig.seen().is_empty(), "a fenced claim fired");
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retention_sweep_deletes_finished_jobs_once_they_are_old_enough() {
+    let rig = rig_with(EngineConfig {
+        retention: Some(Duration::from_secs(3600)),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let done = job("ok", Schedule::at(due), due, now);
+    let later = now + SignedDuration::from_secs(7200);
+    let waiting = job(
+        "ok",
+        Schedule::at(later + SignedDuration::from_secs(86_400)),
+        later,
+        now,
+    );
+    let (done_id, waiting_id) = (done.id, waiting.id);
+    rig.add(vec![done, waiting]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let job = rig.store.get_job(None, done_id).await.unwrap().unwrap();
+        if job.state == hourglass_core::JobState::Completed {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never completed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Within the retention, the finished job stays.
+    tokio::time::sleep(Duration::from_secs(30 * 60)).await;
+    assert!(rig.store.get_job(None, done_id).await.unwrap().is_some());
+    // An hour and a sweep later, it is gone; the job still waiting is not.
+    tokio::time::sleep(Duration::from_secs(32 * 60)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rig.store.get_job(None, done_id).await.unwrap().is_some() {
+        assert!(std::time::Instant::now() < deadline, "not swept");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    assert!(rig.store.get_job(None, waiting_id).await.unwrap().is_some());
+    rig.engine.shutdown().await;
 }

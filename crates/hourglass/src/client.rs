@@ -128,6 +128,60 @@ struct CreateArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct QueueArgs {
+    #[command(flatten)]
+    conn: Connection,
+    #[command(subcommand)]
+    command: QueueCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum QueueCommand {
+    /// Lease messages and print them with their receipts; ack or nack each receipt afterwards.
+    Lease {
+        /// The queue's name.
+        name: String,
+        /// At most this many messages (1 to 1000).
+        #[arg(long, default_value_t = 1)]
+        max: u32,
+        /// Long-poll up to this many milliseconds when the queue is empty (at most 20000).
+        #[arg(long, default_value_t = 0)]
+        wait_ms: u64,
+        /// Keep the messages from other consumers this long (1000 to 43200000).
+        #[arg(long, default_value_t = 30_000)]
+        visibility_ms: u64,
+        /// Only messages of this job type (repeat for several).
+        #[arg(long = "type")]
+        types: Vec<String>,
+    },
+    /// Complete leased messages.
+    Ack {
+        name: String,
+        #[arg(required = true)]
+        receipts: Vec<String>,
+    },
+    /// Hand leased messages back for another attempt.
+    Nack {
+        name: String,
+        #[arg(required = true)]
+        receipts: Vec<String>,
+        /// Retry after this many milliseconds instead of the job's retry backoff.
+        #[arg(long)]
+        delay_ms: Option<u64>,
+    },
+    /// Keep leased messages invisible for another --visibility-ms from now.
+    Extend {
+        name: String,
+        #[arg(required = true)]
+        receipts: Vec<String>,
+        #[arg(long, default_value_t = 30_000)]
+        visibility_ms: u64,
+    },
+    /// Counts of one queue, or of every queue.
+    Stats { name: Option<String> },
+}
+
+#[derive(Args, Debug)]
 pub struct DeadLetterArgs {
     #[command(flatten)]
     conn: Connection,
@@ -140,6 +194,25 @@ enum DeadLetterCommand {
     List,
     Replay { id: String },
     Delete { id: String },
+}
+
+impl Connection {
+    /// The typed client from `hourglass-client`, for the commands built on it.
+    fn api_client(&self) -> anyhow::Result<hourglass_client::Client> {
+        let mut client = hourglass_client::Client::new(&self.url)?;
+        if let Some(key) = &self.api_key {
+            client = client.api_key(key);
+        }
+        if let Some(ns) = &self.namespace {
+            client = client.namespace(ns);
+        }
+        Ok(client)
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
 }
 
 /// Sends a request and prints its JSON answer, pretty.
@@ -357,4 +430,61 @@ pub async fn dead_letters(args: DeadLetterArgs) -> anyhow::Result<()> {
 
 pub async fn rotate_secret(conn: Connection) -> anyhow::Result<()> {
     call(&conn, reqwest::Method::POST, "/v1/signing-secret", None).await
+}
+
+pub async fn queue(args: QueueArgs) -> anyhow::Result<()> {
+    use hourglass_client::{LeaseOptions, Receipt, ReceiptResults};
+    use std::time::Duration;
+
+    let client = args.conn.api_client()?;
+    let receipts = |r: Vec<String>| r.into_iter().map(Receipt).collect::<Vec<_>>();
+    // Prints the per-receipt results; any refused receipt fails the command.
+    let results = |r: ReceiptResults| -> anyhow::Result<()> {
+        print_json(&r)?;
+        if !r.failed.is_empty() {
+            bail!("{} of the receipts failed", r.failed.len());
+        }
+        Ok(())
+    };
+    match args.command {
+        QueueCommand::Lease {
+            name,
+            max,
+            wait_ms,
+            visibility_ms,
+            types,
+        } => {
+            let options = LeaseOptions {
+                max,
+                wait: Duration::from_millis(wait_ms),
+                visibility: Duration::from_millis(visibility_ms),
+                types,
+            };
+            let messages = client.lease(&name, &options).await?;
+            print_json(&json!({ "messages": messages }))
+        }
+        QueueCommand::Ack { name, receipts: r } => results(client.ack(&name, &receipts(r)).await?),
+        QueueCommand::Nack {
+            name,
+            receipts: r,
+            delay_ms,
+        } => results(
+            client
+                .nack(&name, &receipts(r), delay_ms.map(Duration::from_millis))
+                .await?,
+        ),
+        QueueCommand::Extend {
+            name,
+            receipts: r,
+            visibility_ms,
+        } => results(
+            client
+                .extend(&name, &receipts(r), Duration::from_millis(visibility_ms))
+                .await?,
+        ),
+        QueueCommand::Stats { name: Some(name) } => print_json(&client.queue_stats(&name).await?),
+        QueueCommand::Stats { name: None } => {
+            print_json(&json!({ "queues": client.list_queues().await? }))
+        }
+    }
 }

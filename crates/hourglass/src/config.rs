@@ -8,8 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use hourglass_core::duration::parse_duration;
-use hourglass_server::NodeConfig;
 use hourglass_server::auth::ApiKeyConfig;
+use hourglass_server::{NodeConfig, StoreBackend};
+use hourglass_store::PostgresOptions;
 use ipnet::IpNet;
 use serde::Deserialize;
 
@@ -21,6 +22,16 @@ pub struct ServeArgs {
     /// Directory of the embedded store [default: ./hourglass-data].
     #[arg(long, env = "HOURGLASS_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Where jobs live: `embedded` (the SQLite store in --data-dir) or a PostgreSQL URL
+    /// (`postgres://user:password@host:5432/db`) shared by every node of a cluster; its schema
+    /// is created and migrated at start [default: embedded].
+    #[arg(long, env = "HOURGLASS_STORE", hide_env_values = true)]
+    store: Option<String>,
+    /// How long a claimed occurrence stays exclusive without renewal (renewed every third of
+    /// it); a dead node's claims are taken over after this [default: 10s on PostgreSQL; on the
+    /// embedded store lookahead + delivery timeout + 30s].
+    #[arg(long, env = "HOURGLASS_LEASE_TTL")]
+    lease_ttl: Option<String>,
     /// Comma-separated CIDR ranges webhooks may reach although they are loopback, private or
     /// link-local, e.g. 127.0.0.0/8,10.0.0.0/8.
     #[arg(long, env = "HOURGLASS_ALLOW_TARGETS", value_delimiter = ',')]
@@ -31,6 +42,10 @@ pub struct ServeArgs {
     /// Log format [default: text].
     #[arg(long, env = "HOURGLASS_LOG_FORMAT")]
     log_format: Option<LogFormat>,
+    /// How long finished jobs and run records are kept, e.g. 30d, or `off` to keep them forever
+    /// [default: 7d]. Dead letters are kept until deleted.
+    #[arg(long, env = "HOURGLASS_RETENTION")]
+    retention: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, ValueEnum, Default)]
@@ -47,6 +62,10 @@ pub enum LogFormat {
 struct FileConfig {
     listen: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
+    /// `embedded` or a PostgreSQL URL.
+    store: Option<String>,
+    /// Lease TTL on claims, e.g. "10s".
+    lease_ttl: Option<String>,
     allow_targets: Option<Vec<IpNet>>,
     log_format: Option<LogFormat>,
     /// API keys by hash; with none the node runs in development mode (loopback only).
@@ -66,11 +85,25 @@ struct FileConfig {
     misfire_threshold: Option<String>,
     /// At shutdown, how long in-flight deliveries may take, e.g. "10s".
     shutdown_grace: Option<String>,
+    /// How long finished jobs and runs are kept, e.g. "30d", or "off".
+    retention: Option<String>,
 }
 
 pub struct Settings {
     pub node: NodeConfig,
     pub log_format: LogFormat,
+}
+
+/// `embedded`, or a `postgres://` / `postgresql://` URL.
+fn store_backend(value: &str) -> anyhow::Result<StoreBackend> {
+    let value = value.trim();
+    if value.is_empty() || value == "embedded" {
+        Ok(StoreBackend::Embedded)
+    } else if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+        Ok(StoreBackend::Postgres(PostgresOptions::new(value)))
+    } else {
+        bail!("store must be `embedded` or a postgres:// URL")
+    }
 }
 
 fn duration(value: Option<&str>, name: &str, default: Duration) -> anyhow::Result<Duration> {
@@ -99,6 +132,16 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     if let Some(dir) = args.data_dir.or(file.data_dir) {
         node.data_dir = dir;
     }
+    if let Some(store) = args.store.or(file.store) {
+        node.store = store_backend(&store)?;
+    }
+    if let Some(ttl) = args.lease_ttl.or(file.lease_ttl) {
+        let ttl = duration(Some(&ttl), "lease_ttl", Duration::ZERO)?;
+        if ttl < Duration::from_secs(1) {
+            bail!("config lease_ttl must be at least 1s");
+        }
+        node.lease_ttl = Some(ttl);
+    }
     node.allow_targets = args
         .allow_targets
         .or(file.allow_targets)
@@ -124,6 +167,16 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         "shutdown_grace",
         engine.shutdown_grace,
     )?;
+    if let Some(text) = args.retention.as_deref().or(file.retention.as_deref()) {
+        engine.retention = match text {
+            "off" => None,
+            // Whole days, the usual unit of retention; otherwise any duration ("36h").
+            text => match text.strip_suffix('d').and_then(|n| n.parse::<u64>().ok()) {
+                Some(days) if days > 0 => Some(Duration::from_secs(days * 24 * 3600)),
+                _ => Some(duration(Some(text), "retention", Duration::ZERO)?),
+            },
+        };
+    }
     if let Some(n) = file.delivery_concurrency {
         if n == 0 {
             bail!("config delivery_concurrency must be at least 1");
@@ -150,9 +203,12 @@ mod tests {
         ServeArgs {
             listen: None,
             data_dir: None,
+            store: None,
+            lease_ttl: None,
             allow_targets: None,
             config,
             log_format: None,
+            retention: None,
         }
     }
 
@@ -168,6 +224,7 @@ data_dir = "/var/lib/hourglass"
 allow_targets = ["10.0.0.0/8"]
 delivery_timeout = "3s"
 lookahead = "500ms"
+retention = "30d"
 [[api_keys]]
 namespace = "acme"
 sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -184,11 +241,17 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         assert_eq!(from_file.delivery_timeout, Duration::from_secs(3));
         assert_eq!(from_file.engine.lookahead, Duration::from_millis(500));
         assert_eq!(from_file.api_keys.len(), 1);
+        assert_eq!(
+            from_file.engine.retention,
+            Some(Duration::from_secs(30 * 24 * 3600))
+        );
 
         let mut flagged = args(Some(path));
         flagged.listen = Some("127.0.0.1:7777".parse().unwrap());
         flagged.allow_targets = Some(vec!["127.0.0.0/8".parse().unwrap()]);
+        flagged.retention = Some("off".into());
         let node = resolve(flagged).unwrap().node;
+        assert_eq!(node.engine.retention, None);
         assert_eq!(node.listen, "127.0.0.1:7777".parse().unwrap());
         assert_eq!(
             node.allow_targets,
@@ -199,6 +262,50 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         let defaults = resolve(args(None)).unwrap().node;
         assert_eq!(defaults.listen, "127.0.0.1:7070".parse().unwrap());
         assert_eq!(defaults.data_dir, PathBuf::from("hourglass-data"));
+        assert_eq!(defaults.store, StoreBackend::Embedded);
+        assert_eq!(defaults.lease_ttl, None);
+        assert_eq!(
+            defaults.engine.retention,
+            Some(Duration::from_secs(7 * 24 * 3600))
+        );
+    }
+
+    #[test]
+    fn store_and_lease_ttl_come_from_flag_env_or_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hourglass.toml");
+        std::fs::write(
+            &path,
+            "store = \"postgres://hg@db.internal:5432/jobs\"\nlease_ttl = \"15s\"\n",
+        )
+        .unwrap();
+        let from_file = resolve(args(Some(path.clone()))).unwrap().node;
+        assert_eq!(
+            from_file.store,
+            StoreBackend::Postgres(PostgresOptions::new("postgres://hg@db.internal:5432/jobs"))
+        );
+        assert_eq!(from_file.lease_ttl, Some(Duration::from_secs(15)));
+
+        // A flag (or HOURGLASS_STORE / HOURGLASS_LEASE_TTL, which clap reads into the same
+        // fields) overrides the file.
+        let mut flagged = args(Some(path));
+        flagged.store = Some("embedded".into());
+        flagged.lease_ttl = Some("5s".into());
+        let node = resolve(flagged).unwrap().node;
+        assert_eq!(node.store, StoreBackend::Embedded);
+        assert_eq!(node.lease_ttl, Some(Duration::from_secs(5)));
+
+        for (store, ttl, needle) in [
+            (Some("mysql://x"), None, "store must be"),
+            (None, Some("500ms"), "lease_ttl must be at least 1s"),
+            (None, Some("soon"), "lease_ttl"),
+        ] {
+            let mut bad = args(None);
+            bad.store = store.map(Into::into);
+            bad.lease_ttl = ttl.map(Into::into);
+            let err = resolve(bad).err().expect("rejected");
+            assert!(format!("{err:#}").contains(needle), "{err:#}");
+        }
     }
 
     #[test]
@@ -208,6 +315,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             ("lisen = \"127.0.0.1:1\"", "invalid config file"),
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
+            ("retention = \"a week\"", "retention"),
         ] {
             let path = dir.path().join("bad.toml");
             std::fs::write(&path, text).unwrap();

@@ -28,12 +28,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a node on the embedded store.
+    /// Run a node: on the embedded store, or on a PostgreSQL shared by several nodes (--store).
     Serve(config::ServeArgs),
     /// Create, inspect and control jobs on a running node.
     Job(client::JobArgs),
     /// List, replay and delete dead letters.
     DeadLetters(client::DeadLetterArgs),
+    /// Lease, ack and nack messages of pull queues by hand, and show queue counts.
+    Queue(client::QueueArgs),
     /// Rotate the namespace's webhook signing secret and print it (shown once).
     SigningSecret(client::Connection),
     /// Load-test a node over its HTTP API and account for every fire (burst, sustained,
@@ -61,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Job(args) => runtime.block_on(client::job(args)),
         Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args)),
+        Command::Queue(args) => runtime.block_on(client::queue(args)),
         Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Key {

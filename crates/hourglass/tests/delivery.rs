@@ -282,3 +282,87 @@ async fn development_mode_refuses_non_loopback_addresses() {
     assert_eq!(status, 200);
     node.shutdown().await;
 }
+
+/// A rotation with an overlap: deliveries carry signatures by both secrets, so a receiver still on
+/// the old secret and one already on the new both verify; a rotation without overlap drops the old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_the_signing_secret_keeps_the_old_one_valid_during_the_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let (receiver, recv_addr) = Receiver::start().await;
+
+    let rotate = |body: Option<serde_json::Value>| {
+        let api = &api;
+        async move {
+            let (status, out) = api.call("POST", "/v1/signing-secret", body).await;
+            assert_eq!(status, 200, "{out}");
+            out
+        }
+    };
+    let old = rotate(None).await["signing_secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rotated = rotate(Some(json!({"overlap": "1h"}))).await;
+    let new = rotated["signing_secret"].as_str().unwrap().to_string();
+    assert!(rotated["previous_valid_until"].is_string(), "{rotated}");
+
+    api.create(json!({
+        "schedule": {"after": "100ms"},
+        "target": {"webhook": {"url": format!("http://{recv_addr}/overlap")}},
+        "payload": {"n": 1}
+    }))
+    .await;
+    let got = receiver
+        .wait_for(Duration::from_secs(10), "the overlap delivery", |d| {
+            d.iter().any(|x| x.path == "/overlap")
+        })
+        .await;
+    let d = got.iter().find(|x| x.path == "/overlap").unwrap();
+    assert_eq!(d.header("webhook-signature").split(' ').count(), 2);
+    for secret in [&old, &new] {
+        Webhook::new(secret)
+            .unwrap()
+            .verify(&d.body, &d.headers)
+            .unwrap_or_else(|e| panic!("does not verify with {secret}: {e:?}"));
+    }
+
+    // Without an overlap the replaced secret stops signing at once.
+    let dropped = rotate(Some(json!({"overlap": "0s"}))).await;
+    assert!(dropped["previous_valid_until"].is_null(), "{dropped}");
+    let newest = dropped["signing_secret"].as_str().unwrap().to_string();
+    api.create(json!({
+        "schedule": {"after": "100ms"},
+        "target": {"webhook": {"url": format!("http://{recv_addr}/no-overlap")}},
+    }))
+    .await;
+    let got = receiver
+        .wait_for(Duration::from_secs(10), "the second delivery", |d| {
+            d.iter().any(|x| x.path == "/no-overlap")
+        })
+        .await;
+    let d = got.iter().find(|x| x.path == "/no-overlap").unwrap();
+    assert_eq!(d.header("webhook-signature").split(' ').count(), 1);
+    Webhook::new(&newest)
+        .unwrap()
+        .verify(&d.body, &d.headers)
+        .unwrap();
+    assert!(
+        Webhook::new(&new)
+            .unwrap()
+            .verify(&d.body, &d.headers)
+            .is_err()
+    );
+
+    for (body, field) in [
+        (json!({"overlap": "8d"}), "overlap"),
+        (json!({"overlap": "200h"}), "overlap"),
+        (json!({"overlapp": "1h"}), "overlapp"),
+    ] {
+        let (status, out) = api.call("POST", "/v1/signing-secret", Some(body)).await;
+        assert_eq!(status, 422, "{out}");
+        assert_eq!(out["error"]["field"], field, "{out}");
+    }
+    node.shutdown().await;
+}

@@ -249,6 +249,10 @@ function summarize(series) {
     buckets: [...buckets.entries()].sort((a, b) => a[0] - b[0]),
     inFlight: sum("hourglass_in_flight"),
     timerQueue: sum("hourglass_timer_queue"),
+    backlog: sum("hourglass_due_backlog"),
+    backlogAgeMs: sum("hourglass_due_backlog_age_seconds") * 1000,
+    queueAvailable: sum("hourglass_queue_messages", (l) => l.state === "available"),
+    queueInFlight: sum("hourglass_queue_messages", (l) => l.state === "in_flight"),
   };
 }
 
@@ -435,6 +439,13 @@ function renderOverviewStats() {
       stat("Dead-lettered", "stat-dead-letter", n(o.dead_letter), "attempts since start"),
       stat("In flight", "stat-in-flight", n(latest && latest.inFlight)),
       stat("Timer queue", "stat-timer-queue", n(latest && latest.timerQueue)),
+      stat(
+        "Due backlog",
+        "stat-backlog",
+        n(latest && latest.backlog),
+        latest && latest.backlog > 0 ? `oldest due ${fmtAge(Math.round(latest.backlogAgeMs))} ago` : "past due, not yet claimed",
+      ),
+      stat("Queue messages waiting", "stat-queue-available", n(latest && latest.queueAvailable), latest ? `${fmtNumber(latest.queueInFlight)} leased by workers` : null),
       stat("Overall lateness", "stat-lateness-overall", latest && latest.latenessCount > 0 ? `${fmtNumber((latest.latenessSum / latest.latenessCount) * 1000, 1)} ms` : "—", "mean since start"),
     ),
     el(

@@ -749,15 +749,57 @@ async fn replay_dead_letter(
     Ok(typed_response(StatusCode::CREATED, &wire::job_out(record)))
 }
 
-async fn rotate_signing_secret(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+/// How long a replaced signing secret keeps signing unless the rotation says otherwise.
+const DEFAULT_SECRET_OVERLAP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+const MAX_SECRET_OVERLAP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RotateSecret {
+    /// `"24h"` (default), up to 7 days; `"0s"` drops the old secret at once.
+    overlap: Option<String>,
+}
+
+async fn rotate_signing_secret(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let secret = state.secrets.rotate(&principal.namespace).await?;
+    let bytes = read_body(&headers, body).await?;
+    // The body is optional: no body rotates with the default overlap.
+    let req: RotateSecret = if bytes.iter().all(u8::is_ascii_whitespace) {
+        RotateSecret { overlap: None }
+    } else {
+        parse_body(&bytes)?
+    };
+    let overlap = match req.overlap.as_deref() {
+        None => DEFAULT_SECRET_OVERLAP,
+        Some("0s" | "0") => std::time::Duration::ZERO,
+        Some(text) => hourglass_core::duration::parse_duration(text, "overlap")?,
+    };
+    if overlap > MAX_SECRET_OVERLAP {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_duration",
+            "the overlap is at most 7 days (168h)",
+        )
+        .field("overlap"));
+    }
+    let secret = state.secrets.rotate(&principal.namespace, overlap).await?;
+    let previous_valid_until = (!overlap.is_zero()).then(|| {
+        wire::rfc3339(
+            state.clock.now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default(),
+        )
+    });
     Ok(json_response(
         StatusCode::OK,
         json!({
             "namespace": principal.namespace,
             "signing_secret": secret,
-            "note": "shown once; store it now. Earlier secrets stop working immediately",
+            "previous_valid_until": previous_valid_until,
+            "note": "shown once; store it now. Until previous_valid_until deliveries carry a \
+                     signature by the previous secret too",
         }),
     ))
 }

@@ -13,4 +13,4 @@ pub mod node;
 pub mod queues;
 pub mod wire;
 
-pub use node::{Node, NodeConfig, StartError};
+pub use node::{Node, NodeConfig, SHARED_LEASE_TTL, StartError, StoreBackend};

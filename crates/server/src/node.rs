@@ -1,5 +1,5 @@
-//! A running node: the embedded store, the engine, and the API server, started and stopped in
-//! order. `hourglass serve` and the integration tests both start nodes through here.
+//! A running node: its store (embedded or PostgreSQL), the engine, and the API server, started and
+//! stopped in order. `hourglass serve` and the integration tests both start nodes through here.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use hourglass_core::Clock;
 use hourglass_engine::instrumented::InstrumentedStore;
 use hourglass_engine::{Engine, EngineConfig, Metrics, Secrets, TargetPolicy, WebhookDeliverer};
-use hourglass_store::{SqliteStore, Store};
+use hourglass_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
 use ipnet::IpNet;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
@@ -21,10 +21,31 @@ use crate::auth::{ApiKeyConfig, Auth};
 use crate::metrics::ApiMetrics;
 use crate::wire::Limits;
 
+/// Where a node keeps its jobs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StoreBackend {
+    /// The embedded SQLite store in `NodeConfig::data_dir`: one node, no server.
+    #[default]
+    Embedded,
+    /// A PostgreSQL database shared by any number of nodes; the schema is created and migrated
+    /// at start.
+    Postgres(PostgresOptions),
+}
+
+/// Lease TTL on a shared store: a dead or paused node's claims are taken over this long after it
+/// stopped renewing them (every third of it).
+pub const SHARED_LEASE_TTL: Duration = Duration::from_secs(10);
+
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub listen: SocketAddr,
+    pub store: StoreBackend,
+    /// The embedded store's directory (unused on PostgreSQL).
     pub data_dir: PathBuf,
+    /// How long a claim stays exclusive without renewal; `None` picks the backend's default:
+    /// [`SHARED_LEASE_TTL`] on PostgreSQL, and on the embedded store (one node, which releases
+    /// its claims at restart) lookahead + delivery timeout + 30 s.
+    pub lease_ttl: Option<Duration>,
     /// Address ranges webhooks may reach even though they are loopback/private/link-local.
     pub allow_targets: Vec<IpNet>,
     pub api_keys: Vec<ApiKeyConfig>,
@@ -37,7 +58,9 @@ impl Default for NodeConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            store: StoreBackend::Embedded,
             data_dir: PathBuf::from("hourglass-data"),
+            lease_ttl: None,
             allow_targets: Vec::new(),
             api_keys: Vec::new(),
             engine: EngineConfig::default(),
@@ -50,6 +73,21 @@ impl Default for NodeConfig {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct StartError(pub String);
+
+/// `<host>-<pid>-<random>`: readable in the jobs table's `lease_owner`, and distinct for every
+/// process, even two on one host or one restarted with the same pid.
+fn unique_node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!(
+        "{host}-{}-{:04x}",
+        std::process::id(),
+        rand::random::<u16>()
+    )
+}
 
 pub struct Node {
     addr: SocketAddr,
@@ -75,8 +113,16 @@ impl Node {
                 "development mode: no api keys configured, every request is admin in the namespace it names; loopback only"
             );
         }
-        let backend: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&config.data_dir).map_err(|e| StartError(e.to_string()))?);
+        let backend: Arc<dyn Store> = match &config.store {
+            StoreBackend::Embedded => Arc::new(
+                SqliteStore::open(&config.data_dir).map_err(|e| StartError(e.to_string()))?,
+            ),
+            StoreBackend::Postgres(options) => Arc::new(
+                PostgresStore::open(options.clone())
+                    .await
+                    .map_err(|e| StartError(format!("postgres store: {e}")))?,
+            ),
+        };
         // No prefix: prometheus-client joins a prefix to each name with `_` even when the prefix
         // is empty, which served every metric as `_hourglass_...`.
         let mut registry = Registry::default();
@@ -92,10 +138,27 @@ impl Node {
             config.engine.delivery_concurrency,
         ));
         let mut engine_config = config.engine.clone();
-        // A claim must outlive the wait for its due time and its delivery.
-        let minimum_lease =
-            engine_config.lookahead + config.delivery_timeout + Duration::from_secs(30);
-        engine_config.lease_ttl = engine_config.lease_ttl.max(minimum_lease);
+        // Lease owners must differ between nodes sharing a store; a restarted node is a new
+        // owner (its old claims lapse or were released).
+        engine_config.node_id = unique_node_name();
+        engine_config.lease_ttl = match (config.lease_ttl, &config.store) {
+            (Some(ttl), _) => ttl,
+            (None, StoreBackend::Postgres(_)) => SHARED_LEASE_TTL,
+            // One node, which releases every claim when it starts: a long lease only matters if
+            // the process is wedged, and then a redelivery is worse than waiting.
+            (None, StoreBackend::Embedded) => engine_config
+                .lease_ttl
+                .max(engine_config.lookahead + config.delivery_timeout + Duration::from_secs(30)),
+        };
+        // A claim is made up to a lookahead before its fire time and must not lapse before then
+        // while its node is alive (renewals come every third of a lease).
+        if engine_config.lease_ttl <= engine_config.lookahead {
+            return Err(StartError(format!(
+                "lease_ttl ({:?}) must be longer than lookahead ({:?})",
+                engine_config.lease_ttl, engine_config.lookahead
+            )));
+        }
+        let node_name = engine_config.node_id.clone();
         let engine = Engine::start(
             engine_config,
             store.clone(),
@@ -133,7 +196,14 @@ impl Node {
             }
         });
         ready.store(true, Ordering::Release);
-        tracing::info!(%addr, data_dir = %config.data_dir.display(), "hourglass node started");
+        match &config.store {
+            StoreBackend::Embedded => {
+                tracing::info!(%addr, node = %node_name, data_dir = %config.data_dir.display(), "hourglass node started")
+            }
+            StoreBackend::Postgres(_) => {
+                tracing::info!(%addr, node = %node_name, store = "postgres", "hourglass node started")
+            }
+        }
         Ok(Node {
             addr,
             stop_http,

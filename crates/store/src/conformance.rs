@@ -11,8 +11,8 @@ use hourglass_core::{
 use jiff::{SignedDuration, Timestamp};
 
 use crate::{
-    Applied, ClaimScope, Created, JobQuery, JobUpdate, Lease, NewJob, QueueStats, Release, Store,
-    StoreError, Transition,
+    Applied, ClaimScope, Created, DueEvent, JobQuery, JobUpdate, Lease, NewJob, Purged, QueueStats,
+    Release, SigningSecrets, Store, StoreError, StoreEvent, Transition,
 };
 
 /// Expands one `#[tokio::test]` per conformance case. `$factory` is an async closure returning
@@ -23,6 +23,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@cases $factory;
             create_then_get, idempotent_create_by_key, batch_is_all_or_nothing,
             claim_respects_horizon_order_and_limit, claims_are_exclusive_until_lease_expiry,
+            a_live_lease_is_not_claimed_within_the_horizon, events_announce_due_work,
             stale_token_cannot_complete, delivered_one_off_completes_with_run_history,
             recurring_advances_in_the_same_transaction, retry_moves_fire_time_and_counts_attempts,
             dead_letters_are_recorded_listed_and_deleted, release_restores_fire_time,
@@ -32,7 +33,8 @@ macro_rules! conformance_tests {
             queue_lease_filters_by_type, lapsed_queue_lease_counts_an_attempt,
             extend_moves_the_lease_under_its_token, queue_retry_counts_once,
             queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
-            gauges_count_states_backlog_and_queues);
+            gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work,
+            a_lapsed_claim_taken_again_keeps_its_fire_time);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -238,6 +240,115 @@ pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
         "same occurrence, same identity"
     );
     assert!(second[0].token > first[0].token);
+}
+
+/// A claimer looks ahead (its horizon) for work due soon, but a lease still running by its own
+/// clock is not up for grabs, however soon it expires: short leases renewed by a live node must
+/// not be taken over just because they fall inside another node's lookahead.
+pub async fn a_live_lease_is_not_claimed_within_the_horizon(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let first = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    let expiry = base + ms(30_000);
+    let before = expiry - ms(1);
+    assert!(
+        store
+            .claim_due(
+                ClaimScope::Fired,
+                expiry + ms(2_000),
+                10,
+                &lease("n2", before)
+            )
+            .await
+            .unwrap()
+            .is_empty(),
+        "the lease expires within the horizon but is still live"
+    );
+    let taken = store
+        .claim_due(
+            ClaimScope::Fired,
+            expiry + ms(2_000),
+            10,
+            &lease("n2", expiry),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1, "at its expiry the lease is over");
+    assert!(taken[0].token > first[0].token);
+}
+
+/// A store that announces events (shared stores do) announces a create with its earliest due
+/// time per kind of target, and an edit as a fence. The embedded store announces nothing.
+pub async fn events_announce_due_work(store: Arc<dyn Store>) {
+    let Some(mut events) = store.events() else {
+        return;
+    };
+    let mut next = async || loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.recv())
+            .await
+            .expect("an event within 5 s")
+            .expect("event channel open");
+        if event != StoreEvent::Resync {
+            return event;
+        }
+    };
+    let base = t(T0);
+    let sooner = one_off("a", base + ms(100));
+    let id = sooner.id;
+    create(&*store, vec![one_off("a", base + ms(900)), sooner]).await;
+    assert_eq!(
+        next().await,
+        StoreEvent::Due(DueEvent {
+            namespace: "a".into(),
+            queue: None,
+            at: base + ms(100),
+        })
+    );
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base + ms(5)),
+            queue_job("a", "q", "x", base + ms(3)),
+        ],
+    )
+    .await;
+    assert_eq!(
+        next().await,
+        StoreEvent::Due(DueEvent {
+            namespace: "a".into(),
+            queue: Some("q".into()),
+            at: base + ms(3),
+        })
+    );
+    store
+        .transition(Some("a"), id, Transition::Trigger { now: base })
+        .await
+        .unwrap();
+    let mut got = [next().await, next().await];
+    got.sort_by_key(|e| matches!(e, StoreEvent::Fenced { .. }));
+    assert_eq!(
+        got[0],
+        StoreEvent::Due(DueEvent {
+            namespace: "a".into(),
+            queue: None,
+            at: base,
+        })
+    );
+    let StoreEvent::Fenced { job_id, token } = got[1] else {
+        panic!("expected a fence, got {:?}", got[1]);
+    };
+    assert_eq!(job_id, id);
+    // A claim made after the trigger carries the fence's token or a higher one.
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+        .await
+        .unwrap();
+    let after = claimed.iter().find(|o| o.job_id == id).expect("claimed");
+    assert!(after.token >= token);
 }
 
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
@@ -710,14 +821,56 @@ pub async fn list_filters_and_paginates(store: Arc<dyn Store>) {
 }
 
 pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
-    assert_eq!(store.signing_secret("a").await.unwrap(), None);
-    store.set_signing_secret("a", "whsec_one").await.unwrap();
-    store.set_signing_secret("a", "whsec_two").await.unwrap();
+    let base = t(T0);
+    assert_eq!(store.signing_secrets("a").await.unwrap(), None);
+    // The first one set wins; a second init answers it.
     assert_eq!(
-        store.signing_secret("a").await.unwrap().as_deref(),
-        Some("whsec_two")
+        store.init_signing_secret("a", "whsec_one").await.unwrap(),
+        "whsec_one"
     );
-    assert_eq!(store.signing_secret("b").await.unwrap(), None);
+    assert_eq!(
+        store.init_signing_secret("a", "whsec_other").await.unwrap(),
+        "whsec_one"
+    );
+    let current = |s: &str| SigningSecrets {
+        current: s.into(),
+        previous: None,
+    };
+    assert_eq!(
+        store.signing_secrets("a").await.unwrap(),
+        Some(current("whsec_one"))
+    );
+    // A rotation with an overlap keeps the replaced secret until then.
+    store
+        .rotate_signing_secret("a", "whsec_two", Some(base + ms(60_000)))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.signing_secrets("a").await.unwrap(),
+        Some(SigningSecrets {
+            current: "whsec_two".into(),
+            previous: Some(("whsec_one".into(), base + ms(60_000))),
+        })
+    );
+    // One without drops it at once.
+    store
+        .rotate_signing_secret("a", "whsec_three", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.signing_secrets("a").await.unwrap(),
+        Some(current("whsec_three"))
+    );
+    // Rotating a namespace that never had a secret has nothing to keep.
+    store
+        .rotate_signing_secret("c", "whsec_first", Some(base))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.signing_secrets("c").await.unwrap(),
+        Some(current("whsec_first"))
+    );
+    assert_eq!(store.signing_secrets("b").await.unwrap(), None);
 }
 
 fn queue_job(namespace: &str, queue: &str, job_type: &str, due: Timestamp) -> NewJob {
@@ -1139,4 +1292,118 @@ pub async fn gauges_count_states_backlog_and_queues(store: Arc<dyn Store>) {
         (1, 1, 1)
     );
     assert_eq!(g.oldest_queue_available, Some(base - ms(2_000)));
+}
+
+pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
+    let base = t(T0);
+    // Finished an hour ago: a delivered one-off and a cancelled one.
+    let done_early = one_off("a", base);
+    let cancelled = one_off("a", base + ms(3_600_000));
+    // Still to come, and a recurring job with an old run and a recent one.
+    let waiting = one_off("a", base + ms(86_400_000));
+    let recurring = every_second("a", base);
+    let (done_id, cancelled_id, waiting_id, recurring_id) =
+        (done_early.id, cancelled.id, waiting.id, recurring.id);
+    create(&*store, vec![done_early, cancelled, waiting, recurring]).await;
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base, 10, &lease("n", base))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let finish = claimed
+        .iter()
+        .map(|occ| {
+            let next = (occ.job_id == recurring_id).then(|| base + ms(1000));
+            done(occ, Action::Delivered { next, skipped: 0 })
+        })
+        .collect();
+    store.complete(finish, base).await.unwrap();
+    store
+        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .await
+        .unwrap();
+    // A recent run of the recurring job, two hours later.
+    let later = base + ms(7_200_000);
+    let again = store
+        .claim_due(ClaimScope::Fired, later, 10, &lease("n", later))
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    let mut recent = done(
+        &again[0],
+        Action::Delivered {
+            next: Some(later + ms(1000)),
+            skipped: 0,
+        },
+    );
+    recent.attempt = attempt(1, later);
+    store.complete(vec![recent], later).await.unwrap();
+
+    // Keep one hour: everything finished or run before `later - 1h` goes.
+    let cutoff = later - ms(3_600_000);
+    let purged = store.purge(cutoff, 100).await.unwrap();
+    assert_eq!(
+        purged,
+        Purged { jobs: 2, runs: 2 },
+        "two old jobs, the done job's run and the recurring job's old run"
+    );
+    assert!(store.get_job(None, done_id).await.unwrap().is_none());
+    assert!(store.get_job(None, cancelled_id).await.unwrap().is_none());
+    assert!(
+        store.get_job(None, waiting_id).await.unwrap().is_some(),
+        "live jobs stay"
+    );
+    let kept = store.runs(None, recurring_id, 10).await.unwrap();
+    assert_eq!(kept.len(), 1, "the recent run stays");
+    assert_eq!(kept[0].started_at, later);
+    assert_eq!(
+        store.purge(cutoff, 100).await.unwrap(),
+        Purged::default(),
+        "nothing twice"
+    );
+    assert_eq!(store.count_jobs(None).await.unwrap(), 2);
+}
+
+/// A claim that lapses before its occurrence's fire time (a lease shorter than the claimer's
+/// lookahead, or a renewal that came late) is claimed again with the occurrence's own fire time,
+/// not the lapsed lease's expiry: otherwise the new holder would fire it early.
+pub async fn a_lapsed_claim_taken_again_keeps_its_fire_time(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let due = base + ms(2_000);
+    create(&*store, vec![one_off("a", due)]).await;
+    let short = |owner: &str, now: Timestamp| Lease {
+        owner: owner.into(),
+        ttl: Duration::from_secs(1),
+        now,
+    };
+    let first = store
+        .claim_due(ClaimScope::Fired, base + ms(2_000), 10, &short("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(first[0].fire_at, due);
+    let later = base + ms(1_100);
+    let second = store
+        .claim_due(
+            ClaimScope::Fired,
+            later + ms(2_000),
+            10,
+            &short("n2", later),
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1, "the first lease lapsed at base + 1 s");
+    assert_eq!(
+        second[0].fire_at, due,
+        "fires at its own time, not the lapsed lease's expiry"
+    );
+    // And handed back unfired, it is due at that time again.
+    store
+        .release(vec![Release {
+            job_id: second[0].job_id,
+            token: second[0].token,
+            fire_at: second[0].fire_at,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), Some(due));
 }

@@ -6,6 +6,8 @@
 //! stores and applies decisions atomically.
 
 pub mod conformance;
+pub mod postgres;
+mod rules;
 pub mod sqlite;
 
 use std::time::Duration;
@@ -14,6 +16,7 @@ use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
 
 /// Failures a caller can act on. Cloneable because one failed group commit answers many callers.
@@ -152,6 +155,21 @@ pub struct StoreGauges {
     pub oldest_queue_available: Option<Timestamp>,
 }
 
+/// A namespace's webhook signing secrets: the current one, and the one it replaced together with
+/// the instant until which that one is still honoured (a rotation's overlap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningSecrets {
+    pub current: String,
+    pub previous: Option<(String, Timestamp)>,
+}
+
+/// What a [`Store::purge`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub jobs: u64,
+    pub runs: u64,
+}
+
 /// Whether a completion was applied or refused because its fencing token is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -236,11 +254,53 @@ pub struct DeadLetter {
     pub created_at: Timestamp,
 }
 
+/// What a shared store announces to every node using it, so that a sleeping planner or a waiting
+/// queue consumer looks at the store again at once instead of at its next planned wake-up, and a
+/// node drops a claim that an edit made stale before it fires.
+///
+/// Events are hints, never data: a receiver re-reads the store (claim, next due) and must not
+/// assume that an event names exactly one occurrence, nor that every change produced one. A
+/// receiver that lags behind the channel (`RecvError::Lagged`) or gets [`StoreEvent::Resync`] has
+/// missed events and re-checks everything it waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreEvent {
+    /// Something became due, possibly earlier than anyone planned.
+    Due(DueEvent),
+    /// The job was paused, cancelled, edited or triggered: every claim on it with a token below
+    /// `token` is stale. A node holding one drops it unfired (its completion would be refused
+    /// anyway). Claims made after the change carry `token` or higher and stay valid.
+    Fenced { job_id: JobId, token: i64 },
+    /// Events may have been lost (the store's listener reconnected after an outage): every
+    /// waiter re-checks the store.
+    Resync,
+}
+
+/// Occurrences became due at `at` (or will be): created, retried, released, resumed, triggered,
+/// or moved by an edit. One event carries the *earliest* fire time of a whole transaction per kind
+/// of target, and per queue for queue targets, so a batch of a thousand creates is one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueEvent {
+    /// The namespace of the earliest occurrence. For fired targets (`queue: None`) it is
+    /// informational: the planner claims across namespaces.
+    pub namespace: String,
+    /// `Some(name)`: a message of that queue (in `namespace`) becomes available at `at`; queue
+    /// long-polls wait on these. `None`: an occurrence the engine fires itself.
+    pub queue: Option<String>,
+    pub at: Timestamp,
+}
+
 /// The durable home of jobs. Methods taking a `namespace` of `None` act across namespaces.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The backend's name for metrics and the bench (`sqlite`, `postgres`).
     fn backend(&self) -> &'static str;
+
+    /// Events from every node sharing this store, this one included: see [`StoreEvent`]. `None`
+    /// when the store has no other writers to hear from (the embedded store: the API pokes its
+    /// own engine directly). Each call returns a new receiver that sees events from then on.
+    fn events(&self) -> Option<tokio::sync::broadcast::Receiver<StoreEvent>> {
+        None
+    }
 
     /// Creates jobs in one transaction: all or none. A job whose namespace and key already exist
     /// with the same fingerprint returns the existing job; with another fingerprint the whole batch
@@ -326,10 +386,25 @@ pub trait Store: Send + Sync + 'static {
     /// True when it existed.
     async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool>;
 
+    /// Retention: deletes up to `limit` finished jobs (completed, failed, cancelled) last changed
+    /// before `before`, with their run history, and up to `limit` runs of any job that started
+    /// before `before`. Dead letters are kept until deleted. Small batches keep each call short.
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged>;
+
     /// Counts for metrics, across namespaces, at `now`.
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;
 
-    /// The namespace's webhook signing secret, if one was set.
-    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>>;
-    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()>;
+    /// The namespace's webhook signing secrets, if one was ever set.
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>>;
+    /// Sets `secret` as the namespace's secret unless it already has one, atomically (two nodes
+    /// may try at once), and answers the secret that is current afterwards.
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String>;
+    /// Makes `secret` the namespace's current secret. The one it replaces stays valid until
+    /// `previous_until`, or stops at once when that is `None`.
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()>;
 }

@@ -20,9 +20,11 @@ use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    QueueStats, Release, Result, RunRecord, Store, StoreError, StoreGauges, Transition,
+    Purged, QueueStats, Release, Result, RunRecord, SigningSecrets, Store, StoreError, StoreGauges,
+    Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -98,6 +100,11 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0 AND queue IS NULL;
      CREATE INDEX jobs_queue_due ON jobs(namespace, queue, fire_ms)
          WHERE state = 0 AND queue IS NOT NULL;",
+    // 2: retention. Finished jobs by last change, so the sweep never scans live ones.
+    "CREATE INDEX jobs_finished ON jobs(updated_ms) WHERE state >= 2;",
+    // 3: signing-secret rotation with an overlap: the replaced secret and until when it counts.
+    "ALTER TABLE namespaces ADD COLUMN previous_secret TEXT;
+     ALTER TABLE namespaces ADD COLUMN previous_until_ms INTEGER;",
 ];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
@@ -316,27 +323,6 @@ fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
 
-fn state_code(state: JobState) -> i64 {
-    match state {
-        JobState::Active => 0,
-        JobState::Paused => 1,
-        JobState::Completed => 2,
-        JobState::Failed => 3,
-        JobState::Cancelled => 4,
-    }
-}
-
-fn state_from_code(code: i64) -> Result<JobState> {
-    Ok(match code {
-        0 => JobState::Active,
-        1 => JobState::Paused,
-        2 => JobState::Completed,
-        3 => JobState::Failed,
-        4 => JobState::Cancelled,
-        other => return Err(corrupt(format!("unknown state code {other}"))),
-    })
-}
-
 fn encode_spec(spec: &JobSpec) -> String {
     serde_json::to_string(spec).expect("job spec serializes")
 }
@@ -490,8 +476,16 @@ impl Scope {
     }
 }
 
-const CLAIM_COLUMNS: &str =
-    "id, namespace, spec, payload, due_ms, fire_ms, attempt, lease_token, runs, lease_owner";
+/// The occurrence's own fire time is `fire_ms` when unclaimed. A row still marked as leased is
+/// being claimed again because that lease lapsed: its `fire_ms` is the lapsed lease's expiry, and
+/// its fire time is the one the first claim kept in `lease_fire_ms` (which may still lie ahead,
+/// if the lease was shorter than the claimer's lookahead).
+const OWN_FIRE_MS: &str =
+    "CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END";
+
+const CLAIM_COLUMNS: &str = "id, namespace, spec, payload, due_ms,
+    CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END,
+    attempt, lease_token, runs, lease_owner";
 
 fn claim_in_tx(
     conn: &Connection,
@@ -500,18 +494,24 @@ fn claim_in_tx(
     limit: usize,
     lease: &Lease,
 ) -> Result<Vec<Occurrence>> {
-    let lease_until = lease.now.as_millisecond() + lease.ttl.as_millis() as i64;
+    let now = lease.now.as_millisecond();
+    let lease_until = now + lease.ttl.as_millis() as i64;
+    // A row still leased (its fire time is the lease expiry) is claimable only once that expiry
+    // has passed by the claimer's clock, even when it lies within the horizon.
     let mut select = match scope {
         Scope::Fired => {
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs
-                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1 ORDER BY fire_ms LIMIT ?2"
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1
+                       AND (lease_owner IS NULL OR fire_ms <= ?3)
+                     ORDER BY fire_ms LIMIT ?2"
                 ))
                 .map_err(unavailable)?;
             stmt.raw_bind_parameter(1, horizon).map_err(unavailable)?;
             stmt.raw_bind_parameter(2, limit as i64)
                 .map_err(unavailable)?;
+            stmt.raw_bind_parameter(3, now).map_err(unavailable)?;
             stmt
         }
         Scope::Queue {
@@ -525,6 +525,7 @@ fn claim_in_tx(
                 .prepare_cached(&format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs
                      WHERE state = 0 AND queue = ?3 AND namespace = ?4 AND fire_ms <= ?1
+                       AND (lease_owner IS NULL OR fire_ms <= ?6)
                        AND (?5 IS NULL OR job_type IN (SELECT value FROM json_each(?5)))
                      ORDER BY fire_ms LIMIT ?2"
                 ))
@@ -540,16 +541,17 @@ fn claim_in_tx(
             stmt.raw_bind_parameter(4, namespace.as_str())
                 .map_err(unavailable)?;
             stmt.raw_bind_parameter(5, types).map_err(unavailable)?;
+            stmt.raw_bind_parameter(6, now).map_err(unavailable)?;
             stmt
         }
     };
     let is_queue = matches!(scope, Scope::Queue { .. });
     let mut update = conn
-        .prepare_cached(
-            "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = fire_ms, lease_owner = ?3,
-                             lease_token = lease_token + 1, attempt = attempt + ?4
-             WHERE id = ?1",
-        )
+        .prepare_cached(&format!(
+            "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?3,
+                                 lease_token = lease_token + 1, attempt = attempt + ?4
+                 WHERE id = ?1"
+        ))
         .map_err(unavailable)?;
     let mut rows = select.raw_query();
     let mut claimed = Vec::new();
@@ -702,67 +704,15 @@ fn transition_in_tx(
     transition: Transition,
 ) -> Result<JobRecord> {
     let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
-    let invalid = |action| StoreError::InvalidState {
-        state: job.state,
-        action,
-    };
-    // (state, due, fire) after the transition; `None` fire leaves the due index.
-    let (state, due, fire, clear_key): (JobState, Option<i64>, Option<i64>, bool) = match transition
-    {
-        Transition::Pause { .. } => match job.state {
-            JobState::Active | JobState::Paused => (
-                JobState::Paused,
-                job.next_due.map(|t| t.as_millisecond()),
-                None,
-                false,
-            ),
-            _ => return Err(invalid("pause")),
-        },
-        Transition::Resume { now } => match job.state {
-            JobState::Paused | JobState::Active => {
-                let due = if job.spec.schedule.is_recurring() {
-                    job.spec
-                        .schedule
-                        .next_for_run(now - jiff::SignedDuration::from_millis(1), job.runs)
-                } else {
-                    job.next_due
-                };
-                match due {
-                    Some(due) => (
-                        JobState::Active,
-                        Some(due.as_millisecond()),
-                        Some(due.as_millisecond()),
-                        false,
-                    ),
-                    None => (JobState::Completed, None, None, false),
-                }
-            }
-            _ => return Err(invalid("resume")),
-        },
-        Transition::Cancel { .. } => match job.state {
-            JobState::Cancelled => return Ok(job),
-            _ => (
-                JobState::Cancelled,
-                job.next_due.map(|t| t.as_millisecond()),
-                None,
-                true,
-            ),
-        },
-        Transition::Trigger { now } => match job.state {
-            JobState::Cancelled => return Err(invalid("trigger")),
-            _ => (
-                JobState::Active,
-                Some(now.as_millisecond()),
-                Some(now.as_millisecond()),
-                false,
-            ),
-        },
-    };
-    let now = match transition {
-        Transition::Pause { now }
-        | Transition::Resume { now }
-        | Transition::Cancel { now }
-        | Transition::Trigger { now } => now.as_millisecond(),
+    let (state, due, fire, clear_key, now) = match plan_transition(&job, transition)? {
+        TransitionPlan::Unchanged => return Ok(job),
+        TransitionPlan::Apply {
+            state,
+            due,
+            fire,
+            clear_key,
+            now,
+        } => (state, due, fire, clear_key, now),
     };
     conn.prepare_cached(
         "UPDATE jobs SET state = ?2, due_ms = ?3, fire_ms = ?4, attempt = 0, lease_owner = NULL,
@@ -852,6 +802,68 @@ impl Store for SqliteStore {
                     })
                 })
                 .collect()
+        })
+        .await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let before = before.as_millisecond();
+        self.write(move |conn| {
+            let mut purged = Purged::default();
+            let ids: Vec<Vec<u8>> = {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id FROM jobs WHERE state >= 2 AND updated_ms < ?1
+                         ORDER BY updated_ms LIMIT ?2",
+                    )
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map(params![before, limit as i64], |r| r.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<rusqlite::Result<_>>().map_err(unavailable)?
+            };
+            for id in &ids {
+                purged.runs += conn
+                    .prepare_cached("DELETE FROM runs WHERE job_id = ?1")
+                    .map_err(unavailable)?
+                    .execute([id])
+                    .map_err(unavailable)? as u64;
+                purged.jobs += conn
+                    .prepare_cached("DELETE FROM jobs WHERE id = ?1")
+                    .map_err(unavailable)?
+                    .execute([id])
+                    .map_err(unavailable)? as u64;
+            }
+            // Runs are appended in time order, so the oldest rowids are the oldest runs: take
+            // them from the front and stop at the first one young enough to keep. No index on
+            // the start time is needed, and a table of only young runs costs one row read.
+            let old: Vec<i64> = {
+                let mut stmt = conn
+                    .prepare_cached("SELECT rowid, started_ms FROM runs ORDER BY rowid LIMIT ?1")
+                    .map_err(unavailable)?;
+                let rows = stmt
+                    .query_map([limit as i64], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(unavailable)?;
+                let mut old = Vec::new();
+                for row in rows {
+                    let (rowid, started) = row.map_err(unavailable)?;
+                    if started >= before {
+                        break;
+                    }
+                    old.push(rowid);
+                }
+                old
+            };
+            for rowid in old {
+                purged.runs += conn
+                    .prepare_cached("DELETE FROM runs WHERE rowid = ?1")
+                    .map_err(unavailable)?
+                    .execute([rowid])
+                    .map_err(unavailable)? as u64;
+            }
+            Ok(purged)
         })
         .await
     }
@@ -1077,19 +1089,7 @@ impl Store for SqliteStore {
         let namespace = namespace.map(str::to_owned);
         self.write(move |conn| {
             let job = load_job(conn, namespace.as_deref(), id)?.ok_or(StoreError::NotFound)?;
-            if job.state.is_terminal() {
-                return Err(StoreError::InvalidState {
-                    state: job.state,
-                    action: "update",
-                });
-            }
-            let due = update.next_due.map(|t| t.as_millisecond());
-            // A paused job stays paused (out of the due index) with its new due time.
-            let (state, fire) = match (job.state, due) {
-                (_, None) => (JobState::Completed, None),
-                (JobState::Paused, Some(_)) => (JobState::Paused, None),
-                (_, Some(due)) => (JobState::Active, Some(due)),
-            };
+            let (state, due, fire) = plan_update(&job, &update)?;
             conn.prepare_cached(
                 "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
                                  fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
@@ -1103,7 +1103,7 @@ impl Store for SqliteStore {
                 update.payload,
                 update.spec.job_type,
                 state_code(state),
-                due.or(job.next_due.map(|t| t.as_millisecond())),
+                due,
                 fire,
                 update.now.as_millisecond(),
                 update.spec.target.queue(),
@@ -1224,28 +1224,74 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn signing_secret(&self, namespace: &str) -> Result<Option<String>> {
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {
         let namespace = namespace.to_owned();
         self.read(move |conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT signing_secret, previous_secret, previous_until_ms
+                     FROM namespaces WHERE name = ?1",
+                )
+                .map_err(unavailable)?
+                .query_row(params![namespace], |r| {
+                    Ok((
+                        r.get::<_, Option<String>>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                    ))
+                })
+                .optional()
+                .map_err(unavailable)?;
+            Ok(match row {
+                Some((Some(current), previous, until)) => Some(SigningSecrets {
+                    current,
+                    previous: previous.zip(until.map(from_ms)),
+                }),
+                _ => None,
+            })
+        })
+        .await
+    }
+
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String> {
+        let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO namespaces (name, signing_secret) VALUES (?1, ?2)
+                 ON CONFLICT(name) DO UPDATE
+                 SET signing_secret = COALESCE(namespaces.signing_secret, excluded.signing_secret)",
+            )
+            .map_err(unavailable)?
+            .execute(params![namespace, secret])
+            .map_err(unavailable)?;
             conn.prepare_cached("SELECT signing_secret FROM namespaces WHERE name = ?1")
                 .map_err(unavailable)?
-                .query_row(params![namespace], |r| r.get::<_, Option<String>>(0))
-                .optional()
-                .map(Option::flatten)
+                .query_row(params![namespace], |r| r.get(0))
                 .map_err(unavailable)
         })
         .await
     }
 
-    async fn set_signing_secret(&self, namespace: &str, secret: &str) -> Result<()> {
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()> {
         let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
+        let until = previous_until.map(|t| t.as_millisecond());
         self.write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO namespaces (name, signing_secret) VALUES (?1, ?2)
-                 ON CONFLICT(name) DO UPDATE SET signing_secret = excluded.signing_secret",
+                 ON CONFLICT(name) DO UPDATE SET
+                     previous_secret = CASE WHEN ?3 IS NULL THEN NULL
+                                            ELSE namespaces.signing_secret END,
+                     previous_until_ms = CASE WHEN namespaces.signing_secret IS NULL THEN NULL
+                                              ELSE ?3 END,
+                     signing_secret = excluded.signing_secret",
             )
             .map_err(unavailable)?
-            .execute(params![namespace, secret])
+            .execute(params![namespace, secret, until])
             .map_err(unavailable)?;
             Ok(())
         })

@@ -99,6 +99,14 @@ pub struct BenchArgs {
     /// Config file for the node the bench starts (`hourglass serve --config`).
     #[arg(long, conflicts_with_all = ["url", "in_process"])]
     server_config: Option<PathBuf>,
+    /// Store of the node(s) the bench starts, handed on as `hourglass serve --store`, e.g.
+    /// postgres://user@host/db [default: the embedded store in --data-dir].
+    #[arg(long, conflicts_with_all = ["url", "in_process"])]
+    store: Option<String>,
+    /// Nodes to start on --store (more than one needs a shared store such as PostgreSQL); the
+    /// submitters are spread over them round-robin. Memory and CPU are summed over the nodes.
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
     /// Batch requests in flight at once.
     #[arg(long, default_value_t = 4)]
     submitters: usize,
@@ -203,7 +211,10 @@ pub(crate) struct Bench {
     receiver: Option<Receiver>,
     /// With --target queue.
     workers: Option<Workers>,
+    /// The first node: the one whose mode, data and log the report describes.
     server: Server,
+    /// With --nodes N: the other N - 1 nodes on the same store.
+    more_servers: Vec<Server>,
     api: Api,
     progress: Progress,
 }
@@ -223,6 +234,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.workers == 0 {
         bail!("--workers must be at least 1");
+    }
+    if args.nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    if args.nodes > 1 && args.store.is_none() {
+        bail!("--nodes above 1 needs a shared --store (the embedded store is one node's)");
     }
     if args.in_process {
         init_in_process_logging();
@@ -247,20 +264,41 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Queue => (None, None),
     };
 
-    let mut server = Server::start(&ServerOptions {
+    let options = ServerOptions {
         url: args.url.clone(),
         server_pid: args.server_pid,
         data_dir: args.data_dir.clone(),
         in_process: args.in_process,
         server_config: args.server_config.clone(),
-    })
-    .await?;
-    let api = Api::new(&server.base_url, args.api_key.clone())?;
+        store: args.store.clone(),
+    };
+    let mut server = Server::start(&options).await?;
+    let mut more_servers = Vec::new();
+    for _ in 1..args.nodes {
+        more_servers.push(Server::start(&options).await?);
+    }
+    let mut api = Api::new(&server.base_url, args.api_key.clone())?;
     server.wait_ready(&api.client).await?;
+    for other in &mut more_servers {
+        other.wait_ready(&api.client).await?;
+    }
+    if !more_servers.is_empty() {
+        api.spread_over(
+            std::iter::once(&server)
+                .chain(&more_servers)
+                .map(|s| s.base_url.clone())
+                .collect(),
+        );
+    }
+    let more = if more_servers.is_empty() {
+        String::new()
+    } else {
+        format!(" and {} more on the same store", more_servers.len())
+    };
     let (target, workers) = match &receiver {
         Some(receiver) => {
             eprintln!(
-                "node: {} ({}); receiver: {}",
+                "node: {} ({}){more}; receiver: {}",
                 server.base_url,
                 server.mode.name(),
                 receiver.url()
@@ -268,8 +306,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             (submit::webhook_target(&receiver.url()), None)
         }
         None => {
+            // With several nodes the workers lease from the first: any node serves any queue.
             eprintln!(
-                "node: {} ({}); {} workers leasing up to {} messages from queue {QUEUE:?}",
+                "node: {} ({}){more}; {} workers leasing up to {} messages from queue {QUEUE:?}",
                 server.base_url,
                 server.mode.name(),
                 args.workers,
@@ -294,6 +333,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         receiver,
         workers,
         server,
+        more_servers,
         api,
         progress,
     };
@@ -306,6 +346,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let Bench {
         args,
         server,
+        more_servers,
         receiver,
         workers,
         ..
@@ -318,8 +359,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mode = server.mode;
     let stats_include_bench = server.stats_include_bench();
     let log = server.shutdown().await;
+    let mut more_log_lines = 0;
+    for other in more_servers {
+        if let Ok(Some(other_log)) = other.shutdown().await {
+            more_log_lines += other_log.lines as u64;
+        }
+    }
     let mut report = outcome?;
     report.target = args.target.name();
+    report.store = store_kind(args.store.as_deref());
+    report.nodes = args.nodes;
     report.receiver_ceiling_per_s = ceiling;
     report.mode = mode;
     report.stats_include_bench = stats_include_bench;
@@ -332,7 +381,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         report.queue = Some(stats);
     }
     if let Some(log) = log? {
-        report.server_log_lines = Some(log.lines as u64);
+        report.server_log_lines = Some(log.lines as u64 + more_log_lines);
         report.server_log_head = log.head;
     }
     report::print(&report, args.json);
@@ -348,9 +397,37 @@ fn init_in_process_logging() {
         .try_init();
 }
 
+/// The store's name for the report, from what --store was given.
+fn store_kind(store: Option<&str>) -> &'static str {
+    match store {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            "postgres"
+        }
+        Some(_) => "other",
+        None => "sqlite",
+    }
+}
+
 impl Bench {
+    /// The nodes' memory and CPU: with several nodes, the sums (peak RSS is then the sum of each
+    /// node's own peak, an upper bound of what they held at once).
     fn stats(&self) -> Option<ProcStats> {
-        self.server.stats()
+        let mut total = self.server.stats()?;
+        for other in &self.more_servers {
+            let stats = other.stats()?;
+            total.peak_rss_kb += stats.peak_rss_kb;
+            total.cpu_seconds += stats.cpu_seconds;
+        }
+        Some(total)
+    }
+
+    /// Fails if any node the bench started has exited.
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        self.server.check_alive()?;
+        for other in &mut self.more_servers {
+            other.check_alive()?;
+        }
+        Ok(())
     }
 
     /// Creates `n` jobs through the batch endpoint behind a "submit" progress bar.
@@ -390,7 +467,7 @@ impl Bench {
         let bar = self.progress.bar(expected, phase);
         let base = self.recorder.recorded();
         loop {
-            self.server.check_alive()?;
+            self.check_alive()?;
             let now = now_ms();
             if now >= until_ms {
                 break;
@@ -416,7 +493,7 @@ impl Bench {
         let bar = self.progress.bar(expected.len() as u64, "drain");
         let mut last_checked = usize::MAX;
         let complete = loop {
-            self.server.check_alive()?;
+            self.check_alive()?;
             let recorded = self.recorder.recorded();
             if recorded >= expected.len() && recorded != last_checked {
                 last_checked = recorded;

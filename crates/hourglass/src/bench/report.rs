@@ -57,6 +57,9 @@ pub struct Report {
     pub queue: Option<WorkerStats>,
     pub mode: Mode,
     pub stats_include_bench: bool,
+    /// `sqlite` or `postgres`, and how many nodes shared it.
+    pub store: &'static str,
+    pub nodes: usize,
     pub foreign_requests: u64,
     /// TCP connections the node opened to the receiver during the run.
     pub receiver_connections: u64,
@@ -94,6 +97,8 @@ impl Report {
             queue: None,
             mode: Mode::Child,
             stats_include_bench: false,
+            store: "sqlite",
+            nodes: 1,
             foreign_requests: 0,
             receiver_connections: 0,
             idle_cpu_resolution: None,
@@ -208,7 +213,8 @@ pub fn to_json(r: &Report) -> Value {
         "idle_cpu_percent": r.idle_cpu_percent.map(|x| round(x, 3)),
         "store_bytes": r.store_bytes,
         "receiver_ceiling_per_s": r.receiver_ceiling_per_s.map(|x| round(x, 0)),
-        "store": "sqlite",
+        "store": r.store,
+        "nodes": r.nodes,
         "version": env!("CARGO_PKG_VERSION"),
         // Beyond the fixed keys:
         "target": r.target,
@@ -238,10 +244,15 @@ pub fn to_json(r: &Report) -> Value {
 pub fn print(r: &Report, json: bool) {
     let mut lines = Vec::new();
     lines.push(format!(
-        "hourglass bench {} (hourglass {}, store sqlite, node {}, target {})",
+        "hourglass bench {} (hourglass {}, store {}, {}, target {})",
         r.scenario,
         env!("CARGO_PKG_VERSION"),
-        r.mode.name(),
+        r.store,
+        if r.nodes > 1 {
+            format!("{} nodes, {}", r.nodes, r.mode.name())
+        } else {
+            format!("node {}", r.mode.name())
+        },
         r.target
     ));
     if let Some(ceiling) = r.receiver_ceiling_per_s {
@@ -347,6 +358,7 @@ pub fn print(r: &Report, json: bool) {
     }
     let scope = match (r.mode, r.stats_include_bench) {
         (_, true) => "whole bench process: includes the bench's receiver and submitters",
+        (Mode::Child, _) if r.nodes > 1 => "the server processes alone, summed",
         (Mode::Child, _) => "the server process alone",
         _ => "the process given by --server-pid",
     };

@@ -33,6 +33,8 @@ pub struct ServerOptions {
     pub data_dir: Option<PathBuf>,
     pub in_process: bool,
     pub server_config: Option<PathBuf>,
+    /// `hourglass serve --store` for the child; with it the data directory is not used.
+    pub store: Option<String>,
 }
 
 enum Running {
@@ -45,6 +47,8 @@ pub struct Server {
     pub base_url: String,
     pub mode: Mode,
     pid: Option<u32>,
+    /// The embedded store's directory; `None` for an external node without --data-dir and for a
+    /// node on another store.
     data_dir: Option<PathBuf>,
     log: Option<PathBuf>,
     /// What the child printed on stdout besides its address: its tracing output.
@@ -117,9 +121,12 @@ impl Server {
         let mut command = Command::new(exe);
         command
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data_dir)
+            .args(["--listen", "127.0.0.1:0"])
             .args(["--allow-targets", "127.0.0.0/8"]);
+        match &opts.store {
+            Some(store) => command.args(["--store", store]),
+            None => command.arg("--data-dir").arg(&data_dir),
+        };
         if let Some(config) = &opts.server_config {
             command.arg("--config").arg(config);
         }
@@ -169,7 +176,7 @@ impl Server {
             base_url,
             mode: Mode::Child,
             pid,
-            data_dir: Some(data_dir),
+            data_dir: opts.store.is_none().then_some(data_dir),
             log: Some(log),
             stdout_log,
             running: Running::Child(child),

@@ -20,6 +20,8 @@ pub struct Api {
     pub client: reqwest::Client,
     pub base: String,
     api_key: Option<String>,
+    /// With several nodes: every node's base URL; submitter `i` talks to node `i % len`.
+    spread: Vec<String>,
 }
 
 /// A created job: its id (as inside delivery ids) and first due time, unix ms.
@@ -70,7 +72,13 @@ impl Api {
             client,
             base: base.to_string(),
             api_key,
+            spread: Vec::new(),
         })
+    }
+
+    /// Spreads the submitters of `submit` over these nodes (round-robin).
+    pub fn spread_over(&mut self, bases: Vec<String>) {
+        self.spread = bases;
     }
 
     pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
@@ -97,9 +105,13 @@ impl Api {
         let retries = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
         let mut tasks = JoinSet::new();
-        for _ in 0..submitters.clamp(1, batches.max(1)) {
+        for submitter in 0..submitters.clamp(1, batches.max(1)) {
+            let mut api = self.clone();
+            if !self.spread.is_empty() {
+                api.base = self.spread[submitter % self.spread.len()].clone();
+            }
             let (api, next, retries, write_job, progress) = (
-                self.clone(),
+                api,
                 next.clone(),
                 retries.clone(),
                 write_job.clone(),

@@ -1,0 +1,464 @@
+//! The typed API client: one method per endpoint, JSON in and out, every failure an [`Error`].
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::error::{Error, parse_retry_after};
+use crate::types::{
+    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, LeaseAnswer, LeaseBody, LeaseOptions,
+    Message, NewJob, QueueList, QueueStats, Receipt, ReceiptResults, ReceiptsBody, Run, RunList,
+    millis,
+};
+
+/// A request without a long poll gets this long for the whole exchange.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A lease gets its long-poll wait on top of the ordinary timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A handle on one node (cheap to clone: clones share the connection pool).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), hourglass_client::Error> {
+/// use hourglass_client::{Client, LeaseOptions};
+/// let client = Client::new("http://127.0.0.1:7070")?.api_key("hg_...");
+/// let messages = client.lease("emails", &LeaseOptions::default()).await?;
+/// let receipts: Vec<_> = messages.iter().map(|m| m.receipt.clone()).collect();
+/// client.ack("emails", &receipts).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    api_key: Option<String>,
+    namespace: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    // The API key stays out of logs and panics.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base.as_str())
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A client for the node at `base_url` (e.g. `http://127.0.0.1:7070`; a path prefix is kept).
+    pub fn new(base_url: impl AsRef<str>) -> Result<Client, Error> {
+        // The workspace builds reqwest without a crypto provider; ring is this process's
+        // default unless the application installed another one first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Config(format!("cannot build the http client: {e}")))?;
+        Self::with_http_client(base_url, http)
+    }
+
+    /// Like [`Client::new`], over a `reqwest::Client` the caller configured (proxies, TLS roots).
+    /// Its timeouts should allow a lease's long poll (up to 20 s).
+    pub fn with_http_client(
+        base_url: impl AsRef<str>,
+        http: reqwest::Client,
+    ) -> Result<Client, Error> {
+        let text = base_url.as_ref();
+        let base =
+            Url::parse(text).map_err(|e| Error::Config(format!("base url {text:?}: {e}")))?;
+        if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
+            return Err(Error::Config(format!(
+                "base url {text:?} is not an http(s) url"
+            )));
+        }
+        Ok(Client {
+            http,
+            base,
+            api_key: None,
+            namespace: None,
+        })
+    }
+
+    /// Sent as `Authorization: Bearer <key>`.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Sent as `hourglass-namespace`; honoured for admin keys and in development mode.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Queues
+
+    /// Leases up to `options.max` messages, long-polling up to `options.wait` when none is
+    /// available. An empty list means the wait ran out.
+    pub async fn lease(&self, queue: &str, options: &LeaseOptions) -> Result<Vec<Message>, Error> {
+        let answer: LeaseAnswer = self
+            .send(
+                Method::POST,
+                &["v1", "queues", queue, "lease"],
+                &[],
+                Some(&LeaseBody::from(options)),
+                REQUEST_TIMEOUT + options.wait,
+            )
+            .await?;
+        Ok(answer.messages)
+    }
+
+    /// Completes the messages (a recurring job moves to its next occurrence).
+    pub async fn ack(&self, queue: &str, receipts: &[Receipt]) -> Result<ReceiptResults, Error> {
+        let body = ReceiptsBody {
+            receipts,
+            delay_ms: None,
+            visibility_ms: None,
+        };
+        self.receipts(queue, "ack", &body).await
+    }
+
+    /// Hands the messages back for another attempt after `delay`, or after the job's retry
+    /// backoff when `None`. A message past its job's last attempt becomes a dead letter.
+    pub async fn nack(
+        &self,
+        queue: &str,
+        receipts: &[Receipt],
+        delay: Option<Duration>,
+    ) -> Result<ReceiptResults, Error> {
+        let body = ReceiptsBody {
+            receipts,
+            delay_ms: delay.map(millis),
+            visibility_ms: None,
+        };
+        self.receipts(queue, "nack", &body).await
+    }
+
+    /// Keeps the messages invisible to other consumers for `visibility` from now.
+    pub async fn extend(
+        &self,
+        queue: &str,
+        receipts: &[Receipt],
+        visibility: Duration,
+    ) -> Result<ReceiptResults, Error> {
+        let body = ReceiptsBody {
+            receipts,
+            delay_ms: None,
+            visibility_ms: Some(millis(visibility)),
+        };
+        self.receipts(queue, "extend", &body).await
+    }
+
+    async fn receipts(
+        &self,
+        queue: &str,
+        verb: &str,
+        body: &ReceiptsBody<'_>,
+    ) -> Result<ReceiptResults, Error> {
+        self.send(
+            Method::POST,
+            &["v1", "queues", queue, verb],
+            &[],
+            Some(body),
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    /// One queue's counts (zeros for a queue no job targets).
+    pub async fn queue_stats(&self, queue: &str) -> Result<QueueStats, Error> {
+        self.get(&["v1", "queues", queue], &[]).await
+    }
+
+    pub async fn list_queues(&self) -> Result<Vec<QueueStats>, Error> {
+        let list: QueueList = self.get(&["v1", "queues"], &[]).await?;
+        Ok(list.queues)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Jobs
+
+    /// Creates a job. With a `key` that already exists and the same body, the node answers with
+    /// the existing job instead.
+    pub async fn create_job(&self, job: &NewJob) -> Result<JobInfo, Error> {
+        self.send(
+            Method::POST,
+            &["v1", "jobs"],
+            &[],
+            Some(job),
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    pub async fn get_job(&self, id: Uuid) -> Result<JobInfo, Error> {
+        self.get(&["v1", "jobs", &id.to_string()], &[]).await
+    }
+
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<JobPage, Error> {
+        self.get(&["v1", "jobs"], &filter.query_pairs()).await
+    }
+
+    /// Cancels the job; an occurrence being delivered right now may still arrive.
+    pub async fn cancel_job(&self, id: Uuid) -> Result<JobInfo, Error> {
+        self.send(
+            Method::DELETE,
+            &["v1", "jobs", &id.to_string()],
+            &[],
+            None::<&()>,
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    pub async fn pause_job(&self, id: Uuid) -> Result<JobInfo, Error> {
+        self.job_action(id, "pause").await
+    }
+
+    /// Resumes a paused job (a recurring job continues from now).
+    pub async fn resume_job(&self, id: Uuid) -> Result<JobInfo, Error> {
+        self.job_action(id, "resume").await
+    }
+
+    /// Fires an occurrence now.
+    pub async fn trigger_job(&self, id: Uuid) -> Result<JobInfo, Error> {
+        self.job_action(id, "trigger").await
+    }
+
+    async fn job_action(&self, id: Uuid, action: &str) -> Result<JobInfo, Error> {
+        self.send(
+            Method::POST,
+            &["v1", "jobs", &id.to_string(), action],
+            &[],
+            None::<&()>,
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    /// Delivery attempts of a job, newest first.
+    pub async fn job_runs(&self, id: Uuid) -> Result<Vec<Run>, Error> {
+        let list: RunList = self
+            .get(&["v1", "jobs", &id.to_string(), "runs"], &[])
+            .await?;
+        Ok(list.runs)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Dead letters
+
+    pub async fn list_dead_letters(
+        &self,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<DeadLetterPage, Error> {
+        let mut query = Vec::new();
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        if let Some(cursor) = cursor {
+            query.push(("cursor", cursor.to_owned()));
+        }
+        self.get(&["v1", "dead-letters"], &query).await
+    }
+
+    pub async fn get_dead_letter(&self, id: &str) -> Result<DeadLetter, Error> {
+        self.get(&["v1", "dead-letters", id], &[]).await
+    }
+
+    /// Replays a dead letter as a new one-off job due now, and removes the dead letter.
+    pub async fn replay_dead_letter(&self, id: &str) -> Result<JobInfo, Error> {
+        self.send(
+            Method::POST,
+            &["v1", "dead-letters", id, "replay"],
+            &[],
+            None::<&()>,
+            REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    pub async fn delete_dead_letter(&self, id: &str) -> Result<(), Error> {
+        let url = self.url(&["v1", "dead-letters", id], &[]);
+        self.exchange(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
+            .await
+            .map(drop)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Plumbing
+
+    /// Joins path segments onto the base URL, percent-encoding each (queue names and ids are
+    /// user data).
+    fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .expect("checked in the constructor: the base url can be a base")
+            .pop_if_empty()
+            .extend(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        url
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<T, Error> {
+        self.send(Method::GET, segments, query, None::<&()>, REQUEST_TIMEOUT)
+            .await
+    }
+
+    async fn send<T: DeserializeOwned, B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, String)],
+        body: Option<&B>,
+        timeout: Duration,
+    ) -> Result<T, Error> {
+        let url = self.url(segments, query);
+        let bytes = self.exchange(method, url.clone(), body, timeout).await?;
+        serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
+            url: url.to_string(),
+            source,
+        })
+    }
+
+    /// Sends one request and returns the body of a 2xx answer; anything else becomes an error.
+    async fn exchange<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&B>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, Error> {
+        let mut request = self.http.request(method, url.clone()).timeout(timeout);
+        if let Some(key) = &self.api_key {
+            let value = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| Error::Config("the api key is not a valid header value".into()))?;
+            request = request.header(AUTHORIZATION, value);
+        }
+        if let Some(ns) = &self.namespace {
+            let value = HeaderValue::from_str(ns)
+                .map_err(|_| Error::Config("the namespace is not a valid header value".into()))?;
+            request = request.header("hourglass-namespace", value);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let transport = |source| Error::Transport {
+            url: url.to_string(),
+            source,
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let retry_after = parse_retry_after(response.headers().get(RETRY_AFTER));
+        let bytes = response.bytes().await.map_err(transport)?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        Err(error_from_answer(
+            status.as_u16(),
+            &url,
+            &bytes,
+            retry_after,
+        ))
+    }
+}
+
+fn error_from_answer(status: u16, url: &Url, body: &[u8], retry_after: Option<Duration>) -> Error {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        error: Body,
+    }
+    #[derive(serde::Deserialize)]
+    struct Body {
+        code: String,
+        #[serde(default)]
+        message: String,
+        field: Option<String>,
+    }
+    match serde_json::from_slice::<Envelope>(body) {
+        Ok(Envelope { error }) => Error::Api {
+            status,
+            code: error.code,
+            message: error.message,
+            field: error.field,
+            retry_after,
+        },
+        Err(_) => Error::Http {
+            status,
+            url: url.to_string(),
+            retry_after,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_and_encodes_paths() {
+        let client = Client::new("http://127.0.0.1:7070/prefix/").unwrap();
+        assert_eq!(
+            client
+                .url(&["v1", "queues", "a b/c", "lease"], &[])
+                .as_str(),
+            "http://127.0.0.1:7070/prefix/v1/queues/a%20b%2Fc/lease"
+        );
+        let client = Client::new("http://127.0.0.1:7070").unwrap();
+        assert_eq!(
+            client
+                .url(&["v1", "jobs"], &[("type", "a&b".into())])
+                .as_str(),
+            "http://127.0.0.1:7070/v1/jobs?type=a%26b"
+        );
+    }
+
+    #[test]
+    fn refuses_non_http_base_urls() {
+        assert!(matches!(
+            Client::new("mailto:a@example.com"),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(Client::new("not a url"), Err(Error::Config(_))));
+    }
+
+    #[test]
+    fn reads_the_api_error_body() {
+        let url = Url::parse("http://x/v1/queues/q/ack").unwrap();
+        let body =
+            br#"{"error": {"code": "invalid_field", "message": "bad", "field": "receipts[2]"}}"#;
+        match error_from_answer(422, &url, body, None) {
+            Error::Api {
+                status,
+                code,
+                field,
+                ..
+            } => {
+                assert_eq!(status, 422);
+                assert_eq!(code, "invalid_field");
+                assert_eq!(field.as_deref(), Some("receipts[2]"));
+            }
+            other => panic!("expected an api error, got {other:?}"),
+        }
+        let other = error_from_answer(502, &url, b"<html>bad gateway</html>", None);
+        assert!(matches!(other, Error::Http { status: 502, .. }));
+        assert!(other.is_retryable());
+    }
+}

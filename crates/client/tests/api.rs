@@ -1,0 +1,203 @@
+//! The typed client against a real node: jobs, queue lease/ack/nack/extend with their per-receipt
+//! results and errors, queue counts, and a dead letter made by nacking the last attempt.
+
+mod common;
+
+use std::time::Duration;
+
+use hourglass_client::{
+    JobFilter, JobState, LeaseOptions, NewJob, Receipt, Retry, Schedule, Target,
+};
+use serde_json::json;
+
+fn now_due() -> Schedule {
+    Schedule::at(jiff::Timestamp::now())
+}
+
+/// Leases from `queue`, long-polling until at least `n` messages arrived in total.
+async fn lease_n(
+    client: &hourglass_client::Client,
+    queue: &str,
+    n: usize,
+) -> Vec<hourglass_client::Message> {
+    let mut got = Vec::new();
+    for _ in 0..10 {
+        let options = LeaseOptions {
+            max: (n - got.len()) as u32,
+            wait: Duration::from_secs(5),
+            ..LeaseOptions::default()
+        };
+        got.extend(client.lease(queue, &options).await.unwrap());
+        if got.len() >= n {
+            return got;
+        }
+    }
+    panic!("only {} of {n} messages arrived", got.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_round_trip_through_the_typed_client() {
+    let t = common::start_node().await;
+    let client = &t.client;
+    let created = client
+        .create_job(
+            &NewJob::new(
+                Schedule::every(Duration::from_secs(3600)),
+                Target::queue("reports"),
+            )
+            .job_type("report.build")
+            .key("nightly")
+            .payload(json!({"report_id": 7})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.state, JobState::Active);
+    assert_eq!(created.target, json!({"queue": "reports"}));
+    assert_eq!(created.payload, json!({"report_id": 7}));
+    assert!(created.next_due_at.is_some());
+
+    assert_eq!(client.get_job(created.id).await.unwrap().id, created.id);
+    assert_eq!(
+        client.pause_job(created.id).await.unwrap().state,
+        JobState::Paused
+    );
+    assert_eq!(
+        client.resume_job(created.id).await.unwrap().state,
+        JobState::Active
+    );
+    let page = client
+        .list_jobs(&JobFilter {
+            job_type: Some("report.build".into()),
+            ..JobFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len(), 1);
+    assert_eq!(
+        client.cancel_job(created.id).await.unwrap().state,
+        JobState::Cancelled
+    );
+
+    let missing = client.get_job(uuid::Uuid::nil()).await.unwrap_err();
+    assert!(missing.is_not_found(), "{missing}");
+    let invalid = client
+        .create_job(&NewJob::new(
+            Schedule::cron("not cron"),
+            Target::queue("reports"),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(invalid.status(), Some(422));
+    assert_eq!(invalid.code(), Some("invalid_cron"));
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_ack_nack_extend_and_counts() {
+    let t = common::start_node().await;
+    let client = &t.client;
+    for i in 0..3 {
+        client
+            .create_job(
+                &NewJob::new(now_due(), Target::queue("emails"))
+                    .job_type("email.send")
+                    .payload(json!({ "n": i })),
+            )
+            .await
+            .unwrap();
+    }
+    let messages = lease_n(client, "emails", 3).await;
+    let receipts: Vec<Receipt> = messages.iter().map(|m| m.receipt.clone()).collect();
+    assert!(messages.iter().all(|m| m.attempt == 1));
+    let stats = client.queue_stats("emails").await.unwrap();
+    assert_eq!((stats.available, stats.in_flight), (0, 3));
+    let queues = client.list_queues().await.unwrap();
+    let listed = queues.iter().find(|q| q.name == "emails").expect("listed");
+    assert_eq!(listed.in_flight, 3);
+
+    let extended = client
+        .extend("emails", &receipts[..1], Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(extended.succeeded, receipts[..1]);
+    assert!(extended.visible_until.is_some());
+
+    let acked = client.ack("emails", &receipts[..2]).await.unwrap();
+    assert_eq!(acked.succeeded, receipts[..2]);
+    // An acked receipt is no longer current: acking it again is refused as stale, per receipt.
+    let again = client.ack("emails", &receipts[..1]).await.unwrap();
+    assert!(again.succeeded.is_empty());
+    assert!(again.failed[0].is_stale_receipt(), "{again:?}");
+
+    // A nack with a delay brings the message back as a second attempt.
+    let nacked = client
+        .nack("emails", &receipts[2..], Some(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(nacked.succeeded, receipts[2..]);
+    let redelivered = lease_n(client, "emails", 1).await;
+    assert_eq!(redelivered[0].job_id, messages[2].job_id);
+    assert_eq!(redelivered[0].attempt, 2);
+    client
+        .ack("emails", &[redelivered[0].receipt.clone()])
+        .await
+        .unwrap();
+
+    let malformed = client
+        .ack("emails", &[Receipt::from("not-a-receipt")])
+        .await
+        .unwrap_err();
+    assert_eq!(malformed.field(), Some("receipts[0]"), "{malformed}");
+    assert!(!malformed.is_retryable());
+
+    let emails = client.queue_stats("emails").await.unwrap();
+    assert_eq!((emails.available, emails.in_flight), (0, 0));
+    let unknown = client.queue_stats("nobody-uses-this").await.unwrap();
+    assert_eq!(
+        (unknown.available, unknown.in_flight, unknown.scheduled),
+        (0, 0, 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacking_the_last_attempt_makes_a_dead_letter() {
+    let t = common::start_node().await;
+    let client = &t.client;
+    let job = client
+        .create_job(
+            &NewJob::new(now_due(), Target::queue("fragile"))
+                .job_type("x")
+                .retry(Retry {
+                    max_attempts: Some(1),
+                    ..Retry::default()
+                }),
+        )
+        .await
+        .unwrap();
+    let message = lease_n(client, "fragile", 1).await.remove(0);
+    assert_eq!((message.attempt, message.max_attempts), (1, 1));
+    client
+        .nack("fragile", &[message.receipt], None)
+        .await
+        .unwrap();
+
+    let letters = client.list_dead_letters(None, None).await.unwrap();
+    let letter = letters
+        .dead_letters
+        .iter()
+        .find(|d| d.job_id == job.id)
+        .expect("a dead letter for the job");
+    assert_eq!(
+        client.get_dead_letter(&letter.id).await.unwrap().id,
+        letter.id
+    );
+    let replayed = client.replay_dead_letter(&letter.id).await.unwrap();
+    assert_ne!(replayed.id, job.id);
+    assert!(
+        client
+            .get_dead_letter(&letter.id)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}

@@ -1,0 +1,166 @@
+//! The binary's logs in `--log-format json` at debug level: every line is one JSON object, each
+//! failed delivery gets a line with its job id, delivery id, attempt and reason, and no secret
+//! appears anywhere — not the API key, not the signing secret, not a webhook header's value, not
+//! the payload.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{Api, Receiver};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+const API_KEY: &str = "hg_log-test-key-0123456789abcdef0123456789abcdef";
+const HEADER_SECRET: &str = "Bearer header-secret-5f1c9a";
+const PAYLOAD_SECRET: &str = "payload-secret-77e2b4";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_name_each_failure_and_leak_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hourglass.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[api_keys]]\nnamespace = \"acme\"\nsha256 = \"{}\"\n",
+            hourglass_server::auth::hash_key(API_KEY)
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--allow-targets", "127.0.0.0/8"])
+        .arg("--config")
+        .arg(&config)
+        .env("HOURGLASS_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn hourglass serve");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let stderr = child.stderr.take().unwrap();
+    let err_lines = tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        let mut all = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            all.push(line);
+        }
+        all
+    });
+    let addr = loop {
+        let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
+            .await
+            .expect("node starts")
+            .unwrap()
+            .expect("stdout open");
+        if let Some(addr) = line.strip_prefix("hourglass listening on http://") {
+            break addr.parse().unwrap();
+        }
+    };
+    let out_lines = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Ok(Some(line)) = stdout.next_line().await {
+            all.push(line);
+        }
+        all
+    });
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let api = Api::new(addr).with_key(API_KEY);
+    let (receiver, recv_addr) = Receiver::start().await;
+    let (status, secret) = api.call("POST", "/v1/signing-secret", None).await;
+    assert_eq!(status, 200);
+    let signing_secret = secret["signing_secret"].as_str().unwrap().to_string();
+    // Fails twice with 500, then for good: two retries and a dead letter, three log lines.
+    let job = api
+        .create(json!({
+            "type": "log.test",
+            "schedule": {"after": "100ms"},
+            "target": {"webhook": {
+                "url": format!("http://{recv_addr}/status/500"),
+                "headers": {"Authorization": HEADER_SECRET}
+            }},
+            "retry": {"max_attempts": 3, "initial_backoff": "100ms", "max_backoff": "200ms"},
+            "payload": {"secret": PAYLOAD_SECRET}
+        }))
+        .await;
+    let job_id = job["id"].as_str().unwrap().to_string();
+    receiver
+        .wait_for(Duration::from_secs(20), "three attempts", |d| d.len() >= 3)
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, letters) = api.call("GET", "/v1/dead-letters", None).await;
+        if letters["dead_letters"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty())
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no dead letter");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A rejected request with the key in it, to see that auth failures do not echo it either.
+    let (status, _) = Api::new(addr)
+        .with_key(&format!("{API_KEY}x"))
+        .call("GET", "/v1/jobs", None)
+        .await;
+    assert_eq!(status, 401);
+
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let mut lines = out_lines.await.unwrap();
+    lines.extend(err_lines.await.unwrap());
+    assert!(
+        lines.len() > 3,
+        "debug logging produced {} lines",
+        lines.len()
+    );
+
+    let mut failures = Vec::new();
+    for line in &lines {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        for secret in [
+            API_KEY,
+            signing_secret.as_str(),
+            HEADER_SECRET,
+            PAYLOAD_SECRET,
+        ] {
+            assert!(!line.contains(secret), "a secret in the logs: {line}");
+        }
+        let fields = &event["fields"];
+        if fields["job_id"] == json!(job_id) && fields["reason"].is_string() {
+            failures.push(fields.clone());
+        }
+    }
+    let delivery_id = format!(
+        "{}_{}",
+        job_id.replace('-', ""),
+        job["next_due_at"]
+            .as_str()
+            .unwrap()
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+            .as_millisecond()
+    );
+    let attempts: Vec<u64> = failures
+        .iter()
+        .map(|f| f["attempt"].as_u64().expect("attempt"))
+        .collect();
+    assert_eq!(
+        attempts,
+        vec![1, 2, 3],
+        "one line per failed attempt: {failures:?}"
+    );
+    for f in &failures {
+        assert_eq!(f["delivery_id"], json!(delivery_id), "{f}");
+        assert!(f["reason"].as_str().unwrap().contains("500"), "{f}");
+    }
+}

@@ -1,0 +1,386 @@
+//! Runs the store conformance suite against PostgreSQL, each test in a fresh schema that is
+//! dropped afterwards, plus what only a shared store has: several stores (nodes) on one database.
+//!
+//! Needs `HOURGLASS_TEST_DATABASE_URL`; `scripts/test` sets it, starting a throwaway PostgreSQL
+//! when none is running. Without it these tests fail (they never pass vacuously).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hourglass_core::{
+    Action, AttemptRecord, Completion, JobSpec, QueueTarget, Schedule, Target, WebhookTarget,
+    from_ms,
+};
+use hourglass_store::{
+    ClaimScope, DueEvent, Lease, NewJob, PostgresOptions, PostgresStore, Store, StoreError,
+    StoreEvent, Transition,
+};
+use tokio::sync::broadcast;
+use tokio_postgres::NoTls;
+
+fn database_url() -> String {
+    std::env::var("HOURGLASS_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "HOURGLASS_TEST_DATABASE_URL is not set, so the PostgreSQL tests have no database. \
+             Run them through `scripts/test` (it uses a PostgreSQL on 127.0.0.1:5432 or starts a \
+             throwaway one), or `scripts/with-postgres cargo test -p hourglass-store --test \
+             postgres_conformance`, or set HOURGLASS_TEST_DATABASE_URL=postgres://user@host:port/db"
+        )
+    })
+}
+
+/// A schema of its own for one test, dropped (with everything in it) when the test ends.
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new() -> Self {
+        Self {
+            url: database_url(),
+            name: format!("hg_test_{}", uuid::Uuid::now_v7().simple()),
+        }
+    }
+
+    /// The store's sessions carry the schema's name as their application name, so the clean-up
+    /// can end them.
+    fn options(&self) -> PostgresOptions {
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        PostgresOptions {
+            schema: Some(self.name.clone()),
+            pool_size: 4,
+            ..PostgresOptions::new(format!(
+                "{}{separator}application_name={}",
+                self.url, self.name
+            ))
+        }
+    }
+
+    async fn open(&self) -> PostgresStore {
+        PostgresStore::open(self.options())
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the store at {}: {e}", self.url))
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        // Drop runs inside the test's runtime, which is blocked meanwhile: use a runtime of its
+        // own on a thread of its own. The store's pooled connections are driven by the blocked
+        // runtime, so one may still hold a transaction's row locks (its ROLLBACK unsent): end
+        // them rather than wait for the server's idle-in-transaction timeout.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
+                tokio::spawn(connection);
+                client
+                    .execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                         WHERE application_name = $1",
+                        &[&name],
+                    )
+                    .await?;
+                client
+                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                    .await
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test schema {}: {dropped:?}", self.name);
+        }
+    }
+}
+
+async fn fresh_store() -> (Arc<dyn Store>, Schema) {
+    let schema = Schema::new();
+    let store = schema.open().await;
+    (Arc::new(store), schema)
+}
+
+hourglass_store::conformance_tests!(fresh_store);
+
+fn t0() -> jiff::Timestamp {
+    "2030-01-01T00:00:00Z".parse().unwrap()
+}
+
+fn ms(n: i64) -> jiff::SignedDuration {
+    jiff::SignedDuration::from_millis(n)
+}
+
+fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob {
+    let target = match queue {
+        Some(name) => Target::Queue(QueueTarget { name: name.into() }),
+        None => Target::Webhook(WebhookTarget {
+            url: "https://example.com/hook".parse().unwrap(),
+            headers: Default::default(),
+        }),
+    };
+    NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: namespace.into(),
+        key: None,
+        spec: JobSpec {
+            job_type: None,
+            schedule: Schedule::at(due),
+            target,
+            retry: Default::default(),
+            misfire: Default::default(),
+        },
+        payload: None,
+        fingerprint: 1,
+        first_due: due,
+        now: t0(),
+    }
+}
+
+fn lease(owner: &str, now: jiff::Timestamp) -> Lease {
+    Lease {
+        owner: owner.into(),
+        ttl: Duration::from_secs(30),
+        now,
+    }
+}
+
+/// The next event that is not a [`StoreEvent::Resync`], within a few seconds.
+async fn next_event(rx: &mut broadcast::Receiver<StoreEvent>) -> StoreEvent {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match rx.recv().await.expect("event channel open") {
+                StoreEvent::Resync => continue,
+                event => return event,
+            }
+        }
+    })
+    .await
+    .expect("an event within 5 s")
+}
+
+/// A job created through one node wakes every other node: the NOTIFY reaches them all, carrying
+/// the earliest due time of the transaction per kind of target, and an edit fences claims.
+#[tokio::test]
+async fn events_reach_every_store_on_the_database() {
+    let schema = Schema::new();
+    let a = schema.open().await;
+    let b = schema.open().await;
+    let mut rx = b.events().expect("postgres announces events");
+
+    let early = job("ns", t0() + ms(200), None);
+    let early_id = early.id;
+    a.create_jobs(vec![job("ns", t0() + ms(900), None), early])
+        .await
+        .unwrap();
+    assert_eq!(
+        next_event(&mut rx).await,
+        StoreEvent::Due(DueEvent {
+            namespace: "ns".into(),
+            queue: None,
+            at: t0() + ms(200),
+        }),
+        "one event per transaction, with its earliest due time"
+    );
+
+    a.create_jobs(vec![job("ns", t0() + ms(50), Some("emails"))])
+        .await
+        .unwrap();
+    assert_eq!(
+        next_event(&mut rx).await,
+        StoreEvent::Due(DueEvent {
+            namespace: "ns".into(),
+            queue: Some("emails".into()),
+            at: t0() + ms(50),
+        })
+    );
+
+    a.transition(Some("ns"), early_id, Transition::Pause { now: t0() })
+        .await
+        .unwrap();
+    assert!(matches!(
+        next_event(&mut rx).await,
+        StoreEvent::Fenced { job_id, .. } if job_id == early_id
+    ));
+
+    // A rolled-back transaction announces nothing: a conflicting batch, then a marker.
+    let mut keyed = job("ns", t0(), None);
+    keyed.key = Some("k".into());
+    a.create_jobs(vec![keyed.clone()]).await.unwrap();
+    assert!(matches!(next_event(&mut rx).await, StoreEvent::Due(_)));
+    let mut conflicting = keyed.clone();
+    conflicting.id = uuid::Uuid::now_v7();
+    conflicting.fingerprint = 2;
+    let fresh = job("ns", t0() - ms(1), None);
+    assert!(matches!(
+        a.create_jobs(vec![fresh, conflicting]).await,
+        Err(StoreError::KeyConflict { index: 1, .. })
+    ));
+    a.create_jobs(vec![job("other", t0() + ms(7), None)])
+        .await
+        .unwrap();
+    assert_eq!(
+        next_event(&mut rx).await,
+        StoreEvent::Due(DueEvent {
+            namespace: "other".into(),
+            queue: None,
+            at: t0() + ms(7),
+        })
+    );
+}
+
+/// Several nodes claiming at once never get the same occurrence (SKIP LOCKED), and together they
+/// get all of them.
+#[tokio::test]
+async fn concurrent_claims_never_share_an_occurrence() {
+    let schema = Schema::new();
+    let stores: Vec<Arc<PostgresStore>> = vec![
+        Arc::new(schema.open().await),
+        Arc::new(schema.open().await),
+        Arc::new(schema.open().await),
+    ];
+    let jobs: Vec<NewJob> = (0..300).map(|i| job("ns", t0() + ms(i), None)).collect();
+    stores[0].create_jobs(jobs).await.unwrap();
+    let mut tasks = Vec::new();
+    for (n, store) in stores.iter().enumerate() {
+        for worker in 0..2 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let owner = format!("node-{n}-{worker}");
+                let mut got = Vec::new();
+                loop {
+                    let batch = store
+                        .claim_due(ClaimScope::Fired, t0() + ms(1000), 7, &lease(&owner, t0()))
+                        .await
+                        .unwrap();
+                    if batch.is_empty() {
+                        return got;
+                    }
+                    got.extend(batch.into_iter().map(|o| o.job_id));
+                }
+            }));
+        }
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    let unique: HashSet<_> = all.iter().collect();
+    assert_eq!(all.len(), 300, "every occurrence claimed");
+    assert_eq!(unique.len(), 300, "none claimed twice");
+}
+
+/// Nodes starting together on an empty database apply each migration once.
+#[tokio::test]
+async fn nodes_starting_together_migrate_once() {
+    let schema = Arc::new(Schema::new());
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let options = schema.options();
+            tokio::spawn(async move { PostgresStore::open(options).await })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for open in opens {
+        stores.push(open.await.unwrap().expect("every node opens"));
+    }
+    let (client, connection) = tokio_postgres::connect(&database_url(), NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT COUNT(*), COUNT(DISTINCT version) FROM {}.hourglass_migrations",
+                schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let (rows, versions): (i64, i64) = (row.get(0), row.get(1));
+    assert!(
+        rows >= 1 && rows == versions,
+        "{rows} rows, {versions} versions"
+    );
+    drop(stores);
+}
+
+/// A database that cannot be reached is `Unavailable` within the acquire timeout, not a hang.
+#[tokio::test]
+async fn an_unreachable_database_is_unavailable_quickly() {
+    let started = Instant::now();
+    let options = PostgresOptions {
+        acquire_timeout: Duration::from_secs(1),
+        ..PostgresOptions::new("postgres://postgres@127.0.0.1:1/test")
+    };
+    match PostgresStore::open(options).await {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(started.elapsed() < Duration::from_secs(3), "{message}")
+        }
+        Err(other) => panic!("expected unavailable, got {other}"),
+        Ok(_) => panic!("opened a store on a closed port"),
+    }
+}
+
+/// Not a test: how long the batched statements take. `cargo test -p hourglass-store --test
+/// postgres_conformance measure -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn measure_batches() {
+    let schema = Schema::new();
+    let store = schema.open().await;
+    for round in 0..3 {
+        let jobs: Vec<NewJob> = (0..1000)
+            .map(|i| job("ns", t0() + ms(round * 10_000 + i), None))
+            .collect();
+        let started = Instant::now();
+        store.create_jobs(jobs).await.unwrap();
+        let created = started.elapsed();
+        let now = t0() + ms(round * 10_000 + 5_000);
+        let started = Instant::now();
+        let claimed = store
+            .claim_due(ClaimScope::Fired, now, 1000, &lease("m", now))
+            .await
+            .unwrap();
+        let claim = started.elapsed();
+        assert_eq!(claimed.len(), 1000);
+        let batch: Vec<Completion> = claimed
+            .iter()
+            .map(|o| Completion {
+                job_id: o.job_id,
+                token: o.token,
+                due: o.due,
+                attempt: Some(AttemptRecord {
+                    attempt: 1,
+                    started_at: now,
+                    latency_ms: 1,
+                    status: Some(200),
+                    error: None,
+                }),
+                action: Action::Delivered {
+                    next: None,
+                    skipped: 0,
+                },
+            })
+            .collect();
+        let started = Instant::now();
+        store.complete(batch, now).await.unwrap();
+        let complete = started.elapsed();
+        let claims: Vec<_> = claimed.iter().map(|o| (o.job_id, o.token)).collect();
+        let started = Instant::now();
+        store
+            .extend_claims(claims, now + ms(1000), now)
+            .await
+            .unwrap();
+        let extend = started.elapsed();
+        println!(
+            "round {round}: create 1000 {created:?}, claim 1000 {claim:?}, complete 1000 {complete:?}, extend 1000 (all stale) {extend:?}"
+        );
+    }
+    let _ = from_ms(0);
+}
