@@ -459,11 +459,14 @@ impl Queues {
         queue: &str,
         receipts: &[Receipt],
     ) -> Result<Vec<ReceiptOutcome>> {
-        let outcomes = self
+        let (outcomes, advanced) = self
             .finish(namespace, queue, receipts, |_| Verdict::Delivered)
             .await?;
-        // An acked recurring job has its next occurrence now, perhaps due already.
-        self.poke(namespace, queue);
+        // An acked recurring job has its next occurrence now, perhaps due already. Acked one-offs
+        // leave nothing to lease, and waking every waiting poll for them costs a claim each.
+        if advanced {
+            self.poke(namespace, queue);
+        }
         Ok(outcomes)
     }
 
@@ -476,7 +479,7 @@ impl Queues {
         receipts: &[Receipt],
         delay: Option<Duration>,
     ) -> Result<Vec<ReceiptOutcome>> {
-        let outcomes = self
+        let (outcomes, _) = self
             .finish(namespace, queue, receipts, |_| Verdict::Retry {
                 after: delay,
                 reason: "nacked by the worker".into(),
@@ -486,17 +489,19 @@ impl Queues {
         Ok(outcomes)
     }
 
+    /// Settles leased messages with `verdict`. Also answers whether an applied completion moved
+    /// a job on to a next occurrence.
     async fn finish(
         &self,
         namespace: &str,
         queue: &str,
         receipts: &[Receipt],
         verdict: impl Fn(&Occurrence) -> Verdict,
-    ) -> Result<Vec<ReceiptOutcome>> {
+    ) -> Result<(Vec<ReceiptOutcome>, bool)> {
         let inner = &self.inner;
         let resolved = self.resolve(namespace, queue, receipts, true).await?;
         let now = inner.clock.now();
-        let mut batch = Vec::new();
+        let mut batch: Vec<Completion> = Vec::new();
         let mut slots = Vec::with_capacity(receipts.len());
         for found in &resolved {
             match found {
@@ -521,6 +526,15 @@ impl Queues {
                 None => slots.push(None),
             }
         }
+        let has_next: Vec<bool> = batch
+            .iter()
+            .map(|c| match &c.action {
+                Action::Delivered { next, .. }
+                | Action::DeadLetter { next, .. }
+                | Action::Skipped { next, .. } => next.is_some(),
+                Action::Retry { .. } => false,
+            })
+            .collect();
         let applied = if batch.is_empty() {
             Vec::new()
         } else {
@@ -531,13 +545,18 @@ impl Queues {
             .filter(|a| **a == Applied::StaleLease)
             .count();
         inner.metrics.stale_completions.inc_by(stale as u64);
-        Ok(slots
+        let advanced = applied
+            .iter()
+            .zip(&has_next)
+            .any(|(a, next)| *a == Applied::Yes && *next);
+        let outcomes = slots
             .into_iter()
             .map(|slot| match slot.map(|i| applied[i]) {
                 Some(Applied::Yes) => ReceiptOutcome::Applied,
                 _ => ReceiptOutcome::Stale,
             })
-            .collect())
+            .collect();
+        Ok((outcomes, advanced))
     }
 
     /// Keeps messages invisible for `visibility` from now. Answers the new expiry too.
