@@ -27,7 +27,7 @@ const COMPLETION_QUEUE: usize = 8192;
 const COMPLETION_BATCH: usize = 1000;
 /// Backoff bounds for a stage whose store calls fail.
 const ERROR_BACKOFF_MIN: Duration = Duration::from_millis(50);
-const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(5);
+const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Most claims renewed per store call.
 const RENEW_BATCH: usize = 5000;
 /// Shortest sleep of a planner that found due work it could not claim (a live lease elsewhere,
