@@ -62,6 +62,26 @@ pub struct NewJob {
     pub now: Timestamp,
 }
 
+impl NewJob {
+    /// The job as stored right after its creation: active, nothing run yet.
+    pub fn into_record(self) -> JobRecord {
+        JobRecord {
+            id: self.id,
+            namespace: self.namespace,
+            key: self.key,
+            state: JobState::Active,
+            spec: self.spec,
+            payload: self.payload,
+            next_due: Some(self.first_due),
+            attempt: 0,
+            runs: 0,
+            skipped: 0,
+            created_at: self.now,
+            updated_at: self.now,
+        }
+    }
+}
+
 /// A stored job with its progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {

@@ -845,20 +845,7 @@ impl Store for PostgresStore {
                         job.spec.target.queue(),
                         job.first_due.as_millisecond(),
                     );
-                    out.push(Created::New(JobRecord {
-                        id: job.id,
-                        namespace: job.namespace,
-                        key: job.key,
-                        state: JobState::Active,
-                        spec: job.spec,
-                        payload: job.payload,
-                        next_due: Some(job.first_due),
-                        attempt: 0,
-                        runs: 0,
-                        skipped: 0,
-                        created_at: job.now,
-                        updated_at: job.now,
-                    }));
+                    out.push(Created::New(job.into_record()));
                     continue;
                 }
                 let key = job.key.clone().unwrap_or_default();

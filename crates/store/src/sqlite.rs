@@ -431,20 +431,7 @@ fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
             }
         }
         insert_job(conn, &job)?;
-        out.push(Created::New(JobRecord {
-            id: job.id,
-            namespace: job.namespace,
-            key: job.key,
-            state: JobState::Active,
-            spec: job.spec,
-            payload: job.payload,
-            next_due: Some(job.first_due),
-            attempt: 0,
-            runs: 0,
-            skipped: 0,
-            created_at: job.now,
-            updated_at: job.now,
-        }));
+        out.push(Created::New(job.into_record()));
     }
     Ok(out)
 }
