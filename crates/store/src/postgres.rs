@@ -333,6 +333,29 @@ impl PostgresStore {
         Ok(self.pool.get().await?)
     }
 
+    /// Ends a transaction that changed one job's definition or state (`row` is the job as
+    /// updated, its new lease token in column 12): tells other nodes that its claims are fenced
+    /// and when it fires next, commits, and answers the stored job.
+    async fn commit_job_change(
+        &self,
+        tx: deadpool_postgres::Transaction<'_>,
+        id: JobId,
+        row: &Row,
+        fire: Option<i64>,
+    ) -> Result<JobRecord> {
+        let record = job_from_row(row)?;
+        let mut due = Due {
+            fenced: vec![(id, col(row, 12)?)],
+            ..Due::default()
+        };
+        if let Some(fire) = fire {
+            due.add(&record.namespace, record.spec.target.queue(), fire);
+        }
+        self.notify(&tx, &due).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
     /// Sends `due`'s events inside the caller's transaction: delivered to listeners only if it
     /// commits.
     async fn notify(&self, tx: &impl GenericClient, due: &Due) -> Result<()> {
@@ -1392,17 +1415,7 @@ impl Store for PostgresStore {
                     ],
                 )
                 .await?;
-            let record = job_from_row(&row)?;
-            let mut due = Due {
-                fenced: vec![(id, col(&row, 12)?)],
-                ..Due::default()
-            };
-            if let Some(fire) = fire {
-                due.add(&record.namespace, record.spec.target.queue(), fire);
-            }
-            self.notify(&tx, &due).await?;
-            tx.commit().await?;
-            Ok(record)
+            self.commit_job_change(tx, id, &row, fire).await
         })
         .await
     }
@@ -1452,17 +1465,7 @@ impl Store for PostgresStore {
                     ],
                 )
                 .await?;
-            let record = job_from_row(&row)?;
-            let mut due = Due {
-                fenced: vec![(id, col(&row, 12)?)],
-                ..Due::default()
-            };
-            if let Some(fire) = fire {
-                due.add(&record.namespace, record.spec.target.queue(), fire);
-            }
-            self.notify(&tx, &due).await?;
-            tx.commit().await?;
-            Ok(record)
+            self.commit_job_change(tx, id, &row, fire).await
         })
         .await
     }

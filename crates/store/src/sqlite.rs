@@ -467,12 +467,19 @@ impl Scope {
 /// being claimed again because that lease lapsed: its `fire_ms` is the lapsed lease's expiry, and
 /// its fire time is the one the first claim kept in `lease_fire_ms` (which may still lie ahead,
 /// if the lease was shorter than the claimer's lookahead).
-const OWN_FIRE_MS: &str =
-    "CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END";
+macro_rules! own_fire_ms {
+    () => {
+        "CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END"
+    };
+}
+const OWN_FIRE_MS: &str = own_fire_ms!();
 
-const CLAIM_COLUMNS: &str = "id, namespace, spec, payload, due_ms,
-    CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END,
-    attempt, lease_token, runs, lease_owner";
+/// What a claim reads: the occurrence's own fire time is the sixth column.
+const CLAIM_COLUMNS: &str = concat!(
+    "id, namespace, spec, payload, due_ms, ",
+    own_fire_ms!(),
+    ", attempt, lease_token, runs, lease_owner"
+);
 
 fn claim_in_tx(
     conn: &Connection,
