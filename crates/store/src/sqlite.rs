@@ -33,6 +33,7 @@ const MAX_GROUP: usize = 512;
 const WRITE_QUEUE: usize = 4096;
 
 const SCHEMA: &str = r#"
+-- The first version's jobs table; migration 4 rebuilds it with an integer row key.
 CREATE TABLE IF NOT EXISTS jobs (
     id            BLOB PRIMARY KEY,
     namespace     TEXT NOT NULL,
@@ -105,6 +106,52 @@ const MIGRATIONS: &[&str] = &[
     // 3: signing-secret rotation with an overlap: the replaced secret and until when it counts.
     "ALTER TABLE namespaces ADD COLUMN previous_secret TEXT;
      ALTER TABLE namespaces ADD COLUMN previous_until_ms INTEGER;",
+    // 4: jobs keyed by an integer row number (`seq`), the id becoming a unique column. A claim
+    // finds its rows by the due index, which now ends in that number, and updates them by it;
+    // SQLite rewrites a rowid row in place, where a WITHOUT ROWID row keyed by a 16-byte blob
+    // was deleted and inserted again with a blob-compared seek each time. Measured with
+    // `examples/queue_cycle` under callgrind: a lease 47,400 → 37,600 instructions a message, an
+    // ack 39,000 → 35,300, a create 35,600 → 34,700.
+    "CREATE TABLE jobs_v4 (
+         seq           INTEGER PRIMARY KEY,
+         id            BLOB NOT NULL UNIQUE,
+         namespace     TEXT NOT NULL,
+         key           TEXT,
+         job_type      TEXT,
+         state         INTEGER NOT NULL,
+         spec          TEXT NOT NULL,
+         payload       TEXT,
+         fingerprint   INTEGER NOT NULL,
+         due_ms        INTEGER,
+         -- When the next attempt runs. While claimed: the lease expiry, so an abandoned claim
+         -- becomes due again by itself and the due index never has to skip over claimed rows.
+         fire_ms       INTEGER,
+         attempt       INTEGER NOT NULL DEFAULT 0,
+         runs          INTEGER NOT NULL DEFAULT 0,
+         skipped       INTEGER NOT NULL DEFAULT 0,
+         lease_owner   TEXT,
+         -- The occurrence's own fire time while claimed, restored when a claim is released.
+         lease_fire_ms INTEGER,
+         lease_token   INTEGER NOT NULL DEFAULT 0,
+         created_ms    INTEGER NOT NULL,
+         updated_ms    INTEGER NOT NULL,
+         queue         TEXT
+     );
+     INSERT INTO jobs_v4 (id, namespace, key, job_type, state, spec, payload, fingerprint, due_ms,
+                          fire_ms, attempt, runs, skipped, lease_owner, lease_fire_ms,
+                          lease_token, created_ms, updated_ms, queue)
+         SELECT id, namespace, key, job_type, state, spec, payload, fingerprint, due_ms,
+                fire_ms, attempt, runs, skipped, lease_owner, lease_fire_ms, lease_token,
+                created_ms, updated_ms, queue
+         FROM jobs ORDER BY id;
+     DROP TABLE jobs;
+     ALTER TABLE jobs_v4 RENAME TO jobs;
+     CREATE UNIQUE INDEX jobs_namespace_key ON jobs(namespace, key) WHERE key IS NOT NULL;
+     CREATE INDEX jobs_namespace ON jobs(namespace, id);
+     CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0 AND queue IS NULL;
+     CREATE INDEX jobs_queue_due ON jobs(namespace, queue, fire_ms)
+         WHERE state = 0 AND queue IS NOT NULL;
+     CREATE INDEX jobs_finished ON jobs(updated_ms) WHERE state >= 2;",
 ];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
@@ -474,11 +521,12 @@ macro_rules! own_fire_ms {
 }
 const OWN_FIRE_MS: &str = own_fire_ms!();
 
-/// What a claim reads: the occurrence's own fire time is the sixth column.
+/// What a claim reads: the occurrence's own fire time is the sixth column; the row number, by
+/// which the claim then updates the row without another lookup by id, the eleventh.
 const CLAIM_COLUMNS: &str = concat!(
     "id, namespace, spec, payload, due_ms, ",
     own_fire_ms!(),
-    ", attempt, lease_token, runs, lease_owner"
+    ", attempt, lease_token, runs, lease_owner, seq"
 );
 
 fn claim_in_tx(
@@ -544,12 +592,13 @@ fn claim_in_tx(
         .prepare_cached(&format!(
             "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?3,
                                  lease_token = lease_token + 1, attempt = attempt + ?4
-                 WHERE id = ?1"
+                 WHERE seq = ?1"
         ))
         .map_err(unavailable)?;
     let mut rows = select.raw_query();
     let mut claimed = Vec::new();
-    let mut expired = Vec::new();
+    // Per claimed row: whether its earlier lease lapsed, and its row number.
+    let mut rows_to_claim = Vec::new();
     while let Some(row) = rows.next().map_err(unavailable)? {
         let id_bytes: Vec<u8> = row.get(0).map_err(corrupt)?;
         let spec: String = row.get(2).map_err(corrupt)?;
@@ -564,7 +613,7 @@ fn claim_in_tx(
         if lapsed {
             attempt += 1;
         }
-        expired.push(lapsed);
+        rows_to_claim.push((lapsed, row.get::<_, i64>(10).map_err(corrupt)?));
         claimed.push(Occurrence {
             job_id: id_from_blob(id_bytes)?,
             namespace: namespace.into(),
@@ -578,14 +627,9 @@ fn claim_in_tx(
         });
     }
     drop(rows);
-    for (occ, lapsed) in claimed.iter().zip(expired) {
+    for (lapsed, seq) in rows_to_claim {
         update
-            .execute(params![
-                occ.job_id.as_bytes().as_slice(),
-                lease_until,
-                lease.owner,
-                lapsed as i64
-            ])
+            .execute(params![seq, lease_until, lease.owner, lapsed as i64])
             .map_err(unavailable)?;
     }
     Ok(claimed)
@@ -1302,7 +1346,8 @@ mod tests {
     #[tokio::test]
     async fn a_version_0_store_migrates_and_keeps_its_jobs() {
         let dir = tempfile::tempdir().unwrap();
-        {
+        let (due_id, keyed_id) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+        let stored = {
             let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
             conn.execute_batch(SCHEMA).unwrap();
             conn.execute_batch("CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0;")
@@ -1310,17 +1355,17 @@ mod tests {
             let spec = r#"{"schedule":{"kind":{"at":"2030-01-01T00:00:00Z"}},"target":{"webhook":{"url":"https://example.com/"}}}"#;
             let stored: hourglass_core::JobSpec = serde_json::from_str(spec)
                 .expect("the test's v0 spec must be in the storage encoding");
-            conn.execute(
-                "INSERT INTO jobs (id, namespace, state, spec, fingerprint, due_ms, fire_ms,
-                                   created_ms, updated_ms)
-                 VALUES (?1, 'default', 0, ?2, 0, 1000, 1000, 0, 0)",
-                params![
-                    uuid::Uuid::now_v7().as_bytes().as_slice(),
-                    encode_spec(&stored)
-                ],
-            )
-            .unwrap();
-        }
+            for (id, key, due) in [(due_id, None, 1000), (keyed_id, Some("k"), 9_000_000)] {
+                conn.execute(
+                    "INSERT INTO jobs (id, namespace, key, state, spec, fingerprint, due_ms,
+                                       fire_ms, created_ms, updated_ms)
+                     VALUES (?1, 'default', ?2, 0, ?3, 7, ?4, ?4, 0, 0)",
+                    params![id.as_bytes().as_slice(), key, encode_spec(&stored), due],
+                )
+                .unwrap();
+            }
+            stored
+        };
         let store = SqliteStore::open(dir.path()).unwrap();
         let lease = Lease {
             owner: "n".into(),
@@ -1332,6 +1377,23 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].job_id, due_id);
+        // The keyed job kept its key: creating it again with the same request finds it.
+        let again = NewJob {
+            id: uuid::Uuid::now_v7(),
+            namespace: "default".into(),
+            key: Some("k".into()),
+            spec: stored,
+            payload: None,
+            fingerprint: 7,
+            first_due: from_ms(9_000_000),
+            now: from_ms(2000),
+        };
+        let created = store.create_jobs(vec![again]).await.unwrap();
+        assert!(
+            matches!(&created[0], Created::Existing(job) if job.id == keyed_id),
+            "{created:?}"
+        );
         drop(store);
         let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
         let version: i64 = conn

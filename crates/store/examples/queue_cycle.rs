@@ -1,0 +1,133 @@
+//! The store's side of a pull queue, without HTTP: create one-off queue messages, then lease them
+//! in batches and ack each batch, the way a node serves workers. Prints the time each phase took
+//! per message, so a change to the store's queue path can be measured on its own:
+//!
+//! ```sh
+//! cargo run --release -p hourglass-store --example queue_cycle -- 200000 1000
+//! ```
+//!
+//! The arguments are the number of messages (default 200,000) and the lease batch (default
+//! 1,000). Each phase runs its requests one after another, so the figures are the single writer's
+//! cost without group commit across callers; under `valgrind --tool=callgrind` they become
+//! instruction counts that do not depend on what else the machine is doing.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hourglass_core::{Action, AttemptRecord, Completion, JobSpec, QueueTarget, Schedule, Target};
+use hourglass_store::{Applied, ClaimScope, Lease, NewJob, SqliteStore, Store};
+use jiff::Timestamp;
+
+const NAMESPACE: &str = "default";
+const QUEUE: &str = "bench";
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().map_or(Ok(200_000), |a| a.parse())?;
+    let batch: usize = args.next().map_or(Ok(1_000), |a| a.parse())?;
+    // Which phases run after the creates: "lease" leases without acking, "none" stops there
+    // (under callgrind, subtracting runs isolates one phase).
+    let phases = args.next().unwrap_or_else(|| "all".into());
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path())?);
+
+    let now = Timestamp::now();
+    let started = Instant::now();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
+        let jobs = chunk.iter().map(|&i| message(i, now)).collect();
+        store.create_jobs(jobs).await?;
+    }
+    let created = started.elapsed();
+    if phases == "none" {
+        println!(
+            "create  {:>6.2} µs a message",
+            created.as_secs_f64() * 1e6 / n as f64
+        );
+        return Ok(());
+    }
+
+    let lease = Lease {
+        owner: "queue-cycle".into(),
+        ttl: Duration::from_secs(60),
+        now: Timestamp::now(),
+    };
+    let scope = ClaimScope::Queue {
+        namespace: NAMESPACE,
+        queue: QUEUE,
+        types: None,
+    };
+    let (mut claiming, mut acking) = (Duration::ZERO, Duration::ZERO);
+    let mut moved = 0;
+    loop {
+        let t = Instant::now();
+        let claimed = store.claim_due(scope, lease.now, batch, &lease).await?;
+        claiming += t.elapsed();
+        if claimed.is_empty() {
+            break;
+        }
+        moved += claimed.len();
+        if phases == "lease" {
+            continue;
+        }
+        let acks = claimed
+            .iter()
+            .map(|occ| Completion {
+                job_id: occ.job_id,
+                token: occ.token,
+                due: occ.due,
+                attempt: Some(AttemptRecord {
+                    attempt: occ.attempt,
+                    started_at: lease.now,
+                    latency_ms: 1,
+                    status: None,
+                    error: None,
+                }),
+                action: Action::Delivered {
+                    next: None,
+                    skipped: 0,
+                },
+            })
+            .collect();
+        let t = Instant::now();
+        let applied = store.complete(acks, lease.now).await?;
+        acking += t.elapsed();
+        anyhow::ensure!(
+            applied.iter().all(|a| *a == Applied::Yes),
+            "an ack was refused"
+        );
+    }
+    anyhow::ensure!(moved == n, "leased {moved} of {n} messages");
+
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+    println!("messages {n}, batch {batch}");
+    println!("create  {:>6.2} µs a message", per(created));
+    println!("lease   {:>6.2} µs a message", per(claiming));
+    println!("ack     {:>6.2} µs a message", per(acking));
+    println!(
+        "lease + ack: {:.0} messages/s",
+        n as f64 / (claiming + acking).as_secs_f64()
+    );
+    Ok(())
+}
+
+/// One message as `hourglass bench --target queue` creates it: a one-off, due already.
+fn message(i: usize, now: Timestamp) -> NewJob {
+    let due = now - Duration::from_millis(1);
+    NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: NAMESPACE.into(),
+        key: None,
+        spec: JobSpec {
+            job_type: Some("bench".into()),
+            schedule: Schedule::at(due),
+            target: Target::Queue(QueueTarget { name: QUEUE.into() }),
+            retry: Default::default(),
+            misfire: Default::default(),
+        },
+        payload: Some(format!(r#"{{"n":{i}}}"#)),
+        fingerprint: i as i64,
+        first_due: due,
+        now,
+    }
+}
