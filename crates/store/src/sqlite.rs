@@ -152,6 +152,26 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX jobs_queue_due ON jobs(namespace, queue, fire_ms)
          WHERE state = 0 AND queue IS NOT NULL;
      CREATE INDEX jobs_finished ON jobs(updated_ms) WHERE state >= 2;",
+    // 5: each (namespace, queue) gets an integer key, and the queue due index leads with it
+    // instead of two strings: every seek in it (a lease moves each message within it, an ack
+    // removes it) compared both strings at each step. `queue` stays beside the key; the two are
+    // set together. Measured with `examples/queue_cycle` under callgrind: lease + ack
+    // 73,000 → 65,800 instructions a message, a create 34,700 → 32,300.
+    "CREATE TABLE queues (
+         key        INTEGER PRIMARY KEY,
+         namespace  TEXT NOT NULL,
+         name       TEXT NOT NULL,
+         UNIQUE (namespace, name)
+     );
+     INSERT INTO queues (namespace, name)
+         SELECT DISTINCT namespace, queue FROM jobs WHERE queue IS NOT NULL;
+     ALTER TABLE jobs ADD COLUMN queue_key INTEGER;
+     UPDATE jobs SET queue_key = (SELECT key FROM queues q
+                                  WHERE q.namespace = jobs.namespace AND q.name = jobs.queue)
+         WHERE queue IS NOT NULL;
+     DROP INDEX jobs_queue_due;
+     CREATE INDEX jobs_queue_due ON jobs(queue_key, fire_ms)
+         WHERE state = 0 AND queue_key IS NOT NULL;",
 ];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
@@ -426,13 +446,65 @@ fn load_job(conn: &Connection, namespace: Option<&str>, id: JobId) -> Result<Opt
     )
 }
 
-fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
+/// The key of a namespace's queue, given it on first use.
+fn queue_key(conn: &Connection, namespace: &str, queue: &str) -> Result<i64> {
+    if let Some(key) = find_queue_key(conn, namespace, queue)? {
+        return Ok(key);
+    }
+    conn.prepare_cached("INSERT INTO queues (namespace, name) VALUES (?1, ?2)")
+        .map_err(unavailable)?
+        .execute(params![namespace, queue])
+        .map_err(unavailable)?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The key of a namespace's queue, if it was ever used.
+fn find_queue_key(conn: &Connection, namespace: &str, queue: &str) -> Result<Option<i64>> {
+    conn.prepare_cached("SELECT key FROM queues WHERE namespace = ?1 AND name = ?2")
+        .map_err(unavailable)?
+        .query_row(params![namespace, queue], |r| r.get(0))
+        .optional()
+        .map_err(unavailable)
+}
+
+/// The queue key a job with `spec` in `namespace` is stored with: none for fired targets.
+fn job_queue_key(conn: &Connection, namespace: &str, spec: &JobSpec) -> Result<Option<i64>> {
+    spec.target
+        .queue()
+        .map(|queue| queue_key(conn, namespace, queue))
+        .transpose()
+}
+
+/// The queue keys one batch of creates has looked up so far: a batch's jobs mostly share a
+/// queue or two.
+#[derive(Default)]
+struct QueueKeys(Vec<(String, String, i64)>);
+
+impl QueueKeys {
+    fn of(&mut self, conn: &Connection, job: &NewJob) -> Result<Option<i64>> {
+        let Some(queue) = job.spec.target.queue() else {
+            return Ok(None);
+        };
+        if let Some((.., key)) = self
+            .0
+            .iter()
+            .find(|(ns, name, _)| *ns == job.namespace && name == queue)
+        {
+            return Ok(Some(*key));
+        }
+        let key = queue_key(conn, &job.namespace, queue)?;
+        self.0.push((job.namespace.clone(), queue.to_owned(), key));
+        Ok(Some(key))
+    }
+}
+
+fn insert_job(conn: &Connection, job: &NewJob, queue_key: Option<i64>) -> Result<()> {
     let now = job.now.as_millisecond();
     let due = job.first_due.as_millisecond();
     conn.prepare_cached(
         "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
-                           due_ms, fire_ms, created_ms, updated_ms, queue)
-         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10)",
+                           due_ms, fire_ms, created_ms, updated_ms, queue, queue_key)
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11)",
     )
     .map_err(unavailable)?
     .execute(params![
@@ -446,6 +518,7 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
         due,
         now,
         job.spec.target.queue(),
+        queue_key,
     ])
     .map_err(unavailable)?;
     Ok(())
@@ -453,6 +526,7 @@ fn insert_job(conn: &Connection, job: &NewJob) -> Result<()> {
 
 fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
     let mut out = Vec::with_capacity(jobs.len());
+    let mut queue_keys = QueueKeys::default();
     for (index, job) in jobs.into_iter().enumerate() {
         if let Some(key) = &job.key {
             let existing: Option<(Vec<u8>, i64)> = conn
@@ -477,7 +551,7 @@ fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
                 continue;
             }
         }
-        insert_job(conn, &job)?;
+        insert_job(conn, &job, queue_keys.of(conn, &job)?)?;
         out.push(Created::New(job.into_record()));
     }
     Ok(out)
@@ -561,12 +635,15 @@ fn claim_in_tx(
             queue,
             types,
         } => {
+            let Some(key) = find_queue_key(conn, namespace, queue)? else {
+                return Ok(Vec::new());
+            };
             // Types filter: a JSON array checked with json_each, so one cached statement serves
             // every filter.
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT {CLAIM_COLUMNS} FROM jobs
-                     WHERE state = 0 AND queue = ?3 AND namespace = ?4 AND fire_ms <= ?1
+                     WHERE state = 0 AND queue_key = ?3 AND fire_ms <= ?1
                        AND (lease_owner IS NULL OR fire_ms <= ?6)
                        AND (?5 IS NULL OR job_type IN (SELECT value FROM json_each(?5)))
                      ORDER BY fire_ms LIMIT ?2"
@@ -578,10 +655,7 @@ fn claim_in_tx(
             stmt.raw_bind_parameter(1, horizon).map_err(unavailable)?;
             stmt.raw_bind_parameter(2, limit as i64)
                 .map_err(unavailable)?;
-            stmt.raw_bind_parameter(3, queue.as_str())
-                .map_err(unavailable)?;
-            stmt.raw_bind_parameter(4, namespace.as_str())
-                .map_err(unavailable)?;
+            stmt.raw_bind_parameter(3, key).map_err(unavailable)?;
             stmt.raw_bind_parameter(5, types).map_err(unavailable)?;
             stmt.raw_bind_parameter(6, now).map_err(unavailable)?;
             stmt
@@ -944,7 +1018,7 @@ impl Store for SqliteStore {
                             SUM(fire_ms > ?1 AND lease_owner IS NOT NULL),
                             SUM(fire_ms > ?1 AND lease_owner IS NULL),
                             MIN(CASE WHEN fire_ms <= ?1 THEN fire_ms END)
-                     FROM jobs WHERE state = 0 AND queue IS NOT NULL",
+                     FROM jobs WHERE state = 0 AND queue_key IS NOT NULL",
                 )
                 .map_err(unavailable)?
                 .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
@@ -973,15 +1047,15 @@ impl Store for SqliteStore {
                     // A lapsed lease (owner set, fire_ms = its expiry, passed) is available
                     // again, and has been since its expiry: fire_ms is when each message
                     // became available, whichever way.
-                    "SELECT queue,
-                            SUM(fire_ms <= ?2),
-                            SUM(fire_ms > ?2 AND lease_owner IS NOT NULL),
-                            SUM(fire_ms > ?2 AND lease_owner IS NULL),
-                            MIN(CASE WHEN fire_ms <= ?2 THEN fire_ms END)
-                     FROM jobs
-                     WHERE state = 0 AND queue IS NOT NULL AND namespace = ?1
-                       AND (?3 IS NULL OR queue = ?3)
-                     GROUP BY queue ORDER BY queue",
+                    "SELECT q.name,
+                            SUM(j.fire_ms <= ?2),
+                            SUM(j.fire_ms > ?2 AND j.lease_owner IS NOT NULL),
+                            SUM(j.fire_ms > ?2 AND j.lease_owner IS NULL),
+                            MIN(CASE WHEN j.fire_ms <= ?2 THEN j.fire_ms END)
+                     FROM queues q JOIN jobs j ON j.queue_key = q.key
+                     WHERE q.namespace = ?1 AND (?3 IS NULL OR q.name = ?3)
+                       AND j.state = 0 AND j.queue_key IS NOT NULL
+                     GROUP BY q.name ORDER BY q.name",
                 )
                 .map_err(unavailable)?;
             let mut rows = stmt
@@ -1055,13 +1129,16 @@ impl Store for SqliteStore {
                     .query_row([], |r| r.get(0)),
                 Scope::Queue {
                     namespace, queue, ..
-                } => conn
-                    .prepare_cached(
-                        "SELECT MIN(fire_ms) FROM jobs
-                         WHERE state = 0 AND queue = ?1 AND namespace = ?2",
-                    )
-                    .map_err(unavailable)?
-                    .query_row(params![queue, namespace], |r| r.get(0)),
+                } => match find_queue_key(conn, namespace, queue)? {
+                    None => Ok(None),
+                    Some(key) => conn
+                        .prepare_cached(
+                            "SELECT MIN(fire_ms) FROM jobs
+                             WHERE state = 0 AND queue_key = ?1",
+                        )
+                        .map_err(unavailable)?
+                        .query_row([key], |r| r.get(0)),
+                },
             }
             .map_err(unavailable)?;
             Ok(min.map(from_ms))
@@ -1128,10 +1205,12 @@ impl Store for SqliteStore {
         self.write(move |conn| {
             let job = load_job(conn, namespace.as_deref(), id)?.ok_or(StoreError::NotFound)?;
             let (state, due, fire) = plan_update(&job, &update)?;
+            let queue_key = job_queue_key(conn, &job.namespace, &update.spec)?;
             conn.prepare_cached(
                 "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
                                  fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
-                                 lease_token = lease_token + 1, updated_ms = ?8, queue = ?9
+                                 lease_token = lease_token + 1, updated_ms = ?8, queue = ?9,
+                                 queue_key = ?10
                  WHERE id = ?1",
             )
             .map_err(unavailable)?
@@ -1145,6 +1224,7 @@ impl Store for SqliteStore {
                 fire,
                 update.now.as_millisecond(),
                 update.spec.target.queue(),
+                queue_key,
             ])
             .map_err(unavailable)?;
             load_job(conn, None, id)?.ok_or(StoreError::NotFound)
@@ -1340,6 +1420,60 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store of schema version 4 (queues named by two strings in the due index) gives each
+    /// of its queues a key, and its waiting messages stay leasable and counted.
+    #[tokio::test]
+    async fn a_version_4_store_keys_its_queues() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = [uuid::Uuid::now_v7(), uuid::Uuid::now_v7()];
+        {
+            let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            for sql in &MIGRATIONS[..4] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.execute_batch("PRAGMA user_version = 4").unwrap();
+            let spec = |queue: &str| {
+                encode_spec(
+                    &serde_json::from_value(serde_json::json!({
+                        "schedule": {"kind": {"at": "2030-01-01T00:00:00Z"}},
+                        "target": {"queue": {"name": queue}},
+                    }))
+                    .expect("the storage encoding of a queue job"),
+                )
+            };
+            for (id, queue) in ids.iter().zip(["emails", "sms"]) {
+                conn.execute(
+                    "INSERT INTO jobs (id, namespace, state, spec, fingerprint, due_ms, fire_ms,
+                                       created_ms, updated_ms, queue)
+                     VALUES (?1, 'a', 0, ?2, 0, 1000, 1000, 0, 0, ?3)",
+                    params![id.as_bytes().as_slice(), spec(queue), queue],
+                )
+                .unwrap();
+            }
+        }
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let stats = store.queue_stats("a", None, from_ms(2000)).await.unwrap();
+        let names: Vec<_> = stats.iter().map(|s| (s.name.as_str(), s.available)).collect();
+        assert_eq!(names, [("emails", 1), ("sms", 1)]);
+        let lease = Lease {
+            owner: "n".into(),
+            ttl: Duration::from_secs(30),
+            now: from_ms(2000),
+        };
+        let scope = ClaimScope::Queue {
+            namespace: "a",
+            queue: "sms",
+            types: None,
+        };
+        assert_eq!(store.next_due(scope).await.unwrap(), Some(from_ms(1000)));
+        let claimed = store
+            .claim_due(scope, from_ms(2000), 10, &lease)
+            .await
+            .unwrap();
+        assert_eq!(claimed.iter().map(|o| o.job_id).collect::<Vec<_>>(), [ids[1]]);
+    }
 
     /// A data directory written by the first release (schema version 0: no queue column, one due
     /// index over every active job) opens, migrates, and keeps firing its jobs.
