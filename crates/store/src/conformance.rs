@@ -34,7 +34,8 @@ macro_rules! conformance_tests {
             extend_moves_the_lease_under_its_token, queue_retry_counts_once,
             queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
             gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work,
-            a_lapsed_claim_taken_again_keeps_its_fire_time);
+            a_lapsed_claim_taken_again_keeps_its_fire_time,
+            a_large_completion_batch_records_every_run);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -426,6 +427,91 @@ pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>)
         (Some(200), "delivered")
     );
     assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), None);
+}
+
+/// A batch larger than a backend's internal chunks (the embedded store inserts runs 64 a
+/// statement), with retries, deliveries and a stale completion mixed: each applied completion
+/// records exactly its own run, with its own fields.
+pub async fn a_large_completion_batch_records_every_run(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let n = 131;
+    create(
+        &*store,
+        (0..n).map(|i| one_off("a", base + ms(i))).collect(),
+    )
+    .await;
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base + ms(n), 500, &lease("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), n as usize);
+    let mut batch = Vec::new();
+    for (i, occ) in claimed.iter().enumerate() {
+        let action = if i % 3 == 0 {
+            Action::Retry {
+                at: base + ms(60_000),
+            }
+        } else {
+            Action::Delivered {
+                next: None,
+                skipped: 0,
+            }
+        };
+        let mut c = done(occ, action);
+        let a = c.attempt.as_mut().expect("attempt");
+        a.latency_ms = i as u32;
+        if i % 3 == 0 {
+            a.status = Some(500);
+            a.error = Some(format!("boom {i}"));
+        }
+        batch.push(c);
+        if i == 70 {
+            // An earlier lease's completion of the same occurrence, refused by its token.
+            let mut stale = done(
+                occ,
+                Action::Delivered {
+                    next: None,
+                    skipped: 0,
+                },
+            );
+            stale.token -= 1;
+            batch.push(stale);
+        }
+    }
+    let applied = store.complete(batch, base + ms(5)).await.unwrap();
+    assert_eq!(applied.len(), n as usize + 1);
+    assert_eq!(applied[71], Applied::StaleLease);
+    assert_eq!(
+        applied.iter().filter(|a| **a == Applied::Yes).count(),
+        n as usize
+    );
+    for (i, occ) in claimed.iter().enumerate() {
+        let runs = store.runs(Some("a"), occ.job_id, 10).await.unwrap();
+        assert_eq!(runs.len(), 1, "job {i}: {runs:?}");
+        let run = &runs[0];
+        let retried = i % 3 == 0;
+        assert_eq!(
+            (
+                run.job_id,
+                run.due,
+                run.attempt,
+                run.latency_ms,
+                run.status,
+                run.error.clone(),
+                run.outcome.as_str()
+            ),
+            (
+                occ.job_id,
+                occ.due,
+                occ.attempt,
+                i as u32,
+                Some(if retried { 500 } else { 200 }),
+                retried.then(|| format!("boom {i}")),
+                if retried { "retry" } else { "delivered" }
+            ),
+            "job {i}"
+        );
+    }
 }
 
 pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {

@@ -727,7 +727,7 @@ const RUNS_PER_INSERT: usize = 64;
 const RUN_COLUMNS: usize = 8;
 
 fn insert_runs_sql(rows: usize) -> String {
-    let row = format!("({})", vec!["?"; RUN_COLUMNS].join(", "));
+    let row = format!("({})", ["?"; RUN_COLUMNS].join(", "));
     format!(
         "INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status, error, outcome)
          VALUES {}",
