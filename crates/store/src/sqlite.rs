@@ -603,13 +603,43 @@ const CLAIM_COLUMNS: &str = concat!(
     ", attempt, lease_token, runs, lease_owner, seq"
 );
 
+/// A claimed row as the writer read it. Its spec is decoded by the caller, off the writer thread,
+/// which every write waits for.
+struct Claimed {
+    job_id: JobId,
+    namespace: String,
+    spec: String,
+    payload: Option<String>,
+    due_ms: i64,
+    fire_ms: i64,
+    attempt: u32,
+    token: i64,
+    runs: u64,
+}
+
+impl Claimed {
+    fn into_occurrence(self) -> Result<Occurrence> {
+        Ok(Occurrence {
+            job_id: self.job_id,
+            namespace: self.namespace.into(),
+            due: from_ms(self.due_ms),
+            fire_at: from_ms(self.fire_ms),
+            attempt: self.attempt,
+            token: self.token,
+            runs_done: self.runs,
+            spec: Arc::new(decode_spec(&self.spec)?),
+            payload: self.payload.map(Into::into),
+        })
+    }
+}
+
 fn claim_in_tx(
     conn: &Connection,
     scope: &Scope,
     horizon: i64,
     limit: usize,
     lease: &Lease,
-) -> Result<Vec<Occurrence>> {
+) -> Result<Vec<Claimed>> {
     let now = lease.now.as_millisecond();
     let lease_until = now + lease.ttl.as_millis() as i64;
     // A row still leased (its fire time is the lease expiry) is claimable only once that expiry
@@ -688,16 +718,16 @@ fn claim_in_tx(
             attempt += 1;
         }
         rows_to_claim.push((lapsed, row.get::<_, i64>(10).map_err(corrupt)?));
-        claimed.push(Occurrence {
+        claimed.push(Claimed {
             job_id: id_from_blob(id_bytes)?,
-            namespace: namespace.into(),
-            due: from_ms(row.get(4).map_err(corrupt)?),
-            fire_at: from_ms(row.get(5).map_err(corrupt)?),
+            namespace,
+            spec,
+            payload,
+            due_ms: row.get(4).map_err(corrupt)?,
+            fire_ms: row.get(5).map_err(corrupt)?,
             attempt: attempt + 1,
             token: token + 1,
-            runs_done: runs as u64,
-            spec: Arc::new(decode_spec(&spec)?),
-            payload: payload.map(Into::into),
+            runs: runs as u64,
         });
     }
     drop(rows);
@@ -944,7 +974,10 @@ impl Store for SqliteStore {
         let horizon = horizon.as_millisecond();
         let scope = Scope::from(scope);
         self.write(move |conn| claim_in_tx(conn, &scope, horizon, limit, &lease))
-            .await
+            .await?
+            .into_iter()
+            .map(Claimed::into_occurrence)
+            .collect()
     }
 
     async fn extend_claims(
