@@ -306,7 +306,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             (submit::webhook_target(&receiver.url()), None)
         }
         None => {
-            // With several nodes the workers lease from the first: any node serves any queue.
+            // With several nodes the workers take turns: worker i leases from (and acks on)
+            // node i mod n.
             eprintln!(
                 "node: {} ({}){more}; {} workers leasing up to {} messages from queue {QUEUE:?}",
                 server.base_url,

@@ -81,6 +81,21 @@ impl Api {
         self.spread = bases;
     }
 
+    /// One client per node the requests are spread over (just this one without a spread).
+    pub fn per_node(&self) -> Vec<Api> {
+        if self.spread.is_empty() {
+            return vec![self.clone()];
+        }
+        self.spread
+            .iter()
+            .map(|base| Api {
+                base: base.clone(),
+                spread: Vec::new(),
+                ..self.clone()
+            })
+            .collect()
+    }
+
     pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self.client.request(method, format!("{}{path}", self.base));
         match &self.api_key {

@@ -96,7 +96,9 @@ impl Counters {
 }
 
 struct Ctx {
-    api: Api,
+    /// One client per node; worker `i` leases from node `i % len` and acks there, where its
+    /// leases are held.
+    nodes: Vec<Api>,
     lease_path: String,
     ack_path: String,
     /// The lease request, the same every time.
@@ -160,7 +162,7 @@ impl Workers {
     pub fn start(api: &Api, options: &WorkerOptions, recorder: Recorder) -> Self {
         let workers = options.workers.max(1);
         let ctx = Arc::new(Ctx {
-            api: api.clone(),
+            nodes: api.per_node(),
             lease_path: format!("/v1/queues/{}/lease", options.queue),
             ack_path: format!("/v1/queues/{}/ack", options.queue),
             lease_body: Bytes::from(format!(
@@ -171,14 +173,21 @@ impl Workers {
             counters: Counters::default(),
         });
         let stop = CancellationToken::new();
-        // Bounded: when acks fall behind, the lease loops wait instead of piling up receipts.
-        let (tx, rx) = mpsc::channel::<AckBatch>(workers * 2);
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        // Per node, bounded: when acks fall behind, the lease loops wait instead of piling up
+        // receipts.
+        let channels: Vec<_> = (0..ctx.nodes.len())
+            .map(|_| {
+                let (tx, rx) = mpsc::channel::<AckBatch>(workers * 2);
+                (tx, Arc::new(tokio::sync::Mutex::new(rx)))
+            })
+            .collect();
         let mut pollers = JoinSet::new();
         let mut ackers = JoinSet::new();
-        for _ in 0..workers {
-            pollers.spawn(lease_loop(ctx.clone(), tx.clone(), stop.clone()));
-            ackers.spawn(ack_loop(ctx.clone(), rx.clone()));
+        for i in 0..workers {
+            let node = i % ctx.nodes.len();
+            let (tx, rx) = &channels[node];
+            pollers.spawn(lease_loop(ctx.clone(), node, tx.clone(), stop.clone()));
+            ackers.spawn(ack_loop(ctx.clone(), node, rx.clone()));
         }
         Self {
             ctx,
@@ -221,13 +230,18 @@ impl Workers {
     }
 }
 
-async fn lease_loop(ctx: Arc<Ctx>, acks: mpsc::Sender<AckBatch>, stop: CancellationToken) {
+async fn lease_loop(
+    ctx: Arc<Ctx>,
+    node: usize,
+    acks: mpsc::Sender<AckBatch>,
+    stop: CancellationToken,
+) {
     let mut pause = Duration::from_millis(50);
     loop {
         let leased = tokio::select! {
             biased;
             _ = stop.cancelled() => return,
-            leased = lease_once(&ctx) => leased,
+            leased = lease_once(&ctx, node) => leased,
         };
         match leased {
             Ok(Some(batch)) => {
@@ -252,9 +266,8 @@ async fn lease_loop(ctx: Arc<Ctx>, acks: mpsc::Sender<AckBatch>, stop: Cancellat
 
 /// One lease request. Records what it got and returns the receipts to ack (`None`: nothing due
 /// before the wait ran out).
-async fn lease_once(ctx: &Ctx) -> anyhow::Result<Option<AckBatch>> {
-    let response = ctx
-        .api
+async fn lease_once(ctx: &Ctx, node: usize) -> anyhow::Result<Option<AckBatch>> {
+    let response = ctx.nodes[node]
         .request(reqwest::Method::POST, &ctx.lease_path)
         .header("content-type", "application/json")
         .body(ctx.lease_body.clone())
@@ -340,7 +353,11 @@ fn push_json_string(out: &mut String, text: &str) {
 
 /// Takes receipt batches off the shared channel, merges what is already queued (up to
 /// [`MAX_ACK`] receipts), and acks them, until the channel closes and is empty.
-async fn ack_loop(ctx: Arc<Ctx>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<AckBatch>>>) {
+async fn ack_loop(
+    ctx: Arc<Ctx>,
+    node: usize,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<AckBatch>>>,
+) {
     // A batch taken off the channel that did not fit into the previous request.
     let mut carry: Option<AckBatch> = None;
     loop {
@@ -366,11 +383,11 @@ async fn ack_loop(ctx: Arc<Ctx>, rx: Arc<tokio::sync::Mutex<mpsc::Receiver<AckBa
             }
             batch
         };
-        ack(&ctx, &batch).await;
+        ack(&ctx, node, &batch).await;
     }
 }
 
-async fn ack(ctx: &Ctx, batch: &AckBatch) {
+async fn ack(ctx: &Ctx, node: usize, batch: &AckBatch) {
     let counters = &ctx.counters;
     let mut body = String::with_capacity(batch.receipts.len() + 16);
     body.push_str("{\"receipts\":[");
@@ -380,7 +397,7 @@ async fn ack(ctx: &Ctx, batch: &AckBatch) {
     let mut last_error = None;
     for attempt in 1..=ACK_ATTEMPTS {
         counters.ack_requests.fetch_add(1, Ordering::Relaxed);
-        match ack_once(ctx, body.clone()).await {
+        match ack_once(ctx, node, body.clone()).await {
             Ok(out) => {
                 counters
                     .acked
@@ -411,9 +428,8 @@ async fn ack(ctx: &Ctx, batch: &AckBatch) {
     }
 }
 
-async fn ack_once(ctx: &Ctx, body: Bytes) -> anyhow::Result<AckOut> {
-    let response = ctx
-        .api
+async fn ack_once(ctx: &Ctx, node: usize, body: Bytes) -> anyhow::Result<AckOut> {
+    let response = ctx.nodes[node]
         .request(reqwest::Method::POST, &ctx.ack_path)
         .header("content-type", "application/json")
         .body(body)
