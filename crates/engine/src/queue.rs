@@ -2,7 +2,7 @@
 //!
 //! A lease is a store claim (`ClaimScope::Queue`) whose lease time is the worker's visibility
 //! timeout, so everything the engine relies on carries over: a lapsed lease makes the message due
-//! again by itself, every write is fenced by the claim's token (the receipt), and nothing is held
+//! again by itself, every write is fenced by the claim's token (the receipt), and no lease is held
 //! only in memory. What lives here is waiting (long polls woken at the due millisecond or when a
 //! job is created) and turning acks and nacks into the same completions webhook deliveries make.
 

@@ -35,7 +35,8 @@ macro_rules! conformance_tests {
             queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
             gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work,
             a_lapsed_claim_taken_again_keeps_its_fire_time,
-            a_large_completion_batch_records_every_run);
+            a_large_completion_batch_records_every_run,
+            a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -113,6 +114,17 @@ fn attempt(n: u32, at: Timestamp) -> Option<AttemptRecord> {
         status: Some(200),
         error: None,
     })
+}
+
+/// The completion of a one-off's first delivery.
+fn delivered(occ: &Occurrence) -> Completion {
+    done(
+        occ,
+        Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    )
 }
 
 fn done(occ: &Occurrence, action: Action) -> Completion {
@@ -364,13 +376,7 @@ pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
         .claim_due(ClaimScope::Fired, later, 10, &lease("n2", later))
         .await
         .unwrap();
-    let stale = done(
-        &first[0],
-        Action::Delivered {
-            next: None,
-            skipped: 0,
-        },
-    );
+    let stale = delivered(&first[0]);
     assert_eq!(
         store.complete(vec![stale], later).await.unwrap(),
         vec![Applied::StaleLease]
@@ -382,13 +388,7 @@ pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
         "stale write must change nothing"
     );
     assert!(store.runs(None, job.id, 10).await.unwrap().is_empty());
-    let fresh = done(
-        &second[0],
-        Action::Delivered {
-            next: None,
-            skipped: 0,
-        },
-    );
+    let fresh = delivered(&second[0]);
     assert_eq!(
         store.complete(vec![fresh], later).await.unwrap(),
         vec![Applied::Yes]
@@ -404,16 +404,7 @@ pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>)
         .unwrap()
         .remove(0);
     let applied = store
-        .complete(
-            vec![done(
-                &occ,
-                Action::Delivered {
-                    next: None,
-                    skipped: 0,
-                },
-            )],
-            base + ms(5),
-        )
+        .complete(vec![delivered(&occ)], base + ms(5))
         .await
         .unwrap();
     assert_eq!(applied, vec![Applied::Yes]);
@@ -824,13 +815,7 @@ pub async fn update_replaces_spec_and_fences_claims(store: Arc<dyn Store>) {
     assert_eq!(updated.next_due, Some(new_due));
     assert_eq!(updated.payload.as_deref(), Some("[1,2]"));
     assert_eq!(updated.spec.job_type.as_deref(), Some("renamed"));
-    let stale = done(
-        &occ,
-        Action::Delivered {
-            next: None,
-            skipped: 0,
-        },
-    );
+    let stale = delivered(&occ);
     assert_eq!(
         store.complete(vec![stale], base).await.unwrap(),
         vec![Applied::StaleLease]
@@ -1103,13 +1088,7 @@ pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
             .unwrap(),
         vec![Applied::StaleLease]
     );
-    let ack = done(
-        &first[0],
-        Action::Delivered {
-            next: None,
-            skipped: 0,
-        },
-    );
+    let ack = delivered(&first[0]);
     assert_eq!(
         store.complete(vec![ack], after).await.unwrap(),
         vec![Applied::StaleLease]
@@ -1118,13 +1097,7 @@ pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
     assert_eq!(job.state, JobState::Active);
     assert_eq!(job.attempt, 1, "one failed attempt recorded");
     // The current holder acks.
-    let ack = done(
-        &second[0],
-        Action::Delivered {
-            next: None,
-            skipped: 0,
-        },
-    );
+    let ack = delivered(&second[0]);
     assert_eq!(
         store.complete(vec![ack], after).await.unwrap(),
         vec![Applied::Yes]
@@ -1492,4 +1465,114 @@ pub async fn a_lapsed_claim_taken_again_keeps_its_fire_time(store: Arc<dyn Store
         .await
         .unwrap();
     assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), Some(due));
+}
+
+/// The ways a lease ends besides lapsing where it was set: an ack (never back), an extension to an
+/// earlier expiry (back from then on, and the queue's next due time says so), and a lapsed message
+/// that a type-filtered claimer may not take (it stays for one that may).
+pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
+    store: Arc<dyn Store>,
+) {
+    let base = t(T0);
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base),
+            queue_job("a", "q", "y", base),
+        ],
+    )
+    .await;
+    let held = store
+        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 2);
+    let of_type = |t: &str| {
+        held.iter()
+            .find(|o| o.spec.job_type.as_deref() == Some(t))
+            .unwrap()
+            .clone()
+    };
+    let (x, y) = (of_type("x"), of_type("y"));
+    let ack = delivered(&y);
+    assert_eq!(
+        store.complete(vec![ack], base).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    let now = base + ms(1_000);
+    let short = base + ms(5_000);
+    assert_eq!(
+        store
+            .extend_claims(vec![(x.job_id, x.token)], short, now)
+            .await
+            .unwrap(),
+        vec![Applied::Yes]
+    );
+    assert_eq!(
+        store.next_due(queue("a", "q")).await.unwrap(),
+        Some(short),
+        "the shortened lease is the queue's next due time"
+    );
+    let before = short - ms(1);
+    assert!(
+        store
+            .claim_due(queue("a", "q"), before, 10, &lease("w2", before))
+            .await
+            .unwrap()
+            .is_empty(),
+        "still leased until its new expiry"
+    );
+    let only_y = vec!["y".to_string()];
+    let y_scope = ClaimScope::Queue {
+        namespace: "a",
+        queue: "q",
+        types: Some(&only_y),
+    };
+    assert!(
+        store
+            .claim_due(y_scope, short, 10, &lease("w2", short))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the lapsed x is not a y, and the acked y never comes back"
+    );
+    let stats = store.queue_stats("a", Some("q"), short).await.unwrap();
+    assert_eq!(
+        (stats[0].available, stats[0].in_flight, stats[0].scheduled),
+        (1, 0, 0)
+    );
+    assert_eq!(stats[0].oldest_available, Some(short));
+    let again = store
+        .claim_due(queue("a", "q"), short, 10, &lease("w3", short))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.len(),
+        1,
+        "x is back at its new expiry, for a claimer of its type"
+    );
+    assert_eq!(again[0].job_id, x.job_id);
+    assert_eq!(again[0].attempt, 2, "the lapsed lease was an attempt");
+    let stats = store.queue_stats("a", Some("q"), short).await.unwrap();
+    assert_eq!(
+        (stats[0].available, stats[0].in_flight, stats[0].scheduled),
+        (0, 1, 0)
+    );
+    // The lease taken again runs its full time, and lapses in turn.
+    let soon = short + ms(1);
+    assert!(
+        store
+            .claim_due(queue("a", "q"), soon, 10, &lease("w4", soon))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let expiry = short + ms(30_000);
+    assert_eq!(store.next_due(queue("a", "q")).await.unwrap(), Some(expiry));
+    let third = store
+        .claim_due(queue("a", "q"), expiry, 10, &lease("w4", expiry))
+        .await
+        .unwrap();
+    assert_eq!(third.len(), 1);
+    assert_eq!(third[0].attempt, 3);
 }

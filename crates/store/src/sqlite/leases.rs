@@ -1,0 +1,244 @@
+//! When each leased queue message's lease runs out.
+//!
+//! A leased queue message is not in its queue's due index (`jobs_queue_due` holds unleased rows
+//! only, since migration 6), so a lease costs the writer one index delete and an ack none, where
+//! before the lease moved the row within that index to its expiry and the ack took it out again.
+//! What the index no longer tells, when a lease lapses, this schedule does: one entry per leased
+//! message, saying when to look at its row.
+//!
+//! The row stays the truth; an entry is only "look at this row then". An entry left behind by an
+//! ack whose commit failed, by a cancel or by an edit costs one look and is dropped, and an
+//! extended lease is put back at its new expiry. What must never happen is a leased row without
+//! an entry due at or before its expiry, or its lapse would go unnoticed until the next restart:
+//! - a claim adds the entry inside its own transaction, before the commit, due at the new
+//!   expiry; for a lapsed lease taken again, due at once, since a commit that fails leaves the
+//!   lapsed lease in the row (the look finds the new lease and moves the entry to its expiry);
+//! - an extension to an earlier expiry moves the entry earlier, also inside its transaction;
+//! - an entry is removed only after the commit that ended its lease, and only while it still
+//!   belongs to that lease (the same token), never a newer lease of the same job;
+//! - at open there are no leases: every lease of a previous process is released.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Mutex;
+
+use hourglass_core::JobId;
+
+/// One leased message: its row, its queue, its lease's token, and when to look at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub seq: i64,
+    pub queue_key: i64,
+    pub token: i64,
+    pub check_at: i64,
+}
+
+#[derive(Default)]
+pub(super) struct LeaseSchedule {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_job: HashMap<JobId, Entry, BuildHasherDefault<IdHasher>>,
+    /// (queue key, check time, job as a number): a queue's due entries come first in its range.
+    due: BTreeSet<(i64, i64, u128)>,
+}
+
+/// Job ids are UUIDv7: their last 8 bytes are random but for the two variant bits, so they are a
+/// hash already. SipHash cost more than the rest of recording a lease.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // A `Uuid` hashes as its 16 bytes; the random ones end up spread over the whole word.
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Inner {
+    fn add(&mut self, job: JobId, entry: Entry) {
+        self.remove(job);
+        self.due
+            .insert((entry.queue_key, entry.check_at, job.as_u128()));
+        self.by_job.insert(job, entry);
+    }
+
+    fn remove(&mut self, job: JobId) -> Option<Entry> {
+        let entry = self.by_job.remove(&job)?;
+        self.due
+            .remove(&(entry.queue_key, entry.check_at, job.as_u128()));
+        Some(entry)
+    }
+}
+
+impl LeaseSchedule {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("lease schedule poisoned")
+    }
+
+    /// Records a lease, replacing any earlier entry of the job.
+    pub fn add(&self, job: JobId, entry: Entry) {
+        self.lock().add(job, entry);
+    }
+
+    /// Records a claim's leases.
+    pub fn add_all(&self, leases: impl IntoIterator<Item = (JobId, Entry)>) {
+        let mut inner = self.lock();
+        for (job, entry) in leases {
+            inner.add(job, entry);
+        }
+    }
+
+    /// Brings the job's check forward to `at` if it is due later, under the same lease.
+    pub fn check_by(&self, job: JobId, token: i64, at: i64) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.by_job.get(&job).copied()
+            && entry.token == token
+            && at < entry.check_at
+        {
+            inner.add(
+                job,
+                Entry {
+                    check_at: at,
+                    ..entry
+                },
+            );
+        }
+    }
+
+    /// Drops the entries of leases that have ended, each only if it still belongs to the lease
+    /// with that token.
+    pub fn forget(&self, ended: impl IntoIterator<Item = (JobId, i64)>) {
+        let mut inner = self.lock();
+        for (job, token) in ended {
+            if inner.by_job.get(&job).is_some_and(|e| e.token == token) {
+                inner.remove(job);
+            }
+        }
+    }
+
+    /// The row numbers of these jobs, where a lease of theirs is known: an ack then finds its row
+    /// without the id index.
+    pub fn rows_of(&self, jobs: impl IntoIterator<Item = JobId>) -> Vec<Option<i64>> {
+        let inner = self.lock();
+        jobs.into_iter()
+            .map(|job| inner.by_job.get(&job).map(|e| e.seq))
+            .collect()
+    }
+
+    /// Takes the queue's earliest entry if it is due at `now`.
+    pub fn pop_due(&self, queue_key: i64, now: i64) -> Option<(JobId, Entry)> {
+        let mut inner = self.lock();
+        let &(_, _, job) = inner
+            .due
+            .range((queue_key, i64::MIN, 0)..=(queue_key, now, u128::MAX))
+            .next()?;
+        let job = JobId::from_u128(job);
+        inner.remove(job).map(|entry| (job, entry))
+    }
+
+    /// When the queue's next lease may run out.
+    pub fn next_check(&self, queue_key: i64) -> Option<i64> {
+        self.lock()
+            .due
+            .range((queue_key, i64::MIN, 0)..=(queue_key, i64::MAX, u128::MAX))
+            .next()
+            .map(|&(_, at, _)| at)
+    }
+
+    /// The leases known on these queues (all queues for `None`), as (job, row) pairs.
+    pub fn leased(&self, queue_keys: Option<&[i64]>) -> Vec<(i64, JobId, i64)> {
+        let inner = self.lock();
+        inner
+            .by_job
+            .iter()
+            .filter(|(_, e)| queue_keys.is_none_or(|keys| keys.contains(&e.queue_key)))
+            .map(|(job, e)| (e.queue_key, *job, e.seq))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(n: u128) -> JobId {
+        JobId::from_u128(n)
+    }
+
+    fn entry(queue_key: i64, token: i64, check_at: i64) -> Entry {
+        Entry {
+            seq: 7,
+            queue_key,
+            token,
+            check_at,
+        }
+    }
+
+    #[test]
+    fn entries_come_due_per_queue_in_time_order() {
+        let s = LeaseSchedule::default();
+        s.add(job(1), entry(1, 1, 300));
+        s.add(job(2), entry(1, 1, 100));
+        s.add(job(3), entry(2, 1, 50));
+        assert_eq!(s.next_check(1), Some(100));
+        assert_eq!(s.pop_due(1, 99), None, "nothing on queue 1 is due at 99");
+        assert_eq!(s.pop_due(1, 300).map(|(j, _)| j), Some(job(2)));
+        assert_eq!(s.pop_due(1, 300).map(|(j, _)| j), Some(job(1)));
+        assert_eq!(s.pop_due(1, 300), None);
+        assert_eq!(
+            s.next_check(2),
+            Some(50),
+            "the other queue's entry is untouched"
+        );
+    }
+
+    #[test]
+    fn a_new_lease_replaces_the_old_entry_and_survives_the_old_leases_end() {
+        let s = LeaseSchedule::default();
+        s.add(job(1), entry(1, 1, 100));
+        s.add(job(1), entry(1, 2, 200));
+        assert_eq!(s.next_check(1), Some(200), "one entry a job");
+        s.forget([(job(1), 1)]);
+        assert_eq!(
+            s.next_check(1),
+            Some(200),
+            "the ack of lease 1 leaves lease 2's entry"
+        );
+        s.forget([(job(1), 2)]);
+        assert_eq!(s.next_check(1), None);
+    }
+
+    #[test]
+    fn checks_only_move_earlier_and_only_under_the_same_lease() {
+        let s = LeaseSchedule::default();
+        s.add(job(1), entry(1, 3, 500));
+        s.check_by(job(1), 3, 800);
+        assert_eq!(
+            s.next_check(1),
+            Some(500),
+            "a later expiry keeps the earlier check"
+        );
+        s.check_by(job(1), 2, 100);
+        assert_eq!(
+            s.next_check(1),
+            Some(500),
+            "an older lease's token moves nothing"
+        );
+        s.check_by(job(1), 3, 100);
+        assert_eq!(s.next_check(1), Some(100));
+        assert_eq!(s.rows_of([job(1), job(2)]), vec![Some(7), None]);
+        assert_eq!(s.leased(Some(&[2])), vec![]);
+        assert_eq!(s.leased(None), vec![(1, job(1), 7)]);
+    }
+}
