@@ -111,8 +111,52 @@ impl Held {
         self.claims.lock().expect("held claims poisoned").is_empty()
     }
 
+    /// Records that the store refused to renew this claim: another node holds the occurrence
+    /// now, or an edit fenced it. A lease never comes back, so the claim is not renewed again
+    /// (a node back from a pause may hold thousands of such claims, and renewing them every
+    /// round would only load the database), and the timer drops it if it has not fired yet.
+    /// It stays held until the completer has seen its end, as every claim does.
+    fn lose(&self, key: &(JobId, i64)) -> bool {
+        match self
+            .claims
+            .lock()
+            .expect("held claims poisoned")
+            .get_mut(key)
+        {
+            Some(until) if *until != LOST => {
+                *until = LOST;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves a held claim's expiry to `until_ms` after the store renewed it.
+    fn extended(&self, key: &(JobId, i64), until_ms: i64) {
+        if let Some(until) = self
+            .claims
+            .lock()
+            .expect("held claims poisoned")
+            .get_mut(key)
+        {
+            *until = until_ms;
+        }
+    }
+
+    /// The held claims whose lease expiry is at or before `before_ms`, lost ones left out.
+    fn expiring(&self, before_ms: i64) -> Vec<(JobId, i64)> {
+        self.claims
+            .lock()
+            .expect("held claims poisoned")
+            .iter()
+            .filter(|(_, until)| **until != LOST && **until <= before_ms)
+            .map(|(key, _)| *key)
+            .collect()
+    }
+
     /// Whether this claim's lease has run out by `now_ms` as far as this node knows (it was
-    /// neither completed nor renewed in time): another node may hold the occurrence by now.
+    /// neither completed nor renewed in time, or the store said it is lost): another node may
+    /// hold the occurrence by now.
     fn lapsed(&self, job_id: JobId, token: i64, now_ms: i64) -> bool {
         self.claims
             .lock()
@@ -121,6 +165,9 @@ impl Held {
             .is_some_and(|until| *until <= now_ms)
     }
 }
+
+/// The lease expiry of a held claim the store refused to renew: it is no longer this node's.
+const LOST: i64 = i64::MIN;
 
 /// The planner wakes this long before the next fire time and then claims everything due within
 /// the full lookahead. The gap between the two is hysteresis: each wake-up claims about half a
@@ -653,30 +700,18 @@ async fn renewer(ctx: Arc<Context>, held: Arc<Held>, drained: CancellationToken)
         let now = ctx.clock.now();
         // Claims whose remaining lease is down to two thirds or less.
         let renew_before = now.as_millisecond() + ttl_ms - every_ms;
-        let due: Vec<(JobId, i64)> = held
-            .claims
-            .lock()
-            .expect("held claims poisoned")
-            .iter()
-            .filter(|(_, until)| **until <= renew_before)
-            .map(|(key, _)| *key)
-            .collect();
+        let due = held.expiring(renew_before);
         let until = now + SignedDuration::from_millis(ttl_ms);
         for chunk in due.chunks(RENEW_BATCH) {
             match ctx.store.extend_claims(chunk.to_vec(), until, now).await {
                 Ok(applied) => {
-                    let mut claims = held.claims.lock().expect("held claims poisoned");
                     let mut lost = 0;
                     for (key, result) in chunk.iter().zip(applied) {
                         match result {
-                            Applied::Yes => {
-                                if let Some(expiry) = claims.get_mut(key) {
-                                    *expiry = until.as_millisecond();
-                                }
-                            }
+                            Applied::Yes => held.extended(key, until.as_millisecond()),
+                            // Completed meanwhile (then no longer held), or really lost.
                             Applied::StaleLease => {
-                                // Completed meanwhile (then no longer held), or really lost.
-                                if claims.contains_key(key) {
+                                if held.lose(key) {
                                     lost += 1;
                                     let _ = ctx.shared.forget_tx.send(Forget {
                                         job_id: key.0,
@@ -686,7 +721,6 @@ async fn renewer(ctx: Arc<Context>, held: Arc<Held>, drained: CancellationToken)
                             }
                         }
                     }
-                    drop(claims);
                     if lost > 0 {
                         ctx.metrics.lost_leases.inc_by(lost);
                         tracing::warn!(

@@ -86,6 +86,7 @@ struct Rig {
     clock: Arc<TokioClock>,
     deliverer: Arc<FakeDeliverer>,
     engine: Engine,
+    metrics: Metrics,
     _dir: tempfile::TempDir,
 }
 
@@ -114,18 +115,20 @@ fn rig_with(config: EngineConfig) -> Rig {
         seen: Mutex::new(Vec::new()),
     });
     let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::new(&mut registry);
     let engine = Engine::start(
         config,
         store.clone(),
         deliverer.clone(),
         clock.clone(),
-        Metrics::new(&mut registry),
+        metrics.clone(),
     );
     Rig {
         store,
         clock,
         deliverer,
         engine,
+        metrics,
         _dir: dir,
     }
 }
@@ -634,6 +637,49 @@ async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert!(rig.seen().is_empty(), "a fenced claim fired");
+    rig.engine.shutdown().await;
+}
+
+/// A claim fenced while its delivery runs is found lost at the next renewal, once: it is not
+/// renewed again every round while the delivery finishes (a node back from a pause holds
+/// thousands of such claims), and the delivery's completion is refused. Real time, like the
+/// renewal tests above.
+#[tokio::test]
+async fn a_lost_claim_is_not_renewed_again() {
+    let rig = rig_with(EngineConfig {
+        lease_ttl: Duration::from_millis(300),
+        lookahead: Duration::from_millis(200),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    let new = job("slow", Schedule::at(now), now, now);
+    let id = new.id;
+    rig.add(vec![new]).await;
+    // The delivery has started and takes two seconds; the job is paused meanwhile, which fences
+    // the claim. The renewer runs every 100 ms, about fifteen rounds before the delivery ends.
+    rig.run_until(|seen| !seen.is_empty()).await;
+    rig.store
+        .transition(
+            None,
+            id,
+            hourglass_store::Transition::Pause { now: rig.now() },
+        )
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rig.metrics.stale_completions.get() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the completion was never refused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        rig.metrics.lost_leases.get(),
+        1,
+        "the lost claim was counted once"
+    );
+    assert_eq!(rig.seen().len(), 1);
     rig.engine.shutdown().await;
 }
 

@@ -730,21 +730,35 @@ impl<'a> Filters<'a> {
     }
 }
 
-/// The claim statements' shared tail: move the fire time to the lease expiry (keeping the old
-/// one), take the owner and a fresh token. `$4` lease expiry, `$5` owner.
-/// Locks the rows of `ids` in id order, in `tx`. Every statement that updates several claimed
-/// rows at once (completions, lease renewals, releases) takes its locks this way first: two such
-/// statements on overlapping rows (a node completing a batch while renewing its leases) then wait
-/// for each other instead of deadlocking, which PostgreSQL would only break after a
-/// `deadlock_timeout`, long enough for a short lease to lapse.
-async fn lock_in_id_order(tx: &impl GenericClient, ids: &[JobId]) -> Result<()> {
+/// Locks, in id order and in `tx`, the rows of the claims `(ids[i], tokens[i])` that still hold
+/// that lease. Every statement that updates several claimed rows at once (completions, lease
+/// renewals, releases) takes its locks this way first: two such statements on overlapping rows
+/// (a node completing a batch while renewing its leases) then wait for each other instead of
+/// deadlocking, which PostgreSQL would only break after a `deadlock_timeout`, long enough for a
+/// short lease to lapse.
+///
+/// A row whose lease has moved on (another node took it over, an edit fenced it) is not locked:
+/// the statement would leave it alone anyway, and waiting for its new owner's transactions would
+/// tie a stalled node's clean-up to the healthy node's work. A node back from a pause holds
+/// thousands of such claims; when they were locked too, its renewals and completions queued
+/// behind the node that took them over and ran into the statement timeout (seen in CI, where
+/// the multi-node test's two surviving nodes then kept losing claims to each other).
+async fn lock_in_id_order(tx: &impl GenericClient, ids: &[JobId], tokens: &[i64]) -> Result<()> {
     let stmt = tx
-        .prepare_cached("SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+        .prepare_cached(
+            "SELECT j.id FROM jobs j
+             JOIN unnest($1::uuid[], $2::bigint[]) AS c(id, token)
+               ON j.id = c.id AND j.lease_token = c.token
+             WHERE j.state = 0
+             ORDER BY j.id FOR UPDATE OF j",
+        )
         .await?;
-    tx.query(&stmt, &[&ids]).await?;
+    tx.query(&stmt, &[&ids, &tokens]).await?;
     Ok(())
 }
 
+/// The claim statements' shared tail: move the fire time to the lease expiry (keeping the old
+/// one), take the owner and a fresh token. `$4` lease expiry, `$5` owner.
 const CLAIM_UPDATE: &str = "
     UPDATE jobs j SET fire_ms = $4, lease_owner = $5,
                       -- The occurrence's own fire time: fire_ms when unclaimed; for a lapsed
@@ -1006,7 +1020,7 @@ impl Store for PostgresStore {
             let mut client = self.client().await?;
             let (ids, tokens): (Vec<JobId>, Vec<i64>) = claims.iter().copied().unzip();
             let tx = client.transaction().await?;
-            lock_in_id_order(&tx, &ids).await?;
+            lock_in_id_order(&tx, &ids, &tokens).await?;
             let stmt = tx
                 .prepare_cached(
                     "UPDATE jobs j SET fire_ms = $3, updated_ms = $4
@@ -1112,7 +1126,7 @@ impl Store for PostgresStore {
             }
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            lock_in_id_order(&tx, &ids).await?;
+            lock_in_id_order(&tx, &ids, &tokens).await?;
             // Each row is applied only under its current token; the applied ones record their run
             // and dead letter in the same statement.
             let stmt = tx
@@ -1215,7 +1229,7 @@ impl Store for PostgresStore {
             let fires: Vec<i64> = claims.iter().map(|c| c.fire_at.as_millisecond()).collect();
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            lock_in_id_order(&tx, &ids).await?;
+            lock_in_id_order(&tx, &ids, &tokens).await?;
             let stmt = tx
                 .prepare_cached(
                     "UPDATE jobs j SET fire_ms = r.fire_ms, lease_owner = NULL,

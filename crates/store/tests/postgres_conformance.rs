@@ -13,8 +13,8 @@ use hourglass_core::{
     from_ms,
 };
 use hourglass_store::{
-    ClaimScope, DueEvent, Lease, NewJob, PostgresOptions, PostgresStore, Store, StoreError,
-    StoreEvent, Transition,
+    Applied, ClaimScope, DueEvent, Lease, NewJob, PostgresOptions, PostgresStore, Release, Store,
+    StoreError, StoreEvent, Transition,
 };
 use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
@@ -272,6 +272,114 @@ async fn concurrent_claims_never_share_an_occurrence() {
     let unique: HashSet<_> = all.iter().collect();
     assert_eq!(all.len(), 300, "every occurrence claimed");
     assert_eq!(unique.len(), 300, "none claimed twice");
+}
+
+/// A node back from a stall holds claims another node has taken over. Renewing, completing or
+/// releasing them must not wait for the new owner's transactions on those rows: the answer is
+/// "stale" at once. (Before, the stalled node locked those rows too and queued behind the new
+/// owner; with thousands of such claims both nodes' statements ran into the statement timeout.)
+/// The new owner's transaction stays open throughout, holding the row, and the stalled node's
+/// store has a 2 s statement timeout: a call that waited for the row would fail with it.
+#[tokio::test]
+async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
+    let schema = Schema::new();
+    let stalled = PostgresStore::open(PostgresOptions {
+        statement_timeout: Duration::from_secs(2),
+        ..schema.options()
+    })
+    .await
+    .unwrap();
+    let owner = schema.open().await;
+    let short = |name: &str, now| Lease {
+        owner: name.into(),
+        ttl: Duration::from_secs(1),
+        now,
+    };
+    let jobs: Vec<NewJob> = (0..3).map(|i| job("ns", t0() + ms(i), None)).collect();
+    stalled.create_jobs(jobs).await.unwrap();
+    let old = stalled
+        .claim_due(
+            ClaimScope::Fired,
+            t0() + ms(10),
+            10,
+            &short("stalled", t0()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(old.len(), 3);
+    // The stalled node's leases lapse; the other node takes every occurrence over.
+    let later = t0() + ms(5_000);
+    let new = owner
+        .claim_due(ClaimScope::Fired, later, 10, &short("owner", later))
+        .await
+        .unwrap();
+    assert_eq!(new.len(), 3, "every lapsed claim taken over");
+
+    // The new owner is in the middle of a transaction on those rows (say, its completion). The
+    // session carries the schema's name, so that the clean-up ends it if an assertion fails.
+    let (client, connection) = tokio_postgres::connect(&schema.options().url, NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client.batch_execute("BEGIN").await.unwrap();
+    let ids: Vec<uuid::Uuid> = new.iter().map(|o| o.job_id).collect();
+    let locked = client
+        .query(
+            &format!(
+                "SELECT id FROM {}.jobs WHERE id = ANY($1) FOR UPDATE",
+                schema.name
+            ),
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    assert_eq!(locked.len(), 3);
+
+    let stale: Vec<(uuid::Uuid, i64)> = old.iter().map(|o| (o.job_id, o.token)).collect();
+    let renewed = stalled
+        .extend_claims(stale, later + ms(1_000), later)
+        .await
+        .expect("renewing stale claims does not wait for the new owner");
+    assert_eq!(renewed, vec![Applied::StaleLease; 3]);
+    let completions: Vec<Completion> = old
+        .iter()
+        .map(|o| Completion {
+            job_id: o.job_id,
+            token: o.token,
+            due: o.due,
+            attempt: None,
+            action: Action::Delivered {
+                next: None,
+                skipped: 0,
+            },
+        })
+        .collect();
+    let completed = stalled
+        .complete(completions, later)
+        .await
+        .expect("completing stale claims does not wait for the new owner");
+    assert_eq!(completed, vec![Applied::StaleLease; 3]);
+    let releases = old
+        .iter()
+        .map(|o| Release {
+            job_id: o.job_id,
+            token: o.token,
+            fire_at: o.fire_at,
+        })
+        .collect();
+    stalled
+        .release(releases)
+        .await
+        .expect("releasing stale claims does not wait for the new owner");
+
+    // The new owner's leases are untouched by all of that.
+    client.batch_execute("COMMIT").await.unwrap();
+    let current: Vec<(uuid::Uuid, i64)> = new.iter().map(|o| (o.job_id, o.token)).collect();
+    let renewed = owner
+        .extend_claims(current, later + ms(1_000), later)
+        .await
+        .unwrap();
+    assert_eq!(renewed, vec![Applied::Yes; 3]);
 }
 
 /// Nodes starting together on an empty database apply each migration once.
