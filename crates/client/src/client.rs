@@ -11,8 +11,7 @@ use uuid::Uuid;
 use crate::error::{Error, parse_retry_after};
 use crate::types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, LeaseAnswer, LeaseBody, LeaseOptions,
-    Message, NewJob, QueueList, QueueStats, Receipt, ReceiptResults, ReceiptsBody, Run, RunList,
-    millis,
+    Message, NewJob, QueueList, QueueStats, Receipt, ReceiptResults, ReceiptsBody, RunPage, millis,
 };
 
 /// A request without a long poll gets this long for the whole exchange.
@@ -247,12 +246,19 @@ impl Client {
         .await
     }
 
-    /// Delivery attempts of a job, newest first.
-    pub async fn job_runs(&self, id: Uuid) -> Result<Vec<Run>, Error> {
-        let list: RunList = self
-            .get(&["v1", "jobs", &id.to_string(), "runs"], &[])
-            .await?;
-        Ok(list.runs)
+    /// Delivery attempts of a job, newest first, a page at a time: `limit` (1–1,000, default
+    /// 100) of them, older than `cursor` (the previous page's `next_cursor`) when given.
+    pub async fn job_runs(
+        &self,
+        id: Uuid,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<RunPage, Error> {
+        self.get(
+            &["v1", "jobs", &id.to_string(), "runs"],
+            &page_query(limit, cursor),
+        )
+        .await
     }
 
     // -----------------------------------------------------------------------------------------
@@ -263,14 +269,8 @@ impl Client {
         limit: Option<usize>,
         cursor: Option<&str>,
     ) -> Result<DeadLetterPage, Error> {
-        let mut query = Vec::new();
-        if let Some(limit) = limit {
-            query.push(("limit", limit.to_string()));
-        }
-        if let Some(cursor) = cursor {
-            query.push(("cursor", cursor.to_owned()));
-        }
-        self.get(&["v1", "dead-letters"], &query).await
+        self.get(&["v1", "dead-letters"], &page_query(limit, cursor))
+            .await
     }
 
     pub async fn get_dead_letter(&self, id: &str) -> Result<DeadLetter, Error> {
@@ -406,6 +406,18 @@ fn error_from_answer(status: u16, url: &Url, body: &[u8], retry_after: Option<Du
             retry_after,
         },
     }
+}
+
+/// The query of a paged list: `limit` and `cursor` when given.
+fn page_query(limit: Option<usize>, cursor: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut query = Vec::new();
+    if let Some(limit) = limit {
+        query.push(("limit", limit.to_string()));
+    }
+    if let Some(cursor) = cursor {
+        query.push(("cursor", cursor.to_owned()));
+    }
+    query
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub use client::Client;
 pub use error::{Error, STALE_RECEIPT};
 pub use types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobState, LeaseOptions, Message,
-    Misfire, NewJob, QueueStats, Receipt, ReceiptFailure, ReceiptResults, Retry, Run, Schedule,
-    Target,
+    Misfire, NewJob, QueueStats, Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunPage,
+    Schedule, Target,
 };
 pub use worker::{HandlerError, HandlerResult, Job, Worker, WorkerBuilder};

@@ -531,9 +531,12 @@ pub struct Run {
     pub outcome: String,
 }
 
-#[derive(Deserialize)]
-pub(crate) struct RunList {
+/// One page of a job's runs, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPage {
     pub runs: Vec<Run>,
+    /// Present when there may be older runs: pass it as the next call's `cursor`.
+    pub next_cursor: Option<String>,
 }
 
 /// An occurrence that failed its last attempt.

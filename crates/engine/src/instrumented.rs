@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, Occurrence};
 use hourglass_store::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunRecord, SigningSecrets, Store, StoreGauges, Transition,
+    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreGauges,
+    Transition,
 };
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -161,9 +162,10 @@ impl Store for InstrumentedStore {
         &self,
         namespace: Option<&str>,
         id: JobId,
+        before: Option<RunCursor>,
         limit: usize,
     ) -> Result<Vec<RunRecord>> {
-        self.timed("runs", self.inner.runs(namespace, id, limit))
+        self.timed("runs", self.inner.runs(namespace, id, before, limit))
             .await
     }
 

@@ -443,9 +443,10 @@ impl Store for CountingStore {
         &self,
         ns: Option<&str>,
         id: JobId,
+        before: Option<hourglass_store::RunCursor>,
         limit: usize,
     ) -> hourglass_store::Result<Vec<hourglass_store::RunRecord>> {
-        self.inner.runs(ns, id, limit).await
+        self.inner.runs(ns, id, before, limit).await
     }
     async fn dead_letters(
         &self,

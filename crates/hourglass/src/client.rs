@@ -60,9 +60,14 @@ enum JobCommand {
     Trigger {
         id: String,
     },
-    /// Delivery attempts of a job, newest first.
+    /// Delivery attempts of a job, newest first, a page at a time.
     Runs {
         id: String,
+        #[arg(long)]
+        limit: Option<usize>,
+        /// The previous page's `next_cursor`.
+        #[arg(long)]
+        cursor: Option<String>,
     },
     /// Print the next due times of a cron expression (or an interval) and describe it in words.
     /// Creates nothing: it asks the node, which validates the schedule as a create would.
@@ -284,22 +289,12 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
             limit,
             cursor,
         } => {
-            let mut params = Vec::new();
-            for (name, value) in [
+            let query = query_string([
                 ("state", state),
                 ("type", job_type),
                 ("limit", limit.map(|l| l.to_string())),
                 ("cursor", cursor),
-            ] {
-                if let Some(v) = value {
-                    params.push(format!("{name}={v}"));
-                }
-            }
-            let query = if params.is_empty() {
-                String::new()
-            } else {
-                format!("?{}", params.join("&"))
-            };
+            ]);
             call(conn, Method::GET, &format!("/v1/jobs{query}"), None).await
         }
         JobCommand::Cancel { id } => {
@@ -314,11 +309,30 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
         JobCommand::Trigger { id } => {
             call(conn, Method::POST, &format!("/v1/jobs/{id}/trigger"), None).await
         }
-        JobCommand::Runs { id } => {
-            call(conn, Method::GET, &format!("/v1/jobs/{id}/runs"), None).await
+        JobCommand::Runs { id, limit, cursor } => {
+            let query = query_string([("limit", limit.map(|l| l.to_string())), ("cursor", cursor)]);
+            call(
+                conn,
+                Method::GET,
+                &format!("/v1/jobs/{id}/runs{query}"),
+                None,
+            )
+            .await
         }
         JobCommand::NextFires(args) => next_fires(conn, args).await,
     }
+}
+
+/// `?name=value&...` for the parameters that are set, form-encoded (a job type may hold `&` or
+/// spaces), or nothing.
+fn query_string<const N: usize>(params: [(&str, Option<String>); N]) -> String {
+    let mut url = reqwest::Url::parse("http://query.invalid/").expect("a valid base url");
+    for (name, value) in params {
+        if let Some(value) = value {
+            url.query_pairs_mut().append_pair(name, &value);
+        }
+    }
+    url.query().map_or_else(String::new, |q| format!("?{q}"))
 }
 
 /// Prints the description, then one due time per line: the instant in UTC as the API gives it
@@ -486,5 +500,23 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<()> {
         QueueCommand::Stats { name: None } => {
             print_json(&json!({ "queues": client.list_queues().await? }))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_string;
+
+    #[test]
+    fn query_strings_hold_only_the_set_parameters_form_encoded() {
+        assert_eq!(query_string([("limit", None), ("cursor", None)]), "");
+        assert_eq!(
+            query_string([("limit", Some("2".into())), ("cursor", Some("17.3".into()))]),
+            "?limit=2&cursor=17.3"
+        );
+        assert_eq!(
+            query_string([("state", None), ("type", Some("a&b c".into()))]),
+            "?type=a%26b+c"
+        );
     }
 }

@@ -1456,6 +1456,11 @@ fn path_and_query_cases(out: &mut Vec<Case>, id_at: &str, id_keyed: &str, id_can
         ("limit=0", "limit"),
         ("limit=x", "limit"),
         ("bogus=1", "bogus"),
+        ("cursor=abc", "cursor"),
+        ("cursor=12", "cursor"),
+        ("cursor=-1.2", "cursor"),
+        ("cursor=1.2.3", "cursor"),
+        ("cursor=99999999999999999999.1", "cursor"),
     ] {
         out.push(
             Case::new(

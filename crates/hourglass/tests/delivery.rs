@@ -218,6 +218,33 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
     assert_eq!(get(&broken).await["state"], "failed");
     assert_eq!(get(&gone).await["state"], "failed");
 
+    // The flaky job's three runs, two a page, newest first: the cursor of a full page leads to
+    // the rest, and the last page has none.
+    let runs_path = format!("/v1/jobs/{}/runs", flaky["id"].as_str().unwrap());
+    let (status, first) = api.call("GET", &format!("{runs_path}?limit=2"), None).await;
+    assert_eq!(status, 200, "{first}");
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a full page has a cursor");
+    let (status, second) = api
+        .call("GET", &format!("{runs_path}?limit=2&cursor={cursor}"), None)
+        .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["next_cursor"], serde_json::Value::Null);
+    let paged: Vec<(serde_json::Value, serde_json::Value)> = [&first, &second]
+        .iter()
+        .flat_map(|page| page["runs"].as_array().unwrap().clone())
+        .map(|run| (run["attempt"].clone(), run["outcome"].clone()))
+        .collect();
+    assert_eq!(
+        paged,
+        vec![
+            (json!(3), json!("delivered")),
+            (json!(2), json!("retry")),
+            (json!(1), json!("retry")),
+        ]
+    );
+
     let (_, letters) = api.call("GET", "/v1/dead-letters", None).await;
     let letters = letters["dead_letters"].as_array().unwrap().clone();
     assert_eq!(letters.len(), 2);

@@ -12,7 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hourglass_core::{Clock, JobId, JobState, ScheduleKind};
 use hourglass_engine::{EngineHandle, Secrets, TargetPolicy};
-use hourglass_store::{Created, JobQuery, JobUpdate, NewJob, Store, StoreError, Transition};
+use hourglass_store::{
+    Created, JobQuery, JobUpdate, NewJob, RunCursor, Store, StoreError, Transition,
+};
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -406,6 +408,20 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
     }
 }
 
+/// A list's `cursor` query parameter, read by `parse`: 400 `invalid_query` naming `cursor` when
+/// it is not one this list hands out.
+fn parse_cursor<T>(
+    cursor: Option<&str>,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, ApiError> {
+    cursor
+        .map(|c| {
+            parse(c)
+                .ok_or_else(|| ApiError::bad_request("invalid_query", "cursor", "malformed cursor"))
+        })
+        .transpose()
+}
+
 async fn list_jobs(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -444,15 +460,7 @@ async fn list_jobs(
             job_type: q.job_type,
             due_before: instant(&q.due_before, "due_before")?,
             due_after: instant(&q.due_after, "due_after")?,
-            after: q
-                .cursor
-                .as_deref()
-                .map(|c| {
-                    JobId::parse_str(c).map_err(|_| {
-                        ApiError::bad_request("invalid_query", "cursor", "malformed cursor")
-                    })
-                })
-                .transpose()?,
+            after: parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?,
             limit,
         })
         .await?;
@@ -598,14 +606,6 @@ async fn trigger_job(
     transition(&state, &headers, &id, |now| Transition::Trigger { now }).await
 }
 
-/// Runs are not paged yet: only the newest `limit` are served, and a cursor is refused rather
-/// than silently ignored.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunsQuery {
-    limit: Option<usize>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimitQuery {
@@ -621,14 +621,19 @@ async fn job_runs(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_id(&id)?;
-    let q: RunsQuery = parse_query(query)?;
+    let q: LimitQuery = parse_query(query)?;
+    let limit = page_limit(q.limit)?;
+    let before = parse_cursor(q.cursor.as_deref(), RunCursor::parse)?;
     let runs = state
         .store
-        .runs(Some(&principal.namespace), id, page_limit(q.limit)?)
+        .runs(Some(&principal.namespace), id, before, limit)
         .await?;
+    let next_cursor = (runs.len() == limit)
+        .then(|| runs.last().map(|r| r.cursor.encode()))
+        .flatten();
     Ok(json_response(
         StatusCode::OK,
-        json!({"runs": runs.iter().map(wire::run_out).collect::<Vec<_>>()}),
+        json!({"runs": runs.iter().map(wire::run_out).collect::<Vec<_>>(), "next_cursor": next_cursor}),
     ))
 }
 
@@ -650,14 +655,7 @@ async fn list_dead_letters(
     let principal = principal(&state, &headers)?;
     let q: LimitQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
-    let after = q
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>()
-                .map_err(|_| ApiError::bad_request("invalid_query", "cursor", "malformed cursor"))
-        })
-        .transpose()?;
+    let after = parse_cursor(q.cursor.as_deref(), |c| c.parse::<i64>().ok())?;
     let letters = state
         .store
         .dead_letters(Some(&principal.namespace), after, limit)

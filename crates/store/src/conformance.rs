@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::{
     Applied, ClaimScope, Created, DueEvent, JobQuery, JobUpdate, Lease, NewJob, Purged, QueueStats,
-    Release, SigningSecrets, Store, StoreError, StoreEvent, Transition,
+    Release, RunCursor, SigningSecrets, Store, StoreError, StoreEvent, Transition,
 };
 
 /// Expands one `#[tokio::test]` per conformance case. `$factory` is an async closure returning
@@ -36,7 +36,8 @@ macro_rules! conformance_tests {
             gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work,
             a_lapsed_claim_taken_again_keeps_its_fire_time,
             a_large_completion_batch_records_every_run,
-            a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type);
+            a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type,
+            runs_page_newest_first_and_resume_after_a_cursor);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -387,7 +388,7 @@ pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
         JobState::Active,
         "stale write must change nothing"
     );
-    assert!(store.runs(None, job.id, 10).await.unwrap().is_empty());
+    assert!(store.runs(None, job.id, None, 10).await.unwrap().is_empty());
     let fresh = delivered(&second[0]);
     assert_eq!(
         store.complete(vec![fresh], later).await.unwrap(),
@@ -411,7 +412,7 @@ pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>)
     let job = store.get_job(Some("a"), occ.job_id).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Completed);
     assert_eq!(job.runs, 1);
-    let runs = store.runs(Some("a"), occ.job_id, 10).await.unwrap();
+    let runs = store.runs(Some("a"), occ.job_id, None, 10).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(
         (runs[0].status, runs[0].outcome.as_str()),
@@ -477,7 +478,7 @@ pub async fn a_large_completion_batch_records_every_run(store: Arc<dyn Store>) {
         n as usize
     );
     for (i, occ) in claimed.iter().enumerate() {
-        let runs = store.runs(Some("a"), occ.job_id, 10).await.unwrap();
+        let runs = store.runs(Some("a"), occ.job_id, None, 10).await.unwrap();
         assert_eq!(runs.len(), 1, "job {i}: {runs:?}");
         let run = &runs[0];
         let retried = i % 3 == 0;
@@ -573,7 +574,7 @@ pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
         (second.attempt, second.due, second.fire_at),
         (2, base, retry_at)
     );
-    let runs = store.runs(None, occ.job_id, 10).await.unwrap();
+    let runs = store.runs(None, occ.job_id, None, 10).await.unwrap();
     assert_eq!(runs[0].outcome, "retry");
 }
 
@@ -697,7 +698,7 @@ pub async fn namespaces_are_isolated(store: Arc<dyn Store>) {
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
-        store.runs(Some("b"), id, 10).await,
+        store.runs(Some("b"), id, None, 10).await,
         Err(StoreError::NotFound)
     ));
     let listed = store
@@ -1412,7 +1413,7 @@ pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
         store.get_job(None, waiting_id).await.unwrap().is_some(),
         "live jobs stay"
     );
-    let kept = store.runs(None, recurring_id, 10).await.unwrap();
+    let kept = store.runs(None, recurring_id, None, 10).await.unwrap();
     assert_eq!(kept.len(), 1, "the recent run stays");
     assert_eq!(kept[0].started_at, later);
     assert_eq!(
@@ -1575,4 +1576,81 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
         .unwrap();
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].attempt, 3);
+}
+
+/// A job's runs come newest first, a page at a time: each page resumes after the last run of the
+/// one before, and runs that started in the same millisecond keep the order they were recorded in
+/// (newest first) across a page boundary.
+pub async fn runs_page_newest_first_and_resume_after_a_cursor(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = one_off("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    // Five attempts; the third and fourth start in the same millisecond.
+    let starts = [0, 1000, 2000, 2000, 3000].map(|n| base + ms(n));
+    for (i, started) in starts.iter().enumerate() {
+        let occ = store
+            .claim_due(ClaimScope::Fired, *started, 10, &lease("n1", *started))
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(occ.attempt, i as u32 + 1);
+        let action = match starts.get(i + 1) {
+            Some(next) => Action::Retry { at: *next },
+            None => Action::Delivered {
+                next: None,
+                skipped: 0,
+            },
+        };
+        let completion = Completion {
+            attempt: attempt(occ.attempt, *started),
+            ..done(&occ, action)
+        };
+        assert_eq!(
+            store.complete(vec![completion], *started).await.unwrap(),
+            vec![Applied::Yes]
+        );
+    }
+
+    let mut pages = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store.runs(Some("a"), id, before, 2).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        before = page.last().map(|r| r.cursor);
+        pages.push(page.iter().map(|r| r.attempt).collect::<Vec<_>>());
+        assert!(pages.len() <= 3, "paging does not end: {pages:?}");
+    }
+    assert_eq!(pages, vec![vec![5, 4], vec![3, 2], vec![1]]);
+
+    let all = store.runs(Some("a"), id, None, 10).await.unwrap();
+    let attempts: Vec<u32> = all.iter().map(|r| r.attempt).collect();
+    assert_eq!(attempts, vec![5, 4, 3, 2, 1]);
+    assert_eq!(all[0].outcome, "delivered");
+    assert!(
+        all.windows(2).all(|w| w[0].cursor != w[1].cursor),
+        "every run has a cursor of its own"
+    );
+    // A cursor survives its text form, and the first page is the one before the newest cursor.
+    let text = all[1].cursor.encode();
+    assert_eq!(RunCursor::parse(&text), Some(all[1].cursor));
+    let after_second = store
+        .runs(Some("a"), id, RunCursor::parse(&text), 10)
+        .await
+        .unwrap();
+    assert_eq!(after_second, all[2..].to_vec());
+    assert_eq!(
+        store
+            .runs(Some("a"), id, Some(RunCursor::NEWEST), 10)
+            .await
+            .unwrap(),
+        all
+    );
+    // Another namespace sees no such job, whatever the cursor.
+    assert!(matches!(
+        store.runs(Some("b"), id, before, 10).await,
+        Err(StoreError::NotFound)
+    ));
 }

@@ -248,8 +248,44 @@ pub struct JobUpdate {
     pub now: Timestamp,
 }
 
+/// A run's place in its job's history, newest first: the start time, then the order in which
+/// runs were recorded. A page of runs ends at its last run's cursor; the next page starts after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunCursor {
+    pub started_ms: i64,
+    pub seq: i64,
+}
+
+impl RunCursor {
+    /// Before every run: where the first page starts.
+    pub const NEWEST: RunCursor = RunCursor {
+        started_ms: i64::MAX,
+        seq: i64::MAX,
+    };
+
+    /// The opaque text the API hands out (`<started_ms>.<seq>`).
+    pub fn encode(&self) -> String {
+        format!("{}.{}", self.started_ms, self.seq)
+    }
+
+    /// The inverse of [`RunCursor::encode`]; `None` for anything it could not have produced.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (started, seq) = text.split_once('.')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(started) || !digits(seq) {
+            return None;
+        }
+        Some(RunCursor {
+            started_ms: started.parse().ok()?,
+            seq: seq.parse().ok()?,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
+    /// Where this run sits in the job's history; pass the last one back for the next page.
+    pub cursor: RunCursor,
     pub job_id: JobId,
     pub due: Timestamp,
     pub attempt: u32,
@@ -386,11 +422,13 @@ pub trait Store: Send + Sync + 'static {
         transition: Transition,
     ) -> Result<JobRecord>;
 
-    /// Delivery attempts of a job, newest first.
+    /// Delivery attempts of a job, newest first: up to `limit` of those older than `before`
+    /// (a cursor from the previous page), or the newest ones when `before` is `None`.
     async fn runs(
         &self,
         namespace: Option<&str>,
         id: JobId,
+        before: Option<RunCursor>,
         limit: usize,
     ) -> Result<Vec<RunRecord>>;
 

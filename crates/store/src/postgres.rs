@@ -36,8 +36,8 @@ use tokio_postgres::{AsyncMessage, NoTls, Row};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate, Lease,
-    NewJob, Purged, QueueStats, Release, Result, RunRecord, SigningSecrets, Store, StoreError,
-    StoreEvent, StoreGauges, Transition,
+    NewJob, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
+    StoreError, StoreEvent, StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -1488,8 +1488,10 @@ impl Store for PostgresStore {
         &self,
         namespace: Option<&str>,
         id: JobId,
+        before: Option<RunCursor>,
         limit: usize,
     ) -> Result<Vec<RunRecord>> {
+        let before = before.unwrap_or(RunCursor::NEWEST);
         self.bounded(async {
             let client = self.client().await?;
             if load_job(&client, namespace, id, false).await?.is_none() {
@@ -1497,16 +1499,24 @@ impl Store for PostgresStore {
             }
             let stmt = client
                 .prepare_cached(
-                    "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome
-                     FROM runs WHERE job_id = $1 ORDER BY started_ms DESC, id DESC LIMIT $2",
+                    "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome, id
+                     FROM runs WHERE job_id = $1 AND (started_ms, id) < ($3, $4)
+                     ORDER BY started_ms DESC, id DESC LIMIT $2",
                 )
                 .await?;
             client
-                .query(&stmt, &[&id, &(limit as i64)])
+                .query(
+                    &stmt,
+                    &[&id, &(limit as i64), &before.started_ms, &before.seq],
+                )
                 .await?
                 .iter()
                 .map(|row| {
                     Ok(RunRecord {
+                        cursor: RunCursor {
+                            started_ms: col(row, 2)?,
+                            seq: col(row, 7)?,
+                        },
                         job_id: id,
                         due: from_ms(col(row, 0)?),
                         attempt: col::<i64>(row, 1)? as u32,

@@ -29,8 +29,8 @@ use self::leases::{Entry, LeaseSchedule};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunRecord, SigningSecrets, Store, StoreError, StoreGauges,
-    Transition,
+    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
+    StoreGauges, Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -1632,25 +1632,37 @@ impl Store for SqliteStore {
         &self,
         namespace: Option<&str>,
         id: JobId,
+        before: Option<RunCursor>,
         limit: usize,
     ) -> Result<Vec<RunRecord>> {
         let namespace = namespace.map(str::to_owned);
+        let before = before.unwrap_or(RunCursor::NEWEST);
         self.read(move |conn| {
             if load_job(conn, namespace.as_deref(), id)?.is_none() {
                 return Err(StoreError::NotFound);
             }
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome
-                     FROM runs WHERE job_id = ?1 ORDER BY started_ms DESC, rowid DESC LIMIT ?2",
+                    "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome, rowid
+                     FROM runs WHERE job_id = ?1 AND (started_ms, rowid) < (?3, ?4)
+                     ORDER BY started_ms DESC, rowid DESC LIMIT ?2",
                 )
                 .map_err(unavailable)?;
             let mut rows = stmt
-                .query(params![id.as_bytes().as_slice(), limit as i64])
+                .query(params![
+                    id.as_bytes().as_slice(),
+                    limit as i64,
+                    before.started_ms,
+                    before.seq
+                ])
                 .map_err(unavailable)?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(unavailable)? {
                 out.push(RunRecord {
+                    cursor: RunCursor {
+                        started_ms: row.get(2).map_err(corrupt)?,
+                        seq: row.get(7).map_err(corrupt)?,
+                    },
                     job_id: id,
                     due: from_ms(row.get(0).map_err(corrupt)?),
                     attempt: row.get(1).map_err(corrupt)?,
