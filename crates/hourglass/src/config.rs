@@ -23,8 +23,9 @@ pub struct ServeArgs {
     #[arg(long, env = "HOURGLASS_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Where jobs live: `embedded` (the SQLite store in --data-dir) or a PostgreSQL URL
-    /// (`postgres://user:password@host:5432/db`) shared by every node of a cluster; its schema
-    /// is created and migrated at start [default: embedded].
+    /// (`postgres://user:password@host:5432/db`, TLS with `?sslmode=verify-full` and optionally
+    /// `sslrootcert=/path/ca.pem`) shared by every node of a cluster; its schema is created and
+    /// migrated at start [default: embedded].
     #[arg(long, env = "HOURGLASS_STORE", hide_env_values = true)]
     store: Option<String>,
     /// How long a claimed occurrence stays exclusive without renewal (renewed every third of

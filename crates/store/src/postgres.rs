@@ -16,6 +16,8 @@
 //! compares the local clock with the database server's and warns when they differ by more than
 //! [`CLOCK_SKEW_WARNING`].
 
+mod tls;
+
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -31,7 +33,8 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, NoTls, Row};
+use tokio_postgres::{AsyncMessage, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
@@ -232,10 +235,18 @@ impl PostgresStore {
     /// Connects, creates or migrates the schema, checks the clock against the server's, and
     /// starts listening for other nodes' events.
     pub async fn open(options: PostgresOptions) -> Result<Self> {
-        let mut config: tokio_postgres::Config = options
-            .url
-            .parse()
-            .map_err(|e| StoreError::Unavailable(format!("invalid database url: {e}")))?;
+        let invalid = |e: String| StoreError::Unavailable(format!("invalid database url: {e}"));
+        let split = tls::split_url(&options.url).map_err(invalid)?;
+        let mut config: tokio_postgres::Config =
+            split.url.parse().map_err(|e| invalid(format!("{e}")))?;
+        config.ssl_mode(split.mode.wire());
+        let connector = tls::connector(split.mode, split.root_cert.as_deref()).map_err(invalid)?;
+        if !split.mode.encrypts() && !tls::all_local(&config) {
+            tracing::warn!(
+                "the connection to the database is not encrypted: add sslmode=verify-full (or \
+                 require) to the database url"
+            );
+        }
         if let Some(schema) = &options.schema
             && !valid_schema(schema)
         {
@@ -268,7 +279,7 @@ impl PostgresStore {
 
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -292,6 +303,7 @@ impl PostgresStore {
         let (listening_tx, listening_rx) = oneshot::channel();
         let listener = tokio::spawn(listen(
             config,
+            connector,
             channel.clone(),
             events.clone(),
             listening_tx,
@@ -467,6 +479,7 @@ async fn check_clock(client: &Object) -> Result<()> {
 /// notifications sent while it was away are lost.
 async fn listen(
     config: tokio_postgres::Config,
+    connector: MakeRustlsConnect,
     channel: String,
     events: broadcast::Sender<StoreEvent>,
     listening: oneshot::Sender<std::result::Result<(), String>>,
@@ -474,7 +487,7 @@ async fn listen(
     let mut listening = Some(listening);
     let mut backoff = Duration::from_millis(100);
     loop {
-        match config.connect(NoTls).await {
+        match config.connect(connector.clone()).await {
             Err(e) => {
                 if let Some(tx) = listening.take() {
                     let _ = tx.send(Err(describe(&e)));

@@ -382,6 +382,121 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
     assert_eq!(renewed, vec![Applied::Yes; 3]);
 }
 
+/// A plain connection to the test database, as its superuser.
+async fn admin() -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&database_url(), NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// The server's TLS certificate file. The test server must have TLS on: a packaged PostgreSQL
+/// does (Debian's, with a self-signed certificate for `localhost`), and so does the throwaway one
+/// `scripts/with-postgres` starts.
+async fn server_certificate() -> String {
+    let client = admin().await;
+    let show = |name: &'static str| {
+        let client = &client;
+        async move {
+            let row = client.query_one(&format!("SHOW {name}"), &[]).await;
+            row.unwrap().get::<_, String>(0)
+        }
+    };
+    assert_eq!(
+        show("ssl").await,
+        "on",
+        "the test server has TLS off; the TLS tests need it on (scripts/with-postgres turns it on \
+         in the PostgreSQL it starts)"
+    );
+    let file = show("ssl_cert_file").await;
+    if file.starts_with('/') {
+        file
+    } else {
+        format!("{}/{file}", show("data_directory").await)
+    }
+}
+
+/// Opens a store on a fresh schema, with the URL's host renamed `host` and `tls` added to it,
+/// writes through it, and tells whether every session of it is encrypted by the server's own
+/// account; the error's text when it cannot open.
+async fn encrypted_sessions(host: &str, tls: &str) -> Result<bool, String> {
+    let schema = Schema::new();
+    let mut options = schema.options();
+    options.url = format!(
+        "{}&{tls}",
+        options.url.replacen("@127.0.0.1:", &format!("@{host}:"), 1)
+    );
+    let store = PostgresStore::open(options)
+        .await
+        .map_err(|e| e.to_string())?;
+    store
+        .create_jobs(vec![job("ns", t0(), None)])
+        .await
+        .unwrap();
+    let row = admin()
+        .await
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE s.ssl)
+             FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+             WHERE a.application_name = $1",
+            &[&schema.name],
+        )
+        .await
+        .unwrap();
+    let (sessions, encrypted): (i64, i64) = (row.get(0), row.get(1));
+    assert!(sessions > 0, "no session of the store found");
+    Ok(sessions == encrypted)
+}
+
+/// TLS as the database URL asks for it (`sslmode`, `sslrootcert`, read as libpq reads them):
+/// none without `sslmode` or with `disable`; `prefer` and `require` encrypt every session, the
+/// pooled ones and the LISTEN one; `verify-full` refuses a certificate no trusted root signed,
+/// and one that does not name the host; `verify-ca` accepts that second one; `verify-full` to the
+/// name on it succeeds.
+#[tokio::test]
+async fn tls_is_used_and_checked_as_the_url_asks() {
+    let cert = server_certificate().await;
+    let url = database_url();
+    assert!(
+        url.contains("@127.0.0.1:"),
+        "the test server is expected on 127.0.0.1: {url}"
+    );
+    let ip = "127.0.0.1";
+    assert_eq!(encrypted_sessions(ip, "").await, Ok(false));
+    assert_eq!(encrypted_sessions(ip, "sslmode=disable").await, Ok(false));
+    assert_eq!(encrypted_sessions(ip, "sslmode=prefer").await, Ok(true));
+    assert_eq!(encrypted_sessions(ip, "sslmode=require").await, Ok(true));
+
+    // The system's roots: refused. The certificate is self-signed, and names localhost, not
+    // 127.0.0.1 (Debian's own snakeoil certificate sits among the system's, so either reason
+    // may be the one given).
+    let refused = encrypted_sessions(ip, "sslmode=verify-full")
+        .await
+        .expect_err("verify-full accepted a certificate no trusted root signed for this host");
+    assert!(refused.to_lowercase().contains("certificate"), "{refused}");
+    println!("verify-full, system roots: {refused}");
+
+    // With it as the root: it still names localhost, not 127.0.0.1.
+    let root = format!("sslrootcert={cert}");
+    let wrong_name = encrypted_sessions(ip, &format!("sslmode=verify-full&{root}"))
+        .await
+        .expect_err("verify-full accepted a certificate for another name");
+    assert!(
+        wrong_name.to_lowercase().contains("certificate"),
+        "{wrong_name}"
+    );
+    println!("verify-full, another name: {wrong_name}");
+    assert_eq!(
+        encrypted_sessions(ip, &format!("sslmode=verify-ca&{root}")).await,
+        Ok(true)
+    );
+    assert_eq!(
+        encrypted_sessions("localhost", &format!("sslmode=verify-full&{root}")).await,
+        Ok(true)
+    );
+}
+
 /// Nodes starting together on an empty database apply each migration once.
 #[tokio::test]
 async fn nodes_starting_together_migrate_once() {
@@ -396,11 +511,8 @@ async fn nodes_starting_together_migrate_once() {
     for open in opens {
         stores.push(open.await.unwrap().expect("every node opens"));
     }
-    let (client, connection) = tokio_postgres::connect(&database_url(), NoTls)
+    let row = admin()
         .await
-        .unwrap();
-    tokio::spawn(connection);
-    let row = client
         .query_one(
             &format!(
                 "SELECT COUNT(*), COUNT(DISTINCT version) FROM {}.hourglass_migrations",
