@@ -203,6 +203,14 @@ impl Store for InstrumentedStore {
         self.timed("purge", self.inner.purge(before, limit)).await
     }
 
+    async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        self.timed(
+            "purge_dead_letters",
+            self.inner.purge_dead_letters(before, limit),
+        )
+        .await
+    }
+
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
         self.timed("gauges", self.inner.gauges(now)).await
     }

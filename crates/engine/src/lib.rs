@@ -59,6 +59,9 @@ pub struct EngineConfig {
     pub shutdown_grace: Duration,
     /// Finished jobs and runs older than this are deleted; `None` keeps everything.
     pub retention: Option<Duration>,
+    /// Dead letters older than this are deleted; `None` (the default) keeps them until they are
+    /// replayed or deleted.
+    pub dead_letter_retention: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -73,6 +76,7 @@ impl Default for EngineConfig {
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             retention: Some(Duration::from_secs(7 * 24 * 3600)),
+            dead_letter_retention: None,
         }
     }
 }
@@ -142,39 +146,68 @@ impl EngineHandle {
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 const SWEEP_BATCH: usize = 1000;
 
-/// Deletes finished jobs and runs older than the retention, in small batches, once a minute.
+/// The retention sweep's settings: what it deletes, and after how long.
+#[derive(Clone, Copy)]
+struct Retention {
+    /// Finished jobs and runs.
+    work: Option<Duration>,
+    dead_letters: Option<Duration>,
+}
+
+/// Deletes what is older than its retention, in small batches, once a minute: finished jobs and
+/// runs, and dead letters when they have a retention of their own.
 async fn sweeper(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     metrics: Metrics,
-    retention: Duration,
+    retention: Retention,
     stop: CancellationToken,
 ) {
-    let retention = jiff::SignedDuration::try_from(retention).unwrap_or(jiff::SignedDuration::MAX);
+    let cutoff = |keep: Duration| {
+        let keep = jiff::SignedDuration::try_from(keep).unwrap_or(jiff::SignedDuration::MAX);
+        clock.now().checked_sub(keep).ok()
+    };
     loop {
         tokio::select! {
             _ = tokio::time::sleep(SWEEP_EVERY) => {}
             _ = stop.cancelled() => return,
         }
-        let Some(before) = clock.now().checked_sub(retention).ok() else {
-            continue;
-        };
-        while !stop.is_cancelled() {
-            match store.purge(before, SWEEP_BATCH).await {
-                Ok(purged) => {
-                    metrics.purged_jobs.inc_by(purged.jobs);
-                    metrics.purged_runs.inc_by(purged.runs);
-                    if purged.jobs < SWEEP_BATCH as u64 && purged.runs < SWEEP_BATCH as u64 {
-                        break;
-                    }
-                    // Let other writers in between batches.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                Err(e) => {
-                    metrics.store_errors.inc();
-                    tracing::warn!(error = %e, "retention sweep failed; retrying in a minute");
-                    break;
-                }
+        if let Some(before) = retention.work.and_then(cutoff) {
+            sweep(&stop, &metrics, "finished jobs and runs", || async {
+                let purged = store.purge(before, SWEEP_BATCH).await?;
+                metrics.purged_jobs.inc_by(purged.jobs);
+                metrics.purged_runs.inc_by(purged.runs);
+                Ok(purged.jobs.max(purged.runs))
+            })
+            .await;
+        }
+        if let Some(before) = retention.dead_letters.and_then(cutoff) {
+            sweep(&stop, &metrics, "dead letters", || async {
+                let purged = store.purge_dead_letters(before, SWEEP_BATCH).await?;
+                metrics.purged_dead_letters.inc_by(purged);
+                Ok(purged)
+            })
+            .await;
+        }
+    }
+}
+
+/// Calls `batch` until it deletes less than a full batch, the store fails (counted, retried at the
+/// next sweep), or the engine stops.
+async fn sweep<F, Fut>(stop: &CancellationToken, metrics: &Metrics, what: &str, mut batch: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = hourglass_store::Result<u64>>,
+{
+    while !stop.is_cancelled() {
+        match batch().await {
+            Ok(deleted) if deleted < SWEEP_BATCH as u64 => break,
+            // Let other writers in between batches.
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(e) => {
+                metrics.store_errors.inc();
+                tracing::warn!(error = %e, what, "retention sweep failed; retrying in a minute");
+                break;
             }
         }
     }
@@ -216,7 +249,11 @@ impl Engine {
             // Other nodes' creates, nacks and acks wake this node's long polls.
             tasks.spawn(queues.clone().listen(events));
         }
-        if let Some(retention) = config.retention {
+        let retention = Retention {
+            work: config.retention,
+            dead_letters: config.dead_letter_retention,
+        };
+        if retention.work.is_some() || retention.dead_letters.is_some() {
             tasks.spawn(sweeper(
                 store.clone(),
                 clock.clone(),

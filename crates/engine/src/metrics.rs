@@ -51,6 +51,7 @@ pub struct Metrics {
     pub webhook_responses: Family<CodeLabels, Counter>,
     pub purged_jobs: Counter,
     pub purged_runs: Counter,
+    pub purged_dead_letters: Counter,
     pub stage_queue: Family<StageLabels, Gauge>,
 }
 
@@ -72,6 +73,7 @@ impl Metrics {
             webhook_responses: Family::default(),
             purged_jobs: Counter::default(),
             purged_runs: Counter::default(),
+            purged_dead_letters: Counter::default(),
             stage_queue: Family::default(),
         };
         for stage in ["dispatch", "complete"] {
@@ -149,6 +151,11 @@ impl Metrics {
             "hourglass_purged_runs",
             "Run records deleted by the retention sweep",
             m.purged_runs.clone(),
+        );
+        registry.register(
+            "hourglass_purged_dead_letters",
+            "Dead letters deleted by the retention sweep",
+            m.purged_dead_letters.clone(),
         );
         registry.register(
             "hourglass_queue_leased",

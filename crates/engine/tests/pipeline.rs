@@ -378,6 +378,13 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<hourglass_store::Purged> {
         self.inner.purge(before, limit).await
     }
+    async fn purge_dead_letters(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> hourglass_store::Result<u64> {
+        self.inner.purge_dead_letters(before, limit).await
+    }
     async fn gauges(
         &self,
         now: Timestamp,
@@ -723,5 +730,41 @@ async fn the_retention_sweep_deletes_finished_jobs_once_they_are_old_enough() {
         tokio::time::sleep(Duration::from_secs(60)).await;
     }
     assert!(rig.store.get_job(None, waiting_id).await.unwrap().is_some());
+    rig.engine.shutdown().await;
+}
+
+/// Dead letters have a retention of their own: swept once older than it, while the retention of
+/// finished jobs is off here (the job stays, its dead letter goes).
+#[tokio::test(start_paused = true)]
+async fn the_retention_sweep_deletes_dead_letters_once_they_are_old_enough() {
+    let rig = rig_with(EngineConfig {
+        retention: None,
+        dead_letter_retention: Some(Duration::from_secs(3600)),
+        ..EngineConfig::default()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let gone = job("gone", Schedule::at(due), due, now);
+    let id = gone.id;
+    rig.add(vec![gone]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    let letters = || async { rig.store.dead_letters(None, None, 10).await.unwrap() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while letters().await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "never dead-lettered");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Within the retention, the letter stays.
+    tokio::time::sleep(Duration::from_secs(30 * 60)).await;
+    assert_eq!(letters().await.len(), 1);
+    // An hour and a sweep later, it is gone; the failed job is not.
+    tokio::time::sleep(Duration::from_secs(32 * 60)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !letters().await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "not swept");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    assert_eq!(rig.metrics.purged_dead_letters.get(), 1);
+    assert!(rig.store.get_job(None, id).await.unwrap().is_some());
     rig.engine.shutdown().await;
 }

@@ -44,9 +44,13 @@ pub struct ServeArgs {
     #[arg(long, env = "HOURGLASS_LOG_FORMAT")]
     log_format: Option<LogFormat>,
     /// How long finished jobs and run records are kept, e.g. 30d, or `off` to keep them forever
-    /// [default: 7d]. Dead letters are kept until deleted.
+    /// [default: 7d].
     #[arg(long, env = "HOURGLASS_RETENTION")]
     retention: Option<String>,
+    /// How long dead letters are kept, e.g. 14d, or `off` to keep them until they are replayed
+    /// or deleted [default: off].
+    #[arg(long, env = "HOURGLASS_DEAD_LETTER_RETENTION")]
+    dead_letter_retention: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, ValueEnum, Default)]
@@ -88,6 +92,8 @@ struct FileConfig {
     shutdown_grace: Option<String>,
     /// How long finished jobs and runs are kept, e.g. "30d", or "off".
     retention: Option<String>,
+    /// How long dead letters are kept, e.g. "14d", or "off" (the default).
+    dead_letter_retention: Option<String>,
 }
 
 pub struct Settings {
@@ -169,14 +175,14 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         engine.shutdown_grace,
     )?;
     if let Some(text) = args.retention.as_deref().or(file.retention.as_deref()) {
-        engine.retention = match text {
-            "off" => None,
-            // Whole days, the usual unit of retention; otherwise any duration ("36h").
-            text => match text.strip_suffix('d').and_then(|n| n.parse::<u64>().ok()) {
-                Some(days) if days > 0 => Some(Duration::from_secs(days * 24 * 3600)),
-                _ => Some(duration(Some(text), "retention", Duration::ZERO)?),
-            },
-        };
+        engine.retention = retention(text, "retention")?;
+    }
+    if let Some(text) = args
+        .dead_letter_retention
+        .as_deref()
+        .or(file.dead_letter_retention.as_deref())
+    {
+        engine.dead_letter_retention = retention(text, "dead_letter_retention")?;
     }
     if let Some(n) = file.delivery_concurrency {
         if n == 0 {
@@ -196,6 +202,17 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     })
 }
 
+/// A retention setting: `off`, whole days ("30d", the usual unit), or any duration ("36h").
+fn retention(text: &str, name: &str) -> anyhow::Result<Option<Duration>> {
+    Ok(match text {
+        "off" => None,
+        text => match text.strip_suffix('d').and_then(|n| n.parse::<u64>().ok()) {
+            Some(days) if days > 0 => Some(Duration::from_secs(days * 24 * 3600)),
+            _ => Some(duration(Some(text), name, Duration::ZERO)?),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +227,7 @@ mod tests {
             config,
             log_format: None,
             retention: None,
+            dead_letter_retention: None,
         }
     }
 
@@ -226,6 +244,7 @@ allow_targets = ["10.0.0.0/8"]
 delivery_timeout = "3s"
 lookahead = "500ms"
 retention = "30d"
+dead_letter_retention = "14d"
 [[api_keys]]
 namespace = "acme"
 sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -246,13 +265,22 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             from_file.engine.retention,
             Some(Duration::from_secs(30 * 24 * 3600))
         );
+        assert_eq!(
+            from_file.engine.dead_letter_retention,
+            Some(Duration::from_secs(14 * 24 * 3600))
+        );
 
         let mut flagged = args(Some(path));
         flagged.listen = Some("127.0.0.1:7777".parse().unwrap());
         flagged.allow_targets = Some(vec!["127.0.0.0/8".parse().unwrap()]);
         flagged.retention = Some("off".into());
+        flagged.dead_letter_retention = Some("36h".into());
         let node = resolve(flagged).unwrap().node;
         assert_eq!(node.engine.retention, None);
+        assert_eq!(
+            node.engine.dead_letter_retention,
+            Some(Duration::from_secs(36 * 3600))
+        );
         assert_eq!(node.listen, "127.0.0.1:7777".parse().unwrap());
         assert_eq!(
             node.allow_targets,
@@ -269,6 +297,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             defaults.engine.retention,
             Some(Duration::from_secs(7 * 24 * 3600))
         );
+        assert_eq!(defaults.engine.dead_letter_retention, None);
     }
 
     #[test]
@@ -317,6 +346,10 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
             ("retention = \"a week\"", "retention"),
+            (
+                "dead_letter_retention = \"a fortnight\"",
+                "dead_letter_retention",
+            ),
         ] {
             let path = dir.path().join("bad.toml");
             std::fs::write(&path, text).unwrap();

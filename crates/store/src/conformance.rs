@@ -37,7 +37,8 @@ macro_rules! conformance_tests {
             a_lapsed_claim_taken_again_keeps_its_fire_time,
             a_large_completion_batch_records_every_run,
             a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type,
-            runs_page_newest_first_and_resume_after_a_cursor);
+            runs_page_newest_first_and_resume_after_a_cursor,
+            old_dead_letters_are_purged_oldest_first);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -1653,4 +1654,46 @@ pub async fn runs_page_newest_first_and_resume_after_a_cursor(store: Arc<dyn Sto
         store.runs(Some("b"), id, before, 10).await,
         Err(StoreError::NotFound)
     ));
+}
+
+/// The dead-letter sweep deletes letters recorded before the cutoff, oldest first, no more than it
+/// is asked to look at, in every namespace; younger letters stay.
+pub async fn old_dead_letters_are_purged_oldest_first(store: Arc<dyn Store>) {
+    let base = t(T0);
+    // Five letters, recorded a minute apart, across two namespaces.
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let at = base + ms(60_000 * i);
+        let job = one_off(if i % 2 == 0 { "a" } else { "b" }, at);
+        ids.push(job.id);
+        create(&*store, vec![job]).await;
+        let occ = store
+            .claim_due(ClaimScope::Fired, at, 10, &lease("n1", at))
+            .await
+            .unwrap()
+            .remove(0);
+        let letter = Action::DeadLetter {
+            next: None,
+            skipped: 0,
+            reason: "http 500".into(),
+        };
+        store.complete(vec![done(&occ, letter)], at).await.unwrap();
+    }
+    let left = |store: Arc<dyn Store>| async move {
+        let letters = store.dead_letters(None, None, 10).await.unwrap();
+        letters.iter().map(|l| l.job_id).collect::<Vec<_>>()
+    };
+    assert_eq!(left(store.clone()).await, ids);
+
+    // Nothing is older than the first letter.
+    assert_eq!(store.purge_dead_letters(base, 10).await.unwrap(), 0);
+    // Three are older than 2.5 minutes, but the sweep looks at two at a time.
+    let cutoff = base + ms(150_000);
+    assert_eq!(store.purge_dead_letters(cutoff, 2).await.unwrap(), 2);
+    assert_eq!(left(store.clone()).await, ids[2..].to_vec());
+    assert_eq!(store.purge_dead_letters(cutoff, 2).await.unwrap(), 1);
+    assert_eq!(store.purge_dead_letters(cutoff, 2).await.unwrap(), 0);
+    assert_eq!(left(store.clone()).await, ids[3..].to_vec());
+    // The jobs themselves are the job sweep's business.
+    assert!(store.get_job(None, ids[0]).await.unwrap().is_some());
 }

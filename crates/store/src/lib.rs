@@ -190,6 +190,16 @@ pub struct Purged {
     pub runs: u64,
 }
 
+/// The dead-letter sweep, the same on every backend: `$1` before, `$2` limit (SQLite numbers
+/// `$`-parameters in order of appearance, so `$1` must come first in the text). Dead letters are
+/// recorded in time order, so the oldest ids are the oldest letters: it looks only at the `limit`
+/// oldest, and a table of young letters costs `limit` index entries, not a scan. (Across
+/// PostgreSQL nodes, a letter recorded under a clock running behind may wait a sweep longer.)
+pub(crate) const PURGE_DEAD_LETTERS: &str = "
+    DELETE FROM dead_letters
+    WHERE created_ms < $1
+      AND id IN (SELECT id FROM dead_letters ORDER BY id LIMIT $2)";
+
 /// Whether a completion was applied or refused because its fencing token is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -448,6 +458,10 @@ pub trait Store: Send + Sync + 'static {
     /// before `before`, with their run history, and up to `limit` runs of any job that started
     /// before `before`. Dead letters are kept until deleted. Small batches keep each call short.
     async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged>;
+
+    /// Deletes dead letters recorded before `before`, oldest first, looking at no more than the
+    /// `limit` oldest; answers how many it deleted.
+    async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64>;
 
     /// Counts for metrics, across namespaces, at `now`.
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;

@@ -39,8 +39,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate, Lease,
-    NewJob, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
-    StoreError, StoreEvent, StoreGauges, Transition,
+    NewJob, PURGE_DEAD_LETTERS, Purged, QueueStats, Release, Result, RunCursor, RunRecord,
+    SigningSecrets, Store, StoreError, StoreEvent, StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -1647,6 +1647,16 @@ impl Store for PostgresStore {
             purged.runs += col::<i64>(&row, 0)? as u64;
             tx.commit().await?;
             Ok(purged)
+        })
+        .await
+    }
+
+    async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        let (before, limit) = (before.as_millisecond(), limit as i64);
+        self.bounded(async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(PURGE_DEAD_LETTERS).await?;
+            Ok(client.execute(&stmt, &[&before, &limit]).await?)
         })
         .await
     }

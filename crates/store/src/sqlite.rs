@@ -29,8 +29,8 @@ use self::leases::{Entry, LeaseSchedule};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
-    StoreGauges, Transition,
+    PURGE_DEAD_LETTERS, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets,
+    Store, StoreError, StoreGauges, Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -1300,6 +1300,18 @@ impl Store for SqliteStore {
                     .map_err(unavailable)? as u64;
             }
             Ok(purged)
+        })
+        .await
+    }
+
+    async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        let before = before.as_millisecond();
+        self.write(move |conn| {
+            conn.prepare_cached(PURGE_DEAD_LETTERS)
+                .map_err(unavailable)?
+                .execute(params![before, limit as i64])
+                .map(|n| n as u64)
+                .map_err(unavailable)
         })
         .await
     }

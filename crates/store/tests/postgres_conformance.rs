@@ -406,8 +406,8 @@ async fn server_certificate() -> String {
     assert_eq!(
         show("ssl").await,
         "on",
-        "the test server has TLS off; the TLS tests need it on (scripts/with-postgres turns it on \
-         in the PostgreSQL it starts)"
+        "the test server has TLS off; the TLS tests need it on. scripts/with-postgres turns it on \
+         in the PostgreSQL it starts: HOURGLASS_TEST_LOCAL_POSTGRES=127.0.0.1:1 makes it start one"
     );
     let file = show("ssl_cert_file").await;
     if file.starts_with('/') {
