@@ -108,6 +108,20 @@ fn lease(owner: &str, now: Timestamp) -> Lease {
     }
 }
 
+/// Claims up to `limit` occurrences of `scope` due by `at`, as `owner` with the clock at `at`.
+async fn claim(
+    store: &dyn Store,
+    scope: ClaimScope<'_>,
+    at: Timestamp,
+    limit: usize,
+    owner: &str,
+) -> Vec<Occurrence> {
+    store
+        .claim_due(scope, at, limit, &lease(owner, at))
+        .await
+        .expect("claim")
+}
+
 fn attempt(n: u32, at: Timestamp) -> Option<AttemptRecord> {
     Some(AttemptRecord {
         attempt: n,
@@ -230,25 +244,17 @@ pub async fn claim_respects_horizon_order_and_limit(store: Arc<dyn Store>) {
 pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
-    let first = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
-        .await
-        .unwrap();
+    let first = claim(&*store, ClaimScope::Fired, base, 10, "n1").await;
     assert_eq!(first.len(), 1);
     let during = base + ms(29_000);
     assert!(
-        store
-            .claim_due(ClaimScope::Fired, during, 10, &lease("n2", during))
+        claim(&*store, ClaimScope::Fired, during, 10, "n2")
             .await
-            .unwrap()
             .is_empty(),
         "a live claim must not be claimed again"
     );
     let after = base + ms(30_001);
-    let second = store
-        .claim_due(ClaimScope::Fired, after, 10, &lease("n2", after))
-        .await
-        .unwrap();
+    let second = claim(&*store, ClaimScope::Fired, after, 10, "n2").await;
     assert_eq!(second.len(), 1);
     assert_eq!(
         second[0].due, first[0].due,
@@ -263,10 +269,7 @@ pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
 pub async fn a_live_lease_is_not_claimed_within_the_horizon(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
-    let first = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
-        .await
-        .unwrap();
+    let first = claim(&*store, ClaimScope::Fired, base, 10, "n1").await;
     assert_eq!(first.len(), 1);
     let expiry = base + ms(30_000);
     let before = expiry - ms(1);
@@ -358,10 +361,7 @@ pub async fn events_announce_due_work(store: Arc<dyn Store>) {
     };
     assert_eq!(job_id, id);
     // A claim made after the trigger carries the fence's token or a higher one.
-    let claimed = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
-        .await
-        .unwrap();
+    let claimed = claim(&*store, ClaimScope::Fired, base, 10, "n1").await;
     let after = claimed.iter().find(|o| o.job_id == id).expect("claimed");
     assert!(after.token >= token);
 }
@@ -369,15 +369,9 @@ pub async fn events_announce_due_work(store: Arc<dyn Store>) {
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
-    let first = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
-        .await
-        .unwrap();
+    let first = claim(&*store, ClaimScope::Fired, base, 10, "n1").await;
     let later = base + ms(31_000);
-    let second = store
-        .claim_due(ClaimScope::Fired, later, 10, &lease("n2", later))
-        .await
-        .unwrap();
+    let second = claim(&*store, ClaimScope::Fired, later, 10, "n2").await;
     let stale = delivered(&first[0]);
     assert_eq!(
         store.complete(vec![stale], later).await.unwrap(),
@@ -400,10 +394,8 @@ pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
 pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
-    let occ = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
         .await
-        .unwrap()
         .remove(0);
     let applied = store
         .complete(vec![delivered(&occ)], base + ms(5))
@@ -510,10 +502,8 @@ pub async fn a_large_completion_batch_records_every_run(store: Arc<dyn Store>) {
 pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![every_second("a", base)]).await;
-    let occ = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
         .await
-        .unwrap()
         .remove(0);
     let next = base + ms(1000);
     store
@@ -534,10 +524,7 @@ pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
         (job.state, job.next_due, job.runs, job.skipped, job.attempt),
         (JobState::Active, Some(next), 1, 2, 0)
     );
-    let again = store
-        .claim_due(ClaimScope::Fired, next, 10, &lease("n1", next))
-        .await
-        .unwrap();
+    let again = claim(&*store, ClaimScope::Fired, next, 10, "n1").await;
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].due, again[0].runs_done), (next, 1));
 }
@@ -545,10 +532,8 @@ pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
 pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
-    let occ = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
         .await
-        .unwrap()
         .remove(0);
     let retry_at = base + ms(2000);
     store
@@ -566,10 +551,8 @@ pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
             .unwrap()
             .is_empty()
     );
-    let second = store
-        .claim_due(ClaimScope::Fired, retry_at, 10, &lease("n1", retry_at))
+    let second = claim(&*store, ClaimScope::Fired, retry_at, 10, "n1")
         .await
-        .unwrap()
         .remove(0);
     assert_eq!(
         (second.attempt, second.due, second.fire_at),
@@ -582,10 +565,7 @@ pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
 pub async fn dead_letters_are_recorded_listed_and_deleted(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base), one_off("b", base)]).await;
-    let claimed = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
-        .await
-        .unwrap();
+    let claimed = claim(&*store, ClaimScope::Fired, base, 10, "n1").await;
     let batch = claimed
         .iter()
         .map(|occ| {
@@ -721,10 +701,8 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
     let id = recurring.id;
     create(&*store, vec![recurring]).await;
     // A claim made before the pause becomes stale.
-    let occ = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
         .await
-        .unwrap()
         .remove(0);
     let paused = store
         .transition(Some("a"), id, Transition::Pause { now: base })
@@ -793,10 +771,8 @@ pub async fn update_replaces_spec_and_fences_claims(store: Arc<dyn Store>) {
     let job = one_off("a", base);
     let id = job.id;
     create(&*store, vec![job]).await;
-    let occ = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n1", base))
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
         .await
-        .unwrap()
         .remove(0);
     let new_due = base + ms(60_000);
     let mut new_spec = spec(Schedule::at(new_due));
@@ -1003,10 +979,7 @@ pub async fn queue_jobs_are_leased_not_fired(store: Arc<dyn Store>) {
             .is_empty(),
         "not available before its due time"
     );
-    let leased = store
-        .claim_due(queue("a", "emails"), base, 10, &lease("w", base))
-        .await
-        .unwrap();
+    let leased = claim(&*store, queue("a", "emails"), base, 10, "w").await;
     assert_eq!(leased.len(), 1, "one queue of one namespace");
     assert_eq!(leased[0].job_id, q_id);
     assert_eq!(leased[0].attempt, 1);
@@ -1035,19 +1008,14 @@ pub async fn queue_lease_filters_by_type(store: Arc<dyn Store>) {
         queue: "q",
         types: Some(&types),
     };
-    let mut got: Vec<_> = store
-        .claim_due(scope, base, 10, &lease("w", base))
+    let mut got: Vec<_> = claim(&*store, scope, base, 10, "w")
         .await
-        .unwrap()
         .into_iter()
         .map(|o| o.spec.job_type.clone().unwrap())
         .collect();
     got.sort();
     assert_eq!(got, vec!["x", "z"]);
-    let rest = store
-        .claim_due(queue("a", "q"), base, 10, &lease("w", base))
-        .await
-        .unwrap();
+    let rest = claim(&*store, queue("a", "q"), base, 10, "w").await;
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].spec.job_type.as_deref(), Some("y"));
 }
@@ -1055,25 +1023,17 @@ pub async fn queue_lease_filters_by_type(store: Arc<dyn Store>) {
 pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![queue_job("a", "q", "x", base)]).await;
-    let first = store
-        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
-        .await
-        .unwrap();
+    let first = claim(&*store, queue("a", "q"), base, 10, "w1").await;
     assert_eq!(first[0].attempt, 1);
     let during = base + ms(29_999);
     assert!(
-        store
-            .claim_due(queue("a", "q"), during, 10, &lease("w2", during))
+        claim(&*store, queue("a", "q"), during, 10, "w2")
             .await
-            .unwrap()
             .is_empty(),
         "invisible while leased"
     );
     let after = base + ms(30_000);
-    let second = store
-        .claim_due(queue("a", "q"), after, 10, &lease("w2", after))
-        .await
-        .unwrap();
+    let second = claim(&*store, queue("a", "q"), after, 10, "w2").await;
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].attempt, 2, "the lapsed lease was an attempt");
     assert_eq!(second[0].due, first[0].due, "same occurrence");
@@ -1108,10 +1068,8 @@ pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
     assert_eq!(job.state, JobState::Completed);
     let much_later = after + ms(3_600_000);
     assert!(
-        store
-            .claim_due(queue("a", "q"), much_later, 10, &lease("w3", much_later))
+        claim(&*store, queue("a", "q"), much_later, 10, "w3")
             .await
-            .unwrap()
             .is_empty(),
         "an acked message never comes back"
     );
@@ -1120,10 +1078,7 @@ pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
 pub async fn extend_moves_the_lease_under_its_token(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![queue_job("a", "q", "x", base)]).await;
-    let held = store
-        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
-        .await
-        .unwrap();
+    let held = claim(&*store, queue("a", "q"), base, 10, "w1").await;
     let at = base + ms(20_000);
     assert_eq!(
         store
@@ -1134,18 +1089,13 @@ pub async fn extend_moves_the_lease_under_its_token(store: Arc<dyn Store>) {
     );
     let past_first = base + ms(40_000);
     assert!(
-        store
-            .claim_due(queue("a", "q"), past_first, 10, &lease("w2", past_first))
+        claim(&*store, queue("a", "q"), past_first, 10, "w2")
             .await
-            .unwrap()
             .is_empty(),
         "the extension keeps it invisible past the first expiry"
     );
     let past_second = at + ms(60_000);
-    let again = store
-        .claim_due(queue("a", "q"), past_second, 10, &lease("w2", past_second))
-        .await
-        .unwrap();
+    let again = claim(&*store, queue("a", "q"), past_second, 10, "w2").await;
     assert_eq!(again.len(), 1);
     // A released (unclaimed) message cannot be extended even with its latest token.
     store
@@ -1172,10 +1122,7 @@ pub async fn extend_moves_the_lease_under_its_token(store: Arc<dyn Store>) {
 pub async fn queue_retry_counts_once(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![queue_job("a", "q", "x", base)]).await;
-    let held = store
-        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
-        .await
-        .unwrap();
+    let held = claim(&*store, queue("a", "q"), base, 10, "w1").await;
     // A nack: retry in 5 s.
     let nack = done(
         &held[0],
@@ -1196,10 +1143,7 @@ pub async fn queue_retry_counts_once(store: Arc<dyn Store>) {
         "the retry delay holds"
     );
     let at = base + ms(5_000);
-    let again = store
-        .claim_due(queue("a", "q"), at, 10, &lease("w1", at))
-        .await
-        .unwrap();
+    let again = claim(&*store, queue("a", "q"), at, 10, "w1").await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].attempt, 2, "a nack is one failed attempt, not two");
 }
@@ -1217,10 +1161,7 @@ pub async fn queue_stats_count_by_visibility(store: Arc<dyn Store>) {
         ],
     )
     .await;
-    store
-        .claim_due(queue("a", "q"), base, 1, &lease("w", base))
-        .await
-        .unwrap();
+    claim(&*store, queue("a", "q"), base, 1, "w").await;
     let now = base + ms(1_000);
     let stats = store.queue_stats("a", None, now).await.unwrap();
     assert_eq!(
@@ -1283,16 +1224,11 @@ pub async fn update_can_move_a_job_between_target_kinds(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(
-        store
-            .claim_due(ClaimScope::Fired, base, 10, &lease("n", base))
+        claim(&*store, ClaimScope::Fired, base, 10, "n")
             .await
-            .unwrap()
             .is_empty()
     );
-    let leased = store
-        .claim_due(queue("a", "q"), base, 10, &lease("w", base))
-        .await
-        .unwrap();
+    let leased = claim(&*store, queue("a", "q"), base, 10, "w").await;
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].job_id, id);
 }
@@ -1333,10 +1269,7 @@ pub async fn gauges_count_states_backlog_and_queues(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(held.len(), 1);
-    store
-        .claim_due(queue("b", "r"), base, 1, &lease("w", base))
-        .await
-        .unwrap();
+    claim(&*store, queue("b", "r"), base, 1, "w").await;
 
     let g = store.gauges(base).await.unwrap();
     let count = |state| g.jobs_by_state.iter().find(|(s, _)| *s == state).unwrap().1;
@@ -1366,10 +1299,7 @@ pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
     let (done_id, cancelled_id, waiting_id, recurring_id) =
         (done_early.id, cancelled.id, waiting.id, recurring.id);
     create(&*store, vec![done_early, cancelled, waiting, recurring]).await;
-    let claimed = store
-        .claim_due(ClaimScope::Fired, base, 10, &lease("n", base))
-        .await
-        .unwrap();
+    let claimed = claim(&*store, ClaimScope::Fired, base, 10, "n").await;
     assert_eq!(claimed.len(), 2);
     let finish = claimed
         .iter()
@@ -1385,10 +1315,7 @@ pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
         .unwrap();
     // A recent run of the recurring job, two hours later.
     let later = base + ms(7_200_000);
-    let again = store
-        .claim_due(ClaimScope::Fired, later, 10, &lease("n", later))
-        .await
-        .unwrap();
+    let again = claim(&*store, ClaimScope::Fired, later, 10, "n").await;
     assert_eq!(again.len(), 1);
     let mut recent = done(
         &again[0],
@@ -1484,10 +1411,7 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
         ],
     )
     .await;
-    let held = store
-        .claim_due(queue("a", "q"), base, 10, &lease("w1", base))
-        .await
-        .unwrap();
+    let held = claim(&*store, queue("a", "q"), base, 10, "w1").await;
     assert_eq!(held.len(), 2);
     let of_type = |t: &str| {
         held.iter()
@@ -1517,10 +1441,8 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
     );
     let before = short - ms(1);
     assert!(
-        store
-            .claim_due(queue("a", "q"), before, 10, &lease("w2", before))
+        claim(&*store, queue("a", "q"), before, 10, "w2")
             .await
-            .unwrap()
             .is_empty(),
         "still leased until its new expiry"
     );
@@ -1531,11 +1453,7 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
         types: Some(&only_y),
     };
     assert!(
-        store
-            .claim_due(y_scope, short, 10, &lease("w2", short))
-            .await
-            .unwrap()
-            .is_empty(),
+        claim(&*store, y_scope, short, 10, "w2").await.is_empty(),
         "the lapsed x is not a y, and the acked y never comes back"
     );
     let stats = store.queue_stats("a", Some("q"), short).await.unwrap();
@@ -1544,10 +1462,7 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
         (1, 0, 0)
     );
     assert_eq!(stats[0].oldest_available, Some(short));
-    let again = store
-        .claim_due(queue("a", "q"), short, 10, &lease("w3", short))
-        .await
-        .unwrap();
+    let again = claim(&*store, queue("a", "q"), short, 10, "w3").await;
     assert_eq!(
         again.len(),
         1,
@@ -1563,18 +1478,13 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
     // The lease taken again runs its full time, and lapses in turn.
     let soon = short + ms(1);
     assert!(
-        store
-            .claim_due(queue("a", "q"), soon, 10, &lease("w4", soon))
+        claim(&*store, queue("a", "q"), soon, 10, "w4")
             .await
-            .unwrap()
             .is_empty()
     );
     let expiry = short + ms(30_000);
     assert_eq!(store.next_due(queue("a", "q")).await.unwrap(), Some(expiry));
-    let third = store
-        .claim_due(queue("a", "q"), expiry, 10, &lease("w4", expiry))
-        .await
-        .unwrap();
+    let third = claim(&*store, queue("a", "q"), expiry, 10, "w4").await;
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].attempt, 3);
 }
@@ -1590,10 +1500,8 @@ pub async fn runs_page_newest_first_and_resume_after_a_cursor(store: Arc<dyn Sto
     // Five attempts; the third and fourth start in the same millisecond.
     let starts = [0, 1000, 2000, 2000, 3000].map(|n| base + ms(n));
     for (i, started) in starts.iter().enumerate() {
-        let occ = store
-            .claim_due(ClaimScope::Fired, *started, 10, &lease("n1", *started))
+        let occ = claim(&*store, ClaimScope::Fired, *started, 10, "n1")
             .await
-            .unwrap()
             .remove(0);
         assert_eq!(occ.attempt, i as u32 + 1);
         let action = match starts.get(i + 1) {
@@ -1667,10 +1575,8 @@ pub async fn old_dead_letters_are_purged_oldest_first(store: Arc<dyn Store>) {
         let job = one_off(if i % 2 == 0 { "a" } else { "b" }, at);
         ids.push(job.id);
         create(&*store, vec![job]).await;
-        let occ = store
-            .claim_due(ClaimScope::Fired, at, 10, &lease("n1", at))
+        let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
             .await
-            .unwrap()
             .remove(0);
         let letter = Action::DeadLetter {
             next: None,
