@@ -38,7 +38,8 @@ macro_rules! conformance_tests {
             a_large_completion_batch_records_every_run,
             a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type,
             runs_page_newest_first_and_resume_after_a_cursor,
-            old_dead_letters_are_purged_oldest_first);
+            old_dead_letters_are_purged_oldest_first,
+            a_leased_message_moved_to_a_webhook_stays_off_its_old_queue);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -1602,4 +1603,48 @@ pub async fn old_dead_letters_are_purged_oldest_first(store: Arc<dyn Store>) {
     assert_eq!(left(store.clone()).await, ids[3..].to_vec());
     // The jobs themselves are the job sweep's business.
     assert!(store.get_job(None, ids[0]).await.unwrap().is_some());
+}
+
+/// A leased queue message edited into a webhook job belongs to the engine from then on: once the
+/// engine's claim on it lapses too, the old queue neither hands it out nor counts it.
+pub async fn a_leased_message_moved_to_a_webhook_stays_off_its_old_queue(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = queue_job("a", "q", "send", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    assert_eq!(
+        claim(&*store, queue("a", "q"), base, 10, "w").await.len(),
+        1
+    );
+    store
+        .update_job(
+            Some("a"),
+            id,
+            JobUpdate {
+                spec: spec(Schedule::at(base)),
+                payload: None,
+                next_due: Some(base),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    let fired = claim(&*store, ClaimScope::Fired, base, 10, "n").await;
+    assert_eq!(fired.iter().map(|o| o.job_id).collect::<Vec<_>>(), [id]);
+
+    // Both leases (30 s) have run out.
+    let later = base + ms(31_000);
+    assert!(
+        claim(&*store, queue("a", "q"), later, 10, "w")
+            .await
+            .is_empty(),
+        "the old queue handed out a webhook job"
+    );
+    let stats = store.queue_stats("a", Some("q"), later).await.unwrap();
+    assert!(
+        stats.iter().all(|q| q.available == 0 && q.in_flight == 0),
+        "the old queue still counts it: {stats:?}"
+    );
+    let again = claim(&*store, ClaimScope::Fired, later, 10, "n").await;
+    assert_eq!(again.iter().map(|o| o.job_id).collect::<Vec<_>>(), [id]);
 }

@@ -16,6 +16,7 @@ mod leases;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -202,6 +203,20 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Held for the store's lifetime: the OS lock that keeps a second node off this directory.
     _lock: File,
+    /// A test seam, off (-1) outside tests: see [`commit_fault`].
+    #[cfg_attr(not(test), allow(dead_code, reason = "set only by the unit tests"))]
+    commit_faults: Arc<AtomicI64>,
+}
+
+/// Whether the group commit about to run must fail, as a full disk would make it. `faults` at
+/// n ≥ 0 lets n more commits through and fails the one after; -1 is off. Only the unit tests
+/// below set it: a failed commit is otherwise hard to bring about at a chosen moment.
+fn commit_fault(faults: &AtomicI64) -> bool {
+    faults
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n >= 0).then(|| n - 1)
+        })
+        .is_ok_and(|n| n == 0)
 }
 
 struct ReaderPool {
@@ -244,9 +259,11 @@ impl SqliteStore {
             tracing::info!(released, "released claims left by a previous process");
         }
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let commit_faults = Arc::new(AtomicI64::new(-1));
+        let faults = commit_faults.clone();
         std::thread::Builder::new()
             .name("hourglass-sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx))
+            .spawn(move || writer_loop(conn, rx, &faults))
             .map_err(|e| StoreError::Unavailable(format!("cannot start writer thread: {e}")))?;
         Ok(Self {
             writer: tx,
@@ -257,6 +274,7 @@ impl SqliteStore {
             }),
             path,
             _lock: lock,
+            commit_faults,
         })
     }
 
@@ -352,7 +370,7 @@ fn open_connection(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
-fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<WriteJob>) {
+fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<WriteJob>, faults: &AtomicI64) {
     let mut group: Vec<WriteJob> = Vec::with_capacity(MAX_GROUP);
     while let Some(first) = rx.blocking_recv() {
         group.push(first);
@@ -385,7 +403,15 @@ fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<WriteJob>) {
             replies.push(reply);
         }
         let commit_error = if began {
-            conn.execute_batch("COMMIT").err().map(|e| {
+            let committed = if commit_fault(faults) {
+                Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                    Some("injected by a test".into()),
+                ))
+            } else {
+                conn.execute_batch("COMMIT")
+            };
+            committed.err().map(|e| {
                 tracing::error!(error = %e, "group commit failed; answering every request with the error");
                 let _ = conn.execute_batch("ROLLBACK");
                 unavailable(e)
@@ -643,6 +669,8 @@ impl Claimed {
     }
 }
 
+/// One claim in the writer's transaction. `popped` receives every schedule entry it took, for
+/// [`SqliteStore::claim_due`] to put back should the group's commit fail.
 fn claim_in_tx(
     conn: &Connection,
     scope: &Scope,
@@ -650,16 +678,19 @@ fn claim_in_tx(
     limit: usize,
     lease: &Lease,
     leases: &LeaseSchedule,
+    popped: &Mutex<Vec<(JobId, Entry)>>,
 ) -> Result<Vec<Claimed>> {
     let mut taken = Vec::new();
     let result = claim_rows(conn, scope, horizon, limit, lease, leases, &mut taken);
     if result.is_err() {
         // The claim's savepoint is rolled back: the lapsed leases it took from the schedule are
         // still leases, due for a look now.
-        for (job, entry) in taken {
-            leases.add(job, entry);
-        }
+        leases.add_all(taken.iter().copied());
     }
+    popped
+        .lock()
+        .expect("popped entries poisoned")
+        .extend(taken);
     result
 }
 
@@ -812,7 +843,8 @@ fn take_lapsed(
     let mut look = conn
         .prepare_cached(&format!(
             "SELECT {CLAIM_COLUMNS}, job_type, fire_ms FROM jobs
-             WHERE seq = ?1 AND id = ?2 AND state = 0 AND lease_owner IS NOT NULL"
+             WHERE seq = ?1 AND id = ?2 AND state = 0 AND lease_owner IS NOT NULL
+               AND queue_key = ?3"
         ))
         .map_err(unavailable)?;
     while picked.len() < limit {
@@ -820,8 +852,10 @@ fn take_lapsed(
             break;
         };
         picked.taken.push((job, entry));
+        // The row must still be on this queue: an entry outlives an edit that moved its job to
+        // another queue or to a webhook, whose new lease is not this queue's to take.
         let mut rows = look
-            .query(params![entry.seq, job.as_bytes().as_slice()])
+            .query(params![entry.seq, job.as_bytes().as_slice(), queue_key])
             .map_err(unavailable)?;
         let Some(row) = rows.next().map_err(unavailable)? else {
             continue;
@@ -1156,13 +1190,14 @@ fn leased_counts(
     let mut look = conn
         .prepare_cached(
             "SELECT fire_ms FROM jobs
-             WHERE seq = ?1 AND id = ?2 AND state = 0 AND lease_owner IS NOT NULL",
+             WHERE seq = ?1 AND id = ?2 AND state = 0 AND lease_owner IS NOT NULL
+               AND queue_key = ?3",
         )
         .map_err(unavailable)?;
     let mut out: HashMap<i64, LeasedCounts> = HashMap::new();
     for (key, job, seq) in leases.leased(queue_keys) {
         let expiry: Option<i64> = look
-            .query_row(params![seq, job.as_bytes().as_slice()], |r| r.get(0))
+            .query_row(params![seq, job.as_bytes().as_slice(), key], |r| r.get(0))
             .optional()
             .map_err(unavailable)?;
         let Some(expiry) = expiry else { continue };
@@ -1201,11 +1236,22 @@ impl Store for SqliteStore {
         let horizon = horizon.as_millisecond();
         let scope = Scope::from(scope);
         let leases = self.leases.clone();
-        self.write(move |conn| claim_in_tx(conn, &scope, horizon, limit, &lease, &leases))
-            .await?
-            .into_iter()
-            .map(Claimed::into_occurrence)
-            .collect()
+        let popped = Arc::new(Mutex::new(Vec::new()));
+        let record = popped.clone();
+        let claimed = self
+            .write(move |conn| claim_in_tx(conn, &scope, horizon, limit, &lease, &leases, &record))
+            .await;
+        if claimed.is_err() {
+            // The claim, or its group's commit, failed. Each entry it took was judged against its
+            // row as the transaction saw it, which may include an earlier request of the group
+            // that is now rolled back: an ack (the entry was dropped) or a new lease (the entry
+            // went back at that lease's expiry). Each goes back as it was, due for a look now,
+            // which settles it against the row again. Without this, a failed commit could leave
+            // a leased message with no entry, never to be available again until a restart.
+            let popped = std::mem::take(&mut *popped.lock().expect("popped entries poisoned"));
+            self.leases.add_all(popped);
+        }
+        claimed?.into_iter().map(Claimed::into_occurrence).collect()
     }
 
     async fn extend_claims(
@@ -1829,6 +1875,134 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn queue_job(due: Timestamp) -> NewJob {
+        NewJob {
+            id: uuid::Uuid::now_v7(),
+            namespace: "a".into(),
+            key: None,
+            spec: hourglass_core::JobSpec {
+                job_type: None,
+                schedule: hourglass_core::Schedule::at(due),
+                target: hourglass_core::Target::Queue(hourglass_core::QueueTarget {
+                    name: "q".into(),
+                }),
+                retry: Default::default(),
+                misfire: Default::default(),
+            },
+            payload: None,
+            fingerprint: 1,
+            first_due: due,
+            now: due,
+        }
+    }
+
+    /// A group commit that fails (a full disk) after an ack and a claim of the same message ran
+    /// in it: the claim found the message acked, in the group's own uncommitted view, and took
+    /// its lapse entry out of the schedule. The rollback restores the lease, so the entry must
+    /// come back too, or the message would never be available again until a restart.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_group_commit_loses_no_lease_from_the_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let t0 = from_ms(1_000_000);
+        let at = |ms: i64| from_ms(1_000_000 + ms);
+        let lease = |now| Lease {
+            owner: "w".into(),
+            ttl: Duration::from_secs(1),
+            now,
+        };
+        let scope = ClaimScope::Queue {
+            namespace: "a",
+            queue: "q",
+            types: None,
+        };
+        store.create_jobs(vec![queue_job(t0)]).await.unwrap();
+        let first = store.claim_due(scope, t0, 10, &lease(t0)).await.unwrap();
+        assert_eq!(first.len(), 1);
+        // The first lease lapses; the message is leased again, its entry due for a look now.
+        let second = store
+            .claim_due(scope, at(2_000), 10, &lease(at(2_000)))
+            .await
+            .unwrap();
+        assert_eq!((second.len(), second[0].attempt), (1, 2));
+
+        // Hold the writer, queue the ack and then a claim behind it, so that both run in the
+        // next group, and make that group's commit fail.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let blocker = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .write(move |_| {
+                        started_tx.send(()).unwrap();
+                        go_rx.recv().unwrap();
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || started_rx.recv().unwrap())
+            .await
+            .unwrap();
+        store.commit_faults.store(1, Ordering::SeqCst);
+        let queued = |n: usize| {
+            let store = store.clone();
+            async move {
+                while store.writer.max_capacity() - store.writer.capacity() < n {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        };
+        let ack = tokio::spawn({
+            let (store, occ) = (store.clone(), second[0].clone());
+            async move {
+                let delivered = Completion {
+                    job_id: occ.job_id,
+                    token: occ.token,
+                    due: occ.due,
+                    attempt: None,
+                    action: hourglass_core::Action::Delivered {
+                        next: None,
+                        skipped: 0,
+                    },
+                };
+                store.complete(vec![delivered], at(2_500)).await
+            }
+        });
+        queued(1).await;
+        let claim = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .claim_due(scope, at(2_600), 10, &lease(at(2_600)))
+                    .await
+            }
+        });
+        queued(2).await;
+        go_tx.send(()).unwrap();
+        blocker
+            .await
+            .unwrap()
+            .expect("the blocker's own commit passes");
+        assert!(ack.await.unwrap().is_err(), "the ack's commit failed");
+        assert!(claim.await.unwrap().is_err(), "the claim's commit failed");
+
+        // The second lease stands, unacked: once it lapses, the message is available again.
+        let third = store
+            .claim_due(scope, at(3_500), 10, &lease(at(3_500)))
+            .await
+            .unwrap();
+        assert_eq!(
+            third
+                .iter()
+                .map(|o| (o.job_id, o.attempt))
+                .collect::<Vec<_>>(),
+            [(second[0].job_id, 3)],
+            "the message whose ack was rolled back comes back"
+        );
+    }
 
     /// A store of schema version 4 (queues named by two strings in the due index) gives each
     /// of its queues a key, and its waiting messages stay leasable and counted.

@@ -16,6 +16,13 @@
 //! - an extension to an earlier expiry moves the entry earlier, also inside its transaction;
 //! - an entry is removed only after the commit that ended its lease, and only while it still
 //!   belongs to that lease (the same token), never a newer lease of the same job;
+//! - a claim judges the entries it takes against rows as its transaction sees them, which
+//!   includes earlier requests of the same write group; if the claim or the group's commit
+//!   fails, every entry it took goes back as it was, due for a look (an ack it saw, or a new
+//!   lease it moved the entry to, may have been rolled back with it);
+//! - a look honours an entry only while its row is still on the entry's queue: an edit that
+//!   moves a leased message to another queue or to a webhook leaves a stale entry behind, and
+//!   the job's next lease is not this queue's to take;
 //! - at open there are no leases: every lease of a previous process is released.
 
 use std::collections::{BTreeSet, HashMap};
