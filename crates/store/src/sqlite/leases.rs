@@ -163,15 +163,27 @@ impl LeaseSchedule {
             .map(|&(_, at, _)| at)
     }
 
-    /// The leases known on these queues (all queues for `None`), as (job, row) pairs.
+    /// The leases known on these queues (all queues for `None`), as (queue, job, row). A
+    /// queue's entries are one range of the due set, so asking for one queue reads only its own
+    /// (under the lock that claims wait for), not every message in flight.
     pub fn leased(&self, queue_keys: Option<&[i64]>) -> Vec<(i64, JobId, i64)> {
         let inner = self.lock();
-        inner
-            .by_job
-            .iter()
-            .filter(|(_, e)| queue_keys.is_none_or(|keys| keys.contains(&e.queue_key)))
-            .map(|(job, e)| (e.queue_key, *job, e.seq))
-            .collect()
+        let with_row = |&(key, _, job): &(i64, i64, u128)| {
+            let job = JobId::from_u128(job);
+            inner.by_job.get(&job).map(|e| (key, job, e.seq))
+        };
+        match queue_keys {
+            None => inner.due.iter().filter_map(with_row).collect(),
+            Some(keys) => keys
+                .iter()
+                .flat_map(|&key| {
+                    inner
+                        .due
+                        .range((key, i64::MIN, 0)..=(key, i64::MAX, u128::MAX))
+                })
+                .filter_map(with_row)
+                .collect(),
+        }
     }
 }
 
@@ -208,6 +220,19 @@ mod tests {
             Some(50),
             "the other queue's entry is untouched"
         );
+    }
+
+    #[test]
+    fn leases_are_listed_per_queue_or_all() {
+        let s = LeaseSchedule::default();
+        s.add(job(1), entry(1, 1, 300));
+        s.add(job(2), entry(2, 1, 100));
+        s.add(job(3), entry(1, 1, 100));
+        assert_eq!(s.leased(Some(&[1])), vec![(1, job(3), 7), (1, job(1), 7)]);
+        assert_eq!(s.leased(Some(&[2, 3])), vec![(2, job(2), 7)]);
+        let mut all = s.leased(None);
+        all.sort();
+        assert_eq!(all, vec![(1, job(1), 7), (1, job(3), 7), (2, job(2), 7)]);
     }
 
     #[test]
