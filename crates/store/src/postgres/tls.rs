@@ -78,7 +78,7 @@ pub(super) struct Split {
 }
 
 /// Takes `sslmode` and `sslrootcert` out of a `postgres://` URL's query, or out of a
-/// `key=value` connection string (unquoted values only).
+/// `key=value` connection string (there, their own values unquoted; the rest stays byte for byte).
 pub(super) fn split_url(url: &str) -> Result<Split, String> {
     let mut mode = None;
     let mut root_cert = None;
@@ -109,17 +109,23 @@ pub(super) fn split_url(url: &str) -> Result<Split, String> {
             }
         }
     } else {
-        let mut kept = Vec::new();
+        // Cut the taken tokens out and leave every other byte as it was: a quoted value (a
+        // password with spaces) must not be re-spaced.
+        let mut rest = String::with_capacity(url.len());
+        let mut from = 0;
         for token in url.split_whitespace() {
             let taken = match token.split_once('=') {
-                Some((key, value)) => take(key.trim(), value.to_owned())?,
+                Some((key, value)) => take(key, value.to_owned())?,
                 None => false,
             };
-            if !taken {
-                kept.push(token);
+            if taken {
+                let start = token.as_ptr() as usize - url.as_ptr() as usize;
+                rest.push_str(&url[from..start]);
+                from = start + token.len();
             }
         }
-        kept.join(" ")
+        rest.push_str(&url[from..]);
+        rest.trim().to_owned()
     };
     Ok(Split {
         url: rest,
@@ -317,11 +323,19 @@ mod tests {
         assert_eq!(
             split("host=db user=u sslmode=require dbname=app"),
             Split {
-                url: "host=db user=u dbname=app".into(),
+                url: "host=db user=u  dbname=app".into(),
                 mode: SslMode::Require,
                 root_cert: None,
             }
         );
+        let quoted = split("host=db password='a  b' sslmode=require user=u").url;
+        assert_eq!(
+            quoted, "host=db password='a  b'  user=u",
+            "only the taken token goes; a quoted value keeps its spaces"
+        );
+        let config: tokio_postgres::Config = quoted.parse().unwrap();
+        assert_eq!(config.get_password(), Some(&b"a  b"[..]));
+        assert_eq!(config.get_user(), Some("u"));
         let plain = split("postgres://u@127.0.0.1/test");
         assert_eq!(
             (plain.url.as_str(), plain.mode),
