@@ -669,31 +669,6 @@ impl Claimed {
     }
 }
 
-/// One claim in the writer's transaction. `popped` receives every schedule entry it took, for
-/// [`SqliteStore::claim_due`] to put back should the group's commit fail.
-fn claim_in_tx(
-    conn: &Connection,
-    scope: &Scope,
-    horizon: i64,
-    limit: usize,
-    lease: &Lease,
-    leases: &LeaseSchedule,
-    popped: &Mutex<Vec<(JobId, Entry)>>,
-) -> Result<Vec<Claimed>> {
-    let mut taken = Vec::new();
-    let result = claim_rows(conn, scope, horizon, limit, lease, leases, &mut taken);
-    if result.is_err() {
-        // The claim's savepoint is rolled back: the lapsed leases it took from the schedule are
-        // still leases, due for a look now.
-        leases.add_all(taken.iter().copied());
-    }
-    popped
-        .lock()
-        .expect("popped entries poisoned")
-        .extend(taken);
-    result
-}
-
 fn claim_rows(
     conn: &Connection,
     scope: &Scope,
@@ -1239,15 +1214,21 @@ impl Store for SqliteStore {
         let popped = Arc::new(Mutex::new(Vec::new()));
         let record = popped.clone();
         let claimed = self
-            .write(move |conn| claim_in_tx(conn, &scope, horizon, limit, &lease, &leases, &record))
+            .write(move |conn| {
+                let mut taken = Vec::new();
+                let claimed = claim_rows(conn, &scope, horizon, limit, &lease, &leases, &mut taken);
+                *record.lock().expect("popped entries poisoned") = taken;
+                claimed
+            })
             .await;
         if claimed.is_err() {
-            // The claim, or its group's commit, failed. Each entry it took was judged against its
-            // row as the transaction saw it, which may include an earlier request of the group
-            // that is now rolled back: an ack (the entry was dropped) or a new lease (the entry
-            // went back at that lease's expiry). Each goes back as it was, due for a look now,
-            // which settles it against the row again. Without this, a failed commit could leave
-            // a leased message with no entry, never to be available again until a restart.
+            // The claim (its savepoint rolled back), or its group's commit, failed. Each entry it
+            // took from the schedule is still a lease's, or was judged against its row as the
+            // transaction saw it, which may include an earlier request of the group that is now
+            // rolled back: an ack (the entry was dropped) or a new lease (the entry went back at
+            // that lease's expiry). Each goes back as it was, due for a look now, which settles
+            // it against the row again. Without this, a failed commit could leave a leased
+            // message with no entry, never to be available again until a restart.
             let popped = std::mem::take(&mut *popped.lock().expect("popped entries poisoned"));
             self.leases.add_all(popped);
         }
