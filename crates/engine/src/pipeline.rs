@@ -111,36 +111,35 @@ impl Held {
         self.claims.lock().expect("held claims poisoned").is_empty()
     }
 
-    /// Records that the store refused to renew this claim: another node holds the occurrence
-    /// now, or an edit fenced it. A lease never comes back, so the claim is not renewed again
-    /// (a node back from a pause may hold thousands of such claims, and renewing them every
-    /// round would only load the database), and the timer drops it if it has not fired yet.
-    /// It stays held until the completer has seen its end, as every claim does.
-    fn lose(&self, key: &(JobId, i64)) -> bool {
-        match self
-            .claims
-            .lock()
-            .expect("held claims poisoned")
-            .get_mut(key)
-        {
-            Some(until) if *until != LOST => {
-                *until = LOST;
-                true
+    /// Applies the store's answers to a renewal of `claims`, under one lock: a renewed claim
+    /// gets expiry `until_ms`; one the store refused (another node holds the occurrence now, or
+    /// an edit fenced it) is marked lost. A lease never comes back, so a lost claim is not renewed
+    /// again (a node back from a pause may hold thousands, and renewing them every round would
+    /// only load the database), and the timer drops it if it has not fired yet. It stays held
+    /// until the completer has seen its end, as every claim does. Answers the claims newly found
+    /// lost (a claim completed meanwhile is no longer held, and is not among them).
+    fn renewed(
+        &self,
+        claims: &[(JobId, i64)],
+        applied: Vec<Applied>,
+        until_ms: i64,
+    ) -> Vec<(JobId, i64)> {
+        let mut held = self.claims.lock().expect("held claims poisoned");
+        let mut lost = Vec::new();
+        for (key, result) in claims.iter().zip(applied) {
+            let Some(until) = held.get_mut(key) else {
+                continue;
+            };
+            match result {
+                Applied::Yes => *until = until_ms,
+                Applied::StaleLease if *until != LOST => {
+                    *until = LOST;
+                    lost.push(*key);
+                }
+                Applied::StaleLease => {}
             }
-            _ => false,
         }
-    }
-
-    /// Moves a held claim's expiry to `until_ms` after the store renewed it.
-    fn extended(&self, key: &(JobId, i64), until_ms: i64) {
-        if let Some(until) = self
-            .claims
-            .lock()
-            .expect("held claims poisoned")
-            .get_mut(key)
-        {
-            *until = until_ms;
-        }
+        lost
     }
 
     /// The held claims whose lease expiry is at or before `before_ms`, lost ones left out.
@@ -705,22 +704,14 @@ async fn renewer(ctx: Arc<Context>, held: Arc<Held>, drained: CancellationToken)
         for chunk in due.chunks(RENEW_BATCH) {
             match ctx.store.extend_claims(chunk.to_vec(), until, now).await {
                 Ok(applied) => {
-                    let mut lost = 0;
-                    for (key, result) in chunk.iter().zip(applied) {
-                        match result {
-                            Applied::Yes => held.extended(key, until.as_millisecond()),
-                            // Completed meanwhile (then no longer held), or really lost.
-                            Applied::StaleLease => {
-                                if held.lose(key) {
-                                    lost += 1;
-                                    let _ = ctx.shared.forget_tx.send(Forget {
-                                        job_id: key.0,
-                                        below: Some(key.1 + 1),
-                                    });
-                                }
-                            }
-                        }
+                    let lost = held.renewed(chunk, applied, until.as_millisecond());
+                    for &(job_id, token) in &lost {
+                        let _ = ctx.shared.forget_tx.send(Forget {
+                            job_id,
+                            below: Some(token + 1),
+                        });
                     }
+                    let lost = lost.len() as u64;
                     if lost > 0 {
                         ctx.metrics.lost_leases.inc_by(lost);
                         tracing::warn!(
