@@ -317,10 +317,7 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
 
     // The new owner is in the middle of a transaction on those rows (say, its completion). The
     // session carries the schema's name, so that the clean-up ends it if an assertion fails.
-    let (client, connection) = tokio_postgres::connect(&schema.options().url, NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = connect(&schema.options().url).await;
     client.batch_execute("BEGIN").await.unwrap();
     let ids: Vec<uuid::Uuid> = new.iter().map(|o| o.job_id).collect();
     let locked = client
@@ -384,9 +381,12 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
 
 /// A plain connection to the test database, as its superuser.
 async fn admin() -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&database_url(), NoTls)
-        .await
-        .unwrap();
+    connect(&database_url()).await
+}
+
+/// A plain connection to `url`, driven in the background.
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
     tokio::spawn(connection);
     client
 }
