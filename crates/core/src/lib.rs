@@ -6,6 +6,7 @@
 //! the API has its own wire types and converts at the edge.
 
 pub mod clock;
+pub mod cron;
 pub mod duration;
 pub mod job;
 pub mod misfire;
@@ -25,6 +26,25 @@ pub use validation::ValidationError;
 /// Instants are whole milliseconds since the Unix epoch everywhere in Hourglass.
 pub fn to_ms(ts: jiff::Timestamp) -> i64 {
     ts.as_millisecond()
+}
+
+/// A duration in whole milliseconds, saturating at `i64::MAX` (about 292 million years) so that
+/// no configured or stored duration, however large, overflows the arithmetic below.
+pub fn duration_ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// `ts + d`, saturating at the latest instant jiff represents. Time arithmetic in Hourglass goes
+/// through this and [`sub_saturating`] rather than `+`/`-` on `Timestamp`, which panic on
+/// overflow: a job's durations come from users (and from rows written by older versions), and
+/// one absurd value must not stop the node.
+pub fn add_saturating(ts: jiff::Timestamp, d: std::time::Duration) -> jiff::Timestamp {
+    from_ms(ts.as_millisecond().saturating_add(duration_ms(d)))
+}
+
+/// `ts - d`, saturating at the earliest instant jiff represents.
+pub fn sub_saturating(ts: jiff::Timestamp, d: std::time::Duration) -> jiff::Timestamp {
+    from_ms(ts.as_millisecond().saturating_sub(duration_ms(d)))
 }
 
 /// The inverse of [`to_ms`]; out-of-range values saturate to jiff's bounds.

@@ -10,8 +10,20 @@ use serde::{Deserialize, Serialize};
 use crate::Schedule;
 use crate::schedule::serde_duration_ms;
 
-/// Caps how many skipped occurrences are counted one by one (cron schedules must be walked).
+/// Caps how many skipped occurrences are counted. `every` schedules are counted by arithmetic, so
+/// their cap is high; cron schedules must be walked one occurrence at a time, on the dispatcher's
+/// path, so theirs is low: a per-second cron job after a week's outage would otherwise hold up
+/// every other delivery on the node for seconds. The count only feeds the `skipped` figure, which
+/// then reads "at least this many".
 const SKIP_COUNT_CAP: u64 = 1_000_000;
+const CRON_SKIP_COUNT_CAP: u64 = 10_000;
+
+fn skip_count_cap(schedule: &Schedule) -> u64 {
+    match schedule.kind {
+        crate::ScheduleKind::Cron(_) => CRON_SKIP_COUNT_CAP,
+        _ => SKIP_COUNT_CAP,
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,27 +73,22 @@ pub fn decide(
         MisfirePolicy::Once => FireDecision::Fire,
         MisfirePolicy::Skip => {
             // The pending one and every one up to now are dropped.
-            let skipped = 1 + schedule.count_between(due, now, SKIP_COUNT_CAP);
+            let skipped = 1 + schedule.count_between(due, now, skip_count_cap(schedule));
             FireDecision::Skip {
                 next: schedule.next_for_run(now, runs_done),
                 skipped,
             }
         }
         MisfirePolicy::All { window } => {
-            let oldest_wanted = now - jiff::SignedDuration::try_from(window).unwrap_or_default();
+            // Saturating: a window longer than the representable past reaches back to its start.
+            let oldest_wanted = crate::sub_saturating(now, window);
             if due >= oldest_wanted {
                 return FireDecision::Fire;
             }
             // Drop everything older than the window; the first occurrence inside it is next.
-            let first_inside = schedule.next_for_run(
-                oldest_wanted - jiff::SignedDuration::from_millis(1),
-                runs_done,
-            );
-            let skipped = 1 + schedule.count_between(
-                due,
-                oldest_wanted - jiff::SignedDuration::from_millis(1),
-                SKIP_COUNT_CAP,
-            );
+            let before_window = crate::sub_saturating(oldest_wanted, Duration::from_millis(1));
+            let first_inside = schedule.next_for_run(before_window, runs_done);
+            let skipped = 1 + schedule.count_between(due, before_window, skip_count_cap(schedule));
             FireDecision::Skip {
                 next: first_inside,
                 skipped,
@@ -108,7 +115,7 @@ pub fn next_after_run(
         // `once` and `skip` resume after now when this run was itself a misfire; an on-time run
         // continues with its successor even if that is already slightly due.
         MisfirePolicy::Once | MisfirePolicy::Skip if is_missed(due, now, threshold) => {
-            let skipped = schedule.count_between(due, now, SKIP_COUNT_CAP);
+            let skipped = schedule.count_between(due, now, skip_count_cap(schedule));
             return (schedule.next_for_run(now, runs_done), skipped);
         }
         MisfirePolicy::Once | MisfirePolicy::Skip => due,
@@ -117,8 +124,9 @@ pub fn next_after_run(
 }
 
 fn is_missed(due: Timestamp, now: Timestamp, threshold: Duration) -> bool {
+    // Both instants lie within jiff's range (about ±10,000 years), so the difference fits.
     let late = now.as_millisecond() - due.as_millisecond();
-    late > threshold.as_millis() as i64
+    late > crate::duration_ms(threshold)
 }
 
 #[cfg(test)]

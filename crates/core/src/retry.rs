@@ -53,7 +53,14 @@ impl RetryPolicy {
             .unwrap_or(self.max_backoff)
             .min(self.max_backoff);
         let half = nominal / 2;
-        half + half.mul_f64(jitter.clamp(0.0, 1.0))
+        // `mul_f64` panics on NaN; a jitter that is not a number counts as none.
+        let jitter = if jitter.is_nan() {
+            0.0
+        } else {
+            jitter.clamp(0.0, 1.0)
+        };
+        // Float rounding may land a hair above the nominal step; never above it.
+        (half + half.mul_f64(jitter)).min(nominal)
     }
 }
 

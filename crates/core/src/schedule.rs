@@ -7,22 +7,12 @@
 //! (earlier) instant. Expressions with wildcards in the time fields (e.g. every 15 minutes) follow
 //! real elapsed wall-clock time and fire in both halves of an overlap.
 
-use std::collections::HashMap;
-use std::fmt;
-use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use croner::Cron;
-use croner::parser::{CronParser, Seconds};
 use jiff::Timestamp;
-use jiff::tz::TimeZone;
 use serde::{Deserialize, Serialize};
 
-use crate::ValidationError;
-
-/// How far ahead a cron expression is searched for its next occurrence before it is declared
-/// never-firing. Croner bounds its own search too; this keeps validation cheap and predictable.
-const NEVER_FIRES_HORIZON_YEARS: i16 = 5;
+pub use crate::cron::CronSchedule;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
@@ -117,7 +107,10 @@ impl Schedule {
             if first > last {
                 return 0;
             }
-            let step = interval.as_millis() as i64;
+            let step = crate::duration_ms(*interval);
+            if step <= 0 {
+                return 0;
+            }
             let n = (last.as_millisecond() - first.as_millisecond()) / step + 1;
             return (n as u64).min(cap);
         }
@@ -151,7 +144,12 @@ impl Schedule {
             ScheduleKind::At(at) => (*at > t).then_some(*at),
             ScheduleKind::Cron(cron) => cron.next_after(t),
             ScheduleKind::Every { interval, anchor } => {
-                let step = interval.as_millis() as i64;
+                // A zero interval (possible only in a row written without validation) has no
+                // next occurrence rather than a division by zero.
+                let step = crate::duration_ms(*interval);
+                if step <= 0 {
+                    return None;
+                }
                 let anchor_ms = anchor.as_millisecond();
                 let t_ms = t.as_millisecond();
                 let k = if t_ms < anchor_ms {
@@ -162,180 +160,6 @@ impl Schedule {
                 Timestamp::from_millisecond(anchor_ms.checked_add(k.checked_mul(step)?)?).ok()
             }
         }
-    }
-}
-
-/// A parsed cron expression bound to its time zone. Stored as the expression and zone name and
-/// parsed again on load.
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(try_from = "CronRepr", into = "CronRepr")]
-pub struct CronSchedule {
-    expr: String,
-    timezone: String,
-    parsed: Arc<ParsedCron>,
-}
-
-struct ParsedCron {
-    tz: TimeZone,
-    cron: Cron,
-}
-
-/// Parsed expressions by (expression, zone). Stores keep the expression as text, so every claim
-/// of a recurring job would parse it again; in practice many jobs share a few expressions, and
-/// croner's parse costs far more than the lookup. Bounded: cleared when full.
-type ParsedCache = HashMap<(String, String), Arc<ParsedCron>>;
-static PARSED: LazyLock<Mutex<ParsedCache>> = LazyLock::new(Default::default);
-const PARSED_CACHE_ENTRIES: usize = 4096;
-
-#[derive(Serialize, Deserialize)]
-struct CronRepr {
-    expr: String,
-    tz: String,
-}
-
-impl TryFrom<CronRepr> for CronSchedule {
-    type Error = ValidationError;
-
-    fn try_from(repr: CronRepr) -> Result<Self, Self::Error> {
-        CronSchedule::parse(&repr.expr, &repr.tz)
-    }
-}
-
-impl From<CronSchedule> for CronRepr {
-    fn from(c: CronSchedule) -> Self {
-        CronRepr {
-            expr: c.expr,
-            tz: c.timezone,
-        }
-    }
-}
-
-impl PartialEq for CronSchedule {
-    fn eq(&self, other: &Self) -> bool {
-        self.expr == other.expr && self.timezone == other.timezone
-    }
-}
-
-impl fmt::Debug for CronSchedule {
-    // Croner's own Debug output is about 15 KB; the expression says everything useful.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CronSchedule")
-            .field("expr", &self.expr)
-            .field("timezone", &self.timezone)
-            .finish()
-    }
-}
-
-impl CronSchedule {
-    /// Parses a 5-field (minute precision) or 6-field (leading seconds) expression in an IANA zone.
-    /// Field paths in errors are relative to the schedule object.
-    pub fn parse(expr: &str, timezone: &str) -> Result<Self, ValidationError> {
-        let key = (expr.to_string(), timezone.to_string());
-        if let Some(parsed) = PARSED.lock().expect("cron cache lock").get(&key) {
-            return Ok(Self {
-                expr: key.0,
-                timezone: key.1,
-                parsed: parsed.clone(),
-            });
-        }
-        let parsed = Arc::new(Self::parse_uncached(expr, timezone)?);
-        let mut cache = PARSED.lock().expect("cron cache lock");
-        if cache.len() >= PARSED_CACHE_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(key.clone(), parsed.clone());
-        Ok(Self {
-            expr: key.0,
-            timezone: key.1,
-            parsed,
-        })
-    }
-
-    fn parse_uncached(expr: &str, timezone: &str) -> Result<ParsedCron, ValidationError> {
-        let tz = TimeZone::get(timezone).map_err(|_| {
-            ValidationError::new(
-                "unknown_timezone",
-                "timezone",
-                format!("{timezone:?} is not an IANA time zone name such as \"Europe/Berlin\""),
-            )
-        })?;
-        let fields = expr.split_whitespace().count();
-        if !(5..=6).contains(&fields) || expr.contains('@') {
-            return Err(ValidationError::new(
-                "invalid_cron",
-                "cron",
-                format!("{expr:?} must have 5 fields, or 6 with leading seconds"),
-            ));
-        }
-        let cron = CronParser::builder()
-            .seconds(Seconds::Optional)
-            .build()
-            .parse(expr)
-            .map_err(|e| {
-                ValidationError::new(
-                    "invalid_cron",
-                    "cron",
-                    format!("{expr:?} is not a valid cron expression: {e}"),
-                )
-            })?;
-        Ok(ParsedCron { tz, cron })
-    }
-
-    pub fn expr(&self) -> &str {
-        &self.expr
-    }
-
-    pub fn timezone(&self) -> &str {
-        &self.timezone
-    }
-
-    /// The expression in English, as croner words it ("At 09:30, on Monday, ..."), without the
-    /// closing full stop so callers can extend the sentence. It reads the local wall clock: the
-    /// time zone is not mentioned, callers add it.
-    pub fn describe(&self) -> String {
-        let mut words = self.parsed.cron.describe();
-        if words.ends_with('.') {
-            words.pop();
-        }
-        words
-    }
-
-    /// Fails with `cron_never_fires` when no occurrence exists within the next few years after
-    /// `now`, e.g. `0 0 30 2 *` (February 30th).
-    pub fn check_fires(&self, now: Timestamp) -> Result<(), ValidationError> {
-        let limit = now
-            .to_zoned(self.parsed.tz.clone())
-            .checked_add(jiff::Span::new().years(NEVER_FIRES_HORIZON_YEARS))
-            .map(|z| z.timestamp())
-            .unwrap_or(Timestamp::MAX);
-        match self.next_after(now) {
-            Some(next) if next <= limit => Ok(()),
-            _ => Err(ValidationError::new(
-                "cron_never_fires",
-                "cron",
-                format!(
-                    "{:?} has no occurrence in the next {NEVER_FIRES_HORIZON_YEARS} years",
-                    self.expr
-                ),
-            )),
-        }
-    }
-
-    /// The first occurrence strictly after `t`. Cron has one-second resolution, so the search
-    /// starts from `t`'s whole second and croner steps off it.
-    pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
-        let whole_second = Timestamp::from_second(t.as_second()).ok()?;
-        let base = if t.subsec_nanosecond() < 0 {
-            // Negative timestamps round towards zero; step back to the floor.
-            whole_second
-                .checked_sub(jiff::SignedDuration::from_secs(1))
-                .ok()?
-        } else {
-            whole_second
-        };
-        let zoned = base.to_zoned(self.parsed.tz.clone());
-        let next = self.parsed.cron.find_next_occurrence(&zoned, false).ok()?;
-        Some(next.timestamp())
     }
 }
 
@@ -393,7 +217,9 @@ mod tests {
     #[test]
     fn never_firing_cron_is_rejected() {
         let c = CronSchedule::parse("0 0 30 2 *", "UTC").unwrap();
-        let err = c.check_fires(ts("2026-01-01T00:00:00Z")).unwrap_err();
+        let err = c
+            .check_fires_between(ts("2026-01-01T00:00:00Z"), ts("2126-01-01T00:00:00Z"))
+            .unwrap_err();
         assert_eq!(err.code, "cron_never_fires");
     }
 

@@ -9,6 +9,7 @@
 
 use std::sync::OnceLock;
 
+use hourglass_core::cron::{time_zone, tz_db};
 use hourglass_core::schedule::CronSchedule;
 use hourglass_core::{Schedule, ScheduleKind};
 use jiff::civil::{Date, DateTime, Weekday};
@@ -77,7 +78,7 @@ fn zones() -> &'static [Zone] {
         ZONES
             .iter()
             .map(|&name| {
-                let tz = TimeZone::get(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let tz = time_zone(name).unwrap_or_else(|e| panic!("{name}: {e}"));
                 let transitions: Vec<Timestamp> = tz
                     .following(from)
                     .map(|t| t.timestamp())
@@ -290,10 +291,9 @@ fn instants_for(expr: &Expr, tz: &TimeZone, civil: DateTime) -> Vec<Timestamp> {
         }
         AmbiguousOffset::Gap { .. } => {
             if expr.is_fixed() {
-                let end = gap_end(tz, civil);
-                // "Once that day": in every zone tested the gap ends on the day it starts.
-                assert_eq!(tz.to_datetime(end).date(), civil.date());
-                vec![end]
+                // The first instant after the gap, which is on a later local date when the gap
+                // crosses midnight.
+                vec![gap_end(tz, civil)]
             } else {
                 vec![]
             }
@@ -559,7 +559,11 @@ fn check_fixed_daily(
         );
         prop_assert!(next > after, "strictly increasing / never early: {ctx}");
         let local = tz.to_datetime(next);
-        let date = local.date();
+        // The local date the run belongs to: its own, or an earlier one whose time fell in a gap
+        // that crossed midnight and ended at this instant.
+        let date = scheduled_date(tz, next, (h, m, s));
+        prop_assert!(date.is_some(), "fired at no scheduled time: {ctx}");
+        let date = date.unwrap();
         prop_assert!(expr.day_matches(date), "fired on a non-matching day: {ctx}");
         if let Some(prev) = prev_date {
             prop_assert_eq!(
@@ -594,6 +598,24 @@ fn check_fixed_daily(
         after = next;
     }
     Ok(())
+}
+
+/// The local date whose wall-clock time `hms` fires at `instant` under the fixed-time rules: the
+/// time itself, the earlier instant of an overlap, or the end of a gap that swallowed it (looking
+/// back up to two days, for gaps that cross midnight or skip a whole day).
+fn scheduled_date(tz: &TimeZone, instant: Timestamp, (h, m, s): (i8, i8, i8)) -> Option<Date> {
+    let today = tz.to_datetime(instant).date();
+    [0, 1, 2].into_iter().find_map(|back| {
+        let date = today.checked_sub(jiff::Span::new().days(back)).ok()?;
+        let scheduled = date.at(h, m, s, 0);
+        let amb = tz.to_ambiguous_timestamp(scheduled);
+        let fires_at = match amb.offset() {
+            AmbiguousOffset::Unambiguous { offset } => offset.to_timestamp(scheduled).ok()?,
+            AmbiguousOffset::Fold { .. } => amb.earlier().ok()?,
+            AmbiguousOffset::Gap { .. } => gap_end(tz, scheduled),
+        };
+        (fires_at == instant).then_some(date)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -714,7 +736,7 @@ fn sweep_every_transition_in_2025_to_2027() {
 
 fn fires(expr: &str, zone: &str, after: &str, n: usize) -> Vec<String> {
     let cron = CronSchedule::parse(expr, zone).unwrap();
-    let tz = TimeZone::get(zone).unwrap();
+    let tz = time_zone(zone).unwrap();
     let mut t = ts(after);
     (0..n)
         .map(|_| {
@@ -924,4 +946,196 @@ fn hour_lists_are_not_fixed_times() {
             "2025-11-02T13:30:00-05:00",
         ]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every gap that crosses midnight, in every zone of the bundled database
+// ---------------------------------------------------------------------------------------------
+
+/// A spring-forward gap (or any forward jump of the clock) whose skipped wall-clock readings run
+/// past midnight, so the first instant after it is on a later local date than the readings it
+/// swallows.
+struct MidnightGap {
+    zone: Zone,
+    at: Timestamp,
+    /// The first reading the gap skips and the first one after it.
+    from: DateTime,
+    to: DateTime,
+}
+
+fn midnight_gaps(from: Timestamp, until: Timestamp) -> Vec<MidnightGap> {
+    let mut names: Vec<String> = tz_db().available().map(|n| n.to_string()).collect();
+    names.sort();
+    let mut gaps = Vec::new();
+    for name in names {
+        let Ok(tz) = time_zone(&name) else {
+            continue; // Factory and the like: not a place, refused as a zone name.
+        };
+        for tr in tz.following(from).take_while(|tr| tr.timestamp() < until) {
+            let at = tr.timestamp();
+            let before = tz.to_offset(at - secs(1));
+            if tr.offset() <= before {
+                continue;
+            }
+            let (gap_from, gap_to) = (before.to_datetime(at), tr.offset().to_datetime(at));
+            if gap_from.date() != gap_to.date() {
+                gaps.push(MidnightGap {
+                    zone: Zone {
+                        name: Box::leak(name.clone().into_boxed_str()),
+                        tz: tz.clone(),
+                        transitions: vec![at],
+                        anchors: vec![at],
+                    },
+                    at,
+                    from: gap_from,
+                    to: gap_to,
+                });
+            }
+        }
+    }
+    gaps
+}
+
+/// Pins the America/Nuuk bug (a Saturday 23:30 job skipped on 2027-03-27, whose 23:00–00:00 gap
+/// crosses midnight) for every zone and every such gap in 1970–2040: daily jobs and jobs
+/// restricted by day of week or day of month, at times inside the gap and just around it, fire
+/// once per matching day and agree with the brute-force reference.
+#[test]
+fn every_gap_crossing_midnight_fires_the_swallowed_day_once() {
+    let gaps = midnight_gaps(ts("1970-01-01T00:00:00Z"), ts("2040-01-01T00:00:00Z"));
+    let zones: std::collections::BTreeSet<&str> = gaps.iter().map(|g| g.zone.name).collect();
+    assert!(
+        zones.contains("America/Nuuk") && zones.contains("Pacific/Apia"),
+        "{zones:?}"
+    );
+    let mut checked = 0;
+    for gap in &gaps {
+        let length = gap.from.duration_until(gap.to);
+        let inside = [
+            gap.from,
+            gap.from + length / 2,
+            gap.to - secs(1),
+            // The last reading of the day the gap starts on, and midnight if the gap swallows it.
+            gap.from.date().at(23, 59, 59, 0),
+            gap.to.date().at(0, 0, 0, 0),
+        ];
+        for wall in inside {
+            let fixed = Expr::fixed(wall.hour() as u8, wall.minute() as u8, wall.second() as u8);
+            let weekday = wall.date().weekday().to_sunday_zero_offset() as usize;
+            let daily = fixed.clone();
+            let on_weekday = Expr {
+                dow: Some(vec![WEEKDAYS[weekday]]),
+                ..fixed.clone()
+            };
+            let start = gap.at - SignedDuration::from_hours(50);
+            for expr in [&daily, &on_weekday] {
+                check_against_reference(&gap.zone, expr, start, 3)
+                    .unwrap_or_else(|e| panic!("{}: {e}", gap.zone.name));
+                if length < SignedDuration::from_hours(24) {
+                    // A longer gap can swallow a daily time twice; both run once, together.
+                    check_fixed_daily(&gap.zone, expr, start, 3)
+                        .unwrap_or_else(|e| panic!("{}: {e}", gap.zone.name));
+                }
+            }
+            // Restricted by day of month: the run belongs to the swallowed date.
+            let text = format!(
+                "{} {} {} {} * *",
+                wall.second(),
+                wall.minute(),
+                wall.hour(),
+                wall.day()
+            );
+            let cron = CronSchedule::parse(&text, gap.zone.name).unwrap();
+            if matches!(
+                gap.zone.tz.to_ambiguous_timestamp(wall).offset(),
+                AmbiguousOffset::Gap { .. }
+            ) {
+                assert_eq!(
+                    cron.next_after(start),
+                    Some(gap.at),
+                    "{text:?} in {}: {wall} is in the gap, so it runs when the gap ends",
+                    gap.zone.name,
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+    println!(
+        "checked {checked} times in {} midnight gaps of {} zones",
+        gaps.len(),
+        zones.len()
+    );
+}
+
+/// Every zone of the bundled database (links included), every offset change in 2025–2027: fixed
+/// times at the edges and middle of each gap or overlap, and two interval expressions across it,
+/// against the brute-force reference.
+#[test]
+fn sweep_every_bundled_zone_2025_to_2027() {
+    let from = ts("2025-01-01T00:00:00Z");
+    let until = ts("2028-01-01T00:00:00Z");
+    let mut names: Vec<String> = tz_db().available().map(|n| n.to_string()).collect();
+    names.sort();
+    let interval: Vec<Expr> = [Field::Step(15), Field::Value(30)]
+        .into_iter()
+        .map(|min| Expr {
+            sec: Field::Value(0),
+            min,
+            hour: Field::Any,
+            dow: None,
+            five_fields: false,
+        })
+        .collect();
+    let mut checked = 0;
+    for name in names {
+        let Ok(tz) = time_zone(&name) else {
+            continue;
+        };
+        let transitions: Vec<Timestamp> = tz
+            .following(from)
+            .map(|t| t.timestamp())
+            .take_while(|&t| t < until)
+            .filter(|&t| tz.to_offset(t - secs(1)) != tz.to_offset(t))
+            .collect();
+        let zone = Zone {
+            name: Box::leak(name.clone().into_boxed_str()),
+            tz: tz.clone(),
+            transitions: transitions.clone(),
+            anchors: transitions.clone(),
+        };
+        for &t in &transitions {
+            let before = tz.to_offset(t - secs(1)).to_datetime(t);
+            let after = tz.to_offset(t).to_datetime(t);
+            let (lo, hi) = (before.min(after), before.max(after));
+            let mid = lo + lo.duration_until(hi) / 2;
+            let start = t - SignedDuration::from_hours(30);
+            for c in [lo - secs(1), lo, mid, hi - secs(1), hi] {
+                let weekday = WEEKDAYS[c.date().weekday().to_sunday_zero_offset() as usize];
+                let expr = Expr {
+                    dow: Some(vec![weekday]),
+                    ..Expr::fixed(c.hour() as u8, c.minute() as u8, c.second() as u8)
+                };
+                check_against_reference(&zone, &expr, start, 2).unwrap();
+                checked += 1;
+            }
+            for expr in &interval {
+                let cron = CronSchedule::parse(&expr.render(), zone.name).unwrap();
+                let mut at = t - SignedDuration::from_mins(70);
+                while at < t + SignedDuration::from_mins(70) {
+                    let want = reference_next(expr, &tz, at);
+                    assert_eq!(
+                        cron.next_after(at),
+                        Some(want),
+                        "{:?} in {name} after {}",
+                        expr.render(),
+                        show(&tz, at)
+                    );
+                    at = want;
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked}");
 }
