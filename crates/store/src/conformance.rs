@@ -39,7 +39,10 @@ macro_rules! conformance_tests {
             a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type,
             runs_page_newest_first_and_resume_after_a_cursor,
             old_dead_letters_are_purged_oldest_first,
-            a_leased_message_moved_to_a_webhook_stays_off_its_old_queue);
+            a_leased_message_moved_to_a_webhook_stays_off_its_old_queue,
+            edits_and_transitions_answer_the_token_that_fences_older_claims,
+            a_repeated_keyed_trigger_changes_nothing,
+            a_dead_lettered_job_counts_its_last_attempt);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -344,7 +347,14 @@ pub async fn events_announce_due_work(store: Arc<dyn Store>) {
         })
     );
     store
-        .transition(Some("a"), id, Transition::Trigger { now: base })
+        .transition(
+            Some("a"),
+            id,
+            Transition::Trigger {
+                now: base,
+                key: None,
+            },
+        )
         .await
         .unwrap();
     let mut got = [next().await, next().await];
@@ -739,7 +749,14 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
 
     let trigger_at = base + ms(10_600);
     let triggered = store
-        .transition(Some("a"), id, Transition::Trigger { now: trigger_at })
+        .transition(
+            Some("a"),
+            id,
+            Transition::Trigger {
+                now: trigger_at,
+                key: None,
+            },
+        )
         .await
         .unwrap();
     assert_eq!(triggered.next_due, Some(trigger_at));
@@ -1647,4 +1664,178 @@ pub async fn a_leased_message_moved_to_a_webhook_stays_off_its_old_queue(store: 
     );
     let again = claim(&*store, ClaimScope::Fired, later, 10, "n").await;
     assert_eq!(again.iter().map(|o| o.job_id).collect::<Vec<_>>(), [id]);
+}
+
+/// An edit or transition answers the job's new fencing token, so a node can drop exactly the
+/// claims made before it: claims before have a lower token, a claim made after a higher one.
+/// (A node that dropped every claim of an edited job also dropped the one its planner took right
+/// after the edit, and the job waited out that lease.)
+pub async fn edits_and_transitions_answer_the_token_that_fences_older_claims(
+    store: Arc<dyn Store>,
+) {
+    let base = t(T0);
+    let job = one_off("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let before = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    let edited = store
+        .update_job(
+            Some("a"),
+            id,
+            JobUpdate {
+                spec: spec(Schedule::at(base)),
+                payload: Some(r#"{"n":2}"#.into()),
+                next_due: Some(base),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        before.token < edited.token,
+        "the older claim is below the edit"
+    );
+    let after = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    assert!(
+        after.token > edited.token,
+        "a claim after the edit is above it"
+    );
+    let read = store.get_job(None, id).await.unwrap().unwrap();
+    assert_eq!(read.token, after.token, "a read shows the current token");
+
+    let mut last = after.token;
+    for make in [
+        (|now| Transition::Pause { now }) as fn(Timestamp) -> Transition,
+        |now| Transition::Resume { now },
+        |now| Transition::Trigger { now, key: None },
+    ] {
+        let changed = store.transition(Some("a"), id, make(base)).await.unwrap();
+        assert!(changed.token > last, "{:?} raises the token", make(base));
+        last = changed.token;
+    }
+    let after = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    assert!(after.token > last);
+    assert_eq!(
+        store.complete(vec![delivered(&after)], base).await.unwrap(),
+        vec![Applied::Yes]
+    );
+}
+
+/// A trigger carrying a key the job's last keyed trigger had is a retry: it changes nothing and
+/// answers the job with that trigger's due time, even after the occurrence ran or the job was
+/// cancelled. A new key triggers again; a keyless trigger leaves the remembered one alone.
+pub async fn a_repeated_keyed_trigger_changes_nothing(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = one_off("a", base + ms(3_600_000));
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let trigger = |now: Timestamp, key: Option<&str>| {
+        let store = store.clone();
+        let key = key.map(str::to_owned);
+        async move {
+            store
+                .transition(Some("a"), id, Transition::Trigger { now, key })
+                .await
+        }
+    };
+    let first = trigger(base, Some("k1")).await.unwrap();
+    let remembered = Some(crate::KeyedTrigger {
+        key: "k1".into(),
+        due: base,
+    });
+    assert_eq!(first.last_trigger, remembered);
+    assert_eq!(first.next_due, Some(base));
+
+    let retried = trigger(base + ms(500), Some("k1")).await.unwrap();
+    assert_eq!(retried, first, "a retry changes nothing");
+
+    // The triggered occurrence runs; the job completes. A retry still answers it.
+    let occ = claim(&*store, ClaimScope::Fired, base + ms(600), 10, "n1")
+        .await
+        .remove(0);
+    assert_eq!(occ.due, base);
+    store.complete(vec![delivered(&occ)], base).await.unwrap();
+    let retried = trigger(base + ms(700), Some("k1")).await.unwrap();
+    assert_eq!(
+        (retried.state, retried.last_trigger.clone()),
+        (JobState::Completed, remembered.clone())
+    );
+    assert!(
+        claim(&*store, ClaimScope::Fired, base + ms(800), 10, "n1")
+            .await
+            .is_empty(),
+        "the retry fired again"
+    );
+
+    let second = trigger(base + ms(1000), Some("k2")).await.unwrap();
+    assert_eq!(
+        (second.state, second.next_due),
+        (JobState::Active, Some(base + ms(1000)))
+    );
+    let keyless = trigger(base + ms(1100), None).await.unwrap();
+    assert_eq!(keyless.next_due, Some(base + ms(1100)));
+    assert_eq!(
+        keyless.last_trigger,
+        Some(crate::KeyedTrigger {
+            key: "k2".into(),
+            due: base + ms(1000),
+        })
+    );
+
+    store
+        .transition(Some("a"), id, Transition::Cancel { now: base })
+        .await
+        .unwrap();
+    let retried = trigger(base + ms(1200), Some("k2")).await.unwrap();
+    assert_eq!(retried.state, JobState::Cancelled);
+    assert!(matches!(
+        trigger(base + ms(1200), Some("k3")).await,
+        Err(StoreError::InvalidState { .. })
+    ));
+}
+
+/// A one-off dead-lettered on its third failed attempt shows three attempts, on the job as on
+/// its dead letter (the job showed two: the last failure was never counted).
+pub async fn a_dead_lettered_job_counts_its_last_attempt(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = one_off("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let mut at = base;
+    for _ in 0..2 {
+        let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
+            .await
+            .remove(0);
+        at += ms(1000);
+        store
+            .complete(vec![done(&occ, Action::Retry { at })], at)
+            .await
+            .unwrap();
+    }
+    let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
+        .await
+        .remove(0);
+    assert_eq!(occ.attempt, 3);
+    let letter = done(
+        &occ,
+        Action::DeadLetter {
+            next: None,
+            skipped: 0,
+            reason: "http 500".into(),
+        },
+    );
+    assert_eq!(
+        store.complete(vec![letter], at).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    let job = store.get_job(None, id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempt), (JobState::Failed, 3));
+    let letters = store.dead_letters(Some("a"), None, 10).await.unwrap();
+    assert_eq!(letters[0].attempts, 3);
 }

@@ -78,6 +78,8 @@ impl NewJob {
             skipped: 0,
             created_at: self.now,
             updated_at: self.now,
+            token: 0,
+            last_trigger: None,
         }
     }
 }
@@ -93,7 +95,8 @@ pub struct JobRecord {
     pub payload: Option<String>,
     /// Nominal due time of the pending occurrence (or of the last one, for a finished job).
     pub next_due: Option<Timestamp>,
-    /// Failed attempts of the pending occurrence so far.
+    /// Failed attempts of the pending occurrence so far; for a job that failed, the attempts its
+    /// dead-lettered occurrence made.
     pub attempt: u32,
     /// Occurrences that ran (delivered or dead-lettered).
     pub runs: u64,
@@ -101,6 +104,20 @@ pub struct JobRecord {
     pub skipped: u64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The job's fencing token as read: every claim, edit and lifecycle change raises it. After
+    /// an edit or transition, claims with a lower token were made before it and are stale; a
+    /// claim made after it carries a higher one.
+    pub token: i64,
+    /// The job's most recent trigger that carried an idempotency key.
+    pub last_trigger: Option<KeyedTrigger>,
+}
+
+/// A trigger made with an idempotency key: the key, and the due time of the occurrence it made
+/// (so a retry with the same key answers the same delivery id instead of firing again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedTrigger {
+    pub key: String,
+    pub due: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -230,7 +247,7 @@ pub struct JobQuery {
 }
 
 /// A change of a job's lifecycle state requested through the API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
     Pause {
         now: Timestamp,
@@ -243,9 +260,12 @@ pub enum Transition {
     Cancel {
         now: Timestamp,
     },
-    /// An extra occurrence due `now`; the schedule continues after it.
+    /// An extra occurrence due `now`; the schedule continues after it. With a `key` equal to the
+    /// job's [`JobRecord::last_trigger`] key nothing changes (a retried request); with another
+    /// key, the job remembers this one as its last keyed trigger.
     Trigger {
         now: Timestamp,
+        key: Option<String>,
     },
 }
 

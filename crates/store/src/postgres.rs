@@ -36,11 +36,13 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
+use crate::rules::{
+    TransitionPlan, dead_lettered_after, plan_transition, plan_update, state_code, state_from_code,
+};
 use crate::{
-    Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate, Lease,
-    NewJob, PURGE_DEAD_LETTERS, Purged, QueueStats, Release, Result, RunCursor, RunRecord,
-    SigningSecrets, Store, StoreError, StoreEvent, StoreGauges, Transition,
+    Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate,
+    KeyedTrigger, Lease, NewJob, PURGE_DEAD_LETTERS, Purged, QueueStats, Release, Result,
+    RunCursor, RunRecord, SigningSecrets, Store, StoreError, StoreEvent, StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -156,10 +158,15 @@ const MIGRATIONS: &[&str] = &[
         previous_until_ms  BIGINT
     );
     "#,
+    // 2: the job's last trigger made with an idempotency key, and the due time of the occurrence
+    // it made, so a retried trigger answers the same delivery id instead of firing again.
+    "ALTER TABLE jobs ADD COLUMN trigger_key TEXT;
+     ALTER TABLE jobs ADD COLUMN trigger_due_ms BIGINT;",
 ];
 
 const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, \
-                           skipped, created_ms, updated_ms";
+                           skipped, created_ms, updated_ms, lease_token, trigger_key, \
+                           trigger_due_ms";
 const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
 
@@ -346,7 +353,7 @@ impl PostgresStore {
     }
 
     /// Ends a transaction that changed one job's definition or state (`row` is the job as
-    /// updated, its new lease token in column 12): tells other nodes that its claims are fenced
+    /// updated, `JOB_COLUMNS`): tells other nodes that its claims are fenced
     /// and when it fires next, commits, and answers the stored job.
     async fn commit_job_change(
         &self,
@@ -357,7 +364,7 @@ impl PostgresStore {
     ) -> Result<JobRecord> {
         let record = job_from_row(row)?;
         let mut due = Due {
-            fenced: vec![(id, col(row, 12)?)],
+            fenced: vec![(id, record.token)],
             ..Due::default()
         };
         if let Some(fire) = fire {
@@ -676,6 +683,17 @@ fn job_from_row(row: &Row) -> Result<JobRecord> {
         skipped: col::<i64>(row, 9)? as u64,
         created_at: from_ms(col(row, 10)?),
         updated_at: from_ms(col(row, 11)?),
+        token: col(row, 12)?,
+        last_trigger: match (
+            col::<Option<String>>(row, 13)?,
+            col::<Option<i64>>(row, 14)?,
+        ) {
+            (Some(key), Some(due)) => Some(KeyedTrigger {
+                key,
+                due: from_ms(due),
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -881,8 +899,8 @@ impl Store for PostgresStore {
                     .await?;
                 for row in tx.query(&stmt, &[&ns, &ks]).await? {
                     let record = job_from_row(&row)?;
-                    let print: i64 = col(&row, 12)?;
-                    let key: String = col(&row, 13)?;
+                    let print: i64 = col(&row, 15)?;
+                    let key: String = col(&row, 16)?;
                     existing.insert((record.namespace.clone(), key), (record, print));
                 }
             }
@@ -930,7 +948,7 @@ impl Store for PostgresStore {
         lease: &Lease,
     ) -> Result<Vec<Occurrence>> {
         let now = lease.now.as_millisecond();
-        let lease_until = now + lease.ttl.as_millis() as i64;
+        let lease_until = now.saturating_add(hourglass_core::duration_ms(lease.ttl));
         let horizon = horizon.as_millisecond();
         let limit = limit as i64;
         self.bounded(async {
@@ -1088,7 +1106,9 @@ impl Store for PostgresStore {
             let mut errors: Vec<Option<&str>> = Vec::with_capacity(n);
             let mut outcomes: Vec<&str> = Vec::with_capacity(n);
             let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
+            let mut final_attempts: Vec<Option<i64>> = Vec::with_capacity(n);
             for c in &batch {
+                final_attempts.push(dead_lettered_after(c).map(i64::from));
                 ids.push(c.job_id);
                 tokens.push(c.token);
                 dues.push(c.due.as_millisecond());
@@ -1149,11 +1169,12 @@ impl Store for PostgresStore {
                                               $4::smallint[], $5::bigint[], $6::bigint[],
                                               $7::bigint[], $8::smallint[], $9::bigint[],
                                               $10::bigint[], $11::bigint[], $12::bigint[],
-                                              $13::text[], $14::text[], $15::text[])
+                                              $13::text[], $14::text[], $15::text[],
+                                              $17::bigint[])
                              WITH ORDINALITY
                              AS c(id, token, due_ms, kind, at_ms, ran, skipped, final_state,
                                   attempt, started_ms, latency_ms, status, error, outcome,
-                                  reason, ord)
+                                  reason, final_attempt, ord)
                      ),
                      done AS (
                          UPDATE jobs j SET
@@ -1161,7 +1182,8 @@ impl Store for PostgresStore {
                              due_ms = CASE WHEN c.kind = 1 THEN c.at_ms ELSE j.due_ms END,
                              fire_ms = CASE WHEN c.kind = 2 THEN NULL ELSE c.at_ms END,
                              attempt = CASE c.kind WHEN 0 THEN j.attempt + 1
-                                                   WHEN 1 THEN 0 ELSE j.attempt END,
+                                                   WHEN 1 THEN 0
+                                                   ELSE COALESCE(c.final_attempt, j.attempt) END,
                              runs = j.runs + c.ran,
                              skipped = j.skipped + c.skipped,
                              lease_owner = NULL, lease_fire_ms = NULL, updated_ms = $16
@@ -1208,6 +1230,7 @@ impl Store for PostgresStore {
                         &outcomes,
                         &reasons,
                         &now,
+                        &final_attempts,
                     ],
                 )
                 .await?;
@@ -1423,7 +1446,7 @@ impl Store for PostgresStore {
                                      lease_fire_ms = NULL, lease_token = lease_token + 1,
                                      updated_ms = $8, queue = $9
                      WHERE id = $1
-                     RETURNING {JOB_COLUMNS}, lease_token"
+                     RETURNING {JOB_COLUMNS}"
                 ))
                 .await?;
             let row = tx
@@ -1459,24 +1482,29 @@ impl Store for PostgresStore {
             let job = load_job(&tx, namespace, id, true)
                 .await?
                 .ok_or(StoreError::NotFound)?;
-            let (state, due_ms, fire, clear_key, now) = match plan_transition(&job, transition)? {
-                TransitionPlan::Unchanged => return Ok(job),
-                TransitionPlan::Apply {
-                    state,
-                    due,
-                    fire,
-                    clear_key,
-                    now,
-                } => (state, due, fire, clear_key, now),
-            };
+            let (state, due_ms, fire, clear_key, trigger_key, now) =
+                match plan_transition(&job, transition)? {
+                    TransitionPlan::Unchanged => return Ok(job),
+                    TransitionPlan::Apply {
+                        state,
+                        due,
+                        fire,
+                        clear_key,
+                        trigger_key,
+                        now,
+                    } => (state, due, fire, clear_key, trigger_key, now),
+                };
             let stmt = tx
                 .prepare_cached(&format!(
                     "UPDATE jobs SET state = $2, due_ms = $3, fire_ms = $4, attempt = 0,
                                      lease_owner = NULL, lease_fire_ms = NULL,
                                      lease_token = lease_token + 1, updated_ms = $5,
-                                     key = CASE WHEN $6 THEN NULL ELSE key END
+                                     key = CASE WHEN $6 THEN NULL ELSE key END,
+                                     trigger_key = COALESCE($7, trigger_key),
+                                     trigger_due_ms = CASE WHEN $7::text IS NULL
+                                                      THEN trigger_due_ms ELSE $5 END
                      WHERE id = $1
-                     RETURNING {JOB_COLUMNS}, lease_token"
+                     RETURNING {JOB_COLUMNS}"
                 ))
                 .await?;
             let row = tx
@@ -1489,6 +1517,7 @@ impl Store for PostgresStore {
                         &fire,
                         &now,
                         &clear_key,
+                        &trigger_key,
                     ],
                 )
                 .await?;

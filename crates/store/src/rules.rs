@@ -2,14 +2,15 @@
 //! changes a job's state and due times, and how states are encoded. Pure functions, so the
 //! backends differ only in how they read and write rows.
 
-use hourglass_core::JobState;
+use hourglass_core::{Action, Completion, JobState};
 
 use crate::{JobRecord, JobUpdate, Result, StoreError, Transition};
 
 /// What a job's row becomes after a transition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TransitionPlan {
-    /// Nothing to write (cancelling a cancelled job): answer with the job as it is.
+    /// Nothing to write (cancelling a cancelled job, repeating a keyed trigger): answer with the
+    /// job as it is.
     Unchanged,
     Apply {
         state: JobState,
@@ -19,6 +20,9 @@ pub(crate) enum TransitionPlan {
         fire: Option<i64>,
         /// A cancelled job frees its key for a new job.
         clear_key: bool,
+        /// A keyed trigger: the key to remember as the job's last keyed trigger, whose
+        /// occurrence is due `now`.
+        trigger_key: Option<String>,
         now: i64,
     },
 }
@@ -33,8 +37,9 @@ pub(crate) fn plan_transition(job: &JobRecord, transition: Transition) -> Result
         Transition::Pause { now }
         | Transition::Resume { now }
         | Transition::Cancel { now }
-        | Transition::Trigger { now } => now.as_millisecond(),
+        | Transition::Trigger { now, .. } => now.as_millisecond(),
     };
+    let mut trigger_key = None;
     let (state, due, fire, clear_key) = match transition {
         Transition::Pause { .. } => match job.state {
             JobState::Active | JobState::Paused => (JobState::Paused, next_due, None, false),
@@ -43,9 +48,10 @@ pub(crate) fn plan_transition(job: &JobRecord, transition: Transition) -> Result
         Transition::Resume { now } => match job.state {
             JobState::Paused | JobState::Active => {
                 let due = if job.spec.schedule.is_recurring() {
-                    job.spec
-                        .schedule
-                        .next_for_run(now - jiff::SignedDuration::from_millis(1), job.runs)
+                    job.spec.schedule.next_for_run(
+                        hourglass_core::sub_saturating(now, std::time::Duration::from_millis(1)),
+                        job.runs,
+                    )
                 } else {
                     job.next_due
                 };
@@ -63,16 +69,25 @@ pub(crate) fn plan_transition(job: &JobRecord, transition: Transition) -> Result
             JobState::Cancelled => return Ok(TransitionPlan::Unchanged),
             _ => (JobState::Cancelled, next_due, None, true),
         },
-        Transition::Trigger { .. } => match job.state {
-            JobState::Cancelled => return Err(invalid("trigger")),
-            _ => (JobState::Active, Some(now), Some(now), false),
-        },
+        Transition::Trigger { key, .. } => {
+            // A retried request: it was applied once, whatever happened to the job since (the
+            // occurrence ran, the job was paused or cancelled), so it is answered, not repeated.
+            if key.is_some() && job.last_trigger.as_ref().map(|t| &t.key) == key.as_ref() {
+                return Ok(TransitionPlan::Unchanged);
+            }
+            trigger_key = key;
+            match job.state {
+                JobState::Cancelled => return Err(invalid("trigger")),
+                _ => (JobState::Active, Some(now), Some(now), false),
+            }
+        }
     };
     Ok(TransitionPlan::Apply {
         state,
         due,
         fire,
         clear_key,
+        trigger_key,
         now,
     })
 }
@@ -100,6 +115,15 @@ pub(crate) fn plan_update(
         due.or(job.next_due.map(|t| t.as_millisecond())),
         fire,
     ))
+}
+
+/// What a job's `attempt` becomes when `c` finishes it as a dead letter: every attempt its
+/// occurrence made failed, the last one included (which no retry counted). `None` keeps it.
+pub(crate) fn dead_lettered_after(c: &Completion) -> Option<u32> {
+    match (&c.action, &c.attempt) {
+        (Action::DeadLetter { .. }, Some(a)) => Some(a.attempt),
+        _ => None,
+    }
 }
 
 pub(crate) fn state_code(state: JobState) -> i64 {

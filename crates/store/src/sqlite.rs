@@ -27,11 +27,13 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use tokio::sync::{mpsc, oneshot};
 
 use self::leases::{Entry, LeaseSchedule};
-use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code, state_from_code};
+use crate::rules::{
+    TransitionPlan, dead_lettered_after, plan_transition, plan_update, state_code, state_from_code,
+};
 use crate::{
-    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    PURGE_DEAD_LETTERS, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets,
-    Store, StoreError, StoreGauges, Transition,
+    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, KeyedTrigger, Lease,
+    NewJob, PURGE_DEAD_LETTERS, Purged, QueueStats, Release, Result, RunCursor, RunRecord,
+    SigningSecrets, Store, StoreError, StoreGauges, Transition,
 };
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -187,9 +189,13 @@ const MIGRATIONS: &[&str] = &[
     "DROP INDEX jobs_queue_due;
      CREATE INDEX jobs_queue_due ON jobs(queue_key, fire_ms)
          WHERE state = 0 AND queue_key IS NOT NULL AND lease_owner IS NULL;",
+    // 7: the job's last trigger made with an idempotency key, and the due time of the occurrence
+    // it made, so a retried trigger answers the same delivery id instead of firing again.
+    "ALTER TABLE jobs ADD COLUMN trigger_key TEXT;
+     ALTER TABLE jobs ADD COLUMN trigger_due_ms INTEGER;",
 ];
 
-const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms";
+const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, trigger_due_ms";
 
 type Reply = Box<dyn FnOnce(Option<StoreError>) + Send>;
 /// A unit of work for the writer. It gets no connection when the transaction could not begin.
@@ -461,6 +467,17 @@ fn job_from_row(row: &Row<'_>) -> Result<JobRecord> {
         skipped: row.get::<_, i64>(9).map_err(get_err)? as u64,
         created_at: from_ms(row.get(10).map_err(get_err)?),
         updated_at: from_ms(row.get(11).map_err(get_err)?),
+        token: row.get(12).map_err(get_err)?,
+        last_trigger: match (
+            row.get::<_, Option<String>>(13).map_err(get_err)?,
+            row.get::<_, Option<i64>>(14).map_err(get_err)?,
+        ) {
+            (Some(key), Some(due)) => Some(KeyedTrigger {
+                key,
+                due: from_ms(due),
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -679,7 +696,7 @@ fn claim_rows(
     taken: &mut Vec<(JobId, Entry)>,
 ) -> Result<Vec<Claimed>> {
     let now = lease.now.as_millisecond();
-    let lease_until = now + lease.ttl.as_millis() as i64;
+    let lease_until = now.saturating_add(hourglass_core::duration_ms(lease.ttl));
     let mut claimed = Vec::new();
     // Per claimed row: whether its earlier lease lapsed, and its row number.
     let mut rows_to_claim = Vec::new();
@@ -997,7 +1014,7 @@ fn complete_in_tx(
         .prepare_cached(
             "UPDATE jobs SET state = ?3, fire_ms = NULL, runs = runs + ?4,
                  skipped = skipped + ?5, lease_owner = NULL, lease_fire_ms = NULL,
-                 updated_ms = ?6
+                 updated_ms = ?6, attempt = COALESCE(?8, attempt)
              WHERE seq = COALESCE(?7, (SELECT seq FROM jobs WHERE id = ?1))
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
@@ -1039,7 +1056,8 @@ fn complete_in_tx(
                             ran,
                             *skipped as i64,
                             now,
-                            row
+                            row,
+                            dead_lettered_after(&c),
                         ])
                         .map_err(unavailable)?,
                 };
@@ -1085,20 +1103,23 @@ fn transition_in_tx(
     transition: Transition,
 ) -> Result<JobRecord> {
     let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
-    let (state, due, fire, clear_key, now) = match plan_transition(&job, transition)? {
+    let (state, due, fire, clear_key, trigger_key, now) = match plan_transition(&job, transition)? {
         TransitionPlan::Unchanged => return Ok(job),
         TransitionPlan::Apply {
             state,
             due,
             fire,
             clear_key,
+            trigger_key,
             now,
-        } => (state, due, fire, clear_key, now),
+        } => (state, due, fire, clear_key, trigger_key, now),
     };
     conn.prepare_cached(
         "UPDATE jobs SET state = ?2, due_ms = ?3, fire_ms = ?4, attempt = 0, lease_owner = NULL,
                          lease_fire_ms = NULL, lease_token = lease_token + 1, updated_ms = ?5,
-                         key = CASE WHEN ?6 THEN NULL ELSE key END
+                         key = CASE WHEN ?6 THEN NULL ELSE key END,
+                         trigger_key = COALESCE(?7, trigger_key),
+                         trigger_due_ms = CASE WHEN ?7 IS NULL THEN trigger_due_ms ELSE ?5 END
          WHERE id = ?1",
     )
     .map_err(unavailable)?
@@ -1108,7 +1129,8 @@ fn transition_in_tx(
         due,
         fire,
         now,
-        clear_key
+        clear_key,
+        trigger_key,
     ])
     .map_err(unavailable)?;
     load_job(conn, None, id)?.ok_or(StoreError::NotFound)
