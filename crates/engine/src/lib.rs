@@ -31,6 +31,7 @@ use tokio_util::task::TaskTracker;
 pub use deliver::{Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
 pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
+pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
 pub use signing::Secrets;
 
@@ -81,8 +82,8 @@ impl Default for EngineConfig {
     }
 }
 
-/// What the API needs from a running engine: a way to say "something new is due" and "forget
-/// this job's claimed occurrence".
+/// What the API needs from a running engine: a way to say "something new is due" and "this
+/// job changed: drop its claims made before".
 #[derive(Clone)]
 pub struct EngineHandle {
     shared: Arc<Shared>,
@@ -100,15 +101,19 @@ struct Shared {
     /// Claims whose occurrence must be dropped from the timer (paused, cancelled, edited, or
     /// found taken over at renewal).
     forget_tx: mpsc::UnboundedSender<Forget>,
+    /// Cancelled when a pipeline stage has died: the engine no longer fires anything, and the
+    /// node must say so (unready) and exit so that it is restarted.
+    failed: CancellationToken,
 }
 
-/// Drop a job's claimed occurrence from the timer if it has not fired yet: any claim of the job
-/// (`below: None`), or only one whose token is below `below` (claims made before a change that
-/// another node announced, or one found stale at renewal).
+/// Drop a job's claimed occurrence from the timer if it has not fired yet and its token is below
+/// `below`: a claim made before a change (announced by this node's API or by another node), or
+/// one found stale at renewal. Never "any claim": the planner may already hold a claim made after
+/// the change.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Forget {
     pub job_id: JobId,
-    pub below: Option<i64>,
+    pub below: i64,
 }
 
 impl Shared {
@@ -132,11 +137,20 @@ impl EngineHandle {
         &self.queues
     }
 
-    /// Drop a job's claimed occurrence from the timer if it has not fired yet.
-    pub fn forget(&self, job_id: JobId) {
+    /// Whether a pipeline stage has died (see [`Engine::failed`]).
+    pub fn has_failed(&self) -> bool {
+        self.shared.failed.is_cancelled()
+    }
+
+    /// A job was edited, paused, resumed, triggered or cancelled, and its fencing token is now
+    /// `token`: drop its claimed occurrence from the timer if that claim is older than the change
+    /// (token below `token`) and has not fired yet. A claim the planner made after the change
+    /// carries a higher token and stays: dropping it would leave the job leased, and so silent,
+    /// until that lease ran out.
+    pub fn fence(&self, job_id: JobId, token: i64) {
         let _ = self.shared.forget_tx.send(Forget {
             job_id,
-            below: None,
+            below: token,
         });
     }
 }
@@ -163,10 +177,7 @@ async fn sweeper(
     retention: Retention,
     stop: CancellationToken,
 ) {
-    let cutoff = |keep: Duration| {
-        let keep = jiff::SignedDuration::try_from(keep).unwrap_or(jiff::SignedDuration::MAX);
-        clock.now().checked_sub(keep).ok()
-    };
+    let cutoff = |keep: Duration| Some(hourglass_core::sub_saturating(clock.now(), keep));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(SWEEP_EVERY) => {}
@@ -232,8 +243,9 @@ impl Engine {
         let shared = Arc::new(Shared {
             planner_wake: Notify::new(),
             planner_wake_at: AtomicI64::new(i64::MAX),
-            wake_lead_ms: pipeline::wake_lead(config.lookahead).as_millis() as i64,
+            wake_lead_ms: hourglass_core::duration_ms(pipeline::wake_lead(config.lookahead)),
             forget_tx,
+            failed: CancellationToken::new(),
         });
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();
@@ -285,6 +297,12 @@ impl Engine {
 
     pub fn handle(&self) -> EngineHandle {
         self.handle.clone()
+    }
+
+    /// Resolves when a pipeline stage has died (a panic the stage could not contain). From then
+    /// on nothing fires on this node: its owner must report it unready and restart it.
+    pub fn failed(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
+        self.handle.shared.failed.clone().cancelled_owned()
     }
 
     /// Stops claiming, hands back unfired claims, lets in-flight deliveries finish within the

@@ -46,6 +46,8 @@ pub struct Metrics {
     pub store_errors: Counter,
     /// Claims found taken over or fenced when this node tried to renew them.
     pub lost_leases: Counter,
+    /// Occurrences whose handling panicked: dead-lettered as `internal_error`, job failed.
+    pub quarantined: Counter,
     /// Queue messages handed to workers (each lease of each message, redeliveries included).
     pub queue_leased: Counter,
     pub webhook_responses: Family<CodeLabels, Counter>,
@@ -69,6 +71,7 @@ impl Metrics {
             timer_queue: Gauge::default(),
             store_errors: Counter::default(),
             lost_leases: Counter::default(),
+            quarantined: Counter::default(),
             queue_leased: Counter::default(),
             webhook_responses: Family::default(),
             purged_jobs: Counter::default(),
@@ -131,6 +134,11 @@ impl Metrics {
             "hourglass_lost_leases",
             "Claims this node gave up: found taken over or fenced when renewing them, or their lease ran out before they fired",
             m.lost_leases.clone(),
+        );
+        registry.register(
+            "hourglass_quarantined_occurrences",
+            "Occurrences whose handling panicked: dead-lettered with reason internal_error and their job failed",
+            m.quarantined.clone(),
         );
         registry.register(
             "hourglass_webhook_responses",

@@ -1,7 +1,9 @@
-//! Which addresses a webhook may reach. Loopback, private, link-local (cloud metadata included),
-//! shared, multicast and unspecified addresses are refused unless the operator allowlists a range.
-//! Checked when a job is created and again at connect time, so a hostname that later resolves to
-//! an internal address is still refused.
+//! Which addresses a webhook may reach: every range of the IANA IPv4 and IPv6 special-purpose
+//! address registries that is not globally reachable (loopback, private, link-local with cloud
+//! metadata, shared, documentation, benchmarking, ...), multicast, reserved space, and IPv6
+//! addresses that carry such an IPv4 address to a translator or relay (NAT64, 6to4) is refused
+//! unless the operator allowlists it. Checked when a job is created and again at connect time, so
+//! a hostname that later resolves to an internal address is still refused.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -26,7 +28,11 @@ impl TargetPolicy {
         &self.allow
     }
 
-    /// `Err` names the class of a refused address.
+    /// `Err` names the class of a refused address. The allowlist is matched against the address
+    /// as dialled (an IPv4-mapped address as its IPv4 address, the same destination). An IPv4
+    /// address inside a NAT64 or 6to4 address is not matched against it: allowing 127.0.0.0/8
+    /// means this host's loopback, while `64:ff9b::7f00:1` asks a translator for its own; such
+    /// an address is allowed only by allowlisting the IPv6 range itself.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), &'static str> {
         let ip = canonical(ip);
         if self.allow.iter().any(|net| net.contains(&ip)) {
@@ -114,6 +120,8 @@ impl TargetPolicy {
     }
 }
 
+/// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) is the IPv4 address itself: a dual-stack socket
+/// dialling it reaches the same host, so it is judged, and allowlisted, as that address.
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -131,42 +139,137 @@ fn forbidden_class(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = ip.octets();
-    if ip.is_loopback() {
-        Some("loopback")
-    } else if ip.is_private() {
-        Some("private")
-    } else if ip.is_link_local() {
-        Some("link-local or metadata")
-    } else if ip.is_unspecified() || a == 0 {
-        Some("unspecified")
-    } else if a == 100 && (64..128).contains(&b) {
-        Some("shared (carrier-grade NAT)")
-    } else if ip.is_multicast() || ip.is_broadcast() || a >= 240 {
-        Some("multicast or reserved")
-    } else if a == 192 && b == 0 && ip.octets()[2] == 0 {
-        Some("IETF protocol assignment")
-    } else {
-        None
-    }
+const fn v4(a: u8, b: u8, c: u8, d: u8) -> u32 {
+    u32::from_be_bytes([a, b, c, d])
 }
 
+const fn v6(segments: [u16; 8]) -> u128 {
+    let mut out = 0u128;
+    let mut i = 0;
+    while i < 8 {
+        out = (out << 16) | segments[i] as u128;
+        i += 1;
+    }
+    out
+}
+
+/// Whether `addr` lies in `base/len`; a prefix length of 0 matches everything.
+fn in_v4(addr: u32, base: u32, len: u32) -> bool {
+    let shift = 32u32.saturating_sub(len);
+    addr.checked_shr(shift).unwrap_or(0) == base.checked_shr(shift).unwrap_or(0)
+}
+
+fn in_v6(addr: u128, base: u128, len: u32) -> bool {
+    let shift = 128u32.saturating_sub(len);
+    addr.checked_shr(shift).unwrap_or(0) == base.checked_shr(shift).unwrap_or(0)
+}
+
+/// The IPv4 ranges of the IANA special-purpose address registry that are not globally
+/// reachable, plus multicast and the reserved 240/4. The globally reachable entries (AS112
+/// 192.31.196/24 and 192.175.48/24, AMT 192.52.193/24) stay allowed. 192.0.0.0/24 is refused
+/// whole, its two global anycast addresses (192.0.0.9 PCP, 192.0.0.10 TURN) included: they are
+/// no webhook receivers.
+const V4_DENIED: &[(u32, u32, &str)] = &[
+    (v4(0, 0, 0, 0), 8, "unspecified (\"this network\")"),
+    (v4(10, 0, 0, 0), 8, "private"),
+    (v4(100, 64, 0, 0), 10, "shared (carrier-grade NAT)"),
+    (v4(127, 0, 0, 0), 8, "loopback"),
+    (v4(169, 254, 0, 0), 16, "link-local or metadata"),
+    (v4(172, 16, 0, 0), 12, "private"),
+    (v4(192, 0, 0, 0), 24, "IETF protocol assignment"),
+    (v4(192, 0, 2, 0), 24, "documentation"),
+    (v4(192, 88, 99, 0), 24, "deprecated 6to4 relay anycast"),
+    (v4(192, 168, 0, 0), 16, "private"),
+    (v4(198, 18, 0, 0), 15, "benchmarking"),
+    (v4(198, 51, 100, 0), 24, "documentation"),
+    (v4(203, 0, 113, 0), 24, "documentation"),
+    (v4(224, 0, 0, 0), 4, "multicast"),
+    // Reserved for future use, with the limited broadcast 255.255.255.255 at its end.
+    (v4(240, 0, 0, 0), 4, "reserved or broadcast"),
+];
+
+fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let addr = u32::from(ip);
+    V4_DENIED
+        .iter()
+        .find(|(base, len, _)| in_v4(addr, *base, *len))
+        .map(|(_, _, class)| *class)
+}
+
+/// The IPv6 ranges refused whole. The IANA special-purpose registry's ranges that are not
+/// globally reachable, and the unallocated space the registry leaves reserved (checked after
+/// these, in [`forbidden_v6`]). 2001::/23 is refused whole: its globally reachable exceptions
+/// (PCP and TURN anycast, AMT, AS112, ORCHIDv2, DRIP) are no webhook receivers, and Teredo
+/// (2001::/32) is a defunct tunnel whose relays would carry a request to whatever IPv4 address
+/// its bits name.
+const V6_DENIED: &[(u128, u32, &str)] = &[
+    (v6([0, 0, 0, 0, 0, 0, 0, 0]), 128, "unspecified"),
+    (v6([0, 0, 0, 0, 0, 0, 0, 1]), 128, "loopback"),
+    (
+        v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0]),
+        48,
+        "local-use IPv4/IPv6 translation",
+    ),
+    (v6([0x100, 0, 0, 0, 0, 0, 0, 0]), 64, "discard-only"),
+    (v6([0x100, 0, 0, 1, 0, 0, 0, 0]), 64, "dummy (example)"),
+    (
+        v6([0x2001, 0, 0, 0, 0, 0, 0, 0]),
+        23,
+        "IETF protocol assignment or Teredo",
+    ),
+    (v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0]), 32, "documentation"),
+    (v6([0x3fff, 0, 0, 0, 0, 0, 0, 0]), 20, "documentation"),
+    (
+        v6([0x5f00, 0, 0, 0, 0, 0, 0, 0]),
+        16,
+        "segment routing (SRv6 SID)",
+    ),
+    (
+        v6([0xfc00, 0, 0, 0, 0, 0, 0, 0]),
+        7,
+        "private (unique local)",
+    ),
+    (v6([0xfe80, 0, 0, 0, 0, 0, 0, 0]), 10, "link-local"),
+    (
+        v6([0xfec0, 0, 0, 0, 0, 0, 0, 0]),
+        10,
+        "site-local (deprecated)",
+    ),
+    (v6([0xff00, 0, 0, 0, 0, 0, 0, 0]), 8, "multicast"),
+];
+
+/// IPv4-mapped (`::ffff:0:0/96`): the IPv4 address itself.
+const MAPPED: u128 = v6([0, 0, 0, 0, 0, 0xffff, 0, 0]);
+/// IPv4-compatible (`::/96`, deprecated by RFC 4291).
+const COMPATIBLE: u128 = 0;
+/// The NAT64 well-known prefix (`64:ff9b::/96`, RFC 6052): a translator forwards to the IPv4
+/// address in the last 32 bits.
+const NAT64: u128 = v6([0x64, 0xff9b, 0, 0, 0, 0, 0, 0]);
+/// 6to4 (`2002::/16`, RFC 3056): a relay forwards to the IPv4 address in bits 16 to 48.
+const SIX_TO_FOUR: u128 = v6([0x2002, 0, 0, 0, 0, 0, 0, 0]);
+/// Global unicast (`2000::/3`): the only IPv6 space IANA allocates to the public internet.
+const GLOBAL_UNICAST: u128 = v6([0x2000, 0, 0, 0, 0, 0, 0, 0]);
+
 fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    let first = ip.segments()[0];
-    if ip.is_loopback() {
-        Some("loopback")
-    } else if ip.is_unspecified() {
-        Some("unspecified")
-    } else if first & 0xfe00 == 0xfc00 {
-        Some("private (unique local)")
-    } else if first & 0xffc0 == 0xfe80 {
-        Some("link-local")
-    } else if ip.is_multicast() {
-        Some("multicast")
-    } else if let Some(v4) = ip.to_ipv4() {
-        // IPv4-compatible and NAT64-style embeddings are judged by the embedded address.
-        forbidden_v4(v4).filter(|_| first == 0)
+    let addr = u128::from(ip);
+    let low_v4 = Ipv4Addr::from(addr as u32);
+    if let Some((_, _, class)) = V6_DENIED
+        .iter()
+        .find(|(base, len, _)| in_v6(addr, *base, *len))
+    {
+        Some(class)
+    } else if in_v6(addr, MAPPED, 96) {
+        forbidden_v4(low_v4)
+    } else if in_v6(addr, COMPATIBLE, 96) {
+        // Deprecated and outside global unicast: refused whatever it embeds, named after the
+        // embedded address when that one is forbidden too.
+        Some(forbidden_v4(low_v4).unwrap_or("deprecated IPv4-compatible"))
+    } else if in_v6(addr, NAT64, 96) {
+        forbidden_v4(low_v4)
+    } else if in_v6(addr, SIX_TO_FOUR, 16) {
+        forbidden_v4(Ipv4Addr::from((addr >> 80) as u32))
+    } else if !in_v6(addr, GLOBAL_UNICAST, 3) {
+        Some("reserved (not global unicast)")
     } else {
         None
     }
@@ -202,6 +305,299 @@ mod tests {
         assert!(open.check_ip("127.0.0.1".parse().unwrap()).is_ok());
         assert!(open.check_ip("::ffff:127.0.0.1".parse().unwrap()).is_ok());
         assert!(open.check_ip("10.0.0.1".parse().unwrap()).is_err());
+    }
+
+    /// Each denied range's first and last address, and the addresses just outside it, with the
+    /// class the policy must give (`None`: allowed). Written from the IANA registries, not from
+    /// the tables above, so a wrong table entry shows here.
+    const EDGES: &[(&str, Option<&str>)] = &[
+        // 0.0.0.0/8
+        ("0.0.0.0", Some("unspecified (\"this network\")")),
+        ("0.255.255.255", Some("unspecified (\"this network\")")),
+        ("1.0.0.0", None),
+        // 10.0.0.0/8
+        ("9.255.255.255", None),
+        ("10.0.0.0", Some("private")),
+        ("10.255.255.255", Some("private")),
+        ("11.0.0.0", None),
+        // 100.64.0.0/10
+        ("100.63.255.255", None),
+        ("100.64.0.0", Some("shared (carrier-grade NAT)")),
+        ("100.127.255.255", Some("shared (carrier-grade NAT)")),
+        ("100.128.0.0", None),
+        // 127.0.0.0/8
+        ("126.255.255.255", None),
+        ("127.0.0.0", Some("loopback")),
+        ("127.255.255.255", Some("loopback")),
+        ("128.0.0.0", None),
+        // 169.254.0.0/16
+        ("169.253.255.255", None),
+        ("169.254.0.0", Some("link-local or metadata")),
+        ("169.254.169.254", Some("link-local or metadata")),
+        ("169.254.255.255", Some("link-local or metadata")),
+        ("169.255.0.0", None),
+        // 172.16.0.0/12
+        ("172.15.255.255", None),
+        ("172.16.0.0", Some("private")),
+        ("172.31.255.255", Some("private")),
+        ("172.32.0.0", None),
+        // 192.0.0.0/24, whole (192.0.0.9 and 192.0.0.10 included, see V4_DENIED)
+        ("191.255.255.255", None),
+        ("192.0.0.0", Some("IETF protocol assignment")),
+        ("192.0.0.9", Some("IETF protocol assignment")),
+        ("192.0.0.10", Some("IETF protocol assignment")),
+        ("192.0.0.255", Some("IETF protocol assignment")),
+        ("192.0.1.0", None),
+        // 192.0.2.0/24 (TEST-NET-1)
+        ("192.0.2.0", Some("documentation")),
+        ("192.0.2.255", Some("documentation")),
+        ("192.0.3.0", None),
+        // Globally reachable entries of the registry stay allowed.
+        ("192.31.196.1", None),
+        ("192.52.193.1", None),
+        ("192.175.48.1", None),
+        // 192.88.99.0/24
+        ("192.88.98.255", None),
+        ("192.88.99.0", Some("deprecated 6to4 relay anycast")),
+        ("192.88.99.255", Some("deprecated 6to4 relay anycast")),
+        ("192.88.100.0", None),
+        // 192.168.0.0/16
+        ("192.167.255.255", None),
+        ("192.168.0.0", Some("private")),
+        ("192.168.255.255", Some("private")),
+        ("192.169.0.0", None),
+        // 198.18.0.0/15
+        ("198.17.255.255", None),
+        ("198.18.0.0", Some("benchmarking")),
+        ("198.19.255.255", Some("benchmarking")),
+        ("198.20.0.0", None),
+        // 198.51.100.0/24 (TEST-NET-2)
+        ("198.51.99.255", None),
+        ("198.51.100.0", Some("documentation")),
+        ("198.51.100.255", Some("documentation")),
+        ("198.51.101.0", None),
+        // 203.0.113.0/24 (TEST-NET-3)
+        ("203.0.112.255", None),
+        ("203.0.113.0", Some("documentation")),
+        ("203.0.113.255", Some("documentation")),
+        ("203.0.114.0", None),
+        // 224.0.0.0/4, then 240.0.0.0/4 up to the limited broadcast
+        ("223.255.255.255", None),
+        ("224.0.0.0", Some("multicast")),
+        ("239.255.255.255", Some("multicast")),
+        ("240.0.0.0", Some("reserved or broadcast")),
+        ("255.255.255.255", Some("reserved or broadcast")),
+        ("8.8.8.8", None),
+        ("93.184.216.34", None),
+        // ::/128, ::1/128, and the rest of IPv4-compatible ::/96
+        ("::", Some("unspecified")),
+        ("::1", Some("loopback")),
+        ("::2", Some("unspecified (\"this network\")")),
+        ("::127.0.0.1", Some("loopback")),
+        ("::8.8.8.8", Some("deprecated IPv4-compatible")),
+        ("::255.255.255.255", Some("reserved or broadcast")),
+        ("::1:0:0", Some("reserved (not global unicast)")),
+        // ::ffff:0:0/96, judged as the IPv4 address
+        ("::ffff:0.0.0.0", Some("unspecified (\"this network\")")),
+        ("::ffff:127.0.0.1", Some("loopback")),
+        ("::ffff:8.8.8.8", None),
+        ("::ffff:255.255.255.255", Some("reserved or broadcast")),
+        ("::1:0:0:0", Some("reserved (not global unicast)")),
+        // 64:ff9b::/96 (NAT64), judged by the embedded IPv4 address
+        (
+            "64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("reserved (not global unicast)"),
+        ),
+        ("64:ff9b::", Some("unspecified (\"this network\")")),
+        ("64:ff9b::7f00:1", Some("loopback")),
+        ("64:ff9b::a9fe:a9fe", Some("link-local or metadata")),
+        ("64:ff9b::c612:1", Some("benchmarking")),
+        ("64:ff9b::808:808", None),
+        ("64:ff9b::ffff:ffff", Some("reserved or broadcast")),
+        ("64:ff9b::1:0:0", Some("reserved (not global unicast)")),
+        // 64:ff9b:1::/48, local-use translation, refused whole
+        (
+            "64:ff9b:0:ffff:ffff:ffff:ffff:ffff",
+            Some("reserved (not global unicast)"),
+        ),
+        ("64:ff9b:1::", Some("local-use IPv4/IPv6 translation")),
+        ("64:ff9b:1::7f00:1", Some("local-use IPv4/IPv6 translation")),
+        (
+            "64:ff9b:1::808:808",
+            Some("local-use IPv4/IPv6 translation"),
+        ),
+        (
+            "64:ff9b:1:ffff:ffff:ffff:ffff:ffff",
+            Some("local-use IPv4/IPv6 translation"),
+        ),
+        ("64:ff9b:2::", Some("reserved (not global unicast)")),
+        // 100::/64 and 100:0:0:1::/64
+        ("100::", Some("discard-only")),
+        ("100::ffff:ffff:ffff:ffff", Some("discard-only")),
+        ("100:0:0:1::", Some("dummy (example)")),
+        ("100:0:0:1:ffff:ffff:ffff:ffff", Some("dummy (example)")),
+        ("100:0:0:2::", Some("reserved (not global unicast)")),
+        // 2000::/3 starts
+        (
+            "1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("reserved (not global unicast)"),
+        ),
+        ("2000::", None),
+        // 2001::/23, Teredo 2001::/32 included
+        ("2000:ffff:ffff:ffff:ffff:ffff:ffff:ffff", None),
+        ("2001::", Some("IETF protocol assignment or Teredo")),
+        (
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            Some("IETF protocol assignment or Teredo"),
+        ),
+        ("2001:1::1", Some("IETF protocol assignment or Teredo")),
+        (
+            "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("IETF protocol assignment or Teredo"),
+        ),
+        ("2001:200::", None),
+        // 2001:db8::/32
+        ("2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", None),
+        ("2001:db8::", Some("documentation")),
+        (
+            "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("documentation"),
+        ),
+        ("2001:db9::", None),
+        // 2002::/16 (6to4), judged by the IPv4 address in bits 16 to 48
+        ("2001:ffff:ffff:ffff:ffff:ffff:ffff:ffff", None),
+        ("2002::", Some("unspecified (\"this network\")")),
+        ("2002:7f00:1::", Some("loopback")),
+        ("2002:a00:1::1", Some("private")),
+        ("2002:c0a8:101::", Some("private")),
+        ("2002:808:808::", None),
+        ("2002:808:808:ffff:ffff:ffff:ffff:ffff", None),
+        (
+            "2002:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("reserved or broadcast"),
+        ),
+        ("2003::", None),
+        // 3fff::/20
+        ("3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", None),
+        ("3fff::", Some("documentation")),
+        (
+            "3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("documentation"),
+        ),
+        ("3fff:1000::", None),
+        ("3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", None),
+        ("4000::", Some("reserved (not global unicast)")),
+        // 5f00::/16
+        (
+            "5eff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("reserved (not global unicast)"),
+        ),
+        ("5f00::", Some("segment routing (SRv6 SID)")),
+        (
+            "5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("segment routing (SRv6 SID)"),
+        ),
+        ("5f01::", Some("reserved (not global unicast)")),
+        // fc00::/7
+        (
+            "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("reserved (not global unicast)"),
+        ),
+        ("fc00::", Some("private (unique local)")),
+        ("fd00:ec2::254", Some("private (unique local)")),
+        (
+            "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("private (unique local)"),
+        ),
+        ("fe00::", Some("reserved (not global unicast)")),
+        // fe80::/10, fec0::/10, ff00::/8
+        (
+            "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("reserved (not global unicast)"),
+        ),
+        ("fe80::", Some("link-local")),
+        (
+            "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("link-local"),
+        ),
+        ("fec0::", Some("site-local (deprecated)")),
+        (
+            "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            Some("site-local (deprecated)"),
+        ),
+        ("ff00::", Some("multicast")),
+        ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", Some("multicast")),
+        ("2606:2800:220:1::1", None),
+        ("2620:4f:8000::1", None),
+    ];
+
+    #[test]
+    fn special_purpose_ranges_are_refused_at_their_edges() {
+        let strict = TargetPolicy::default();
+        let mut wrong = Vec::new();
+        for (text, want) in EDGES {
+            let ip: IpAddr = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+            let got = strict.check_ip(ip).err();
+            if got != *want {
+                wrong.push(format!("{text}: {got:?}, expected {want:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// Issue 12, defect 7: loopback inside NAT64 and 6to4, and the benchmarking range, were
+    /// accepted.
+    #[test]
+    fn loopback_in_nat64_and_6to4_and_benchmarking_are_refused() {
+        let strict = TargetPolicy::default();
+        for ip in [
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::7f00:1",
+            "2002:7f00:1::",
+            "198.18.0.1",
+            "198.19.0.1",
+        ] {
+            assert!(strict.check_ip(ip.parse().unwrap()).is_err(), "{ip}");
+        }
+        let check = |u: &str| strict.check_url(&u.parse().unwrap(), "target.webhook.url");
+        for u in [
+            "http://[64:ff9b::7f00:1]/",
+            "http://[2002:7f00:1::]:8080/",
+            "http://198.18.0.1/",
+        ] {
+            assert_eq!(check(u).unwrap_err().code, "forbidden_target", "{u}");
+        }
+    }
+
+    /// An allowlisted IPv4 range covers its IPv4-mapped spelling (the same destination) but not
+    /// the IPv4 address inside a NAT64 or 6to4 address (a translator's or relay's); those are
+    /// allowed by allowlisting the IPv6 range itself.
+    #[test]
+    fn allowlists_match_the_address_as_dialled() {
+        let loopback = TargetPolicy::new(vec!["127.0.0.0/8".parse().unwrap()]);
+        assert!(
+            loopback
+                .check_ip("::ffff:127.0.0.1".parse().unwrap())
+                .is_ok()
+        );
+        assert!(
+            loopback
+                .check_ip("64:ff9b::7f00:1".parse().unwrap())
+                .is_err()
+        );
+        assert!(loopback.check_ip("2002:7f00:1::".parse().unwrap()).is_err());
+        let translator = TargetPolicy::new(vec!["64:ff9b::a00:0/104".parse().unwrap()]);
+        assert!(
+            translator
+                .check_ip("64:ff9b::a00:1".parse().unwrap())
+                .is_ok()
+        );
+        assert!(
+            translator
+                .check_ip("64:ff9b::7f00:1".parse().unwrap())
+                .is_err()
+        );
+        assert!(translator.check_ip("10.0.0.1".parse().unwrap()).is_err());
     }
 
     #[test]

@@ -1,14 +1,18 @@
 //! The four stages of the engine and how they hand work to each other.
 
 use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use hourglass_core::misfire::{self, FireDecision};
-use hourglass_core::{Action, AttemptRecord, Clock, Completion, JobId, Occurrence};
+use hourglass_core::{
+    Action, AttemptRecord, Clock, Completion, JobId, Occurrence, add_saturating, duration_ms,
+};
 use hourglass_store::{Applied, ClaimScope, DueEvent, Lease, Release, Store, StoreEvent};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use rand::Rng;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{Notify, Semaphore, broadcast, mpsc};
@@ -32,7 +36,7 @@ const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(1);
 const RENEW_BATCH: usize = 5000;
 /// Shortest sleep of a planner that found due work it could not claim (a live lease elsewhere,
 /// or rows another node is claiming this instant), so it does not spin on the store.
-const UNCLAIMABLE_RETRY: SignedDuration = SignedDuration::from_millis(5);
+const UNCLAIMABLE_RETRY: Duration = Duration::from_millis(5);
 
 pub(crate) struct Context {
     pub config: EngineConfig,
@@ -58,26 +62,111 @@ pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<Forget>, ta
     // Cancelled by the completer when it has written its last outcome: until then some claim may
     // still need its lease renewed, even during shutdown.
     let drained = CancellationToken::new();
-    tasks.spawn(planner(
-        ctx.clone(),
-        timer_tx,
-        in_flight.clone(),
-        held.clone(),
-    ));
-    tasks.spawn(timer(
-        ctx.clone(),
-        timer_rx,
-        forget_rx,
-        dispatch_tx,
-        complete_tx.clone(),
-        held.clone(),
-    ));
-    tasks.spawn(dispatcher(ctx.clone(), dispatch_rx, complete_tx));
-    tasks.spawn(renewer(ctx.clone(), held.clone(), drained.clone()));
+    let failed = ctx.shared.failed.clone();
+    let stage = |name, fut| supervise(tasks, name, failed.clone(), fut);
+    stage(
+        "planner",
+        planner(ctx.clone(), timer_tx, in_flight.clone(), held.clone()).boxed(),
+    );
+    stage(
+        "timer",
+        timer(
+            ctx.clone(),
+            timer_rx,
+            forget_rx,
+            dispatch_tx,
+            complete_tx.clone(),
+            held.clone(),
+        )
+        .boxed(),
+    );
+    stage(
+        "dispatcher",
+        dispatcher(ctx.clone(), dispatch_rx, complete_tx).boxed(),
+    );
+    stage(
+        "renewer",
+        renewer(ctx.clone(), held.clone(), drained.clone()).boxed(),
+    );
     if let Some(events) = ctx.store.events() {
-        tasks.spawn(listener(ctx.clone(), events));
+        stage("listener", listener(ctx.clone(), events).boxed());
     }
-    tasks.spawn(completer(ctx, complete_rx, in_flight, held, drained));
+    stage(
+        "completer",
+        completer(ctx, complete_rx, in_flight, held, drained).boxed(),
+    );
+}
+
+/// Runs one pipeline stage. A stage that panics cannot be restarted in place (its channels and
+/// the claims it held are gone with it), so its death cancels `failed`: the node then answers
+/// `/readyz` with 503 and exits, and its supervisor starts a fresh process — never a node that
+/// accepts jobs and silently fires nothing.
+fn supervise(
+    tasks: &TaskTracker,
+    name: &'static str,
+    failed: CancellationToken,
+    stage: futures_util::future::BoxFuture<'static, ()>,
+) {
+    tasks.spawn(async move {
+        if let Err(panic) = AssertUnwindSafe(stage).catch_unwind().await {
+            tracing::error!(
+                stage = name,
+                panic = %panic_message(&*panic),
+                "pipeline stage died; the node is no longer ready and will exit"
+            );
+            failed.cancel();
+        }
+    });
+}
+
+/// The text a panic carried, for the log line that replaces it.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic without a message".to_string()
+    }
+}
+
+/// The reason recorded on an occurrence whose handling panicked.
+pub const INTERNAL_ERROR: &str = "internal_error";
+
+/// Quarantines an occurrence whose handling panicked: it is dead-lettered with reason
+/// `internal_error` and the job ends as failed (no next occurrence), so the same poison is never
+/// picked up again in a loop. Computing a next occurrence could panic the same way, so none is
+/// computed; replaying the dead letter after a fix fires it again.
+pub(crate) fn quarantined(
+    occ: &Occurrence,
+    now: Timestamp,
+    panic: &(dyn std::any::Any + Send),
+) -> Completion {
+    let message = panic_message(panic);
+    tracing::error!(
+        job_id = %occ.job_id,
+        delivery_id = %occ.delivery_id(),
+        attempt = occ.attempt,
+        panic = %message,
+        "handling this occurrence panicked; dead-lettered and the job quarantined (failed)"
+    );
+    Completion {
+        job_id: occ.job_id,
+        token: occ.token,
+        due: occ.due,
+        attempt: Some(AttemptRecord {
+            attempt: occ.attempt,
+            started_at: now,
+            latency_ms: 0,
+            status: None,
+            error: Some(format!("{INTERNAL_ERROR}: {message}")),
+        }),
+        action: Action::DeadLetter {
+            next: None,
+            skipped: 0,
+            reason: INTERNAL_ERROR.to_string(),
+        },
+    }
 }
 
 /// The claims this node holds — in the timer, waiting for a slot, being delivered, or waiting to
@@ -207,8 +296,7 @@ async fn planner(
     held: Arc<Held>,
 ) {
     let shared = &ctx.shared;
-    let lookahead = SignedDuration::try_from(ctx.config.lookahead).unwrap_or_default();
-    let lead = SignedDuration::try_from(wake_lead(ctx.config.lookahead)).unwrap_or_default();
+    let lead = wake_lead(ctx.config.lookahead);
     let mut error_backoff = Duration::ZERO;
     tracing::debug!(node = %ctx.config.node_id, "planner started");
     while !ctx.stop.is_cancelled() {
@@ -229,7 +317,7 @@ async fn planner(
             ttl: ctx.config.lease_ttl,
             now,
         };
-        let horizon = now + lookahead;
+        let horizon = add_saturating(now, ctx.config.lookahead);
         let claimed = match ctx
             .store
             .claim_due(ClaimScope::Fired, horizon, limit, &lease)
@@ -254,7 +342,7 @@ async fn planner(
                 .forget();
             ctx.metrics.claimed.inc_by(count as u64);
             ctx.metrics.in_flight.inc_by(count as i64);
-            let lease_until = now.as_millisecond() + ctx.config.lease_ttl.as_millis() as i64;
+            let lease_until = add_saturating(now, ctx.config.lease_ttl).as_millisecond();
             held.add(&claimed, lease_until);
             if timer_tx.send(claimed).await.is_err() {
                 break;
@@ -278,9 +366,9 @@ async fn planner(
         // another node this instant. Look again then, not half a lookahead before.
         let wake_at = next.map(|n| {
             if n <= horizon {
-                n.max(ctx.clock.now() + UNCLAIMABLE_RETRY)
+                n.max(add_saturating(ctx.clock.now(), UNCLAIMABLE_RETRY))
             } else {
-                n - lead
+                hourglass_core::sub_saturating(n, lead)
             }
         });
         shared.planner_wake_at.store(
@@ -371,7 +459,7 @@ async fn timer(
                 let stale = by_job.get(&forget.job_id).is_some_and(|key| {
                     queue
                         .get(key)
-                        .is_some_and(|occ| forget.below.is_none_or(|below| occ.token < below))
+                        .is_some_and(|occ| occ.token < forget.below)
                 });
                 if stale
                     && let Some(key) = by_job.remove(&forget.job_id)
@@ -444,14 +532,28 @@ async fn dispatcher(
     while let Some(occ) = due_rx.recv().await {
         let now = ctx.clock.now();
         let spec = &occ.spec;
-        if let FireDecision::Skip { next, skipped } = misfire::decide(
-            &spec.schedule,
-            spec.misfire,
-            occ.due,
-            now,
-            ctx.config.misfire_threshold,
-            occ.runs_done,
-        ) {
+        let decision = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            misfire::decide(
+                &spec.schedule,
+                spec.misfire,
+                occ.due,
+                now,
+                ctx.config.misfire_threshold,
+                occ.runs_done,
+            )
+        }));
+        let decision = match decision {
+            Ok(decision) => decision,
+            Err(panic) => {
+                ctx.metrics.quarantined.inc();
+                let completion = quarantined(&occ, now, &*panic);
+                if complete_tx.send(Finished::Done(completion)).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
+        if let FireDecision::Skip { next, skipped } = decision {
             ctx.metrics.skipped_occurrences.inc_by(skipped);
             ctx.metrics
                 .fired
@@ -486,16 +588,27 @@ async fn dispatcher(
             .get_or_create(&crate::metrics::StageLabels { stage: "dispatch" })
             .set(due_rx.len() as i64);
         deliveries.spawn(async move {
-            let started_at = ctx.clock.now();
-            let result = ctx.deliverer.deliver(&occ).await;
-            let code = result
-                .status
-                .map_or_else(|| "none".to_string(), |s| s.to_string());
-            ctx.metrics
-                .webhook_responses
-                .get_or_create(&crate::metrics::CodeLabels { code })
-                .inc();
-            let completion = completion_for(&ctx, &occ, started_at, result);
+            let attempt = async {
+                let started_at = ctx.clock.now();
+                let result = ctx.deliverer.deliver(&occ).await;
+                let code = result
+                    .status
+                    .map_or_else(|| "none".to_string(), |s| s.to_string());
+                ctx.metrics
+                    .webhook_responses
+                    .get_or_create(&crate::metrics::CodeLabels { code })
+                    .inc();
+                completion_for(&ctx, &occ, started_at, result)
+            };
+            // A panic in the target or in settling its result ends this one occurrence (dead
+            // letter, job quarantined), never the dispatcher, and never leaves the claim held.
+            let completion = match AssertUnwindSafe(attempt).catch_unwind().await {
+                Ok(completion) => completion,
+                Err(panic) => {
+                    ctx.metrics.quarantined.inc();
+                    quarantined(&occ, ctx.clock.now(), &*panic)
+                }
+            };
             let _ = complete_tx.send(Finished::Done(completion)).await;
             drop(permit);
         });
@@ -573,7 +686,7 @@ pub(crate) fn settle(
                 None => spec.retry.backoff(occ.attempt, rand::rng().random::<f64>()),
             };
             tracing::info!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, retry_in_ms = wait.as_millis() as u64, "delivery failed, will retry");
-            let at = now + SignedDuration::try_from(wait).unwrap_or_default();
+            let at = add_saturating(now, wait);
             (record(Some(reason)), Action::Retry { at })
         }
         Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
@@ -683,8 +796,8 @@ async fn completer(
 async fn renewer(ctx: Arc<Context>, held: Arc<Held>, drained: CancellationToken) {
     let ttl = ctx.config.lease_ttl;
     let every = (ttl / 3).max(Duration::from_millis(10));
-    let ttl_ms = ttl.as_millis() as i64;
-    let every_ms = every.as_millis() as i64;
+    let ttl_ms = duration_ms(ttl);
+    let every_ms = duration_ms(every);
     loop {
         if held.is_empty() {
             tokio::select! {
@@ -698,9 +811,9 @@ async fn renewer(ctx: Arc<Context>, held: Arc<Held>, drained: CancellationToken)
         }
         let now = ctx.clock.now();
         // Claims whose remaining lease is down to two thirds or less.
-        let renew_before = now.as_millisecond() + ttl_ms - every_ms;
+        let renew_before = now.as_millisecond().saturating_add(ttl_ms - every_ms);
         let due = held.expiring(renew_before);
-        let until = now + SignedDuration::from_millis(ttl_ms);
+        let until = add_saturating(now, ttl);
         for chunk in due.chunks(RENEW_BATCH) {
             match ctx.store.extend_claims(chunk.to_vec(), until, now).await {
                 Ok(applied) => {
@@ -708,7 +821,7 @@ async fn renewer(ctx: Arc<Context>, held: Arc<Held>, drained: CancellationToken)
                     for &(job_id, token) in &lost {
                         let _ = ctx.shared.forget_tx.send(Forget {
                             job_id,
-                            below: Some(token + 1),
+                            below: token + 1,
                         });
                     }
                     let lost = lost.len() as u64;
@@ -749,7 +862,7 @@ async fn listener(ctx: Arc<Context>, mut events: broadcast::Receiver<StoreEvent>
             Ok(StoreEvent::Fenced { job_id, token }) => {
                 let _ = ctx.shared.forget_tx.send(Forget {
                     job_id,
-                    below: Some(token),
+                    below: token,
                 });
             }
             // Events were missed: anything may be due now.

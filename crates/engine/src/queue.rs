@@ -17,7 +17,7 @@ use hourglass_core::{Action, Clock, Completion, JobId, Occurrence};
 use hourglass_store::{
     Applied, ClaimScope, DueEvent, Lease, QueueStats, Result, Store, StoreEvent,
 };
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
@@ -282,10 +282,19 @@ impl Queues {
             let want = req.max - out.len();
             let claimed = inner.store.claim_due(scope, now, want, &lease).await?;
             let exhausted = claimed.len() < want;
-            let visible_until = now + SignedDuration::try_from(req.visibility).unwrap_or_default();
+            let visible_until = hourglass_core::add_saturating(now, req.visibility);
             let mut settled = Vec::new();
             for occ in claimed {
-                if let Some(completion) = self.refuse(&occ, now) {
+                // A panic deciding one message quarantines that message (dead letter, job
+                // failed) instead of failing every lease on the queue while it stays claimable.
+                let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.refuse(&occ, now)
+                }))
+                .unwrap_or_else(|panic| {
+                    inner.metrics.quarantined.inc();
+                    Some(crate::pipeline::quarantined(&occ, now, &*panic))
+                });
+                if let Some(completion) = refused {
                     settled.push(completion);
                     continue;
                 }
@@ -570,7 +579,7 @@ impl Queues {
         let inner = &self.inner;
         let resolved = self.resolve(namespace, queue, receipts, false).await?;
         let now = inner.clock.now();
-        let until = now + SignedDuration::try_from(visibility).unwrap_or_default();
+        let until = hourglass_core::add_saturating(now, visibility);
         let mine: Vec<(JobId, i64)> = receipts
             .iter()
             .zip(&resolved)

@@ -18,6 +18,8 @@ use jiff::{SignedDuration, Timestamp};
 struct TokioClock {
     base: Timestamp,
     start: tokio::time::Instant,
+    /// Once set, every reading panics: a stand-in for a bug that kills a pipeline stage.
+    broken: std::sync::atomic::AtomicBool,
 }
 
 impl TokioClock {
@@ -25,12 +27,16 @@ impl TokioClock {
         Self {
             base,
             start: tokio::time::Instant::now(),
+            broken: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
 
 impl Clock for TokioClock {
     fn now(&self) -> Timestamp {
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("test clock broken on purpose");
+        }
         let elapsed = self.start.elapsed().as_millis() as i64;
         hourglass_core::from_ms(self.base.as_millisecond() + elapsed)
     }
@@ -45,7 +51,7 @@ struct Seen {
 }
 
 /// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up,
-/// "slow" takes two seconds to succeed.
+/// "slow" takes two seconds to succeed, "panic" panics (a bug in a target).
 struct FakeDeliverer {
     clock: Arc<dyn Clock>,
     seen: Mutex<Vec<Seen>>,
@@ -62,6 +68,9 @@ impl Deliverer for FakeDeliverer {
         });
         if occ.spec.job_type.as_deref() == Some("slow") {
             tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        if occ.spec.job_type.as_deref() == Some("panic") {
+            panic!("deliverer bug on purpose");
         }
         let verdict = match occ.spec.job_type.as_deref() {
             Some("fail") => Verdict::Retry {
@@ -334,11 +343,13 @@ async fn recurring_jobs_advance_and_skip_missed_occurrences_by_policy() {
     rig.engine.shutdown().await;
 }
 
-/// Counts the store calls the engine makes while it should be idle.
+/// Counts the store calls the engine makes (while it should be idle), and the occurrences its
+/// claims handed out.
 struct CountingStore {
     inner: Arc<dyn Store>,
     claims: std::sync::atomic::AtomicUsize,
     probes: std::sync::atomic::AtomicUsize,
+    claimed: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait]
@@ -361,7 +372,10 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Vec<Occurrence>> {
         self.claims
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.claim_due(scope, horizon, limit, lease).await
+        let claimed = self.inner.claim_due(scope, horizon, limit, lease).await?;
+        self.claimed
+            .fetch_add(claimed.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(claimed)
     }
     async fn extend_claims(
         &self,
@@ -499,6 +513,7 @@ async fn an_idle_engine_makes_no_store_calls() {
         inner: Arc::new(SqliteStore::open(dir.path()).unwrap()),
         claims: Default::default(),
         probes: Default::default(),
+        claimed: Default::default(),
     });
     let clock = Arc::new(TokioClock::new(BASE.parse().unwrap()));
     let deliverer = Arc::new(FakeDeliverer {
@@ -540,6 +555,110 @@ async fn an_idle_engine_makes_no_store_calls() {
     );
     assert_eq!(load(&counting.probes), 1, "one next-due probe, then sleep");
     assert!(deliverer.seen.lock().unwrap().is_empty());
+    engine.shutdown().await;
+}
+
+/// A wall clock that moves only when the test sets it.
+struct ManualClock(std::sync::atomic::AtomicI64);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        hourglass_core::from_ms(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// Regression (an edit racing the planner): after an edit, the API fences the job's claims at the
+/// edit's token. A claim the planner made after the edit, and before that fence reached the
+/// timer, carries a higher token and must survive it: the engine used to drop every claim of
+/// the job, that one included, and the job then waited out its two-minute lease.
+///
+/// The wall clock stands still until the due time while tokio's is paused: awaiting the store's
+/// writer thread lets paused time jump, and nothing may fire before the steps are in place.
+#[tokio::test(start_paused = true)]
+async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
+    let dir = tempfile::tempdir().unwrap();
+    let counting = Arc::new(CountingStore {
+        inner: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+        claims: Default::default(),
+        probes: Default::default(),
+        claimed: Default::default(),
+    });
+    let base: Timestamp = BASE.parse().unwrap();
+    let clock = Arc::new(ManualClock(base.as_millisecond().into()));
+    let deliverer = Arc::new(FakeDeliverer {
+        clock: clock.clone(),
+        seen: Mutex::new(Vec::new()),
+    });
+    let mut registry = prometheus_client::registry::Registry::default();
+    let engine = Engine::start(
+        quiet(),
+        counting.clone(),
+        deliverer.clone(),
+        clock.clone(),
+        Metrics::new(&mut registry),
+    );
+    let handle = engine.handle();
+    let due = base + SignedDuration::from_millis(1500);
+    let new = job("ok", Schedule::at(due), due, base);
+    let (id, spec) = (new.id, new.spec.clone());
+    counting.create_jobs(vec![new]).await.unwrap();
+    handle.job_due(due);
+    // Waits until the planner's claims have handed out `n` occurrences. The planner sends a
+    // claim on to the timer in the poll that gets the store's answer; a few more yields let the
+    // timer take it (and any fence sent meanwhile).
+    let settle = || async {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    };
+    let claimed = |n: usize| {
+        let counting = counting.clone();
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while counting.claimed.load(std::sync::atomic::Ordering::SeqCst) < n {
+                assert!(std::time::Instant::now() < deadline, "never claimed");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    };
+    claimed(1).await;
+    settle().await;
+    let edited = counting
+        .update_job(
+            None,
+            id,
+            hourglass_store::JobUpdate {
+                spec,
+                payload: Some(r#"{"v":2}"#.into()),
+                next_due: Some(due),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    // The API announces the edited job, the planner claims it again, and only then does the
+    // API's fence reach the timer.
+    handle.job_due(due);
+    claimed(2).await;
+    settle().await;
+    handle.fence(id, edited.token);
+    settle().await;
+    clock
+        .0
+        .store(due.as_millisecond(), std::sync::atomic::Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while deliverer.seen.lock().unwrap().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not delivered at its due time: the claim made after the edit was dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let seen = deliverer.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!((seen[0].job_id, seen[0].at), (id, due));
+    let job = counting.get_job(None, id).await.unwrap().unwrap();
+    assert!(job.token > edited.token, "delivered under the new claim");
     engine.shutdown().await;
 }
 
@@ -769,4 +888,105 @@ async fn the_retention_sweep_deletes_dead_letters_once_they_are_old_enough() {
     assert!(letters().await.is_empty());
     assert!(rig.store.get_job(None, id).await.unwrap().is_some());
     rig.engine.shutdown().await;
+}
+
+/// Issue "Hardening", defect 1: a job whose misfire window reaches past the representable
+/// past (`200000000h`), picked up later than the misfire threshold, made `now - window`
+/// overflow and killed the dispatcher: from then on nothing was delivered. Such a job can still
+/// sit in a store written by an older version, so the engine must take it in its stride.
+#[tokio::test(start_paused = true)]
+async fn a_huge_misfire_window_stops_nothing() {
+    let rig = rig();
+    let now = rig.now();
+    let anchor = now - SignedDuration::from_secs(120);
+    let mut poison = job(
+        "ok",
+        Schedule::unbounded(ScheduleKind::Every {
+            interval: Duration::from_secs(1),
+            anchor,
+        }),
+        anchor,
+        now,
+    );
+    poison.spec.misfire = MisfirePolicy::All {
+        window: Duration::from_secs(200_000_000 * 3600),
+    };
+    let poison_id = poison.id;
+    let due = now + SignedDuration::from_secs(1);
+    let ordinary = job("ok", Schedule::at(due), due, now);
+    let ordinary_id = ordinary.id;
+    rig.add(vec![poison, ordinary]).await;
+    rig.run_until(|s| s.iter().any(|s| s.job_id == ordinary_id))
+        .await;
+    // The window covers every missed occurrence, so the poison job catches up one by one.
+    assert!(rig.seen().iter().any(|s| s.job_id == poison_id));
+    assert!(!rig.engine.handle().has_failed());
+    rig.engine.shutdown().await;
+}
+
+/// A panic while one occurrence is handled dead-letters that occurrence with reason
+/// `internal_error` and fails its job (quarantine: it is not picked up again in a loop); the
+/// dispatcher goes on delivering everything else.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_delivery_quarantines_only_its_job() {
+    let rig = rig();
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let every = Schedule::unbounded(ScheduleKind::Every {
+        interval: Duration::from_secs(5),
+        anchor: due,
+    });
+    let poison = job("panic", every.clone(), due, now);
+    let poison_id = poison.id;
+    let steady = job("ok", every, due, now);
+    let steady_id = steady.id;
+    rig.add(vec![poison, steady]).await;
+    // The healthy job keeps firing well after the poison one blew up.
+    rig.run_until(|s| s.iter().filter(|s| s.job_id == steady_id).count() >= 5)
+        .await;
+    let poison_runs = rig.seen().iter().filter(|s| s.job_id == poison_id).count();
+    assert_eq!(poison_runs, 1, "the poison occurrence is attempted once");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let letters = loop {
+        let letters = rig.store.dead_letters(None, None, 10).await.unwrap();
+        if !letters.is_empty() {
+            break letters;
+        }
+        assert!(std::time::Instant::now() < deadline, "no dead letter");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].job_id, poison_id);
+    assert_eq!(letters[0].reason, hourglass_engine::INTERNAL_ERROR);
+    let job = rig.store.get_job(None, poison_id).await.unwrap().unwrap();
+    assert_eq!(job.state, hourglass_core::JobState::Failed);
+    assert_eq!(rig.metrics.quarantined.get(), 1);
+    assert!(!rig.engine.handle().has_failed());
+    rig.engine.shutdown().await;
+}
+
+/// A stage that dies anyway (here: every clock reading panics) is reported, so the node can
+/// answer `/readyz` with 503 and exit instead of accepting jobs it never fires.
+#[tokio::test(start_paused = true)]
+async fn a_dead_stage_is_reported_as_failed() {
+    let rig = rig();
+    let failed = rig.engine.failed();
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    rig.add(vec![job("ok", Schedule::at(due), due, now)]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    assert!(!rig.engine.handle().has_failed());
+    rig.clock
+        .broken
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // The next job wakes the planner, whose first clock reading panics.
+    let later = job("ok", Schedule::at(due), due, now);
+    rig.add(vec![later]).await;
+    tokio::time::timeout(Duration::from_secs(60), failed)
+        .await
+        .expect("the engine reports the dead stage");
+    assert!(rig.engine.handle().has_failed());
+    tokio::time::timeout(Duration::from_secs(120), rig.engine.shutdown())
+        .await
+        .expect("an engine with a dead stage still shuts down");
 }
