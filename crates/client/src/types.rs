@@ -133,8 +133,8 @@ pub struct Message {
     /// The job's payload; `null` when it has none.
     #[serde(default)]
     pub payload: Value,
-    /// `<job id>_<due unix ms>`: the same on every redelivery of this occurrence, so consumers
-    /// that must act once deduplicate on it.
+    /// `<job id without hyphens>_<due unix ms>`: the same on every redelivery of this
+    /// occurrence, so consumers that must act once deduplicate on it.
     pub delivery_id: String,
     /// 1-based; grows with each nack or expired lease.
     pub attempt: u32,
@@ -629,7 +629,7 @@ mod tests {
             "job_id": "01a1fed9-5e42-7700-a219-abc57afebe01",
             "type": null,
             "payload": null,
-            "delivery_id": "01a1fed9-5e42-7700-a219-abc57afebe01_1700000000000",
+            "delivery_id": "01a1fed95e427700a219abc57afebe01_1700000000000",
             "attempt": 1,
             "max_attempts": 10,
             "due_at": "2023-11-14T22:13:20.000Z",

@@ -289,7 +289,13 @@ let sampling = null;
 
 async function sample() {
   try {
-    const response = await fetch("/metrics");
+    // /metrics covers every namespace: with API keys configured it needs an admin key.
+    const { key } = credentials();
+    const headers = key ? { authorization: `Bearer ${key}` } : {};
+    const response = await fetch("/metrics", { headers });
+    if (response.status === 401 || response.status === 403) {
+      throw new Error("node metrics need an admin API key");
+    }
     if (!response.ok) throw new Error(`/metrics answered ${response.status}`);
     samples.push(summarize(parseMetrics(await response.text())));
     const cutoff = Date.now() - SAMPLE_WINDOW_MS;

@@ -26,10 +26,17 @@ use crate::error::ApiError;
 use crate::metrics::ApiMetrics;
 use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
 
-/// Largest request body read, whatever the endpoint. Single payloads have their own, lower cap.
-pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// What a single job's request body may hold besides its payload (type, schedule, target with
+/// its headers, retry, misfire, key): the body of a create or edit is refused above
+/// `max_payload_bytes` plus this.
+pub const ENVELOPE_BYTES: usize = 64 * 1024;
+/// The body of every other endpoint that takes one (queue leases, acks of up to 1,000 receipts,
+/// previews, secret rotation).
+pub const SMALL_BODY_BYTES: usize = 256 * 1024;
 pub const MAX_BATCH: usize = 1000;
 const OPENAPI: &str = include_str!("../openapi.json");
+/// The request header that makes a trigger idempotent.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 #[derive(Clone)]
 pub struct AppState {
@@ -87,6 +94,34 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             crate::metrics::count_requests,
         ))
+        // Outermost: a handler that panics (a bug: validation bounds every input) answers 500
+        // with the documented error body and changes nothing it had not committed, instead of
+        // dropping the client's connection without an answer.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            handler_panicked,
+        ))
+        .with_state(state)
+}
+
+fn handler_panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = hourglass_engine::panic_message(&*panic);
+    tracing::error!(panic = %message, "a request handler panicked");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "the request failed because of a bug in hourglass; it is logged",
+    )
+    .into_response()
+}
+
+/// The routes of the `metrics_listen` address: `/metrics` without authentication, nothing else.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(state): State<AppState>| async move { render_metrics(&state).await }),
+        )
+        .fallback(|| async { ApiError::not_found("route") })
         .with_state(state)
 }
 
@@ -100,28 +135,67 @@ pub(crate) fn typed_response<T: serde::Serialize>(status: StatusCode, body: &T) 
     (status, axum::Json(body)).into_response()
 }
 
-pub(crate) async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
-        if !ct.starts_with("application/json") {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the body as application/json",
-            )
-            .field("content-type"));
-        }
+/// Whether a `Content-Type` names JSON: the media type `application/json` in any case, with or
+/// without parameters (`; charset=utf-8`). `application/jsonfoo` is not JSON.
+fn is_json(content_type: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(content_type) else {
+        return false;
+    };
+    let essence = text.split(';').next().unwrap_or_default();
+    essence
+        .trim_matches([' ', '\t'])
+        .eq_ignore_ascii_case("application/json")
+}
+
+/// Reads a request body of at most `limit` bytes. A declared `Content-Length` over the limit is
+/// refused before a byte of the body is read; a chunked body is read only up to the limit. The
+/// whole body must arrive within `body_read_timeout`: a client trickling it would otherwise hold
+/// its connection slot forever.
+pub(crate) async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && !is_json(ct.as_bytes())
+    {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as application/json",
+        )
+        .field("content-type"));
     }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("request body exceeds {MAX_BODY_BYTES} bytes"),
-            )
-            .field("body")
-        })
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body exceeds {limit} bytes"),
+        )
+        .field("body")
+    };
+    // hyper has already refused a malformed or repeated Content-Length.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let timeout = state.limits.body_read_timeout;
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(read) => read.map_err(|_| too_large()),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the request body did not arrive within {}",
+                hourglass_core::duration::format_duration(timeout)
+            ),
+        )
+        .field("body")),
+    }
 }
 
 /// Deserializes a request body straight into its typed shape. Syntax errors answer 400
@@ -300,7 +374,8 @@ async fn validate_create(
 
 async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let req: CreateJob = parse_body(&read_body(&headers, body).await?)?;
+    let req: CreateJob =
+        parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let job = validate_create(&state, &principal, req, "", &mut ResolvedHosts::new()).await?;
     let created = state.store.create_jobs(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
@@ -316,7 +391,8 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
 
 async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let batch: BatchCreate = parse_body(&read_body(&headers, body).await?)?;
+    let batch: BatchCreate =
+        parse_body(&read_body(&state, &headers, body, state.limits.max_batch_bytes).await?)?;
     if batch.jobs.is_empty() || batch.jobs.len() > MAX_BATCH {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -364,8 +440,15 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
     for q in queues {
         state.engine.queues().poke(&principal.namespace, q);
     }
+    // As for a single create: 201 when the request created something, 200 when every job was
+    // an idempotent repeat of one that already existed.
+    let status = if new_count == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
     Ok(typed_response(
-        StatusCode::CREATED,
+        status,
         &BatchOut {
             created: new_count,
             jobs: out,
@@ -499,7 +582,8 @@ async fn patch_job(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_id(&id)?;
-    let patch: PatchJob = parse_body(&read_body(&headers, body).await?)?;
+    let patch: PatchJob =
+        parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let ns = Some(principal.namespace.as_str());
     let job = state
         .store
@@ -518,7 +602,7 @@ async fn patch_job(
         next_due = Some(wire::first_due(&spec.schedule, now)?);
     }
     if let Some(target) = &patch.target {
-        spec.target = target.validate(&state.policy)?;
+        spec.target = target.validate(&state.policy, &state.limits)?;
         if let hourglass_core::Target::Webhook(webhook) = &spec.target {
             state
                 .policy
@@ -552,7 +636,9 @@ async fn patch_job(
             },
         )
         .await?;
-    state.engine.forget(id);
+    // Only claims made before this edit are stale; the planner may already have claimed the
+    // edited job again (with a higher token), and that claim must fire.
+    state.engine.fence(id, updated.token);
     announce(&state, &updated);
     Ok(typed_response(StatusCode::OK, &wire::job_out(&updated)))
 }
@@ -561,16 +647,27 @@ async fn transition(
     state: &AppState,
     headers: &HeaderMap,
     id: &str,
-    make: fn(jiff::Timestamp) -> Transition,
-) -> ApiResult {
+    make: impl FnOnce(jiff::Timestamp) -> Transition,
+) -> Result<hourglass_store::JobRecord, ApiError> {
     let principal = principal(state, headers)?;
     let id = parse_id(id)?;
     let job = state
         .store
         .transition(Some(&principal.namespace), id, make(state.clock.now()))
         .await?;
-    state.engine.forget(id);
+    // Only claims made before this change are stale (see `patch_job`).
+    state.engine.fence(id, job.token);
     announce(state, &job);
+    Ok(job)
+}
+
+async fn transition_answer(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+    make: fn(jiff::Timestamp) -> Transition,
+) -> ApiResult {
+    let job = transition(state, headers, id, make).await?;
     Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
 }
 
@@ -579,7 +676,7 @@ async fn cancel_job(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult {
-    transition(&state, &headers, &id, |now| Transition::Cancel { now }).await
+    transition_answer(&state, &headers, &id, |now| Transition::Cancel { now }).await
 }
 
 async fn pause_job(
@@ -587,7 +684,7 @@ async fn pause_job(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult {
-    transition(&state, &headers, &id, |now| Transition::Pause { now }).await
+    transition_answer(&state, &headers, &id, |now| Transition::Pause { now }).await
 }
 
 async fn resume_job(
@@ -595,7 +692,7 @@ async fn resume_job(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult {
-    transition(&state, &headers, &id, |now| Transition::Resume { now }).await
+    transition_answer(&state, &headers, &id, |now| Transition::Resume { now }).await
 }
 
 async fn trigger_job(
@@ -603,7 +700,51 @@ async fn trigger_job(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult {
-    transition(&state, &headers, &id, |now| Transition::Trigger { now }).await
+    // An unauthenticated request is refused as such, whatever its key (`transition` checks the
+    // key again; a hash of the API key costs microseconds).
+    principal(&state, &headers)?;
+    let key = idempotency_key(&headers, &state.limits)?;
+    let keyed = key.is_some();
+    let job = transition(&state, &headers, &id, |now| Transition::Trigger {
+        now,
+        key: key.clone(),
+    })
+    .await?;
+    // The triggered occurrence's due time: with a key, the one the job remembers for it (the
+    // first trigger's, when this is a retry); without, the pending one this trigger made.
+    let due = match &job.last_trigger {
+        Some(last) if keyed && key.as_deref() == Some(last.key.as_str()) => Some(last.due),
+        _ => job.next_due,
+    };
+    let mut out = wire::job_out(&job);
+    out.delivery_id = due.map(|due| hourglass_core::DeliveryId::new(job.id, due).to_string());
+    Ok(typed_response(StatusCode::OK, &out))
+}
+
+/// The `Idempotency-Key` header of a trigger: a retry with the same key answers the first
+/// trigger instead of firing again. Printable ASCII, at most as long as a job's key.
+fn idempotency_key(headers: &HeaderMap, limits: &Limits) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|k| {
+            (1..=limits.max_key_len).contains(&k.len())
+                && k.bytes().all(|b| (0x20..0x7f).contains(&b))
+        })
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_idempotency_key",
+                IDEMPOTENCY_KEY,
+                format!(
+                    "idempotency-key must be 1 to {} printable ascii characters",
+                    limits.max_key_len
+                ),
+            )
+        })?;
+    Ok(Some(key.to_owned()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -764,7 +905,7 @@ async fn rotate_signing_secret(
     body: Body,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let bytes = read_body(&headers, body).await?;
+    let bytes = read_body(&state, &headers, body, SMALL_BODY_BYTES).await?;
     // The body is optional: no body rotates with the default overlap.
     let req: RotateSecret = if bytes.iter().all(u8::is_ascii_whitespace) {
         RotateSecret { overlap: None }
@@ -811,7 +952,8 @@ async fn preview_schedule(
 ) -> ApiResult {
     // Authenticated like every /v1 route, though it reads nothing of the namespace.
     principal(&state, &headers)?;
-    let req: PreviewRequest = parse_body(&read_body(&headers, body).await?)?;
+    let req: PreviewRequest =
+        parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let preview = req.preview(state.clock.now(), &state.limits)?;
     Ok(typed_response(StatusCode::OK, &preview))
 }
@@ -825,6 +967,14 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
+    if state.engine.has_failed() {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "engine_failed",
+            "a pipeline stage died: this node fires nothing and is about to exit",
+        )
+        .into_response();
+    }
     if state.ready.load(Ordering::Acquire) {
         json_response(StatusCode::OK, json!({"status": "ready"}))
     } else {
@@ -837,7 +987,17 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+/// Node-wide, so every namespace's counts: an admin key in key mode (scrapers that cannot send one
+/// use the unauthenticated `metrics_listen` address instead).
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(e) = state.auth.authenticate_admin(&headers) {
+        return e.into_response();
+    }
+    render_metrics(&state).await
+}
+
+/// The Prometheus text of the node's registry, with the store's figures refreshed.
+pub(crate) async fn render_metrics(state: &AppState) -> Response {
     state
         .metrics
         .refresh_store_figures(&*state.store, state.clock.now())

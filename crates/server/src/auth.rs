@@ -51,9 +51,7 @@ impl Auth {
                 (None, true) => Grant::Admin,
                 (Some(ns), false) if valid_namespace(ns) => Grant::Namespace(ns.clone()),
                 (Some(_), false) => {
-                    return Err(format!(
-                        "api_keys[{i}].namespace must be 1-64 letters, digits, '-', '_' or '.'"
-                    ));
+                    return Err(format!("api_keys[{i}].{NAMESPACE_RULE}"));
                 }
                 _ => {
                     return Err(format!(
@@ -83,7 +81,7 @@ impl Auth {
                 return Err(ApiError::bad_request(
                     "invalid_namespace",
                     NAMESPACE_HEADER,
-                    "namespace must be 1-64 letters, digits, '-', '_' or '.'",
+                    NAMESPACE_RULE,
                 ));
             }
             Ok(Principal { namespace: ns })
@@ -91,23 +89,9 @@ impl Auth {
         if self.is_open() {
             return admin_namespace();
         }
-        let unauthorized = |msg: &str| {
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", msg).field("authorization")
-        };
-        let header = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .ok_or_else(|| unauthorized("missing api key: send Authorization: Bearer <key>"))?;
-        let key = header
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| unauthorized("malformed authorization header: use Bearer <key>"))?;
-        match self.keys.get(&hash_key(key)) {
-            None => Err(unauthorized("unknown api key")),
-            Some(Grant::Admin) => admin_namespace(),
-            Some(Grant::Namespace(ns)) => match requested {
+        match self.grant(headers)? {
+            Grant::Admin => admin_namespace(),
+            Grant::Namespace(ns) => match requested {
                 Some(other) if other != *ns => Err(ApiError::new(
                     StatusCode::FORBIDDEN,
                     "forbidden",
@@ -120,11 +104,62 @@ impl Auth {
             },
         }
     }
+
+    /// For node-wide views (`/metrics` shows every namespace's counts): an admin key, or any
+    /// caller in development mode. A namespace key is refused with 403.
+    pub fn authenticate_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if self.is_open() {
+            return Ok(());
+        }
+        match self.grant(headers)? {
+            Grant::Admin => Ok(()),
+            Grant::Namespace(_) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this view covers every namespace: use an admin api key",
+            )
+            .field("authorization")),
+        }
+    }
+
+    /// What the request's API key grants: 401 when it is missing, malformed or unknown.
+    fn grant(&self, headers: &HeaderMap) -> Result<&Grant, ApiError> {
+        let unauthorized = |msg: &str| {
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", msg).field("authorization")
+        };
+        let header = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .ok_or_else(|| unauthorized("missing api key: send Authorization: Bearer <key>"))?;
+        let key = header
+            .to_str()
+            .ok()
+            .and_then(bearer_token)
+            .ok_or_else(|| unauthorized("malformed authorization header: use Bearer <key>"))?;
+        self.keys
+            .get(&hash_key(key))
+            .ok_or_else(|| unauthorized("unknown api key"))
+    }
 }
 
+/// The token of `Bearer <token>` credentials. The scheme is case-insensitive (RFC 9110, 11.1),
+/// so `bearer` and `BEARER` count too; the spaces and tabs around the token are not part of it.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    let token = token.trim_matches([' ', '\t']);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// What a namespace may be, as error messages say it.
+pub const NAMESPACE_RULE: &str =
+    "namespace must be 1-64 letters, digits, '-', '_' or '.', and not \".\" or \"..\"";
+
+/// Namespaces share the queue names' alphabet; `.` and `..` are refused for the same reason
+/// (dot segments in paths and metrics labels read as directory references).
 pub fn valid_namespace(ns: &str) -> bool {
     !ns.is_empty()
         && ns.len() <= 64
+        && ns != "."
+        && ns != ".."
         && ns
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))

@@ -11,6 +11,8 @@ pub mod error;
 pub mod metrics;
 pub mod node;
 pub mod queues;
+pub mod serve;
 pub mod wire;
 
 pub use node::{Node, NodeConfig, SHARED_LEASE_TTL, StartError, StoreBackend};
+pub use serve::HttpConfig;

@@ -43,6 +43,15 @@ pub struct StateLabels {
     pub state: &'static str,
 }
 
+/// `hourglass_build_info`'s labels: what this binary was built with. Nodes that disagree on the
+/// tz database compute different fire times for the same cron job, so operators compare these.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    /// The IANA release of the tz database compiled into the binary, e.g. `2025b`.
+    pub tzdata: &'static str,
+}
+
 #[derive(Clone)]
 pub struct ApiMetrics {
     pub requests: Family<RequestLabels, Counter>,
@@ -109,6 +118,18 @@ impl ApiMetrics {
         for schedule in SCHEDULE_KINDS {
             drop(m.jobs_created.get_or_create(&CreatedLabels { schedule }));
         }
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+                tzdata: hourglass_core::cron::tzdata_version(),
+            })
+            .set(1);
+        registry.register(
+            "hourglass_build_info",
+            "Always 1; the labels name this binary's version and its bundled tz database release",
+            build,
+        );
         registry.register(
             "hourglass_api_requests",
             "API requests answered, by method, route template and status class",

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState};
 use crate::auth::{ApiKeyConfig, Auth};
 use crate::metrics::ApiMetrics;
+use crate::serve::{HttpConfig, serve};
 use crate::wire::Limits;
 
 /// Where a node keeps its jobs.
@@ -39,6 +40,11 @@ pub const SHARED_LEASE_TTL: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub listen: SocketAddr,
+    /// A second address serving only `GET /metrics`, without authentication, for scrapers that
+    /// cannot send an admin key; keep it on an internal interface. `None`: no such listener.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Connection cap and timeouts of the HTTP listeners.
+    pub http: HttpConfig,
     pub store: StoreBackend,
     /// The embedded store's directory (unused on PostgreSQL).
     pub data_dir: PathBuf,
@@ -58,6 +64,8 @@ impl Default for NodeConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            metrics_listen: None,
+            http: HttpConfig::default(),
             store: StoreBackend::Embedded,
             data_dir: PathBuf::from("hourglass-data"),
             lease_ttl: None,
@@ -91,8 +99,9 @@ fn unique_node_name() -> String {
 
 pub struct Node {
     addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     stop_http: CancellationToken,
-    http: JoinHandle<()>,
+    http: Vec<JoinHandle<()>>,
     engine: Engine,
     ready: Arc<AtomicBool>,
     store: Arc<dyn Store>,
@@ -158,6 +167,22 @@ impl Node {
                 engine_config.lease_ttl, engine_config.lookahead
             )));
         }
+        // Bind before the engine starts: a taken address must fail the start without leaving a
+        // running engine (claiming, firing) behind.
+        let bind = |addr: SocketAddr| async move {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
+            let bound = listener
+                .local_addr()
+                .map_err(|e| StartError(e.to_string()))?;
+            Ok::<_, StartError>((listener, bound))
+        };
+        let (listener, addr) = bind(config.listen).await?;
+        let metrics_listener = match config.metrics_listen {
+            Some(at) => Some(bind(at).await?),
+            None => None,
+        };
         let node_name = engine_config.node_id.clone();
         let engine = Engine::start(
             engine_config,
@@ -179,22 +204,24 @@ impl Node {
             metrics: api_metrics,
             ready: ready.clone(),
         };
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .map_err(|e| StartError(format!("cannot listen on {}: {e}", config.listen)))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| StartError(e.to_string()))?;
         let stop_http = CancellationToken::new();
-        let stop = stop_http.clone();
-        let app = api::router(state);
-        let http = tokio::spawn(async move {
-            let serve = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "http server failed");
-            }
-        });
+        let mut http = Vec::new();
+        let metrics_addr = metrics_listener.as_ref().map(|(_, bound)| *bound);
+        if let Some((listener, bound)) = metrics_listener {
+            tracing::info!(addr = %bound, "serving /metrics without authentication");
+            http.push(tokio::spawn(serve(
+                listener,
+                api::metrics_router(state.clone()),
+                config.http.clone(),
+                stop_http.clone(),
+            )));
+        }
+        http.push(tokio::spawn(serve(
+            listener,
+            api::router(state),
+            config.http.clone(),
+            stop_http.clone(),
+        )));
         ready.store(true, Ordering::Release);
         match &config.store {
             StoreBackend::Embedded => {
@@ -206,6 +233,7 @@ impl Node {
         }
         Ok(Node {
             addr,
+            metrics_addr,
             stop_http,
             http,
             engine,
@@ -218,8 +246,20 @@ impl Node {
         self.addr
     }
 
+    /// The address of the unauthenticated metrics listener, when `metrics_listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
     pub fn store(&self) -> Arc<dyn Store> {
         self.store.clone()
+    }
+
+    /// Resolves if the engine has died (a pipeline stage panicked). `/readyz` answers 503 from
+    /// then on; the owner should shut the node down and exit non-zero so that a supervisor starts
+    /// a fresh process (`hourglass serve` does).
+    pub fn failed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.engine.failed()
     }
 
     /// Drains in order: stop accepting API calls, stop claiming, release unfired claims, let
@@ -227,7 +267,9 @@ impl Node {
     pub async fn shutdown(self) {
         self.ready.store(false, Ordering::Release);
         self.stop_http.cancel();
-        let _ = self.http.await;
+        for server in self.http {
+            let _ = server.await;
+        }
         self.engine.shutdown().await;
         tracing::info!("hourglass node stopped");
     }

@@ -13,7 +13,9 @@ use hourglass_store::QueueStats;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::api::{ApiResult, AppState, parse_body, principal, read_body, typed_response};
+use crate::api::{
+    ApiResult, AppState, SMALL_BODY_BYTES, parse_body, principal, read_body, typed_response,
+};
 use crate::error::ApiError;
 use crate::wire::{self, valid_queue_name, validate_name};
 
@@ -121,7 +123,7 @@ fn queue_name(name: &str) -> Result<&str, ApiError> {
         Err(ApiError::bad_request(
             "invalid_queue",
             "name",
-            "a queue name is 1-64 letters, digits, '-', '_' or '.'",
+            wire::QUEUE_NAME_RULE,
         ))
     }
 }
@@ -207,7 +209,7 @@ async fn lease(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: LeaseIn = parse_body(&read_body(&headers, body).await?)?;
+    let req: LeaseIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let max = in_range(
         req.max.unwrap_or(DEFAULT_LEASE).into(),
         1,
@@ -261,7 +263,7 @@ async fn ack(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: AckIn = parse_body(&read_body(&headers, body).await?)?;
+    let req: AckIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let parsed = receipts(&req.receipts)?;
     let outcomes = state
         .engine
@@ -282,7 +284,7 @@ async fn nack(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: NackIn = parse_body(&read_body(&headers, body).await?)?;
+    let req: NackIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let parsed = receipts(&req.receipts)?;
     let delay = req
         .delay_ms
@@ -308,7 +310,7 @@ async fn extend(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: ExtendIn = parse_body(&read_body(&headers, body).await?)?;
+    let req: ExtendIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let parsed = receipts(&req.receipts)?;
     let visibility = in_range(
         req.visibility_ms,

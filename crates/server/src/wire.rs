@@ -25,6 +25,26 @@ pub struct Limits {
     /// How far in the past an `at` instant may be (clock skew, slow clients); it fires at once.
     pub max_past: Duration,
     pub max_key_len: usize,
+    /// A webhook URL's length, as sent and once normalized. 8 KiB is what common HTTP servers
+    /// take in a request line (nginx, Apache), and leaves room for presigned URLs.
+    pub max_url_bytes: usize,
+    /// Extra headers on a webhook target.
+    pub max_webhook_headers: usize,
+    /// The extra headers' names and values together. 16 KiB is Node.js's default cap on a whole
+    /// request head; every header this adds is stored with the job and sent on every attempt.
+    pub max_webhook_header_bytes: usize,
+    /// Largest body of a batch create (`POST /v1/jobs/batch`), refused with 413 above it.
+    pub max_batch_bytes: usize,
+    /// How long a request body may take to arrive, whole; 408 `body_timeout` after it.
+    pub body_read_timeout: Duration,
+}
+
+impl Limits {
+    /// Largest body of a single job's create or edit: its payload plus the rest of the request.
+    pub fn job_body_bytes(&self) -> usize {
+        self.max_payload_bytes
+            .saturating_add(crate::api::ENVELOPE_BYTES)
+    }
 }
 
 impl Default for Limits {
@@ -33,12 +53,33 @@ impl Default for Limits {
             max_payload_bytes: 256 * 1024,
             max_past: Duration::from_secs(300),
             max_key_len: 256,
+            max_url_bytes: 8 * 1024,
+            max_webhook_headers: 32,
+            max_webhook_header_bytes: 16 * 1024,
+            max_batch_bytes: 16 * 1024 * 1024,
+            body_read_timeout: Duration::from_secs(60),
         }
     }
 }
 
+/// A header name's length. Real header names are a few dozen bytes.
+pub const MAX_HEADER_NAME_BYTES: usize = 256;
+/// A header value's length: nginx's and Apache's default cap on one header line, so a longer
+/// value would be refused by most receivers anyway.
+pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
+/// A cron expression's length. Six fields each listing every value they can take come to
+/// about 530 characters; nothing meaningful is longer, and expressions are cached by their text.
+pub const MAX_CRON_BYTES: usize = 1024;
+/// A time zone name's length; the longest IANA name has 32 characters.
+pub const MAX_TIMEZONE_BYTES: usize = 64;
+
 /// The latest instant a job may be scheduled for.
 const MAX_FUTURE: SignedDuration = SignedDuration::from_hours(100 * 366 * 24);
+/// The longest `every` interval: one occurrence per scheduling horizon.
+const MAX_EVERY: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
+/// The longest misfire catch-up window. Past it, a missed run is an outage to look at, not a
+/// backlog to replay; and every bound on a duration keeps the engine's time arithmetic in range.
+pub const MAX_MISFIRE_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600);
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -88,7 +129,50 @@ pub struct TargetIn {
 pub struct WebhookIn {
     pub url: String,
     #[serde(default)]
+    pub headers: HeadersIn,
+}
+
+/// A webhook's extra headers, a JSON object of strings. It serializes as that object (the
+/// idempotency fingerprint hashes it), and it remembers a name the body gave twice, which a map
+/// would silently collapse into one of the values; validation refuses it.
+#[derive(Debug, Clone, Default)]
+pub struct HeadersIn {
     pub headers: BTreeMap<String, String>,
+    pub repeated: Option<String>,
+}
+
+impl Serialize for HeadersIn {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.headers.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for HeadersIn {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = HeadersIn;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of header names to string values")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<HeadersIn, A::Error> {
+                let mut out = HeadersIn::default();
+                while let Some((name, value)) = map.next_entry::<String, String>()? {
+                    if out.headers.contains_key(&name) && out.repeated.is_none() {
+                        out.repeated = Some(name.clone());
+                    }
+                    out.headers.insert(name, value);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -249,7 +333,7 @@ impl ScheduleIn {
                 "max_runs must be at least 1",
             ));
         }
-        let latest = now + MAX_FUTURE;
+        let latest = now.saturating_add(MAX_FUTURE).unwrap_or(Timestamp::MAX);
         let too_far = |field: &str| {
             ValidationError::new(
                 "instant_too_far",
@@ -262,8 +346,7 @@ impl ScheduleIn {
         }
         let kind = if let Some(at) = &self.at {
             let at = truncate_ms(parse_instant(at, "at").map_err(within)?);
-            let max_past = SignedDuration::try_from(limits.max_past).unwrap_or_default();
-            if at < now - max_past {
+            if at < hourglass_core::sub_saturating(now, limits.max_past) {
                 return Err(ValidationError::new(
                     "instant_in_past",
                     "schedule.at",
@@ -280,13 +363,36 @@ impl ScheduleIn {
         } else if let Some(after) = &self.after {
             let delay = parse_duration(after, "after").map_err(within)?;
             match SignedDuration::try_from(delay) {
-                Ok(delay) if delay <= MAX_FUTURE => ScheduleKind::At(now + delay),
+                Ok(delay) if delay <= MAX_FUTURE => {
+                    ScheduleKind::At(hourglass_core::add_saturating(now, delay.unsigned_abs()))
+                }
                 _ => return Err(too_far("after")),
             }
         } else if let Some(expr) = &self.cron {
+            if expr.len() > MAX_CRON_BYTES {
+                return Err(ValidationError::new(
+                    "invalid_cron",
+                    "schedule.cron",
+                    format!(
+                        "the cron expression is {} bytes; the limit is {MAX_CRON_BYTES}",
+                        expr.len()
+                    ),
+                ));
+            }
             let tz = self.timezone.as_deref().unwrap_or("UTC");
+            if tz.len() > MAX_TIMEZONE_BYTES {
+                return Err(ValidationError::new(
+                    "unknown_timezone",
+                    "schedule.timezone",
+                    format!(
+                        "not an IANA time zone name (those have at most {MAX_TIMEZONE_BYTES} bytes)"
+                    ),
+                ));
+            }
             let cron = CronSchedule::parse(expr, tz).map_err(within)?;
-            cron.check_fires(start.unwrap_or(now).max(now))
+            // Any occurrence the job could get counts, however far (a leap day from 2097 is in
+            // 2104): from its start, or from now when the start has passed, to the horizon.
+            cron.check_fires_between(start.unwrap_or(now).max(now), latest)
                 .map_err(within)?;
             ScheduleKind::Cron(Box::new(cron))
         } else {
@@ -299,8 +405,14 @@ impl ScheduleIn {
                     "the shortest interval is 1s",
                 ));
             }
-            let anchor =
-                start.unwrap_or(now + SignedDuration::try_from(interval).unwrap_or(MAX_FUTURE));
+            if interval > MAX_EVERY {
+                return Err(ValidationError::new(
+                    "invalid_duration",
+                    "schedule.every",
+                    "the longest interval is 100 years (878400h): jobs may be scheduled at most 100 years ahead",
+                ));
+            }
+            let anchor = start.unwrap_or(hourglass_core::add_saturating(now, interval));
             ScheduleKind::Every { interval, anchor }
         };
         Ok(Schedule {
@@ -313,7 +425,11 @@ impl ScheduleIn {
 }
 
 impl TargetIn {
-    pub fn validate(&self, policy: &TargetPolicy) -> Result<Target, ValidationError> {
+    pub fn validate(
+        &self,
+        policy: &TargetPolicy,
+        limits: &Limits,
+    ) -> Result<Target, ValidationError> {
         let webhook = match (&self.webhook, &self.queue) {
             (Some(webhook), None) => webhook,
             (None, Some(name)) => {
@@ -321,7 +437,7 @@ impl TargetIn {
                     return Err(ValidationError::new(
                         "invalid_queue",
                         "target.queue",
-                        "a queue name is 1-64 letters, digits, '-', '_' or '.'",
+                        QUEUE_NAME_RULE,
                     ));
                 }
                 return Ok(Target::Queue(QueueTarget { name: name.clone() }));
@@ -334,6 +450,19 @@ impl TargetIn {
                 ));
             }
         };
+        let url_too_long = |len: usize| {
+            ValidationError::new(
+                "invalid_url",
+                "target.webhook.url",
+                format!(
+                    "the url is {len} bytes; the limit is {}",
+                    limits.max_url_bytes
+                ),
+            )
+        };
+        if webhook.url.len() > limits.max_url_bytes {
+            return Err(url_too_long(webhook.url.len()));
+        }
         let url: url::Url = webhook.url.parse().map_err(|e| {
             ValidationError::new(
                 "invalid_url",
@@ -341,35 +470,93 @@ impl TargetIn {
                 format!("not a valid url: {e}"),
             )
         })?;
-        policy.check_url(&url, "target.webhook.url")?;
-        let mut headers = BTreeMap::new();
-        for (name, value) in &webhook.headers {
-            let field = format!("target.webhook.headers.{name}");
-            let lower = name.to_ascii_lowercase();
-            if axum::http::HeaderName::from_bytes(lower.as_bytes()).is_err()
-                || axum::http::HeaderValue::from_str(value).is_err()
-            {
-                return Err(ValidationError::new(
-                    "invalid_header",
-                    field,
-                    "not a valid HTTP header name and value",
-                ));
-            }
-            if RESERVED_HEADERS.contains(&lower.as_str())
-                || RESERVED_HEADER_PREFIXES
-                    .iter()
-                    .any(|p| lower.starts_with(p))
-            {
-                return Err(ValidationError::new(
-                    "invalid_header",
-                    field,
-                    "this header is set by hourglass and cannot be overridden",
-                ));
-            }
-            headers.insert(lower, value.clone());
+        // Normalizing percent-encodes and punycodes, which can lengthen what was sent.
+        if url.as_str().len() > limits.max_url_bytes {
+            return Err(url_too_long(url.as_str().len()));
         }
+        policy.check_url(&url, "target.webhook.url")?;
+        let headers = validate_headers(&webhook.headers, limits)?;
         Ok(Target::Webhook(WebhookTarget { url, headers }))
     }
+}
+
+/// A webhook's extra headers, with their names lowercased: valid HTTP, none that Hourglass sets
+/// itself, no name given twice (in any case), and within the size limits.
+fn validate_headers(
+    input: &HeadersIn,
+    limits: &Limits,
+) -> Result<BTreeMap<String, String>, ValidationError> {
+    const FIELD: &str = "target.webhook.headers";
+    if let Some(name) = &input.repeated {
+        return Err(ValidationError::new(
+            "invalid_header",
+            format!("{FIELD}.{name}"),
+            "this header is given twice",
+        ));
+    }
+    if input.headers.len() > limits.max_webhook_headers {
+        return Err(ValidationError::new(
+            "invalid_header",
+            FIELD,
+            format!(
+                "{} headers; the limit is {}",
+                input.headers.len(),
+                limits.max_webhook_headers
+            ),
+        ));
+    }
+    let mut headers = BTreeMap::new();
+    let mut total = 0usize;
+    for (name, value) in &input.headers {
+        let field = format!("{FIELD}.{name}");
+        let invalid = |message: String| ValidationError::new("invalid_header", &field, message);
+        if name.len() > MAX_HEADER_NAME_BYTES {
+            return Err(invalid(format!(
+                "the name is {} bytes; the limit is {MAX_HEADER_NAME_BYTES}",
+                name.len()
+            )));
+        }
+        if value.len() > MAX_HEADER_VALUE_BYTES {
+            return Err(invalid(format!(
+                "the value is {} bytes; the limit is {MAX_HEADER_VALUE_BYTES}",
+                value.len()
+            )));
+        }
+        let lower = name.to_ascii_lowercase();
+        if axum::http::HeaderName::from_bytes(lower.as_bytes()).is_err()
+            || axum::http::HeaderValue::from_str(value).is_err()
+        {
+            return Err(invalid("not a valid HTTP header name and value".into()));
+        }
+        if RESERVED_HEADERS.contains(&lower.as_str())
+            || RESERVED_HEADER_PREFIXES
+                .iter()
+                .any(|p| lower.starts_with(p))
+        {
+            return Err(invalid(
+                "this header is set by hourglass and cannot be overridden".into(),
+            ));
+        }
+        if headers.contains_key(&lower) {
+            // Names are case-insensitive: keeping either value would drop the other silently.
+            return Err(invalid(
+                "another header has the same name in other case".into(),
+            ));
+        }
+        total += name.len() + value.len();
+        if total > limits.max_webhook_header_bytes {
+            return Err(ValidationError::new(
+                "invalid_header",
+                FIELD,
+                format!(
+                    "names and values together exceed {} bytes",
+                    limits.max_webhook_header_bytes
+                ),
+            ));
+        }
+        headers.insert(lower, value.clone());
+    }
+    Ok(headers)
 }
 
 impl RetryIn {
@@ -451,12 +638,20 @@ impl MisfireIn {
         match (name, window) {
             ("skip", None) => Ok(MisfirePolicy::Skip),
             ("once", None) => Ok(MisfirePolicy::Once),
-            ("all", window) => Ok(MisfirePolicy::All {
-                window: window
+            ("all", window) => {
+                let window = window
                     .map(|w| parse_duration(w, "misfire.window"))
                     .transpose()?
-                    .unwrap_or(Duration::from_secs(3600)),
-            }),
+                    .unwrap_or(Duration::from_secs(3600));
+                if window > MAX_MISFIRE_WINDOW {
+                    return Err(ValidationError::new(
+                        "invalid_duration",
+                        "misfire.window",
+                        "the catch-up window is at most 30 days (720h)",
+                    ));
+                }
+                Ok(MisfirePolicy::All { window })
+            }
             _ => Err(invalid()),
         }
     }
@@ -476,7 +671,7 @@ impl CreateJob {
             validate_name(job_type, "type", 128)?;
         }
         let schedule = self.schedule.validate(now, limits)?;
-        let target = self.target.validate(policy)?;
+        let target = self.target.validate(policy, limits)?;
         let retry = self
             .retry
             .as_ref()
@@ -564,26 +759,29 @@ impl PreviewRequest {
         }
         Ok(PreviewOut {
             fire_times,
-            description: describe_schedule(&schedule),
+            description: describe_schedule(&schedule, now),
         })
     }
 }
 
-/// A validated schedule in words: "once at ...", "every 15m from ...", or croner's wording of a
-/// cron expression with its zone, followed by whatever bounds it has.
-pub fn describe_schedule(s: &Schedule) -> String {
+/// A validated schedule in words, as of `now`: "once at ...", "every 15m from ...", or croner's
+/// wording of a cron expression with its zone, followed by whatever bounds it has. A start that
+/// has passed is not called "from": nothing before `now` runs. An interval keeps it as the
+/// cadence it is aligned to; a cron expression has no use for it.
+pub fn describe_schedule(s: &Schedule, now: Timestamp) -> String {
     let mut words = match &s.kind {
         ScheduleKind::At(at) => return format!("once at {}", rfc3339(*at)),
         ScheduleKind::Every { interval, anchor } => {
+            let from = if *anchor < now { "aligned to" } else { "from" };
             format!(
-                "every {} from {}",
+                "every {} {from} {}",
                 format_duration(*interval),
                 rfc3339(*anchor)
             )
         }
         ScheduleKind::Cron(cron) => {
             let mut words = format!("{} ({})", cron.describe(), cron.timezone());
-            if let Some(start) = s.start {
+            if let Some(start) = s.start.filter(|start| *start > now) {
                 words.push_str(&format!(", from {}", rfc3339(start)));
             }
             words
@@ -734,6 +932,9 @@ pub struct JobOut<'a> {
     /// Batch answers only: whether this job was created by the request (or already existed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
+    /// Trigger answers only: the delivery id of the occurrence the trigger made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
 }
 
 pub fn job_out(j: &JobRecord) -> JobOut<'_> {
@@ -763,6 +964,7 @@ pub fn job_out(j: &JobRecord) -> JobOut<'_> {
         created_at: rfc3339(j.created_at),
         updated_at: rfc3339(j.updated_at),
         created: None,
+        delivery_id: None,
     }
 }
 
@@ -794,10 +996,134 @@ pub fn dead_letter_out(d: &DeadLetter) -> Value {
     })
 }
 
+/// What a queue name may be, as error messages say it.
+pub const QUEUE_NAME_RULE: &str =
+    "a queue name is 1-64 letters, digits, '-', '_' or '.', and not \".\" or \"..\"";
+
 /// Queue names: the same alphabet as namespaces, so they are safe in paths, metrics and logs.
+/// `.` and `..` are refused: in a URL path they are dot segments, which clients and proxies
+/// resolve away (`/v1/queues/../lease`), so such a queue could not be addressed.
 pub fn valid_queue_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
+        && name != "."
+        && name != ".."
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    const NOW: &str = "2026-11-23T21:10:00.250Z";
+
+    fn preview(schedule: Value, count: u64) -> Result<PreviewOut, ValidationError> {
+        let request = PreviewRequest {
+            schedule: serde_json::from_value(schedule).unwrap(),
+            count: Some(count),
+        };
+        request.preview(ts(NOW), &Limits::default())
+    }
+
+    #[test]
+    fn past_start_anchors_an_interval_and_nothing_before_now_runs() {
+        // start yesterday at :30 → runs at :30 of every hour, from the first one after now.
+        let out = preview(json!({"every": "1h", "start": "2026-11-22T08:30:00Z"}), 3).unwrap();
+        assert_eq!(
+            out.fire_times,
+            [
+                "2026-11-23T21:30:00.000Z",
+                "2026-11-23T22:30:00.000Z",
+                "2026-11-23T23:30:00.000Z"
+            ]
+        );
+        assert_eq!(
+            out.description,
+            "every 1h aligned to 2026-11-22T08:30:00.000Z"
+        );
+        // A cron job's past start bounds nothing still to come, and the words do not name it.
+        let out = preview(
+            json!({"cron": "0 0 * * * *", "start": "2026-11-22T08:30:00Z"}),
+            2,
+        )
+        .unwrap();
+        assert_eq!(
+            out.fire_times,
+            ["2026-11-23T22:00:00.000Z", "2026-11-23T23:00:00.000Z"]
+        );
+        let words = CronSchedule::parse("0 0 * * * *", "UTC")
+            .unwrap()
+            .describe();
+        assert_eq!(out.description, format!("{words} (UTC)"));
+        // A future start is still named.
+        let out = preview(
+            json!({"cron": "0 0 * * * *", "start": "2026-12-01T00:00:00Z"}),
+            1,
+        )
+        .unwrap();
+        assert_eq!(out.fire_times, ["2026-12-01T00:00:00.000Z"]);
+        assert!(
+            out.description.ends_with(", from 2026-12-01T00:00:00.000Z"),
+            "{}",
+            out.description
+        );
+    }
+
+    #[test]
+    fn leap_day_starting_2096_is_accepted_with_its_2104_run() {
+        let out = preview(
+            json!({"cron": "0 0 0 29 2 *", "start": "2096-03-01T00:00:00Z"}),
+            2,
+        )
+        .unwrap();
+        assert_eq!(
+            out.fire_times,
+            ["2104-02-29T00:00:00.000Z", "2108-02-29T00:00:00.000Z"]
+        );
+        // Still refused when the first run would be past the 100-year horizon, or never.
+        for (cron, start) in [
+            ("0 0 0 29 2 *", "2125-03-01T00:00:00Z"),
+            ("0 0 30 2 *", "2026-12-01T00:00:00Z"),
+        ] {
+            let err = preview(json!({"cron": cron, "start": start}), 1).unwrap_err();
+            assert_eq!(
+                (err.code, err.field.as_str()),
+                ("cron_never_fires", "schedule.cron")
+            );
+        }
+    }
+
+    #[test]
+    fn zone_names_that_are_no_place_are_refused() {
+        for zone in ["localtime", "Factory", "posixrules", "Etc/Unknown"] {
+            let err = preview(json!({"cron": "0 0 * * *", "timezone": zone}), 1).unwrap_err();
+            assert_eq!(
+                (err.code, err.field.as_str()),
+                ("unknown_timezone", "schedule.timezone"),
+                "{zone}"
+            );
+        }
+        for zone in ["US/Eastern", "UTC", "America/Nuuk"] {
+            preview(json!({"cron": "0 0 * * *", "timezone": zone}), 1)
+                .unwrap_or_else(|e| panic!("{zone}: {e:?}"));
+        }
+    }
+
+    #[test]
+    fn lw_preview_words_say_last_weekday() {
+        let out = preview(json!({"cron": "0 0 LW * *"}), 2).unwrap();
+        assert_eq!(
+            out.description,
+            "At 00:00, on the last weekday of the month (UTC)"
+        );
+        assert_eq!(
+            out.fire_times,
+            ["2026-11-30T00:00:00.000Z", "2026-12-31T00:00:00.000Z"]
+        );
+    }
 }
