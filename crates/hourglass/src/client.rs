@@ -363,10 +363,11 @@ async fn next_fires(conn: &Connection, args: NextFiresArgs) -> anyhow::Result<()
     )
     .await?;
     let preview: Value = serde_json::from_str(&text).context("the node's answer is not JSON")?;
-    // Only a cron with --timezone gets the wall-clock column. Should this binary's tz database
-    // lack a zone the node knows, the UTC instants alone are still the answer.
+    // Only a cron with --timezone gets the wall-clock column, read with the tz database bundled
+    // in this binary as the node reads it. Should this binary's database lack a zone the node
+    // knows, the UTC instants alone are still the answer.
     let zone = match (&args.cron, args.timezone.as_deref()) {
-        (Some(_), Some(name)) => jiff::tz::TimeZone::get(name).ok(),
+        (Some(_), Some(name)) => hourglass_core::cron::time_zone(name).ok(),
         _ => None,
     };
     println!("{}", preview["description"].as_str().unwrap_or_default());

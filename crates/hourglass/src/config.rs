@@ -19,6 +19,11 @@ pub struct ServeArgs {
     /// Address for the HTTP API [default: 127.0.0.1:7070].
     #[arg(long, env = "HOURGLASS_LISTEN")]
     listen: Option<SocketAddr>,
+    /// A second address serving only /metrics, without an API key, for scrapers; keep it on an
+    /// internal interface [default: none: /metrics on --listen, which needs an admin key when
+    /// keys are configured].
+    #[arg(long, env = "HOURGLASS_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
     /// Directory of the embedded store [default: ./hourglass-data].
     #[arg(long, env = "HOURGLASS_DATA_DIR")]
     data_dir: Option<PathBuf>,
@@ -33,8 +38,8 @@ pub struct ServeArgs {
     /// embedded store lookahead + delivery timeout + 30s].
     #[arg(long, env = "HOURGLASS_LEASE_TTL")]
     lease_ttl: Option<String>,
-    /// Comma-separated CIDR ranges webhooks may reach although they are loopback, private or
-    /// link-local, e.g. 127.0.0.0/8,10.0.0.0/8.
+    /// Comma-separated CIDR ranges webhooks may reach although they are not globally reachable
+    /// (loopback, private, link-local, ...), e.g. 127.0.0.0/8,10.0.0.0/8.
     #[arg(long, env = "HOURGLASS_ALLOW_TARGETS", value_delimiter = ',')]
     allow_targets: Option<Vec<IpNet>>,
     /// TOML config file; flags and environment variables override it.
@@ -66,6 +71,17 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<SocketAddr>,
+    metrics_listen: Option<SocketAddr>,
+    /// HTTP connections open at once, per listener.
+    max_connections: Option<usize>,
+    /// How long a client has to send a complete request head, e.g. "10s".
+    header_read_timeout: Option<String>,
+    /// How long a kept-alive connection may wait for its next request, e.g. "75s".
+    idle_timeout: Option<String>,
+    /// Largest body of a batch create, in bytes.
+    max_batch_bytes: Option<usize>,
+    /// How long a request body may take to arrive, whole, e.g. "60s".
+    body_read_timeout: Option<String>,
     data_dir: Option<PathBuf>,
     /// `embedded` or a PostgreSQL URL.
     store: Option<String>,
@@ -80,6 +96,12 @@ struct FileConfig {
     delivery_timeout: Option<String>,
     /// Largest job payload in bytes.
     max_payload_bytes: Option<usize>,
+    /// Longest webhook URL in bytes.
+    max_url_bytes: Option<usize>,
+    /// Most extra headers on a webhook target.
+    max_webhook_headers: Option<usize>,
+    /// Most bytes of a webhook target's extra header names and values together.
+    max_webhook_header_bytes: Option<usize>,
     /// How far ahead the planner claims occurrences, e.g. "2s".
     lookahead: Option<String>,
     /// Deliveries running at once.
@@ -136,6 +158,43 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     if let Some(listen) = args.listen.or(file.listen) {
         node.listen = listen;
     }
+    node.metrics_listen = args.metrics_listen.or(file.metrics_listen);
+    if let Some(n) = file.max_connections {
+        if !(1..=1_000_000).contains(&n) {
+            bail!("config max_connections must be between 1 and 1000000");
+        }
+        node.http.max_connections = n;
+    }
+    node.http.header_read_timeout = duration(
+        file.header_read_timeout.as_deref(),
+        "header_read_timeout",
+        node.http.header_read_timeout,
+    )?;
+    node.http.idle_timeout = duration(
+        file.idle_timeout.as_deref(),
+        "idle_timeout",
+        node.http.idle_timeout,
+    )?;
+    node.limits.body_read_timeout = duration(
+        file.body_read_timeout.as_deref(),
+        "body_read_timeout",
+        node.limits.body_read_timeout,
+    )?;
+    for (name, value) in [
+        ("header_read_timeout", node.http.header_read_timeout),
+        ("idle_timeout", node.http.idle_timeout),
+        ("body_read_timeout", node.limits.body_read_timeout),
+    ] {
+        if value > Duration::from_secs(24 * 3600) {
+            bail!("config {name} must be at most 24h");
+        }
+    }
+    if let Some(max) = file.max_batch_bytes {
+        if max < 64 * 1024 {
+            bail!("config max_batch_bytes must be at least 65536");
+        }
+        node.limits.max_batch_bytes = max;
+    }
     if let Some(dir) = args.data_dir.or(file.data_dir) {
         node.data_dir = dir;
     }
@@ -161,6 +220,15 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     )?;
     if let Some(max) = file.max_payload_bytes {
         node.limits.max_payload_bytes = max;
+    }
+    if let Some(max) = file.max_url_bytes {
+        node.limits.max_url_bytes = max;
+    }
+    if let Some(max) = file.max_webhook_headers {
+        node.limits.max_webhook_headers = max;
+    }
+    if let Some(max) = file.max_webhook_header_bytes {
+        node.limits.max_webhook_header_bytes = max;
     }
     let engine = &mut node.engine;
     engine.lookahead = duration(file.lookahead.as_deref(), "lookahead", engine.lookahead)?;
@@ -220,6 +288,7 @@ mod tests {
     fn args(config: Option<PathBuf>) -> ServeArgs {
         ServeArgs {
             listen: None,
+            metrics_listen: None,
             data_dir: None,
             store: None,
             lease_ttl: None,
@@ -243,8 +312,17 @@ data_dir = "/var/lib/hourglass"
 allow_targets = ["10.0.0.0/8"]
 delivery_timeout = "3s"
 lookahead = "500ms"
+metrics_listen = "127.0.0.1:9100"
+max_connections = 200
+header_read_timeout = "5s"
+idle_timeout = "2m"
+max_batch_bytes = 1048576
+body_read_timeout = "30s"
 retention = "30d"
 dead_letter_retention = "14d"
+max_url_bytes = 16384
+max_webhook_headers = 64
+max_webhook_header_bytes = 65536
 [[api_keys]]
 namespace = "acme"
 sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -260,7 +338,19 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         );
         assert_eq!(from_file.delivery_timeout, Duration::from_secs(3));
         assert_eq!(from_file.engine.lookahead, Duration::from_millis(500));
+        assert_eq!(
+            from_file.metrics_listen,
+            Some("127.0.0.1:9100".parse().unwrap())
+        );
+        assert_eq!(from_file.http.max_connections, 200);
+        assert_eq!(from_file.http.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(from_file.http.idle_timeout, Duration::from_secs(120));
+        assert_eq!(from_file.limits.max_batch_bytes, 1024 * 1024);
+        assert_eq!(from_file.limits.body_read_timeout, Duration::from_secs(30));
         assert_eq!(from_file.api_keys.len(), 1);
+        assert_eq!(from_file.limits.max_url_bytes, 16384);
+        assert_eq!(from_file.limits.max_webhook_headers, 64);
+        assert_eq!(from_file.limits.max_webhook_header_bytes, 65536);
         assert_eq!(
             from_file.engine.retention,
             Some(Duration::from_secs(30 * 24 * 3600))
@@ -272,6 +362,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 
         let mut flagged = args(Some(path));
         flagged.listen = Some("127.0.0.1:7777".parse().unwrap());
+        flagged.metrics_listen = Some("127.0.0.1:9200".parse().unwrap());
         flagged.allow_targets = Some(vec!["127.0.0.0/8".parse().unwrap()]);
         flagged.retention = Some("off".into());
         flagged.dead_letter_retention = Some("36h".into());
@@ -282,6 +373,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             Some(Duration::from_secs(36 * 3600))
         );
         assert_eq!(node.listen, "127.0.0.1:7777".parse().unwrap());
+        assert_eq!(node.metrics_listen, Some("127.0.0.1:9200".parse().unwrap()));
         assert_eq!(
             node.allow_targets,
             vec!["127.0.0.0/8".parse::<IpNet>().unwrap()]
@@ -293,11 +385,16 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         assert_eq!(defaults.data_dir, PathBuf::from("hourglass-data"));
         assert_eq!(defaults.store, StoreBackend::Embedded);
         assert_eq!(defaults.lease_ttl, None);
+        assert_eq!(defaults.metrics_listen, None);
+        assert_eq!(defaults.http, hourglass_server::HttpConfig::default());
         assert_eq!(
             defaults.engine.retention,
             Some(Duration::from_secs(7 * 24 * 3600))
         );
         assert_eq!(defaults.engine.dead_letter_retention, None);
+        assert_eq!(defaults.limits.max_url_bytes, 8192);
+        assert_eq!(defaults.limits.max_webhook_headers, 32);
+        assert_eq!(defaults.limits.max_webhook_header_bytes, 16384);
     }
 
     #[test]
@@ -345,6 +442,14 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             ("lisen = \"127.0.0.1:1\"", "invalid config file"),
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
+            ("max_connections = 0", "max_connections"),
+            ("header_read_timeout = \"soon\"", "header_read_timeout"),
+            ("idle_timeout = \"0s\"", "idle_timeout"),
+            ("max_batch_bytes = 10", "max_batch_bytes"),
+            (
+                "body_read_timeout = \"48h\"",
+                "body_read_timeout must be at most 24h",
+            ),
             ("retention = \"a week\"", "retention"),
             (
                 "dead_letter_retention = \"a fortnight\"",

@@ -89,11 +89,37 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
         .await
         .context("cannot start the node")?;
     println!("hourglass listening on http://{}", node.addr());
-    shutdown_signal().await;
-    tracing::info!("shutdown requested; draining");
-    node.shutdown().await;
-    Ok(())
+    if let Some(metrics) = node.metrics_addr() {
+        println!("hourglass serving metrics on http://{metrics}/metrics");
+    }
+    let failed = node.failed();
+    tokio::select! {
+        _ = shutdown_signal() => {
+            tracing::info!("shutdown requested; draining");
+            node.shutdown().await;
+            Ok(())
+        }
+        _ = failed => {
+            // `/readyz` already answers 503. Keep answering it for a moment so that a load
+            // balancer or orchestrator sees why, then drain what can be drained and exit
+            // non-zero: the supervisor's restart is the recovery.
+            tracing::error!(
+                exit_in_s = FAILED_EXIT_AFTER.as_secs(),
+                "the engine died; exiting so that the node is restarted"
+            );
+            tokio::time::sleep(FAILED_EXIT_AFTER).await;
+            if tokio::time::timeout(FAILED_SHUTDOWN_LIMIT, node.shutdown()).await.is_err() {
+                tracing::error!("shutdown after the engine died did not finish in time");
+            }
+            anyhow::bail!("the engine died (a pipeline stage panicked); see the log above")
+        }
+    }
 }
+
+/// How long a node whose engine died keeps answering `/readyz` with 503 before it exits.
+const FAILED_EXIT_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long the drain after an engine death may take before the process exits anyway.
+const FAILED_SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn init_logging(format: &config::LogFormat) {
     let filter =

@@ -15,6 +15,32 @@ fn in_ms(ms: i64) -> String {
     format!("{at:.3}")
 }
 
+/// The `webhook-id` README documents: the job id without its hyphens, `_`, the due instant in
+/// unix milliseconds. Deployed receivers deduplicate on this exact text, so it never changes.
+fn documented_webhook_id(job_id: &str, due_ms: i64) -> String {
+    format!("{}_{due_ms}", job_id.replace('-', ""))
+}
+
+/// Issue 12, defect 9: README said `<job id>_<due unix ms>`, which reads as the hyphenated id the
+/// API shows, while the header (and the OpenAPI document) carry the id without hyphens.
+#[test]
+fn readme_documents_the_webhook_id_that_is_sent() {
+    let readme = include_str!("../../../README.md");
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| `webhook-id` |"))
+        .expect("README has a webhook-id row");
+    assert!(
+        row.contains("`<job id without hyphens>_<due unix ms>`"),
+        "README's webhook-id row does not document the sent form: {row}"
+    );
+    let example = documented_webhook_id("01a1fee1-265e-739b-9809-3d3692d507c6", 1795277530719);
+    assert!(
+        row.contains(&format!("`{example}`")),
+        "README's webhook-id example is not {example}: {row}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_schedule_kind_is_delivered_signed_and_on_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -83,6 +109,11 @@ async fn every_schedule_kind_is_delivered_signed_and_on_time() {
     }
 
     let at = &receiver.on_path("/at")[0];
+    assert_eq!(
+        at.header("webhook-id"),
+        documented_webhook_id(at_job["id"].as_str().unwrap(), at.due_ms()),
+        "webhook-id is not in the form README documents"
+    );
     assert_eq!(at.json(), json!({"article": 42, "title": "Hello"}));
     assert_eq!(at.header("x-tenant"), "acme");
     assert_eq!(at.header("hourglass-job-type"), "article.publish");
@@ -215,8 +246,18 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
         async move { api.call("GET", &format!("/v1/jobs/{id}"), None).await.1 }
     };
     assert_eq!(get(&flaky).await["state"], "completed");
-    assert_eq!(get(&broken).await["state"], "failed");
-    assert_eq!(get(&gone).await["state"], "failed");
+    // A dead-lettered job counts every attempt its occurrence made, the last one included (it
+    // showed one fewer).
+    let broken_now = get(&broken).await;
+    assert_eq!(
+        (&broken_now["state"], &broken_now["attempt"]),
+        (&json!("failed"), &json!(3))
+    );
+    let gone_now = get(&gone).await;
+    assert_eq!(
+        (&gone_now["state"], &gone_now["attempt"]),
+        (&json!("failed"), &json!(1))
+    );
 
     // The flaky job's three runs, two a page, newest first: the cursor of a full page leads to
     // the rest, and the last page has none.
@@ -390,6 +431,115 @@ async fn rotating_the_signing_secret_keeps_the_old_one_valid_during_the_overlap(
         let (status, out) = api.call("POST", "/v1/signing-secret", Some(body)).await;
         assert_eq!(status, 422, "{out}");
         assert_eq!(out["error"]["field"], field, "{out}");
+    }
+    node.shutdown().await;
+}
+
+/// Regression: a retried trigger made a second occurrence, with a delivery id of its own, that
+/// receivers could not tell from a new trigger. With the same `Idempotency-Key` a retry changes
+/// nothing and answers the first trigger's delivery id, also after that occurrence ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_trigger_with_the_same_idempotency_key_delivers_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let (receiver, recv_addr) = Receiver::start().await;
+    let job = api
+        .create(json!({
+            "schedule": {"every": "1h"},
+            "target": {"webhook": {"url": format!("http://{recv_addr}/hook")}},
+        }))
+        .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let trigger = |key: Option<&str>| {
+        let api = api.clone();
+        let (id, key) = (id.clone(), key.map(str::to_owned));
+        async move {
+            let mut request = api
+                .client
+                .post(format!("{}/v1/jobs/{id}/trigger", api.base));
+            if let Some(key) = key {
+                request = request.header("Idempotency-Key", key);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+
+    let (status, first) = trigger(Some("retry-me")).await;
+    assert_eq!(status, 200, "{first}");
+    let delivery_id = first["delivery_id"].as_str().unwrap().to_string();
+    let due_ms = first["next_due_at"]
+        .as_str()
+        .unwrap()
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_millisecond();
+    assert!(
+        delivery_id.ends_with(&format!("_{due_ms}")),
+        "{delivery_id}: the delivery id of the occurrence due now"
+    );
+    let (status, retried) = trigger(Some("retry-me")).await;
+    assert_eq!(status, 200, "{retried}");
+    assert_eq!(retried["delivery_id"], first["delivery_id"]);
+    assert_eq!(
+        retried["next_due_at"], first["next_due_at"],
+        "nothing changed"
+    );
+
+    let delivered = receiver
+        .wait_for(Duration::from_secs(10), "the triggered delivery", |d| {
+            !d.is_empty()
+        })
+        .await;
+    assert_eq!(delivered[0].header("webhook-id"), delivery_id);
+    // Once it ran, the job waits for its next hourly run; a retry still answers the same and
+    // does not fire again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let after_run = loop {
+        let (_, now) = api.call("GET", &format!("/v1/jobs/{id}"), None).await;
+        if now["runs"] == 1 {
+            break now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let (status, late_retry) = trigger(Some("retry-me")).await;
+    assert_eq!(status, 200, "{late_retry}");
+    assert_eq!(late_retry["delivery_id"], first["delivery_id"]);
+    assert_eq!(late_retry["next_due_at"], after_run["next_due_at"]);
+    assert_eq!(late_retry["runs"], 1);
+
+    // Another key, or none, is another trigger.
+    let (status, second) = trigger(Some("another")).await;
+    assert_eq!(status, 200, "{second}");
+    assert_ne!(second["delivery_id"], first["delivery_id"]);
+    let second_id = second["delivery_id"].as_str().unwrap().to_string();
+    receiver
+        .wait_for(Duration::from_secs(10), "the second trigger", |d| {
+            d.iter().any(|x| x.header("webhook-id") == second_id)
+        })
+        .await;
+    assert_eq!(
+        receiver
+            .deliveries()
+            .iter()
+            .filter(|d| d.header("webhook-id") == delivery_id)
+            .count(),
+        1,
+        "the first trigger was delivered once"
+    );
+
+    // A key that is too long or not printable ASCII is refused, and changes nothing.
+    for bad in ["x".repeat(257), "tab\tkey".to_string(), String::new()] {
+        let (status, error) = trigger(Some(&bad)).await;
+        assert_eq!(status, 400, "{bad:?}: {error}");
+        assert_eq!(error["error"]["code"], "invalid_idempotency_key");
+        assert_eq!(error["error"]["field"], "idempotency-key");
     }
     node.shutdown().await;
 }

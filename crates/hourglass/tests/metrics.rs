@@ -125,6 +125,21 @@ async fn counters_match_what_the_receiver_saw() {
     ] {
         assert_eq!(before.must(name), 0.0, "{name} at start\n{text}");
     }
+    // The build's tz database release, so operators can see every node computes cron fire
+    // times from the same one.
+    let tzdata = hourglass_core::cron::tzdata_version();
+    assert!(
+        tzdata.len() == 5 && tzdata[..4].bytes().all(|b| b.is_ascii_digit()),
+        "{tzdata}"
+    );
+    assert_eq!(
+        before.get(
+            "hourglass_build_info",
+            &[("version", env!("CARGO_PKG_VERSION")), ("tzdata", tzdata)]
+        ),
+        1.0,
+        "{text}"
+    );
     for state in ["active", "paused", "completed", "failed", "cancelled"] {
         assert_eq!(before.get("hourglass_jobs", &[("state", state)]), 0.0);
         assert!(
