@@ -86,10 +86,15 @@ async function seed() {
     await create({ type: "reminder.flight", schedule: { after: "20m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { flight: "LH 400" } }),
     await create({ type: "reminder.flight", schedule: { after: "45m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { flight: "LH 401" } }),
   ];
+  // A daily cron twelve hours away from Berlin's current hour, so it is never due within the
+  // hour the timeline shows, whatever time of day the test runs.
+  const berlinHour = Number(
+    new Intl.DateTimeFormat("en-GB", { timeZone: "Europe/Berlin", hour: "numeric", hourCycle: "h23" }).format(new Date()),
+  );
   seeded.cron = await create({
     key: "nightly-report",
     type: "report.nightly",
-    schedule: { cron: "0 30 2 * * *", timezone: "Europe/Berlin" },
+    schedule: { cron: `0 30 ${(berlinHour + 12) % 24} * * *`, timezone: "Europe/Berlin" },
     target: { webhook: { url: `${HOOK}/ok` } },
     payload: { export: "nightly", tenants: ["acme", "globex"] },
   });
