@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod netguard;
 mod pipeline;
 pub mod queue;
+pub mod scheduler;
 pub mod signing;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
 pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
+pub use scheduler::{JobEdit, Scheduler};
 pub use signing::Secrets;
 
 #[derive(Debug, Clone)]
@@ -82,14 +84,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// What the API needs from a running engine: a way to say "something new is due" and "this
-/// job changed: drop its claims made before".
-#[derive(Clone)]
-pub struct EngineHandle {
-    shared: Arc<Shared>,
-    queues: Queues,
-}
-
 struct Shared {
     /// Wakes the planner early: a job became due sooner than its planned wake-up.
     planner_wake: Notify,
@@ -123,35 +117,6 @@ impl Shared {
         if fire_at.as_millisecond() - self.wake_lead_ms < wake_at {
             self.planner_wake.notify_one();
         }
-    }
-}
-
-impl EngineHandle {
-    /// Tell the planner that a job's next attempt is due at `fire_at`.
-    pub fn job_due(&self, fire_at: Timestamp) {
-        self.shared.wake_for(fire_at);
-    }
-
-    /// Leasing, acking and waiting on pull queues.
-    pub fn queues(&self) -> &Queues {
-        &self.queues
-    }
-
-    /// Whether a pipeline stage has died (see [`Engine::failed`]).
-    pub fn has_failed(&self) -> bool {
-        self.shared.failed.is_cancelled()
-    }
-
-    /// A job was edited, paused, resumed, triggered or cancelled, and its fencing token is now
-    /// `token`: drop its claimed occurrence from the timer if that claim is older than the change
-    /// (token below `token`) and has not fired yet. A claim the planner made after the change
-    /// carries a higher token and stays: dropping it would leave the job leased, and so silent,
-    /// until that lease ran out.
-    pub fn fence(&self, job_id: JobId, token: i64) {
-        let _ = self.shared.forget_tx.send(Forget {
-            job_id,
-            below: token,
-        });
     }
 }
 
@@ -226,7 +191,7 @@ where
 
 /// A running engine. Dropping it does not stop it; call [`Engine::shutdown`].
 pub struct Engine {
-    handle: EngineHandle,
+    scheduler: Scheduler,
     stop: CancellationToken,
     tasks: TaskTracker,
 }
@@ -274,6 +239,7 @@ impl Engine {
                 stop.clone(),
             ));
         }
+        let (store_for_api, clock_for_api) = (store.clone(), clock.clone());
         pipeline::spawn(
             pipeline::Context {
                 config,
@@ -289,20 +255,21 @@ impl Engine {
         );
         tasks.close();
         Self {
-            handle: EngineHandle { shared, queues },
+            scheduler: Scheduler::new(store_for_api, clock_for_api, shared, queues),
             stop,
             tasks,
         }
     }
 
-    pub fn handle(&self) -> EngineHandle {
-        self.handle.clone()
+    /// The door through which the API reads and changes jobs and queues.
+    pub fn scheduler(&self) -> Scheduler {
+        self.scheduler.clone()
     }
 
     /// Resolves when a pipeline stage has died (a panic the stage could not contain). From then
     /// on nothing fires on this node: its owner must report it unready and restart it.
     pub fn failed(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
-        self.handle.shared.failed.clone().cancelled_owned()
+        self.scheduler.failed_token()
     }
 
     /// Stops claiming, hands back unfired claims, lets in-flight deliveries finish within the

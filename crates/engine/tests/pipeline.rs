@@ -11,7 +11,7 @@ use hourglass_core::{
     WebhookTarget,
 };
 use hourglass_engine::{Deliverer, DeliveryResult, Engine, EngineConfig, Metrics, Verdict};
-use hourglass_store::{ClaimScope, NewJob, SqliteStore, Store};
+use hourglass_store::{ClaimScope, DueEvent, NewJob, SqliteStore, Store, StoreEvent};
 use jiff::{SignedDuration, Timestamp};
 
 /// Wall time that moves exactly with tokio's (paused) clock.
@@ -174,11 +174,7 @@ impl Rig {
     }
 
     async fn add(&self, jobs: Vec<NewJob>) {
-        let earliest = jobs.iter().map(|j| j.first_due).min();
-        self.store.create_jobs(jobs).await.unwrap();
-        if let Some(due) = earliest {
-            self.engine.handle().job_due(due);
-        }
+        self.engine.scheduler().create(jobs).await.unwrap();
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -347,6 +343,8 @@ async fn recurring_jobs_advance_and_skip_missed_occurrences_by_policy() {
 /// claims handed out.
 struct CountingStore {
     inner: Arc<dyn Store>,
+    /// Events the test sends as if other nodes had written (`None`: a store without events).
+    events: Option<tokio::sync::broadcast::Sender<hourglass_store::StoreEvent>>,
     claims: std::sync::atomic::AtomicUsize,
     probes: std::sync::atomic::AtomicUsize,
     claimed: std::sync::atomic::AtomicUsize,
@@ -356,6 +354,9 @@ struct CountingStore {
 impl Store for CountingStore {
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+    fn events(&self) -> Option<tokio::sync::broadcast::Receiver<hourglass_store::StoreEvent>> {
+        self.events.as_ref().map(|tx| tx.subscribe())
     }
     async fn create_jobs(
         &self,
@@ -511,6 +512,7 @@ async fn an_idle_engine_makes_no_store_calls() {
     let dir = tempfile::tempdir().unwrap();
     let counting = Arc::new(CountingStore {
         inner: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+        events: None,
         claims: Default::default(),
         probes: Default::default(),
         claimed: Default::default(),
@@ -577,8 +579,12 @@ impl Clock for ManualClock {
 #[tokio::test(start_paused = true)]
 async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
     let dir = tempfile::tempdir().unwrap();
+    // The edit's announcement and its fence reach the engine as store events, the way another
+    // node's edit does: the test orders them around the planner's second claim.
+    let (events, _) = tokio::sync::broadcast::channel(16);
     let counting = Arc::new(CountingStore {
         inner: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+        events: Some(events.clone()),
         claims: Default::default(),
         probes: Default::default(),
         claimed: Default::default(),
@@ -597,12 +603,20 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
         clock.clone(),
         Metrics::new(&mut registry),
     );
-    let handle = engine.handle();
     let due = base + SignedDuration::from_millis(1500);
+    let announce = || {
+        events
+            .send(StoreEvent::Due(DueEvent {
+                namespace: "default".into(),
+                queue: None,
+                at: due,
+            }))
+            .unwrap();
+    };
     let new = job("ok", Schedule::at(due), due, base);
     let (id, spec) = (new.id, new.spec.clone());
     counting.create_jobs(vec![new]).await.unwrap();
-    handle.job_due(due);
+    announce();
     // Waits until the planner's claims have handed out `n` occurrences. The planner sends a
     // claim on to the timer in the poll that gets the store's answer; a few more yields let the
     // timer take it (and any fence sent meanwhile).
@@ -636,12 +650,17 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
         )
         .await
         .unwrap();
-    // The API announces the edited job, the planner claims it again, and only then does the
-    // API's fence reach the timer.
-    handle.job_due(due);
+    // The edited job is announced, the planner claims it again, and only then does the edit's
+    // fence reach the timer.
+    announce();
     claimed(2).await;
     settle().await;
-    handle.fence(id, edited.token);
+    events
+        .send(StoreEvent::Fenced {
+            job_id: id,
+            token: edited.token,
+        })
+        .unwrap();
     settle().await;
     clock
         .0
@@ -920,7 +939,7 @@ async fn a_huge_misfire_window_stops_nothing() {
         .await;
     // The window covers every missed occurrence, so the poison job catches up one by one.
     assert!(rig.seen().iter().any(|s| s.job_id == poison_id));
-    assert!(!rig.engine.handle().has_failed());
+    assert!(!rig.engine.scheduler().has_failed());
     rig.engine.shutdown().await;
 }
 
@@ -961,7 +980,7 @@ async fn a_panicking_delivery_quarantines_only_its_job() {
     let job = rig.store.get_job(None, poison_id).await.unwrap().unwrap();
     assert_eq!(job.state, hourglass_core::JobState::Failed);
     assert_eq!(rig.metrics.quarantined.get(), 1);
-    assert!(!rig.engine.handle().has_failed());
+    assert!(!rig.engine.scheduler().has_failed());
     rig.engine.shutdown().await;
 }
 
@@ -975,7 +994,7 @@ async fn a_dead_stage_is_reported_as_failed() {
     let due = now + SignedDuration::from_secs(1);
     rig.add(vec![job("ok", Schedule::at(due), due, now)]).await;
     rig.run_until(|s| !s.is_empty()).await;
-    assert!(!rig.engine.handle().has_failed());
+    assert!(!rig.engine.scheduler().has_failed());
     rig.clock
         .broken
         .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -985,7 +1004,7 @@ async fn a_dead_stage_is_reported_as_failed() {
     tokio::time::timeout(Duration::from_secs(60), failed)
         .await
         .expect("the engine reports the dead stage");
-    assert!(rig.engine.handle().has_failed());
+    assert!(rig.engine.scheduler().has_failed());
     tokio::time::timeout(Duration::from_secs(120), rig.engine.shutdown())
         .await
         .expect("an engine with a dead stage still shuts down");

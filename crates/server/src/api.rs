@@ -1,5 +1,6 @@
-//! Routes and handlers of the HTTP/JSON API under /v1. Handlers parse and validate (wire), call the
-//! store, and poke the engine; they hold no scheduling logic of their own.
+//! Routes and handlers of the HTTP/JSON API under /v1. A handler authenticates, parses and
+//! validates (wire), makes one call to the engine's [`Scheduler`], and turns its answer into the
+//! wire response; it holds no scheduling logic and never reaches the store itself.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,11 +11,9 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hourglass_core::{Clock, JobId, JobState, ScheduleKind};
-use hourglass_engine::{EngineHandle, Secrets, TargetPolicy};
-use hourglass_store::{
-    Created, JobQuery, JobUpdate, NewJob, RunCursor, Store, StoreError, Transition,
-};
+use hourglass_core::{JobId, JobState};
+use hourglass_engine::{JobEdit, Scheduler, Secrets, TargetPolicy};
+use hourglass_store::{Created, JobQuery, NewJob, RunCursor, StoreError, Transition};
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -40,9 +39,8 @@ const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Arc<dyn Store>,
-    pub engine: EngineHandle,
-    pub clock: Arc<dyn Clock>,
+    /// Every read and change of jobs, dead letters and queues.
+    pub scheduler: Scheduler,
     pub limits: Limits,
     pub policy: TargetPolicy,
     pub auth: Arc<Auth>,
@@ -303,18 +301,6 @@ fn fingerprint(req: &impl serde::Serialize) -> i64 {
     i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
-/// Tells whoever waits for this job's next occurrence that it exists: the planner for fired
-/// targets, long-polling workers for a queue.
-fn announce(state: &AppState, job: &hourglass_store::JobRecord) {
-    let (JobState::Active, Some(due)) = (job.state, job.next_due) else {
-        return;
-    };
-    match job.spec.target.queue() {
-        Some(queue) => state.engine.queues().poke(&job.namespace, queue),
-        None => state.engine.job_due(due),
-    }
-}
-
 pub(crate) fn principal(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
     state.auth.authenticate(headers)
 }
@@ -342,7 +328,7 @@ async fn validate_create(
             e.within(prefix)
         }
     };
-    let now = state.clock.now();
+    let now = state.scheduler.now();
     let valid = req
         .validate(now, &state.limits, &state.policy)
         .map_err(within)?;
@@ -377,12 +363,11 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
     let req: CreateJob =
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let job = validate_create(&state, &principal, req, "", &mut ResolvedHosts::new()).await?;
-    let created = state.store.create_jobs(vec![job]).await?;
+    let created = state.scheduler.create(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
         Created::New(record) => {
             state.metrics.job_created(&record.spec.schedule.kind);
-            announce(&state, &record);
             typed_response(StatusCode::CREATED, &wire::job_out(&record))
         }
         Created::Existing(record) => typed_response(StatusCode::OK, &wire::job_out(&record)),
@@ -407,14 +392,12 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         let prefix = format!("jobs[{i}]");
         jobs.push(validate_create(&state, &principal, req, &prefix, &mut resolved).await?);
     }
-    let created = state.store.create_jobs(jobs).await.map_err(|e| match e {
+    let created = state.scheduler.create(jobs).await.map_err(|e| match e {
         StoreError::KeyConflict { index, .. } => {
             ApiError::from(e).field(format!("jobs[{index}].key"))
         }
         other => other.into(),
     })?;
-    let mut earliest = None;
-    let mut queues = std::collections::HashSet::new();
     let mut new_count = 0;
     let out: Vec<wire::JobOut<'_>> = created
         .iter()
@@ -422,24 +405,12 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
             if let Created::New(r) = c {
                 new_count += 1;
                 state.metrics.job_created(&r.spec.schedule.kind);
-                match r.spec.target.queue() {
-                    Some(q) => {
-                        queues.insert(q);
-                    }
-                    None => earliest = earliest.min(r.next_due).or(r.next_due),
-                }
             }
             let mut job = wire::job_out(c.record());
             job.created = Some(matches!(c, Created::New(_)));
             job
         })
         .collect();
-    if let Some(due) = earliest {
-        state.engine.job_due(due);
-    }
-    for q in queues {
-        state.engine.queues().poke(&principal.namespace, q);
-    }
     // As for a single create: 201 when the request created something, 200 when every job was
     // an idempotent repeat of one that already existed.
     let status = if new_count == 0 {
@@ -536,8 +507,8 @@ async fn list_jobs(
         .transpose()?;
     let limit = page_limit(q.limit)?;
     let jobs = state
-        .store
-        .list_jobs(JobQuery {
+        .scheduler
+        .list(JobQuery {
             namespace: Some(principal.namespace),
             state: job_state,
             job_type: q.job_type,
@@ -567,8 +538,8 @@ async fn get_job(
     let principal = principal(&state, &headers)?;
     let id = parse_id(&id)?;
     let job = state
-        .store
-        .get_job(Some(&principal.namespace), id)
+        .scheduler
+        .get(&principal.namespace, id)
         .await?
         .ok_or_else(|| ApiError::not_found("job"))?;
     Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
@@ -584,62 +555,41 @@ async fn patch_job(
     let id = parse_id(&id)?;
     let patch: PatchJob =
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
-    let ns = Some(principal.namespace.as_str());
-    let job = state
-        .store
-        .get_job(ns, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("job"))?;
-    let now = state.clock.now();
-    let mut spec = job.spec.clone();
-    let mut next_due = job.next_due;
+    let now = state.scheduler.now();
+    let mut edit = JobEdit::default();
     if let Some(job_type) = patch.job_type {
         wire::validate_name(&job_type, "type", 128)?;
-        spec.job_type = Some(job_type);
+        edit.job_type = Some(job_type);
     }
     if let Some(schedule) = &patch.schedule {
-        spec.schedule = schedule.validate(now, &state.limits)?;
-        next_due = Some(wire::first_due(&spec.schedule, now)?);
+        let schedule = schedule.validate(now, &state.limits)?;
+        let first_due = wire::first_due(&schedule, now)?;
+        edit.schedule = Some((schedule, first_due));
     }
     if let Some(target) = &patch.target {
-        spec.target = target.validate(&state.policy, &state.limits)?;
-        if let hourglass_core::Target::Webhook(webhook) = &spec.target {
+        let target = target.validate(&state.policy, &state.limits)?;
+        if let hourglass_core::Target::Webhook(webhook) = &target {
             state
                 .policy
                 .check_resolved(&webhook.url, "target.webhook.url")
                 .await?;
         }
+        edit.target = Some(target);
     }
     if let Some(retry) = &patch.retry {
-        spec.retry = retry.validate()?;
+        edit.retry = Some(retry.validate()?);
     }
     if let Some(misfire) = &patch.misfire {
-        spec.misfire = misfire.validate()?;
+        edit.misfire = Some(misfire.validate()?);
     }
-    let payload = match &patch.payload {
-        Some(value) => wire::encode_payload(value.as_ref(), &state.limits)?,
-        None => job.payload.clone(),
-    };
-    if matches!(spec.schedule.kind, ScheduleKind::At(_)) && patch.schedule.is_none() {
-        next_due = job.next_due;
+    if let Some(value) = &patch.payload {
+        edit.payload = Some(wire::encode_payload(value.as_ref(), &state.limits)?);
     }
     let updated = state
-        .store
-        .update_job(
-            ns,
-            id,
-            JobUpdate {
-                spec,
-                payload,
-                next_due,
-                now,
-            },
-        )
-        .await?;
-    // Only claims made before this edit are stale; the planner may already have claimed the
-    // edited job again (with a higher token), and that claim must fire.
-    state.engine.fence(id, updated.token);
-    announce(&state, &updated);
+        .scheduler
+        .edit(&principal.namespace, id, edit)
+        .await?
+        .ok_or_else(|| ApiError::not_found("job"))?;
     Ok(typed_response(StatusCode::OK, &wire::job_out(&updated)))
 }
 
@@ -651,14 +601,10 @@ async fn transition(
 ) -> Result<hourglass_store::JobRecord, ApiError> {
     let principal = principal(state, headers)?;
     let id = parse_id(id)?;
-    let job = state
-        .store
-        .transition(Some(&principal.namespace), id, make(state.clock.now()))
-        .await?;
-    // Only claims made before this change are stale (see `patch_job`).
-    state.engine.fence(id, job.token);
-    announce(state, &job);
-    Ok(job)
+    Ok(state
+        .scheduler
+        .transition(&principal.namespace, id, make)
+        .await?)
 }
 
 async fn transition_answer(
@@ -766,8 +712,8 @@ async fn job_runs(
     let limit = page_limit(q.limit)?;
     let before = parse_cursor(q.cursor.as_deref(), RunCursor::parse)?;
     let runs = state
-        .store
-        .runs(Some(&principal.namespace), id, before, limit)
+        .scheduler
+        .runs(&principal.namespace, id, before, limit)
         .await?;
     let next_cursor = (runs.len() == limit)
         .then(|| runs.last().map(|r| r.cursor.encode()))
@@ -798,8 +744,8 @@ async fn list_dead_letters(
     let limit = page_limit(q.limit)?;
     let after = parse_cursor(q.cursor.as_deref(), |c| c.parse::<i64>().ok())?;
     let letters = state
-        .store
-        .dead_letters(Some(&principal.namespace), after, limit)
+        .scheduler
+        .dead_letters(&principal.namespace, after, limit)
         .await?;
     let next_cursor = (letters.len() == limit)
         .then(|| letters.last().map(|d| d.id.to_string()))
@@ -818,8 +764,8 @@ async fn get_dead_letter(
     let principal = principal(&state, &headers)?;
     let id = parse_dead_letter_id(&id)?;
     let letter = state
-        .store
-        .get_dead_letter(Some(&principal.namespace), id)
+        .scheduler
+        .dead_letter(&principal.namespace, id)
         .await?
         .ok_or_else(|| ApiError::not_found("dead letter"))?;
     Ok(json_response(
@@ -836,8 +782,8 @@ async fn delete_dead_letter(
     let principal = principal(&state, &headers)?;
     let id = parse_dead_letter_id(&id)?;
     if !state
-        .store
-        .delete_dead_letter(Some(&principal.namespace), id)
+        .scheduler
+        .delete_dead_letter(&principal.namespace, id)
         .await?
     {
         return Err(ApiError::not_found("dead letter"));
@@ -845,8 +791,7 @@ async fn delete_dead_letter(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// Replays a dead letter as a new one-off job due now (its delivery id is therefore new), then
-/// removes the dead letter. The job's key `replay-<id>` makes a repeated replay idempotent.
+/// Replays a dead letter as a new one-off job due now; see [`Scheduler::replay`].
 async fn replay_dead_letter(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -854,38 +799,20 @@ async fn replay_dead_letter(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_dead_letter_id(&id)?;
-    let ns = Some(principal.namespace.as_str());
-    let letter = state
-        .store
-        .get_dead_letter(ns, id)
+    let created = state
+        .scheduler
+        .replay(&principal.namespace, id)
         .await?
         .ok_or_else(|| ApiError::not_found("dead letter"))?;
-    let now = state.clock.now();
-    let mut spec = letter.spec.clone();
-    spec.schedule = hourglass_core::Schedule::at(now);
-    let key = format!("replay-{id}");
-    let created = state
-        .store
-        .create_jobs(vec![NewJob {
-            id: uuid::Uuid::now_v7(),
-            namespace: principal.namespace.clone(),
-            key: Some(key.clone()),
-            spec,
-            payload: letter.payload.clone(),
-            fingerprint: fingerprint(&json!(key)),
-            first_due: now,
-            now,
-        }])
-        .await?;
-    state.store.delete_dead_letter(ns, id).await?;
     // Concurrent replays of one letter share the key `replay-<id>`: only the one that made the
     // job counts it.
-    if let Created::New(record) = &created[0] {
+    if let Created::New(record) = &created {
         state.metrics.job_created(&record.spec.schedule.kind);
     }
-    let record = created[0].record();
-    announce(&state, record);
-    Ok(typed_response(StatusCode::CREATED, &wire::job_out(record)))
+    Ok(typed_response(
+        StatusCode::CREATED,
+        &wire::job_out(created.record()),
+    ))
 }
 
 /// How long a replaced signing secret keeps signing unless the rotation says otherwise.
@@ -928,7 +855,7 @@ async fn rotate_signing_secret(
     let secret = state.secrets.rotate(&principal.namespace, overlap).await?;
     let previous_valid_until = (!overlap.is_zero()).then(|| {
         wire::rfc3339(
-            state.clock.now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default(),
+            state.scheduler.now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default(),
         )
     });
     Ok(json_response(
@@ -954,7 +881,7 @@ async fn preview_schedule(
     principal(&state, &headers)?;
     let req: PreviewRequest =
         parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
-    let preview = req.preview(state.clock.now(), &state.limits)?;
+    let preview = req.preview(state.scheduler.now(), &state.limits)?;
     Ok(typed_response(StatusCode::OK, &preview))
 }
 
@@ -967,7 +894,7 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
-    if state.engine.has_failed() {
+    if state.scheduler.has_failed() {
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "engine_failed",
@@ -998,10 +925,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
 
 /// The Prometheus text of the node's registry, with the store's figures refreshed.
 pub(crate) async fn render_metrics(state: &AppState) -> Response {
-    state
-        .metrics
-        .refresh_store_figures(&*state.store, state.clock.now())
-        .await;
+    state.metrics.refresh_store_figures(&state.scheduler).await;
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
         return ApiError::new(

@@ -7,7 +7,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use hourglass_core::ScheduleKind;
-use hourglass_store::Store;
+use hourglass_engine::Scheduler;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -145,13 +145,14 @@ impl ApiMetrics {
 
     /// Refreshes the whole-store figures if the last sample is older than the TTL. A failure
     /// keeps the previous figures (the store error is counted by the store's own metrics).
-    pub async fn refresh_store_figures(&self, store: &dyn Store, now: jiff::Timestamp) {
+    pub async fn refresh_store_figures(&self, scheduler: &Scheduler) {
         let f = &self.store;
         let mut sampled = f.sampled.lock().await;
         if sampled.is_some_and(|at| at.elapsed() < STORE_FIGURES_TTL) {
             return;
         }
-        let Ok(g) = store.gauges(now).await else {
+        let now = scheduler.now();
+        let Ok(g) = scheduler.gauges().await else {
             return;
         };
         *sampled = Some(Instant::now());

@@ -184,18 +184,10 @@ impl Node {
             None => None,
         };
         let node_name = engine_config.node_id.clone();
-        let engine = Engine::start(
-            engine_config,
-            store.clone(),
-            deliverer,
-            clock.clone(),
-            metrics,
-        );
+        let engine = Engine::start(engine_config, store.clone(), deliverer, clock, metrics);
         let ready = Arc::new(AtomicBool::new(false));
         let state = AppState {
-            store: store.clone(),
-            engine: engine.handle(),
-            clock,
+            scheduler: engine.scheduler(),
             limits: config.limits.clone(),
             policy,
             auth: Arc::new(auth),

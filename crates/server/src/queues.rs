@@ -243,7 +243,7 @@ async fn lease(
         types: req.types,
     };
     let leased = state
-        .engine
+        .scheduler
         .queues()
         .lease(&principal.namespace, queue, &request)
         .await?;
@@ -266,7 +266,7 @@ async fn ack(
     let req: AckIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let parsed = receipts(&req.receipts)?;
     let outcomes = state
-        .engine
+        .scheduler
         .queues()
         .ack(&principal.namespace, queue, &parsed)
         .await?;
@@ -292,7 +292,7 @@ async fn nack(
         .transpose()?
         .map(Duration::from_millis);
     let outcomes = state
-        .engine
+        .scheduler
         .queues()
         .nack(&principal.namespace, queue, &parsed, delay)
         .await?;
@@ -319,7 +319,7 @@ async fn extend(
         "visibility_ms",
     )?;
     let (outcomes, until) = state
-        .engine
+        .scheduler
         .queues()
         .extend(
             &principal.namespace,
@@ -347,9 +347,9 @@ fn queue_out(s: QueueStats, now_ms: i64) -> QueueOut {
 
 async fn list_queues(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let now = state.clock.now().as_millisecond();
+    let now = state.scheduler.now().as_millisecond();
     let stats = state
-        .engine
+        .scheduler
         .queues()
         .stats(&principal.namespace, None)
         .await?;
@@ -368,9 +368,9 @@ async fn get_queue(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let now = state.clock.now().as_millisecond();
+    let now = state.scheduler.now().as_millisecond();
     let stats = state
-        .engine
+        .scheduler
         .queues()
         .stats(&principal.namespace, Some(queue))
         .await?;

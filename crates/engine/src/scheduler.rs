@@ -1,0 +1,260 @@
+//! The one door to jobs and queues for the API: every read and every change a client asks for goes
+//! through [`Scheduler`], which writes to the store and then makes the engine act on the change —
+//! wake the planner or a queue's long polls for what became due, and fence claims an edit made
+//! stale. A handler therefore cannot forget a wake-up or a fence (the race that once delayed an
+//! edited job by two minutes lived exactly in such a forgotten or misordered call).
+//!
+//! The scheduler decides nothing about *what* a change does to a job: validation belongs to the
+//! API's wire types, and how an edit or transition changes a row to the store's shared rules.
+
+use std::sync::Arc;
+
+use hourglass_core::{Clock, JobId, JobState, MisfirePolicy, RetryPolicy, Schedule, Target};
+use hourglass_store::{
+    Created, DeadLetter, JobQuery, JobRecord, JobUpdate, NewJob, Result, RunCursor, RunRecord,
+    Store, StoreGauges, Transition,
+};
+use jiff::Timestamp;
+use sha2::{Digest, Sha256};
+
+use crate::queue::Queues;
+use crate::{Forget, Shared};
+
+/// What a client changes in a job's definition; `None` keeps the current value. Each part is
+/// already validated.
+#[derive(Debug, Default, Clone)]
+pub struct JobEdit {
+    pub job_type: Option<String>,
+    /// The new schedule and its first due time, computed when it was validated.
+    pub schedule: Option<(Schedule, Timestamp)>,
+    pub target: Option<Target>,
+    pub retry: Option<RetryPolicy>,
+    pub misfire: Option<MisfirePolicy>,
+    /// `Some(None)` removes the payload.
+    pub payload: Option<Option<String>>,
+}
+
+/// Reads and changes jobs, dead letters and queues on behalf of the API. Cheap to clone.
+#[derive(Clone)]
+pub struct Scheduler {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    shared: Arc<Shared>,
+    queues: Queues,
+}
+
+impl Scheduler {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        shared: Arc<Shared>,
+        queues: Queues,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            shared,
+            queues,
+        }
+    }
+
+    /// The engine's clock: the API's "now" for validation and answers.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Whether a pipeline stage has died (see [`crate::Engine::failed`]).
+    pub fn has_failed(&self) -> bool {
+        self.shared.failed.is_cancelled()
+    }
+
+    pub(crate) fn failed_token(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
+        self.shared.failed.clone().cancelled_owned()
+    }
+
+    /// Leasing, acking and waiting on pull queues.
+    pub fn queues(&self) -> &Queues {
+        &self.queues
+    }
+
+    /// Stores jobs in one transaction (see [`Store::create_jobs`]) and wakes whoever waits for
+    /// the new ones: the planner once for the earliest fired job, each queue's polls once.
+    pub async fn create(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+        let created = self.store.create_jobs(jobs).await?;
+        let mut earliest: Option<Timestamp> = None;
+        let mut queues = std::collections::HashSet::new();
+        for record in created.iter().filter_map(|c| match c {
+            Created::New(record) => Some(record),
+            Created::Existing(_) => None,
+        }) {
+            let (JobState::Active, Some(due)) = (record.state, record.next_due) else {
+                continue;
+            };
+            match record.spec.target.queue() {
+                Some(queue) => {
+                    queues.insert((record.namespace.as_str(), queue));
+                }
+                None => earliest = Some(earliest.map_or(due, |e| e.min(due))),
+            }
+        }
+        if let Some(due) = earliest {
+            self.shared.wake_for(due);
+        }
+        for (namespace, queue) in queues {
+            self.queues.poke(namespace, queue);
+        }
+        Ok(created)
+    }
+
+    pub async fn get(&self, namespace: &str, id: JobId) -> Result<Option<JobRecord>> {
+        self.store.get_job(Some(namespace), id).await
+    }
+
+    pub async fn list(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
+        self.store.list_jobs(query).await
+    }
+
+    pub async fn runs(
+        &self,
+        namespace: &str,
+        id: JobId,
+        before: Option<RunCursor>,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>> {
+        self.store.runs(Some(namespace), id, before, limit).await
+    }
+
+    /// Applies `edit` to an active or paused job: claims made before the edit are dropped unfired,
+    /// and the edited job's next occurrence is announced. `Ok(None)` when there is no such job.
+    pub async fn edit(
+        &self,
+        namespace: &str,
+        id: JobId,
+        edit: JobEdit,
+    ) -> Result<Option<JobRecord>> {
+        let Some(job) = self.store.get_job(Some(namespace), id).await? else {
+            return Ok(None);
+        };
+        let mut spec = job.spec;
+        let mut next_due = job.next_due;
+        if let Some(job_type) = edit.job_type {
+            spec.job_type = Some(job_type);
+        }
+        if let Some((schedule, first_due)) = edit.schedule {
+            spec.schedule = schedule;
+            next_due = Some(first_due);
+        }
+        if let Some(target) = edit.target {
+            spec.target = target;
+        }
+        if let Some(retry) = edit.retry {
+            spec.retry = retry;
+        }
+        if let Some(misfire) = edit.misfire {
+            spec.misfire = misfire;
+        }
+        let update = JobUpdate {
+            spec,
+            payload: edit.payload.unwrap_or(job.payload),
+            next_due,
+            now: self.clock.now(),
+        };
+        let updated = self.store.update_job(Some(namespace), id, update).await?;
+        self.changed(&updated);
+        Ok(Some(updated))
+    }
+
+    /// Pauses, resumes, cancels or triggers a job (`make` gets the current time), then fences
+    /// older claims and announces its next occurrence.
+    pub async fn transition(
+        &self,
+        namespace: &str,
+        id: JobId,
+        make: impl FnOnce(Timestamp) -> Transition,
+    ) -> Result<JobRecord> {
+        let transition = make(self.clock.now());
+        let job = self
+            .store
+            .transition(Some(namespace), id, transition)
+            .await?;
+        self.changed(&job);
+        Ok(job)
+    }
+
+    pub async fn dead_letters(
+        &self,
+        namespace: &str,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        self.store.dead_letters(Some(namespace), after, limit).await
+    }
+
+    pub async fn dead_letter(&self, namespace: &str, id: i64) -> Result<Option<DeadLetter>> {
+        self.store.get_dead_letter(Some(namespace), id).await
+    }
+
+    /// True when it existed.
+    pub async fn delete_dead_letter(&self, namespace: &str, id: i64) -> Result<bool> {
+        self.store.delete_dead_letter(Some(namespace), id).await
+    }
+
+    /// Replays a dead letter as a new one-off job due now (so its delivery id is new), then
+    /// removes the dead letter. The job's key `replay-<id>` makes a repeated or concurrent replay
+    /// of one letter create one job. `Ok(None)` when there is no such dead letter.
+    pub async fn replay(&self, namespace: &str, id: i64) -> Result<Option<Created>> {
+        let Some(letter) = self.store.get_dead_letter(Some(namespace), id).await? else {
+            return Ok(None);
+        };
+        let now = self.clock.now();
+        let mut spec = letter.spec;
+        spec.schedule = Schedule::at(now);
+        let key = format!("replay-{id}");
+        let job = NewJob {
+            id: uuid::Uuid::now_v7(),
+            namespace: namespace.to_owned(),
+            fingerprint: replay_fingerprint(&key),
+            key: Some(key),
+            spec,
+            payload: letter.payload,
+            first_due: now,
+            now,
+        };
+        let created = self.create(vec![job]).await?.into_iter().next();
+        self.store.delete_dead_letter(Some(namespace), id).await?;
+        Ok(created)
+    }
+
+    /// Whole-store figures for /metrics (jobs by state, backlog, queue totals).
+    pub async fn gauges(&self) -> Result<StoreGauges> {
+        self.store.gauges(self.clock.now()).await
+    }
+
+    /// After a job's definition or state changed: claims made before the change (a token below
+    /// the job's new one) are dropped unfired, and its next occurrence, if any, is announced.
+    fn changed(&self, job: &JobRecord) {
+        // Only claims made before this change are stale; the planner may already have claimed
+        // the changed job again (with a higher token), and that claim must fire.
+        let _ = self.shared.forget_tx.send(Forget {
+            job_id: job.id,
+            below: job.token,
+        });
+        let (JobState::Active, Some(due)) = (job.state, job.next_due) else {
+            return;
+        };
+        match job.spec.target.queue() {
+            Some(queue) => self.queues.poke(&job.namespace, queue),
+            None => self.shared.wake_for(due),
+        }
+    }
+}
+
+/// The fingerprint of a replay job: a hash of its key, as JSON text (what earlier versions
+/// stored, so a replay repeated across an upgrade is still recognised as the same request).
+fn replay_fingerprint(key: &str) -> i64 {
+    let text = serde_json::Value::String(key.to_owned()).to_string();
+    let digest = Sha256::digest(text.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_le_bytes(first)
+}
