@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hourglass_core::{Occurrence, Target};
+use hourglass_core::{Clock, Occurrence, Target};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::netguard::TargetPolicy;
@@ -54,6 +54,8 @@ pub const RESERVED_HEADERS: [&str; 6] = [
 pub struct WebhookDeliverer {
     client: reqwest::Client,
     secrets: Secrets,
+    /// The signature's timestamp and the wait an HTTP-date Retry-After asks for.
+    clock: Arc<dyn Clock>,
     policy: TargetPolicy,
 }
 
@@ -62,6 +64,7 @@ impl WebhookDeliverer {
     /// per host than deliveries in flight means closing and reopening connections under load.
     pub fn new(
         secrets: Secrets,
+        clock: Arc<dyn Clock>,
         policy: TargetPolicy,
         timeout: Duration,
         max_connections: usize,
@@ -82,6 +85,7 @@ impl WebhookDeliverer {
         Self {
             client,
             secrets,
+            clock,
             policy,
         }
     }
@@ -135,7 +139,7 @@ impl Deliverer for WebhookDeliverer {
         };
         let body: Vec<u8> = occ.payload.as_deref().unwrap_or("null").as_bytes().to_vec();
         let msg_id = occ.delivery_id();
-        let timestamp = jiff::Timestamp::now().as_second();
+        let timestamp = self.clock.now().as_second();
         let mut headers = HeaderMap::new();
         for (name, value) in &target.headers {
             if let (Ok(name), Ok(value)) = (
@@ -178,7 +182,7 @@ impl Deliverer for WebhookDeliverer {
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(parse_retry_after);
+                    .and_then(|v| parse_retry_after(v, self.clock.now()));
                 // Drain a little of the body so the connection can be reused, without letting a
                 // receiver stall us.
                 let _ = tokio::time::timeout(Duration::from_millis(100), response.bytes()).await;
@@ -230,14 +234,14 @@ pub fn classify(status: u16, retry_after: Option<Duration>) -> Verdict {
     }
 }
 
-/// Retry-After as delta-seconds or an HTTP date.
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
+/// Retry-After as delta-seconds or an HTTP date (a wait from `now`).
+pub fn parse_retry_after(value: &str, now: jiff::Timestamp) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
     let when = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
-    let wait = when.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+    let wait = when.as_millisecond().saturating_sub(now.as_millisecond());
     Some(Duration::from_millis(wait.max(0) as u64))
 }
 
@@ -316,11 +320,20 @@ mod tests {
 
     #[test]
     fn retry_after_forms() {
-        assert_eq!(parse_retry_after("120"), Some(Duration::from_secs(120)));
+        let now: jiff::Timestamp = "2015-10-21T07:27:00Z".parse().unwrap();
         assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
-            Some(Duration::ZERO)
+            parse_retry_after("120", now),
+            Some(Duration::from_secs(120))
         );
-        assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:26:00 GMT", now),
+            Some(Duration::ZERO),
+            "a date in the past means now"
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
+use hourglass_core::Clock;
 use hourglass_store::{Store, StoreError};
 use rand::RngCore;
 use sha2::Sha256;
@@ -86,6 +87,8 @@ struct Cached {
 #[derive(Clone)]
 pub struct Secrets {
     store: Arc<dyn Store>,
+    /// Decides whether a replaced secret still signs.
+    clock: Arc<dyn Clock>,
     cache: Arc<RwLock<HashMap<String, Cached>>>,
 }
 
@@ -95,9 +98,10 @@ fn parse_stored(secret: &str) -> Result<SigningKey, StoreError> {
 }
 
 impl Secrets {
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         Self {
             store,
+            clock,
             cache: Default::default(),
         }
     }
@@ -117,7 +121,7 @@ impl Secrets {
         };
         let mut keys = vec![cached.current];
         if let Some((previous, until)) = cached.previous
-            && jiff::Timestamp::now() < until
+            && self.clock.now() < until
         {
             keys.push(previous);
         }
@@ -157,9 +161,8 @@ impl Secrets {
     /// secret keeps signing (beside the new one) for `overlap`.
     pub async fn rotate(&self, namespace: &str, overlap: Duration) -> Result<String, StoreError> {
         let secret = generate_secret();
-        let until = (!overlap.is_zero()).then(|| {
-            jiff::Timestamp::now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default()
-        });
+        let until =
+            (!overlap.is_zero()).then(|| hourglass_core::add_saturating(self.clock.now(), overlap));
         self.store
             .rotate_signing_secret(namespace, &secret, until)
             .await?;

@@ -51,8 +51,10 @@ async fn counting_listener() -> (std::net::SocketAddr, Arc<AtomicUsize>) {
 async fn forbidden_addresses_are_never_contacted() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
     let deliverer = WebhookDeliverer::new(
-        Secrets::new(store),
+        Secrets::new(store, clock.clone()),
+        clock,
         TargetPolicy::default(),
         Duration::from_secs(2),
         16,
@@ -85,8 +87,10 @@ async fn forbidden_addresses_are_never_contacted() {
 async fn allowlisted_ranges_are_reachable() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
     let deliverer = WebhookDeliverer::new(
-        Secrets::new(store),
+        Secrets::new(store, clock.clone()),
+        clock,
         TargetPolicy::new(vec!["127.0.0.0/8".parse().unwrap()]),
         Duration::from_secs(1),
         16,

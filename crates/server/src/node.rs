@@ -139,9 +139,10 @@ impl Node {
         let metrics = Metrics::new(&mut registry);
         let api_metrics = ApiMetrics::new(&mut registry);
         let policy = TargetPolicy::new(config.allow_targets.clone());
-        let secrets = Secrets::new(store.clone());
+        let secrets = Secrets::new(store.clone(), clock.clone());
         let deliverer = Arc::new(WebhookDeliverer::new(
             secrets.clone(),
+            clock.clone(),
             policy.clone(),
             config.delivery_timeout,
             config.engine.delivery_concurrency,
