@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::auth::{Auth, Principal};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::metrics::ApiMetrics;
 use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
 
@@ -81,8 +81,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::not_found("route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 "this route does not support that method",
             )
         })
@@ -105,8 +104,7 @@ fn handler_panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response 
     let message = hourglass_engine::panic_message(&*panic);
     tracing::error!(panic = %message, "a request handler panicked");
     ApiError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
+        ErrorCode::Internal,
         "the request failed because of a bug in hourglass; it is logged",
     )
     .into_response()
@@ -159,16 +157,14 @@ pub(crate) async fn read_body(
         && !is_json(ct.as_bytes())
     {
         return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+            ErrorCode::UnsupportedMediaType,
             "send the body as application/json",
         )
         .field("content-type"));
     }
     let too_large = || {
         ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ErrorCode::BodyTooLarge,
             format!("request body exceeds {limit} bytes"),
         )
         .field("body")
@@ -185,8 +181,7 @@ pub(crate) async fn read_body(
     match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
         Ok(read) => read.map_err(|_| too_large()),
         Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "body_timeout",
+            ErrorCode::BodyTimeout,
             format!(
                 "the request body did not arrive within {}",
                 hourglass_core::duration::format_duration(timeout)
@@ -202,13 +197,17 @@ pub(crate) async fn read_body(
 pub(crate) fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
-            "invalid_json",
+            ErrorCode::InvalidJson,
             "body",
             "request body is empty; send a JSON object",
         ));
     }
     let malformed = |e: &serde_json::Error| {
-        ApiError::bad_request("invalid_json", "body", format!("malformed json: {e}"))
+        ApiError::bad_request(
+            ErrorCode::InvalidJson,
+            "body",
+            format!("malformed json: {e}"),
+        )
     };
     // Derived struct deserializers also take positional arrays; a request body is an object.
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
@@ -216,12 +215,7 @@ pub(crate) fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiErro
         if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
             return Err(malformed(&e));
         }
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_field",
-            "expected a JSON object",
-        )
-        .field("body"));
+        return Err(ApiError::new(ErrorCode::InvalidField, "expected a JSON object").field("body"));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -253,14 +247,14 @@ fn shape_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
             .map(str::to_string)
     };
     let (code, leaf) = if let Some(name) = named("unknown field `") {
-        ("unknown_field", Some(name))
+        (ErrorCode::UnknownField, Some(name))
     } else if let Some(name) = named("missing field `") {
-        ("missing_field", Some(name))
+        (ErrorCode::MissingField, Some(name))
     } else {
-        ("invalid_field", None)
+        (ErrorCode::InvalidField, None)
     };
     // serde reports an unknown field at its own path already; a missing one at its parent.
-    if let (Some(leaf), "missing_field") = (&leaf, code) {
+    if let (Some(leaf), ErrorCode::MissingField) = (&leaf, code) {
         path = if path.is_empty() {
             leaf.clone()
         } else {
@@ -270,7 +264,7 @@ fn shape_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     if path.is_empty() {
         path = leaf.unwrap_or_else(|| "body".to_string());
     }
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message).field(path)
+    ApiError::new(code, message).field(path)
 }
 
 fn parse_query<T: DeserializeOwned>(query: Option<String>) -> Result<T, ApiError> {
@@ -283,13 +277,18 @@ fn parse_query<T: DeserializeOwned>(query: Option<String>) -> Result<T, ApiError
             .and_then(|rest| rest.split('`').next())
             .map(str::to_string)
             .unwrap_or_else(|| e.path().to_string());
-        ApiError::bad_request("invalid_query", &field, message)
+        ApiError::bad_request(ErrorCode::InvalidQuery, &field, message)
     })
 }
 
 fn parse_id(id: &str) -> Result<JobId, ApiError> {
-    JobId::parse_str(id)
-        .map_err(|_| ApiError::bad_request("invalid_id", "id", format!("{id:?} is not a job id")))
+    JobId::parse_str(id).map_err(|_| {
+        ApiError::bad_request(
+            ErrorCode::InvalidId,
+            "id",
+            format!("{id:?} is not a job id"),
+        )
+    })
 }
 
 /// A hash of a keyed create request, to recognise an idempotent retry. It is taken over the
@@ -380,8 +379,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         parse_body(&read_body(&state, &headers, body, state.limits.max_batch_bytes).await?)?;
     if batch.jobs.is_empty() || batch.jobs.len() > MAX_BATCH {
         return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_batch",
+            ErrorCode::InvalidBatch,
             format!("a batch holds 1 to {MAX_BATCH} jobs"),
         )
         .field("jobs"));
@@ -455,7 +453,7 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
     match limit.unwrap_or(100) {
         n @ 1..=1000 => Ok(n),
         _ => Err(ApiError::bad_request(
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             "limit",
             "limit must be between 1 and 1000",
         )),
@@ -470,8 +468,9 @@ fn parse_cursor<T>(
 ) -> Result<Option<T>, ApiError> {
     cursor
         .map(|c| {
-            parse(c)
-                .ok_or_else(|| ApiError::bad_request("invalid_query", "cursor", "malformed cursor"))
+            parse(c).ok_or_else(|| {
+                ApiError::bad_request(ErrorCode::InvalidQuery, "cursor", "malformed cursor")
+            })
         })
         .transpose()
 }
@@ -487,7 +486,7 @@ async fn list_jobs(
         v.as_deref()
             .map(|s| {
                 s.parse::<jiff::Timestamp>().map_err(|_| {
-                    ApiError::bad_request("invalid_query", field, "not an RFC 3339 instant")
+                    ApiError::bad_request(ErrorCode::InvalidQuery, field, "not an RFC 3339 instant")
                 })
             })
             .transpose()
@@ -498,7 +497,7 @@ async fn list_jobs(
         .map(|s| {
             JobState::parse(s).ok_or_else(|| {
                 ApiError::bad_request(
-                    "invalid_query",
+                    ErrorCode::InvalidQuery,
                     "state",
                     "state is one of active, paused, completed, failed, cancelled",
                 )
@@ -682,7 +681,7 @@ fn idempotency_key(headers: &HeaderMap, limits: &Limits) -> Result<Option<String
         })
         .ok_or_else(|| {
             ApiError::bad_request(
-                "invalid_idempotency_key",
+                ErrorCode::InvalidIdempotencyKey,
                 IDEMPOTENCY_KEY,
                 format!(
                     "idempotency-key must be 1 to {} printable ascii characters",
@@ -727,7 +726,7 @@ async fn job_runs(
 fn parse_dead_letter_id(id: &str) -> Result<i64, ApiError> {
     id.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
         ApiError::bad_request(
-            "invalid_id",
+            ErrorCode::InvalidId,
             "id",
             format!("{id:?} is not a dead letter id"),
         )
@@ -846,8 +845,7 @@ async fn rotate_signing_secret(
     };
     if overlap > MAX_SECRET_OVERLAP {
         return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_duration",
+            ErrorCode::InvalidDuration,
             "the overlap is at most 7 days (168h)",
         )
         .field("overlap"));
@@ -896,8 +894,7 @@ async fn healthz() -> Response {
 async fn readyz(State(state): State<AppState>) -> Response {
     if state.scheduler.has_failed() {
         return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "engine_failed",
+            ErrorCode::EngineFailed,
             "a pipeline stage died: this node fires nothing and is about to exit",
         )
         .into_response();
@@ -905,12 +902,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
     if state.ready.load(Ordering::Acquire) {
         json_response(StatusCode::OK, json!({"status": "ready"}))
     } else {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            "node is starting or shutting down",
-        )
-        .into_response()
+        ApiError::new(ErrorCode::NotReady, "node is starting or shutting down").into_response()
     }
 }
 
@@ -928,12 +920,7 @@ pub(crate) async fn render_metrics(state: &AppState) -> Response {
     state.metrics.refresh_store_figures(&state.scheduler).await;
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
-        return ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "metrics encoding failed",
-        )
-        .into_response();
+        return ApiError::new(ErrorCode::Internal, "metrics encoding failed").into_response();
     }
     (
         [(

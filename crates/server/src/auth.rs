@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 pub const DEFAULT_NAMESPACE: &str = "default";
 pub const NAMESPACE_HEADER: &str = "hourglass-namespace";
@@ -79,7 +79,7 @@ impl Auth {
                 .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
             if !valid_namespace(&ns) {
                 return Err(ApiError::bad_request(
-                    "invalid_namespace",
+                    ErrorCode::InvalidNamespace,
                     NAMESPACE_HEADER,
                     NAMESPACE_RULE,
                 ));
@@ -93,8 +93,7 @@ impl Auth {
             Grant::Admin => admin_namespace(),
             Grant::Namespace(ns) => match requested {
                 Some(other) if other != *ns => Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
+                    ErrorCode::Forbidden,
                     "this api key is bound to another namespace",
                 )
                 .field(NAMESPACE_HEADER)),
@@ -114,8 +113,7 @@ impl Auth {
         match self.grant(headers)? {
             Grant::Admin => Ok(()),
             Grant::Namespace(_) => Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 "this view covers every namespace: use an admin api key",
             )
             .field("authorization")),
@@ -124,9 +122,8 @@ impl Auth {
 
     /// What the request's API key grants: 401 when it is missing, malformed or unknown.
     fn grant(&self, headers: &HeaderMap) -> Result<&Grant, ApiError> {
-        let unauthorized = |msg: &str| {
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", msg).field("authorization")
-        };
+        let unauthorized =
+            |msg: &str| ApiError::new(ErrorCode::Unauthorized, msg).field("authorization");
         let header = headers
             .get(axum::http::header::AUTHORIZATION)
             .ok_or_else(|| unauthorized("missing api key: send Authorization: Bearer <key>"))?;

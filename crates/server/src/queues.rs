@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use crate::api::{
     ApiResult, AppState, SMALL_BODY_BYTES, parse_body, principal, read_body, typed_response,
 };
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::wire::{self, valid_queue_name, validate_name};
 
 pub const MAX_LEASE: u32 = 1000;
@@ -121,7 +121,7 @@ fn queue_name(name: &str) -> Result<&str, ApiError> {
         Ok(name)
     } else {
         Err(ApiError::bad_request(
-            "invalid_queue",
+            ErrorCode::InvalidQueue,
             "name",
             wire::QUEUE_NAME_RULE,
         ))
@@ -133,8 +133,7 @@ fn in_range(value: u64, min: u64, max: u64, field: &str) -> Result<u64, ApiError
         Ok(value)
     } else {
         Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("must be between {min} and {max}"),
         )
         .field(field))
@@ -144,8 +143,7 @@ fn in_range(value: u64, min: u64, max: u64, field: &str) -> Result<u64, ApiError
 fn receipts(list: &[String]) -> Result<Vec<Receipt>, ApiError> {
     if list.is_empty() || list.len() > MAX_RECEIPTS {
         return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("give 1 to {MAX_RECEIPTS} receipts"),
         )
         .field("receipts"));
@@ -155,8 +153,7 @@ fn receipts(list: &[String]) -> Result<Vec<Receipt>, ApiError> {
         .map(|(i, r)| {
             r.parse().map_err(|()| {
                 ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_receipt",
+                    ErrorCode::InvalidReceipt,
                     "not a receipt returned by a lease",
                 )
                 .field(format!("receipts[{i}]"))
@@ -226,8 +223,7 @@ async fn lease(
     if let Some(types) = &req.types {
         if types.is_empty() || types.len() > MAX_TYPES {
             return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_field",
+                ErrorCode::InvalidField,
                 format!("give 1 to {MAX_TYPES} types, or leave types out for all"),
             )
             .field("types"));
