@@ -6,8 +6,13 @@
 //!           within the   until     concurrency,   fenced
 //!           lookahead    due       delivery       completions
 //! ```
+//! The API reaches jobs and queues only through [`Scheduler`] (`scheduler.rs`); the stages live
+//! in `pipeline/`, one file each, all of one shape (`pipeline::Stage`), as do the retention sweep
+//! (`sweeper.rs`) and the queue event listener (`queue.rs`).
+//!
 //! Architecture Invariant: the engine never speaks HTTP to API clients and never touches SQL; it
-//! sees the store only through the `Store` trait and time only through the injected `Clock`.
+//! sees the store only through the `Store` trait and calendar time only through the injected
+//! `Clock`.
 
 pub mod deliver;
 pub mod instrumented;
@@ -17,6 +22,7 @@ mod pipeline;
 pub mod queue;
 pub mod scheduler;
 pub mod signing;
+mod sweeper;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -120,75 +126,6 @@ impl Shared {
     }
 }
 
-/// How often the retention sweep looks for old finished work, and how much it deletes per store
-/// call (one short write transaction each, so creates and completions are never held up long).
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
-const SWEEP_BATCH: usize = 1000;
-
-/// The retention sweep's settings: what it deletes, and after how long.
-#[derive(Clone, Copy)]
-struct Retention {
-    /// Finished jobs and runs.
-    work: Option<Duration>,
-    dead_letters: Option<Duration>,
-}
-
-/// Deletes what is older than its retention, in small batches, once a minute: finished jobs and
-/// runs, and dead letters when they have a retention of their own.
-async fn sweeper(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    metrics: Metrics,
-    retention: Retention,
-    stop: CancellationToken,
-) {
-    let cutoff = |keep: Duration| Some(hourglass_core::sub_saturating(clock.now(), keep));
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(SWEEP_EVERY) => {}
-            _ = stop.cancelled() => return,
-        }
-        if let Some(before) = retention.work.and_then(cutoff) {
-            sweep(&stop, &metrics, "finished jobs and runs", || async {
-                let purged = store.purge(before, SWEEP_BATCH).await?;
-                metrics.purged_jobs.inc_by(purged.jobs);
-                metrics.purged_runs.inc_by(purged.runs);
-                Ok(purged.jobs.max(purged.runs))
-            })
-            .await;
-        }
-        if let Some(before) = retention.dead_letters.and_then(cutoff) {
-            sweep(&stop, &metrics, "dead letters", || async {
-                let purged = store.purge_dead_letters(before, SWEEP_BATCH).await?;
-                metrics.purged_dead_letters.inc_by(purged);
-                Ok(purged)
-            })
-            .await;
-        }
-    }
-}
-
-/// Calls `batch` until it deletes less than a full batch, the store fails (counted, retried at the
-/// next sweep), or the engine stops.
-async fn sweep<F, Fut>(stop: &CancellationToken, metrics: &Metrics, what: &str, mut batch: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = hourglass_store::Result<u64>>,
-{
-    while !stop.is_cancelled() {
-        match batch().await {
-            Ok(deleted) if deleted < SWEEP_BATCH as u64 => break,
-            // Let other writers in between batches.
-            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            Err(e) => {
-                metrics.store_errors.inc();
-                tracing::warn!(error = %e, what, "retention sweep failed; retrying in a minute");
-                break;
-            }
-        }
-    }
-}
-
 /// A running engine. Dropping it does not stop it; call [`Engine::shutdown`].
 pub struct Engine {
     scheduler: Scheduler,
@@ -224,20 +161,31 @@ impl Engine {
         );
         if let Some(events) = store.events() {
             // Other nodes' creates, nacks and acks wake this node's long polls.
-            tasks.spawn(queues.clone().listen(events));
+            pipeline::supervise(
+                &tasks,
+                &shared.failed,
+                queue::QueueListener {
+                    queues: queues.clone(),
+                    events,
+                },
+            );
         }
-        let retention = Retention {
+        let retention = sweeper::Retention {
             work: config.retention,
             dead_letters: config.dead_letter_retention,
         };
         if retention.work.is_some() || retention.dead_letters.is_some() {
-            tasks.spawn(sweeper(
-                store.clone(),
-                clock.clone(),
-                metrics.clone(),
-                retention,
-                stop.clone(),
-            ));
+            pipeline::supervise(
+                &tasks,
+                &shared.failed,
+                sweeper::Sweeper {
+                    store: store.clone(),
+                    clock: clock.clone(),
+                    metrics: metrics.clone(),
+                    retention,
+                    stop: stop.clone(),
+                },
+            );
         }
         let (store_for_api, clock_for_api) = (store.clone(), clock.clone());
         pipeline::spawn(

@@ -172,28 +172,6 @@ impl Queues {
         }
     }
 
-    /// Relays the store's events to this node's long polls: a queue message that became due
-    /// through another node (created, nacked, acked into its next occurrence there) wakes the
-    /// polls on its queue here; missed events wake them all to look again.
-    pub(crate) async fn listen(self, mut events: broadcast::Receiver<StoreEvent>) {
-        loop {
-            let event = tokio::select! {
-                event = events.recv() => event,
-                _ = self.inner.stop.cancelled() => break,
-            };
-            match event {
-                Ok(StoreEvent::Due(DueEvent {
-                    namespace,
-                    queue: Some(queue),
-                    ..
-                })) => self.poke(&namespace, &queue),
-                Ok(StoreEvent::Due(_) | StoreEvent::Fenced { .. }) => {}
-                Ok(StoreEvent::Resync) | Err(RecvError::Lagged(_)) => self.poke_all(),
-                Err(RecvError::Closed) => break,
-            }
-        }
-    }
-
     fn bell(&self, namespace: &str, queue: &str) -> Arc<Notify> {
         self.inner
             .bells
@@ -615,6 +593,39 @@ impl Queues {
             .store
             .queue_stats(namespace, queue, self.inner.clock.now())
             .await
+    }
+}
+
+/// Relays the store's events to this node's long polls: a queue message that became due through
+/// another node (created, nacked, acked into its next occurrence there) wakes the polls on its
+/// queue here; missed events wake them all to look again.
+pub(crate) struct QueueListener {
+    pub queues: Queues,
+    /// The store's events.
+    pub events: broadcast::Receiver<StoreEvent>,
+}
+
+impl crate::pipeline::Stage for QueueListener {
+    const NAME: &'static str = "queue listener";
+
+    async fn run(self) {
+        let Self { queues, mut events } = self;
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = queues.inner.stop.cancelled() => break,
+            };
+            match event {
+                Ok(StoreEvent::Due(DueEvent {
+                    namespace,
+                    queue: Some(queue),
+                    ..
+                })) => queues.poke(&namespace, &queue),
+                Ok(StoreEvent::Due(_) | StoreEvent::Fenced { .. }) => {}
+                Ok(StoreEvent::Resync) | Err(RecvError::Lagged(_)) => queues.poke_all(),
+                Err(RecvError::Closed) => break,
+            }
+        }
     }
 }
 

@@ -1,0 +1,110 @@
+//! The completer: writes completions in batches under the fence, then returns the in-flight
+//! permits and pokes the planner.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::{Backoff, Context, Finished, Held, Stage};
+
+const COMPLETION_BATCH: usize = 1000;
+/// How long the completer waits for more outcomes once one arrives, so that at low fire rates
+/// many completions share one commit (one fsync) instead of one each. It delays only the
+/// bookkeeping after a delivery, never a delivery.
+const COMPLETION_LINGER: Duration = Duration::from_millis(10);
+
+/// Writes completions in batches, retrying while the store is unavailable, then returns the
+/// in-flight permits and pokes the planner (a recurring job's next occurrence may be due soon).
+pub(super) struct Completer {
+    /// The engine's configuration, store, clock, metrics and wake-ups.
+    pub ctx: Arc<Context>,
+    /// Completions and dropped claims from the timer and the dispatcher.
+    pub rx: mpsc::Receiver<Finished>,
+    /// Returned a permit per finished occurrence, once its outcome is durable.
+    pub in_flight: Arc<Semaphore>,
+    /// Finished claims leave it.
+    pub held: Arc<Held>,
+    /// Cancelled after the last completion is written: the renewer may stop then.
+    pub drained: CancellationToken,
+}
+
+impl Stage for Completer {
+    const NAME: &'static str = "completer";
+
+    async fn run(self) {
+        let Self {
+            ctx,
+            mut rx,
+            in_flight,
+            held,
+            drained,
+        } = self;
+        let mut buffer = Vec::with_capacity(COMPLETION_BATCH);
+        let mut shutdown_deadline: Option<tokio::time::Instant> = None;
+        while rx.recv_many(&mut buffer, COMPLETION_BATCH).await > 0 {
+            let linger_until = tokio::time::Instant::now() + COMPLETION_LINGER;
+            while buffer.len() < COMPLETION_BATCH {
+                let room = COMPLETION_BATCH - buffer.len();
+                match tokio::time::timeout_at(linger_until, rx.recv_many(&mut buffer, room)).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            ctx.metrics
+                .stage_queue
+                .get_or_create(&crate::metrics::StageLabels { stage: "complete" })
+                .set(rx.len() as i64);
+            let mut released = Vec::new();
+            let mut batch = Vec::with_capacity(buffer.len());
+            for finished in buffer.drain(..) {
+                match finished {
+                    Finished::Done(c) => batch.push(c),
+                    Finished::Dropped { job_id, token } => released.push((job_id, token)),
+                }
+            }
+            let count = batch.len();
+            let mut backoff = Backoff::default();
+            while !batch.is_empty() {
+                match ctx.store.complete(batch.clone(), ctx.clock.now()).await {
+                    Ok(applied) => {
+                        let stale = applied
+                            .iter()
+                            .filter(|a| **a == hourglass_store::Applied::StaleLease)
+                            .count();
+                        if stale > 0 {
+                            ctx.metrics.stale_completions.inc_by(stale as u64);
+                            tracing::info!(stale, "completions refused under a stale lease");
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        ctx.metrics.store_errors.inc();
+                        // During shutdown, give up after the grace period: an unrecorded completion
+                        // only means a redelivery (same delivery id) after restart, never a loss.
+                        if ctx.stop.is_cancelled() {
+                            let gave_up = *shutdown_deadline.get_or_insert_with(|| {
+                                tokio::time::Instant::now() + ctx.config.shutdown_grace
+                            });
+                            if tokio::time::Instant::now() >= gave_up {
+                                tracing::warn!(error = %e, count, "shutting down with completions unrecorded; they will be delivered again");
+                                break;
+                            }
+                        }
+                        let wait = backoff.failed();
+                        tracing::warn!(error = %e, count, retry_in_ms = wait.as_millis() as u64, "could not record completions; retrying");
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+            }
+            let total = count + released.len();
+            held.remove(batch.iter().map(|c| (c.job_id, c.token)).chain(released));
+            ctx.metrics.in_flight.dec_by(total as i64);
+            in_flight.add_permits(total);
+            // Poke the planner when it may be waiting for permits or for a next occurrence.
+            ctx.shared.planner_wake.notify_one();
+        }
+        drained.cancel();
+    }
+}

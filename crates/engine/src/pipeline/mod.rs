@@ -1,0 +1,337 @@
+//! The engine's stages and how they hand work to each other:
+//!
+//! ```text
+//! planner ──► timer ──► dispatcher ──► completer
+//!    │          ▲                          │
+//!    └── held ──┴──── renewer ◄────────────┘      listener: store events → planner, timer
+//! ```
+//!
+//! Every stage has one shape: a struct whose fields are its inputs and outputs (documented where
+//! they are declared), a [`Stage::NAME`] for logs, and [`Stage::run`], which consumes it. Stages
+//! whose store calls fail wait with one shared [`Backoff`]. `spawn` wires them and states the
+//! shutdown order.
+
+mod completer;
+mod dispatcher;
+mod held;
+mod listener;
+mod planner;
+mod renewer;
+mod timer;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use hourglass_core::misfire;
+use hourglass_core::{Action, AttemptRecord, Clock, Completion, JobId, Occurrence, add_saturating};
+use hourglass_store::Store;
+use jiff::Timestamp;
+use rand::Rng;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::deliver::{Deliverer, DeliveryResult, Verdict};
+use crate::{EngineConfig, Forget, Metrics, Shared};
+
+pub(crate) use held::Held;
+
+/// Batches of claimed occurrences waiting for the timer.
+const TIMER_QUEUE_BATCHES: usize = 64;
+/// Due occurrences waiting for a dispatch slot.
+const DISPATCH_QUEUE: usize = 4096;
+/// Finished occurrences waiting to be written.
+const COMPLETION_QUEUE: usize = 8192;
+
+pub(crate) struct Context {
+    pub config: EngineConfig,
+    pub store: Arc<dyn Store>,
+    pub deliverer: Arc<dyn Deliverer>,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Metrics,
+    pub shared: Arc<Shared>,
+    /// Cancelled at shutdown. Only the planner and timer watch it: later stages drain what they
+    /// were given and exit when their input channel closes (see `spawn`).
+    pub stop: CancellationToken,
+}
+
+/// A long-running task of the engine.
+pub(crate) trait Stage: Send + 'static {
+    /// The stage's name in logs and in the supervisor's report of its death.
+    const NAME: &'static str;
+    /// Runs until the stage's shutdown condition (see `spawn`).
+    fn run(self) -> impl Future<Output = ()> + Send;
+}
+
+/// How long a stage waits after a failed store call: doubling from 50 ms to at most 1 s, back to
+/// nothing after a success.
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    current: Duration,
+}
+
+impl Backoff {
+    const MIN: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(1);
+
+    /// The wait after one more failure.
+    pub fn failed(&mut self) -> Duration {
+        self.current = (self.current * 2).clamp(Self::MIN, Self::MAX);
+        self.current
+    }
+
+    pub fn succeeded(&mut self) {
+        self.current = Duration::ZERO;
+    }
+}
+
+/// Starts every stage under supervision.
+///
+/// Shutdown order, declared here and carried out by the channels: `stop` ends the **planner**
+/// (no new claims) and the **timer**, which releases its unfired claims to the store and drops
+/// its sender; the **dispatcher** sees its input end, lets running deliveries finish within the
+/// grace period and drops its sender; the **completer** writes what it was given, then cancels
+/// `drained`; only then does the **renewer** stop, because until the last completion is durable
+/// some claim may still need its lease renewed. The **listener** stops with `stop`.
+pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<Forget>, tasks: &TaskTracker) {
+    let ctx = Arc::new(ctx);
+    let (timer_tx, timer_rx) = mpsc::channel(TIMER_QUEUE_BATCHES);
+    let (dispatch_tx, dispatch_rx) = mpsc::channel(DISPATCH_QUEUE);
+    let (complete_tx, complete_rx) = mpsc::channel(COMPLETION_QUEUE);
+    let in_flight = Arc::new(Semaphore::new(ctx.config.max_in_flight));
+    let held = Arc::new(Held::default());
+    let drained = CancellationToken::new();
+    let failed = ctx.shared.failed.clone();
+    supervise(
+        tasks,
+        &failed,
+        planner::Planner {
+            ctx: ctx.clone(),
+            timer_tx,
+            in_flight: in_flight.clone(),
+            held: held.clone(),
+        },
+    );
+    supervise(
+        tasks,
+        &failed,
+        timer::Timer {
+            ctx: ctx.clone(),
+            claimed_rx: timer_rx,
+            forget_rx,
+            dispatch_tx,
+            complete_tx: complete_tx.clone(),
+            held: held.clone(),
+        },
+    );
+    supervise(
+        tasks,
+        &failed,
+        dispatcher::Dispatcher {
+            ctx: ctx.clone(),
+            due_rx: dispatch_rx,
+            complete_tx,
+        },
+    );
+    supervise(
+        tasks,
+        &failed,
+        renewer::Renewer {
+            ctx: ctx.clone(),
+            held: held.clone(),
+            drained: drained.clone(),
+        },
+    );
+    if let Some(events) = ctx.store.events() {
+        supervise(
+            tasks,
+            &failed,
+            listener::Listener {
+                ctx: ctx.clone(),
+                events,
+            },
+        );
+    }
+    supervise(
+        tasks,
+        &failed,
+        completer::Completer {
+            ctx,
+            rx: complete_rx,
+            in_flight,
+            held,
+            drained,
+        },
+    );
+}
+
+/// Runs one stage. A stage that panics cannot be restarted in place (its channels and the claims
+/// it held are gone with it), so its death cancels `failed`: the node then answers `/readyz`
+/// with 503 and exits, and its supervisor starts a fresh process — never a node that accepts
+/// jobs and silently fires nothing.
+pub(crate) fn supervise<S: Stage>(tasks: &TaskTracker, failed: &CancellationToken, stage: S) {
+    let failed = failed.clone();
+    tasks.spawn(async move {
+        if let Err(panic) = AssertUnwindSafe(stage.run()).catch_unwind().await {
+            tracing::error!(
+                stage = S::NAME,
+                panic = %panic_message(&*panic),
+                "engine stage died; the node is no longer ready and will exit"
+            );
+            failed.cancel();
+        }
+    });
+}
+
+/// The text a panic carried, for the log line that replaces it.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic without a message".to_string()
+    }
+}
+
+/// The reason recorded on an occurrence whose handling panicked.
+pub const INTERNAL_ERROR: &str = "internal_error";
+
+/// Quarantines an occurrence whose handling panicked: it is dead-lettered with reason
+/// `internal_error` and the job ends as failed (no next occurrence), so the same poison is never
+/// picked up again in a loop. Computing a next occurrence could panic the same way, so none is
+/// computed; replaying the dead letter after a fix fires it again.
+pub(crate) fn quarantined(
+    occ: &Occurrence,
+    now: Timestamp,
+    panic: &(dyn std::any::Any + Send),
+) -> Completion {
+    let message = panic_message(panic);
+    tracing::error!(
+        job_id = %occ.job_id,
+        delivery_id = %occ.delivery_id(),
+        attempt = occ.attempt,
+        panic = %message,
+        "handling this occurrence panicked; dead-lettered and the job quarantined (failed)"
+    );
+    Completion {
+        job_id: occ.job_id,
+        token: occ.token,
+        due: occ.due,
+        attempt: Some(AttemptRecord {
+            attempt: occ.attempt,
+            started_at: now,
+            latency_ms: 0,
+            status: None,
+            error: Some(format!("{INTERNAL_ERROR}: {message}")),
+        }),
+        action: Action::DeadLetter {
+            next: None,
+            skipped: 0,
+            reason: INTERNAL_ERROR.to_string(),
+        },
+    }
+}
+
+/// The planner wakes this long before the next fire time and then claims everything due within
+/// the full lookahead. The gap between the two is hysteresis: each wake-up claims about half a
+/// lookahead of work in one transaction, instead of one occurrence per wake-up when due times are
+/// spread thinly, while every claim still lands at least this long before its fire time.
+pub(crate) fn wake_lead(lookahead: Duration) -> Duration {
+    lookahead / 2
+}
+
+/// What the completer receives: a completion to write, or a claim that ended without one.
+pub(crate) enum Finished {
+    Done(Completion),
+    /// Released, superseded or forgotten: only its in-flight permit is returned (and the claim
+    /// is no longer renewed).
+    Dropped {
+        job_id: JobId,
+        token: i64,
+    },
+}
+
+impl Finished {
+    fn dropped(occ: &Occurrence) -> Self {
+        Finished::Dropped {
+            job_id: occ.job_id,
+            token: occ.token,
+        }
+    }
+}
+
+/// Turns the result of an attempt (a webhook's answer, a worker's ack or nack) into the completion
+/// that records it and moves the job on: the next occurrence, a retry, or a dead letter.
+pub(crate) fn settle(
+    metrics: &Metrics,
+    misfire_threshold: Duration,
+    now: Timestamp,
+    occ: &Occurrence,
+    started_at: Timestamp,
+    result: DeliveryResult,
+) -> Completion {
+    let spec = &occ.spec;
+    let record = |error: Option<String>| AttemptRecord {
+        attempt: occ.attempt,
+        started_at,
+        latency_ms: result.latency.as_millis().min(u32::MAX as u128) as u32,
+        status: result.status,
+        error,
+    };
+    let label = |outcome| crate::metrics::OutcomeLabels {
+        target: spec.target.kind(),
+        outcome,
+    };
+    let moved_on = || {
+        misfire::next_after_run(
+            &spec.schedule,
+            spec.misfire,
+            occ.due,
+            now,
+            misfire_threshold,
+            occ.runs_done + 1,
+        )
+    };
+    let (attempt, action) = match result.verdict {
+        Verdict::Delivered => {
+            metrics.fired.get_or_create(&label("delivered")).inc();
+            let (next, skipped) = moved_on();
+            metrics.skipped_occurrences.inc_by(skipped);
+            (record(None), Action::Delivered { next, skipped })
+        }
+        Verdict::Retry { after, reason } if !spec.retry.exhausted(occ.attempt) => {
+            metrics.fired.get_or_create(&label("retry")).inc();
+            let wait = match after {
+                Some(after) => after.min(hourglass_core::retry::MAX_RETRY_AFTER),
+                None => spec.retry.backoff(occ.attempt, rand::rng().random::<f64>()),
+            };
+            tracing::info!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, retry_in_ms = wait.as_millis() as u64, "delivery failed, will retry");
+            let at = add_saturating(now, wait);
+            (record(Some(reason)), Action::Retry { at })
+        }
+        Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
+            metrics.fired.get_or_create(&label("dead_letter")).inc();
+            tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, "delivery failed for good, dead-lettered");
+            let (next, skipped) = moved_on();
+            (
+                record(Some(reason.clone())),
+                Action::DeadLetter {
+                    next,
+                    skipped,
+                    reason,
+                },
+            )
+        }
+    };
+    Completion {
+        job_id: occ.job_id,
+        token: occ.token,
+        due: occ.due,
+        attempt: Some(attempt),
+        action,
+    }
+}

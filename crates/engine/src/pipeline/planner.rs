@@ -1,0 +1,156 @@
+//! The planner: claims what is due within the lookahead, in batches, under a lease, and hands
+//! it to the timer; sleeps until the next due time when there is nothing to claim.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hourglass_core::{Clock, Occurrence, add_saturating};
+use hourglass_store::{ClaimScope, Lease};
+use jiff::Timestamp;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::{Backoff, Context, Held, Stage, wake_lead};
+
+/// Shortest sleep of a planner that found due work it could not claim (a live lease elsewhere,
+/// or rows another node is claiming this instant), so it does not spin on the store.
+const UNCLAIMABLE_RETRY: Duration = Duration::from_millis(5);
+
+/// Claims what is due within the lookahead, in batches, and hands it to the timer. With nothing
+/// due it sleeps until the earliest due time (minus the lookahead) or until poked: an idle node
+/// makes one cheap "next due" query and then no work at all.
+pub(super) struct Planner {
+    /// The engine's configuration, store, clock, metrics and wake-ups.
+    pub ctx: Arc<Context>,
+    /// Claimed batches, on their way to the timer.
+    pub timer_tx: mpsc::Sender<Vec<Occurrence>>,
+    /// One permit per occurrence claimed and not yet completed; the completer returns them.
+    pub in_flight: Arc<Semaphore>,
+    /// Every claim is recorded here, for the renewer, before the timer gets it.
+    pub held: Arc<Held>,
+}
+
+impl Stage for Planner {
+    const NAME: &'static str = "planner";
+
+    async fn run(self) {
+        let Self {
+            ctx,
+            timer_tx,
+            in_flight,
+            held,
+        } = self;
+        let shared = &ctx.shared;
+        let lead = wake_lead(ctx.config.lookahead);
+        let mut backoff = Backoff::default();
+        tracing::debug!(node = %ctx.config.node_id, "planner started");
+        while !ctx.stop.is_cancelled() {
+            shared.planner_wake_at.store(i64::MAX, Ordering::Release);
+            let available = in_flight.available_permits();
+            if available == 0 {
+                // Full: the completer pokes us when it frees permits.
+                tokio::select! {
+                    _ = shared.planner_wake.notified() => {}
+                    _ = ctx.stop.cancelled() => break,
+                }
+                continue;
+            }
+            let limit = available.min(ctx.config.claim_batch);
+            let now = ctx.clock.now();
+            let lease = Lease {
+                owner: ctx.config.node_id.clone(),
+                ttl: ctx.config.lease_ttl,
+                now,
+            };
+            let horizon = add_saturating(now, ctx.config.lookahead);
+            let claimed = match ctx
+                .store
+                .claim_due(ClaimScope::Fired, horizon, limit, &lease)
+                .await
+            {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    ctx.metrics.store_errors.inc();
+                    let wait = backoff.failed();
+                    tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "claim failed");
+                    sleep_or_stop(&ctx.stop, wait).await;
+                    continue;
+                }
+            };
+            backoff.succeeded();
+            let count = claimed.len();
+            if count > 0 {
+                // Permits are returned by the completer, one per completed occurrence.
+                in_flight
+                    .try_acquire_many(count as u32)
+                    .expect("claimed no more than the available permits")
+                    .forget();
+                ctx.metrics.claimed.inc_by(count as u64);
+                ctx.metrics.in_flight.inc_by(count as i64);
+                let lease_until = add_saturating(now, ctx.config.lease_ttl).as_millisecond();
+                held.add(&claimed, lease_until);
+                if timer_tx.send(claimed).await.is_err() {
+                    break;
+                }
+            }
+            if count == limit {
+                continue;
+            }
+            let next = match ctx.store.next_due(ClaimScope::Fired).await {
+                Ok(next) => next,
+                Err(e) => {
+                    ctx.metrics.store_errors.inc();
+                    let wait = backoff.failed();
+                    tracing::warn!(error = %e, "next-due probe failed");
+                    sleep_or_stop(&ctx.stop, wait).await;
+                    continue;
+                }
+            };
+            // Something due within the horizon just claimed is something that could not be claimed:
+            // a live lease of another node (claimable at its expiry) or rows being claimed by
+            // another node this instant. Look again then, not half a lookahead before.
+            let wake_at = next.map(|n| {
+                if n <= horizon {
+                    n.max(add_saturating(ctx.clock.now(), UNCLAIMABLE_RETRY))
+                } else {
+                    hourglass_core::sub_saturating(n, lead)
+                }
+            });
+            shared.planner_wake_at.store(
+                wake_at.map_or(i64::MAX, |w| w.as_millisecond()),
+                Ordering::Release,
+            );
+            match wake_at {
+                Some(wake_at) if wake_at <= ctx.clock.now() => continue,
+                Some(wake_at) => {
+                    let sleep = tokio::time::sleep(ms_until(&*ctx.clock, wake_at));
+                    tokio::select! {
+                        _ = sleep => {}
+                        _ = shared.planner_wake.notified() => {}
+                        _ = ctx.stop.cancelled() => break,
+                    }
+                }
+                None => {
+                    tokio::select! {
+                        _ = shared.planner_wake.notified() => {}
+                        _ = ctx.stop.cancelled() => break,
+                    }
+                }
+            }
+        }
+        tracing::debug!("planner stopped");
+    }
+}
+
+async fn sleep_or_stop(stop: &CancellationToken, d: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = stop.cancelled() => {}
+    }
+}
+
+fn ms_until(clock: &dyn Clock, at: Timestamp) -> Duration {
+    let wait = at.as_millisecond() - clock.now().as_millisecond();
+    Duration::from_millis(wait.max(0) as u64)
+}
