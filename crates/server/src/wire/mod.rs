@@ -7,16 +7,20 @@ use std::time::Duration;
 use hourglass_core::duration::{format_duration, parse_duration};
 use hourglass_core::schedule::CronSchedule;
 use hourglass_core::{
-    JobId, JobSpec, MisfirePolicy, QueueTarget, RetryPolicy, Schedule, ScheduleKind, Target,
+    JobSpec, MisfirePolicy, QueueTarget, RetryPolicy, Schedule, ScheduleKind, Target,
     ValidationError, WebhookTarget,
 };
 use hourglass_engine::TargetPolicy;
 use hourglass_engine::deliver::{RESERVED_HEADER_PREFIXES, RESERVED_HEADERS};
-use hourglass_store::{DeadLetter, JobRecord, RunRecord};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+mod out;
+pub use out::{
+    JobOut, MisfireOut, RetryOut, TargetOut, WebhookOut, dead_letter_out, job_out, payload_out,
+    rfc3339, run_out, schedule_out,
+};
 
 /// Limits that validation enforces; the operator can change them in config.
 #[derive(Debug, Clone)]
@@ -820,182 +824,6 @@ pub fn encode_payload(
     Ok(Some(text))
 }
 
-pub fn rfc3339(ts: Timestamp) -> String {
-    format!("{ts:.3}")
-}
-
-/// The schedule as the API shows it; `after` appears as the `at` it resolved to.
-pub fn schedule_out(s: &Schedule) -> ScheduleIn {
-    let mut out = ScheduleIn {
-        start: s.start.map(rfc3339),
-        end: s.end.map(rfc3339),
-        max_runs: s.max_runs,
-        ..Default::default()
-    };
-    match &s.kind {
-        ScheduleKind::At(at) => out.at = Some(rfc3339(*at)),
-        ScheduleKind::Cron(c) => {
-            out.cron = Some(c.expr().to_string());
-            out.timezone = Some(c.timezone().to_string());
-        }
-        ScheduleKind::Every { interval, anchor } => {
-            out.every = Some(format_duration(*interval));
-            out.start = Some(rfc3339(*anchor));
-        }
-    }
-    out
-}
-
-/// The misfire policy as the API shows it: a name, or the `all` policy with its window.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum MisfireOut {
-    Name(&'static str),
-    All {
-        policy: &'static str,
-        window: String,
-    },
-}
-
-fn misfire_out(m: MisfirePolicy) -> MisfireOut {
-    match m {
-        MisfirePolicy::Skip => MisfireOut::Name("skip"),
-        MisfirePolicy::Once => MisfireOut::Name("once"),
-        MisfirePolicy::All { window } => MisfireOut::All {
-            policy: "all",
-            window: format_duration(window),
-        },
-    }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TargetOut<'a> {
-    Webhook(WebhookOut<'a>),
-    Queue(&'a str),
-}
-
-#[derive(Serialize)]
-pub struct WebhookOut<'a> {
-    url: &'a str,
-    /// Header names only: values often carry the receiver's credentials and are never echoed.
-    headers: BTreeMap<&'a str, &'static str>,
-}
-
-fn target_out(t: &Target) -> TargetOut<'_> {
-    match t {
-        Target::Webhook(w) => TargetOut::Webhook(WebhookOut {
-            url: w.url.as_str(),
-            headers: w
-                .headers
-                .keys()
-                .map(|k| (k.as_str(), "<redacted>"))
-                .collect(),
-        }),
-        Target::Queue(q) => TargetOut::Queue(&q.name),
-    }
-}
-
-/// The stored payload text, emitted as-is (it was produced by serde_json, so it is valid JSON).
-pub fn payload_out(payload: Option<&str>) -> Option<&RawValue> {
-    payload.and_then(|p| serde_json::from_str(p).ok())
-}
-
-#[derive(Serialize)]
-pub struct RetryOut {
-    max_attempts: u32,
-    initial_backoff: String,
-    max_backoff: String,
-}
-
-/// A job as the API shows it. Serialized straight from borrowed fields: building a JSON value
-/// tree per job was the largest cost of a 1,000-job batch.
-#[derive(Serialize)]
-pub struct JobOut<'a> {
-    id: JobId,
-    namespace: &'a str,
-    key: Option<&'a str>,
-    #[serde(rename = "type")]
-    job_type: Option<&'a str>,
-    state: &'static str,
-    schedule: ScheduleIn,
-    target: TargetOut<'a>,
-    payload: Option<&'a RawValue>,
-    retry: RetryOut,
-    misfire: MisfireOut,
-    next_due_at: Option<String>,
-    attempt: u32,
-    runs: u64,
-    skipped: u64,
-    created_at: String,
-    updated_at: String,
-    /// Batch answers only: whether this job was created by the request (or already existed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub created: Option<bool>,
-    /// Trigger answers only: the delivery id of the occurrence the trigger made.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivery_id: Option<String>,
-}
-
-pub fn job_out(j: &JobRecord) -> JobOut<'_> {
-    JobOut {
-        id: j.id,
-        namespace: &j.namespace,
-        key: j.key.as_deref(),
-        job_type: j.spec.job_type.as_deref(),
-        state: j.state.as_str(),
-        schedule: schedule_out(&j.spec.schedule),
-        target: target_out(&j.spec.target),
-        payload: payload_out(j.payload.as_deref()),
-        retry: RetryOut {
-            max_attempts: j.spec.retry.max_attempts,
-            initial_backoff: format_duration(j.spec.retry.initial_backoff),
-            max_backoff: format_duration(j.spec.retry.max_backoff),
-        },
-        misfire: misfire_out(j.spec.misfire),
-        next_due_at: if j.state.is_terminal() {
-            None
-        } else {
-            j.next_due.map(rfc3339)
-        },
-        attempt: j.attempt,
-        runs: j.runs,
-        skipped: j.skipped,
-        created_at: rfc3339(j.created_at),
-        updated_at: rfc3339(j.updated_at),
-        created: None,
-        delivery_id: None,
-    }
-}
-
-pub fn run_out(r: &RunRecord) -> Value {
-    json!({
-        "delivery_id": hourglass_core::DeliveryId::new(r.job_id, r.due).to_string(),
-        "due_at": rfc3339(r.due),
-        "attempt": r.attempt,
-        "started_at": rfc3339(r.started_at),
-        "latency_ms": r.latency_ms,
-        "status_code": r.status,
-        "error": r.error,
-        "outcome": r.outcome,
-    })
-}
-
-pub fn dead_letter_out(d: &DeadLetter) -> Value {
-    json!({
-        "id": d.id.to_string(),
-        "job_id": d.job_id,
-        "delivery_id": hourglass_core::DeliveryId::new(d.job_id, d.due).to_string(),
-        "due_at": rfc3339(d.due),
-        "attempts": d.attempts,
-        "reason": d.reason,
-        "type": d.spec.job_type,
-        "target": target_out(&d.spec.target),
-        "payload": payload_out(d.payload.as_deref()),
-        "created_at": rfc3339(d.created_at),
-    })
-}
-
 /// What a queue name may be, as error messages say it.
 pub const QUEUE_NAME_RULE: &str =
     "a queue name is 1-64 letters, digits, '-', '_' or '.', and not \".\" or \"..\"";
@@ -1013,117 +841,4 @@ pub fn valid_queue_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
-
-    const NOW: &str = "2026-11-23T21:10:00.250Z";
-
-    fn preview(schedule: Value, count: u64) -> Result<PreviewOut, ValidationError> {
-        let request = PreviewRequest {
-            schedule: serde_json::from_value(schedule).unwrap(),
-            count: Some(count),
-        };
-        request.preview(ts(NOW), &Limits::default())
-    }
-
-    #[test]
-    fn past_start_anchors_an_interval_and_nothing_before_now_runs() {
-        // start yesterday at :30 → runs at :30 of every hour, from the first one after now.
-        let out = preview(json!({"every": "1h", "start": "2026-11-22T08:30:00Z"}), 3).unwrap();
-        assert_eq!(
-            out.fire_times,
-            [
-                "2026-11-23T21:30:00.000Z",
-                "2026-11-23T22:30:00.000Z",
-                "2026-11-23T23:30:00.000Z"
-            ]
-        );
-        assert_eq!(
-            out.description,
-            "every 1h aligned to 2026-11-22T08:30:00.000Z"
-        );
-        // A cron job's past start bounds nothing still to come, and the words do not name it.
-        let out = preview(
-            json!({"cron": "0 0 * * * *", "start": "2026-11-22T08:30:00Z"}),
-            2,
-        )
-        .unwrap();
-        assert_eq!(
-            out.fire_times,
-            ["2026-11-23T22:00:00.000Z", "2026-11-23T23:00:00.000Z"]
-        );
-        let words = CronSchedule::parse("0 0 * * * *", "UTC")
-            .unwrap()
-            .describe();
-        assert_eq!(out.description, format!("{words} (UTC)"));
-        // A future start is still named.
-        let out = preview(
-            json!({"cron": "0 0 * * * *", "start": "2026-12-01T00:00:00Z"}),
-            1,
-        )
-        .unwrap();
-        assert_eq!(out.fire_times, ["2026-12-01T00:00:00.000Z"]);
-        assert!(
-            out.description.ends_with(", from 2026-12-01T00:00:00.000Z"),
-            "{}",
-            out.description
-        );
-    }
-
-    #[test]
-    fn leap_day_starting_2096_is_accepted_with_its_2104_run() {
-        let out = preview(
-            json!({"cron": "0 0 0 29 2 *", "start": "2096-03-01T00:00:00Z"}),
-            2,
-        )
-        .unwrap();
-        assert_eq!(
-            out.fire_times,
-            ["2104-02-29T00:00:00.000Z", "2108-02-29T00:00:00.000Z"]
-        );
-        // Still refused when the first run would be past the 100-year horizon, or never.
-        for (cron, start) in [
-            ("0 0 0 29 2 *", "2125-03-01T00:00:00Z"),
-            ("0 0 30 2 *", "2026-12-01T00:00:00Z"),
-        ] {
-            let err = preview(json!({"cron": cron, "start": start}), 1).unwrap_err();
-            assert_eq!(
-                (err.code, err.field.as_str()),
-                ("cron_never_fires", "schedule.cron")
-            );
-        }
-    }
-
-    #[test]
-    fn zone_names_that_are_no_place_are_refused() {
-        for zone in ["localtime", "Factory", "posixrules", "Etc/Unknown"] {
-            let err = preview(json!({"cron": "0 0 * * *", "timezone": zone}), 1).unwrap_err();
-            assert_eq!(
-                (err.code, err.field.as_str()),
-                ("unknown_timezone", "schedule.timezone"),
-                "{zone}"
-            );
-        }
-        for zone in ["US/Eastern", "UTC", "America/Nuuk"] {
-            preview(json!({"cron": "0 0 * * *", "timezone": zone}), 1)
-                .unwrap_or_else(|e| panic!("{zone}: {e:?}"));
-        }
-    }
-
-    #[test]
-    fn lw_preview_words_say_last_weekday() {
-        let out = preview(json!({"cron": "0 0 LW * *"}), 2).unwrap();
-        assert_eq!(
-            out.description,
-            "At 00:00, on the last weekday of the month (UTC)"
-        );
-        assert_eq!(
-            out.fire_times,
-            ["2026-11-30T00:00:00.000Z", "2026-12-31T00:00:00.000Z"]
-        );
-    }
-}
+mod tests;

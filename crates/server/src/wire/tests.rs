@@ -1,0 +1,115 @@
+//! Unit tests of the wire shapes' validation and answers.
+
+use super::*;
+use serde_json::json;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+const NOW: &str = "2026-11-23T21:10:00.250Z";
+
+fn preview(schedule: Value, count: u64) -> Result<PreviewOut, ValidationError> {
+    let request = PreviewRequest {
+        schedule: serde_json::from_value(schedule).unwrap(),
+        count: Some(count),
+    };
+    request.preview(ts(NOW), &Limits::default())
+}
+
+#[test]
+fn past_start_anchors_an_interval_and_nothing_before_now_runs() {
+    // start yesterday at :30 → runs at :30 of every hour, from the first one after now.
+    let out = preview(json!({"every": "1h", "start": "2026-11-22T08:30:00Z"}), 3).unwrap();
+    assert_eq!(
+        out.fire_times,
+        [
+            "2026-11-23T21:30:00.000Z",
+            "2026-11-23T22:30:00.000Z",
+            "2026-11-23T23:30:00.000Z"
+        ]
+    );
+    assert_eq!(
+        out.description,
+        "every 1h aligned to 2026-11-22T08:30:00.000Z"
+    );
+    // A cron job's past start bounds nothing still to come, and the words do not name it.
+    let out = preview(
+        json!({"cron": "0 0 * * * *", "start": "2026-11-22T08:30:00Z"}),
+        2,
+    )
+    .unwrap();
+    assert_eq!(
+        out.fire_times,
+        ["2026-11-23T22:00:00.000Z", "2026-11-23T23:00:00.000Z"]
+    );
+    let words = CronSchedule::parse("0 0 * * * *", "UTC")
+        .unwrap()
+        .describe();
+    assert_eq!(out.description, format!("{words} (UTC)"));
+    // A future start is still named.
+    let out = preview(
+        json!({"cron": "0 0 * * * *", "start": "2026-12-01T00:00:00Z"}),
+        1,
+    )
+    .unwrap();
+    assert_eq!(out.fire_times, ["2026-12-01T00:00:00.000Z"]);
+    assert!(
+        out.description.ends_with(", from 2026-12-01T00:00:00.000Z"),
+        "{}",
+        out.description
+    );
+}
+
+#[test]
+fn leap_day_starting_2096_is_accepted_with_its_2104_run() {
+    let out = preview(
+        json!({"cron": "0 0 0 29 2 *", "start": "2096-03-01T00:00:00Z"}),
+        2,
+    )
+    .unwrap();
+    assert_eq!(
+        out.fire_times,
+        ["2104-02-29T00:00:00.000Z", "2108-02-29T00:00:00.000Z"]
+    );
+    // Still refused when the first run would be past the 100-year horizon, or never.
+    for (cron, start) in [
+        ("0 0 0 29 2 *", "2125-03-01T00:00:00Z"),
+        ("0 0 30 2 *", "2026-12-01T00:00:00Z"),
+    ] {
+        let err = preview(json!({"cron": cron, "start": start}), 1).unwrap_err();
+        assert_eq!(
+            (err.code, err.field.as_str()),
+            ("cron_never_fires", "schedule.cron")
+        );
+    }
+}
+
+#[test]
+fn zone_names_that_are_no_place_are_refused() {
+    for zone in ["localtime", "Factory", "posixrules", "Etc/Unknown"] {
+        let err = preview(json!({"cron": "0 0 * * *", "timezone": zone}), 1).unwrap_err();
+        assert_eq!(
+            (err.code, err.field.as_str()),
+            ("unknown_timezone", "schedule.timezone"),
+            "{zone}"
+        );
+    }
+    for zone in ["US/Eastern", "UTC", "America/Nuuk"] {
+        preview(json!({"cron": "0 0 * * *", "timezone": zone}), 1)
+            .unwrap_or_else(|e| panic!("{zone}: {e:?}"));
+    }
+}
+
+#[test]
+fn lw_preview_words_say_last_weekday() {
+    let out = preview(json!({"cron": "0 0 LW * *"}), 2).unwrap();
+    assert_eq!(
+        out.description,
+        "At 00:00, on the last weekday of the month (UTC)"
+    );
+    assert_eq!(
+        out.fire_times,
+        ["2026-11-30T00:00:00.000Z", "2026-12-31T00:00:00.000Z"]
+    );
+}
