@@ -267,3 +267,109 @@ impl Node {
         tracing::info!("hourglass node stopped");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use hourglass_core::{Clock, SystemClock};
+    use jiff::Timestamp;
+
+    use super::*;
+
+    fn config(dir: &std::path::Path, listen: SocketAddr) -> NodeConfig {
+        let mut config = NodeConfig {
+            listen,
+            data_dir: dir.to_path_buf(),
+            ..NodeConfig::default()
+        };
+        config.engine.shutdown_grace = Duration::from_secs(1);
+        config
+    }
+
+    /// Regression: `Node::start` used to start the engine before binding its listener, so a
+    /// taken address returned an error and left an engine behind, claiming and firing with
+    /// nobody to stop it. The engine holds the store, and the embedded store holds its data
+    /// directory's lock: a second start on that directory succeeds only if nothing was left.
+    #[tokio::test]
+    async fn a_taken_address_fails_the_start_and_leaves_nothing_running() {
+        let first_dir = tempfile::tempdir().unwrap();
+        let first = Node::start(
+            config(first_dir.path(), "127.0.0.1:0".parse().unwrap()),
+            Arc::new(SystemClock),
+        )
+        .await
+        .expect("first node starts");
+        let dir = tempfile::tempdir().unwrap();
+        let Err(e) = Node::start(config(dir.path(), first.addr()), Arc::new(SystemClock)).await
+        else {
+            panic!("a second node on a taken address must not start");
+        };
+        assert!(e.0.contains("cannot listen"), "{e}");
+        let again = Node::start(
+            config(dir.path(), "127.0.0.1:0".parse().unwrap()),
+            Arc::new(SystemClock),
+        )
+        .await
+        .expect("the failed start released its data directory");
+        again.shutdown().await;
+        first.shutdown().await;
+    }
+
+    /// The system clock until `broken` is set; then every reading panics, as a bug in a stage
+    /// would.
+    struct BreakableClock {
+        broken: AtomicBool,
+    }
+
+    impl Clock for BreakableClock {
+        fn now(&self) -> Timestamp {
+            assert!(!self.broken.load(Ordering::SeqCst), "the clock is broken");
+            SystemClock.now()
+        }
+    }
+
+    /// A node whose engine died must say so: `/readyz` answers 503 `engine_failed` (a load
+    /// balancer stops sending it jobs it would never fire), while `/healthz` still answers.
+    #[tokio::test]
+    async fn readyz_answers_503_once_a_pipeline_stage_died() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(BreakableClock {
+            broken: AtomicBool::new(false),
+        });
+        let mut config = config(dir.path(), "127.0.0.1:0".parse().unwrap());
+        config.allow_targets = vec!["127.0.0.0/8".parse().unwrap()];
+        let node = Node::start(config, clock.clone())
+            .await
+            .expect("node starts");
+        let base = format!("http://{}", node.addr());
+        let http = reqwest::Client::new();
+        let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+        assert_eq!(ready.status(), 200);
+        // A job due in a moment: the planner wakes for it and reads the clock.
+        let created = http
+            .post(format!("{base}/v1/jobs"))
+            .json(&serde_json::json!({
+                "schedule": {"after": "1s"},
+                // Nothing listens on the discard port; the delivery is never reached anyway.
+                "target": {"webhook": {"url": "http://127.0.0.1:9/"}},
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+        clock.broken.store(true, Ordering::SeqCst);
+        tokio::time::timeout(Duration::from_secs(30), node.failed())
+            .await
+            .expect("the engine reports its dead stage");
+        let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+        assert_eq!(ready.status(), 503);
+        let body: serde_json::Value = ready.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "engine_failed", "{body}");
+        let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+        assert_eq!(health.status(), 200);
+        tokio::time::timeout(Duration::from_secs(30), node.shutdown())
+            .await
+            .expect("a node with a dead engine still shuts down");
+    }
+}
