@@ -93,6 +93,21 @@ impl Target {
         }
     }
 
+    /// Where a fired occurrence goes, as one key per receiving service: a webhook's scheme, host
+    /// and port (`https://api.example.com:443`). Deliveries are capped per destination, so one
+    /// slow receiver cannot hold every delivery slot. `None` for queues: workers pull them.
+    pub fn destination(&self) -> Option<String> {
+        match self {
+            Target::Webhook(w) => Some(format!(
+                "{}://{}:{}",
+                w.url.scheme(),
+                w.url.host_str().unwrap_or_default(),
+                w.url.port_or_known_default().unwrap_or_default()
+            )),
+            Target::Queue(_) => None,
+        }
+    }
+
     /// The queue name for a queue target.
     pub fn queue(&self) -> Option<&str> {
         match self {

@@ -62,6 +62,10 @@ pub struct EngineConfig {
     pub max_in_flight: usize,
     /// Most deliveries running at once.
     pub delivery_concurrency: usize,
+    /// Most deliveries running at once to one destination (a webhook's scheme, host and port).
+    /// More wait for one of that destination's deliveries to end while others go ahead, so a
+    /// receiver that hangs holds at most this many of the `delivery_concurrency` slots.
+    pub destination_concurrency: usize,
     /// A recurring occurrence picked up later than this counts as missed (misfire policy).
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
@@ -82,6 +86,7 @@ impl Default for EngineConfig {
             lease_ttl: Duration::from_secs(120),
             max_in_flight: 20_000,
             delivery_concurrency: 512,
+            destination_concurrency: 64,
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             retention: Some(Duration::from_secs(7 * 24 * 3600)),

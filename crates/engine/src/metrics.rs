@@ -43,6 +43,10 @@ pub struct Metrics {
     pub claimed: Counter,
     pub in_flight: Gauge,
     pub timer_queue: Gauge,
+    /// Due occurrences waiting because their destination holds all the slots it may.
+    pub destination_waiting: Gauge,
+    /// Destinations with deliveries running or waiting.
+    pub destinations_busy: Gauge,
     pub store_errors: Counter,
     /// Claims found taken over or fenced when this node tried to renew them.
     pub lost_leases: Counter,
@@ -69,6 +73,8 @@ impl Metrics {
             claimed: Counter::default(),
             in_flight: Gauge::default(),
             timer_queue: Gauge::default(),
+            destination_waiting: Gauge::default(),
+            destinations_busy: Gauge::default(),
             store_errors: Counter::default(),
             lost_leases: Counter::default(),
             quarantined: Counter::default(),
@@ -124,6 +130,16 @@ impl Metrics {
             "hourglass_timer_queue",
             "Claimed occurrences waiting in the timer for their due instant",
             m.timer_queue.clone(),
+        );
+        registry.register(
+            "hourglass_destination_waiting",
+            "Due occurrences waiting for a slot at their destination, which is at its cap (destination_concurrency)",
+            m.destination_waiting.clone(),
+        );
+        registry.register(
+            "hourglass_destinations_busy",
+            "Destinations (scheme, host, port) with deliveries running or waiting",
+            m.destinations_busy.clone(),
         );
         registry.register(
             "hourglass_store_errors",

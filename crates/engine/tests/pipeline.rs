@@ -51,7 +51,8 @@ struct Seen {
 }
 
 /// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up,
-/// "slow" takes two seconds to succeed, "panic" panics (a bug in a target).
+/// "slow" takes two seconds to succeed, "hang" takes an hour (a receiver that never answers),
+/// "panic" panics (a bug in a target).
 struct FakeDeliverer {
     clock: Arc<dyn Clock>,
     seen: Mutex<Vec<Seen>>,
@@ -68,6 +69,9 @@ impl Deliverer for FakeDeliverer {
         });
         if occ.spec.job_type.as_deref() == Some("slow") {
             tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        if occ.spec.job_type.as_deref() == Some("hang") {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
         }
         if occ.spec.job_type.as_deref() == Some("panic") {
             panic!("deliverer bug on purpose");
@@ -1008,4 +1012,82 @@ async fn a_dead_stage_is_reported_as_failed() {
     tokio::time::timeout(Duration::from_secs(120), rig.engine.shutdown())
         .await
         .expect("an engine with a dead stage still shuts down");
+}
+
+fn to(url: &str, mut job: NewJob) -> NewJob {
+    job.spec.target = Target::Webhook(WebhookTarget {
+        url: url.parse().unwrap(),
+        headers: Default::default(),
+    });
+    job
+}
+
+/// Regression (isolation): delivery slots were first come, first served, so occurrences to a
+/// receiver that never answers filled every slot and a healthy receiver's deliveries waited
+/// behind them. A destination now holds at most `destination_concurrency` slots: with 8 slots,
+/// a cap of 2 and 20 hanging deliveries due first, the healthy destination gets all of its own
+/// while exactly 2 deliveries hang.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_destination_holds_only_its_cap_of_the_slots() {
+    let rig = rig_with(EngineConfig {
+        delivery_concurrency: 8,
+        destination_concurrency: 2,
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let hanging: Vec<NewJob> = (0..20)
+        .map(|_| {
+            to(
+                "https://slow.example/",
+                job("hang", Schedule::at(due), due, now),
+            )
+        })
+        .collect();
+    let healthy_due = due + SignedDuration::from_millis(1);
+    let healthy: Vec<NewJob> = (0..10)
+        .map(|_| {
+            to(
+                "https://fast.example:8443/hook",
+                job("ok", Schedule::at(healthy_due), healthy_due, now),
+            )
+        })
+        .collect();
+    let healthy_ids: std::collections::HashSet<_> = healthy.iter().map(|j| j.id).collect();
+    rig.add(hanging).await;
+    rig.add(healthy).await;
+    rig.run_until(|s| s.iter().filter(|s| healthy_ids.contains(&s.job_id)).count() == 10)
+        .await;
+    let started_hanging = rig
+        .seen()
+        .iter()
+        .filter(|s| !healthy_ids.contains(&s.job_id))
+        .count();
+    assert_eq!(
+        started_hanging, 2,
+        "the hanging destination holds exactly its cap"
+    );
+    assert_eq!(rig.metrics.destination_waiting.get(), 18);
+    let (store, clock) = (rig.store.clone(), rig.clock.clone());
+    rig.engine.shutdown().await;
+    // The parked occurrences were handed back at shutdown, not left leased.
+    let checker = hourglass_store::Lease {
+        owner: "checker".into(),
+        ttl: Duration::from_secs(60),
+        now: clock.now(),
+    };
+    let claimed = store
+        .claim_due(
+            ClaimScope::Fired,
+            clock.now() + SignedDuration::from_secs(2),
+            100,
+            &checker,
+        )
+        .await
+        .unwrap();
+    assert!(
+        claimed.len() >= 18,
+        "{} of 18 parked handed back",
+        claimed.len()
+    );
 }

@@ -106,6 +106,8 @@ struct FileConfig {
     lookahead: Option<String>,
     /// Deliveries running at once.
     delivery_concurrency: Option<usize>,
+    /// Deliveries running at once to one destination (scheme, host and port).
+    destination_concurrency: Option<usize>,
     /// Occurrences claimed and not yet completed, at most.
     max_in_flight: Option<usize>,
     /// A recurring occurrence picked up later than this is a misfire, e.g. "60s".
@@ -257,6 +259,12 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             bail!("config delivery_concurrency must be at least 1");
         }
         engine.delivery_concurrency = n;
+    }
+    if let Some(n) = file.destination_concurrency {
+        if n == 0 {
+            bail!("config destination_concurrency must be at least 1");
+        }
+        engine.destination_concurrency = n;
     }
     if let Some(n) = file.max_in_flight {
         if n == 0 {
@@ -442,6 +450,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             ("lisen = \"127.0.0.1:1\"", "invalid config file"),
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
+            ("destination_concurrency = 0", "destination_concurrency"),
             ("max_connections = 0", "max_connections"),
             ("header_read_timeout = \"soon\"", "header_read_timeout"),
             ("idle_timeout = \"0s\"", "idle_timeout"),

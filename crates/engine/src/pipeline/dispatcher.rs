@@ -1,5 +1,11 @@
-//! The dispatcher: applies the misfire policy, takes a delivery slot and runs each delivery,
-//! turning its result into a completion; a panic there quarantines the one occurrence.
+//! The dispatcher: applies the misfire policy, takes a slot at the occurrence's destination and a
+//! delivery slot, and runs each delivery, turning its result into a completion; a panic there
+//! quarantines the one occurrence.
+//!
+//! An occurrence whose destination is at its cap (`destination_concurrency`) is parked in a task
+//! of its own that waits for that destination, so the dispatcher goes on with everyone else's;
+//! the others wait for a delivery slot in line, which holds the timer back when the node is
+//! saturated. Parked occurrences are bounded by `max_in_flight` (they are claimed and held).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -7,10 +13,12 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use hourglass_core::misfire::{self, FireDecision};
 use hourglass_core::{Action, Completion, Occurrence};
+use hourglass_store::Release;
 use jiff::Timestamp;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::task::TaskTracker;
 
+use super::destinations::{DestinationPermit, Destinations, Slot};
 use super::{Context, Finished, Stage, quarantined, settle};
 use crate::deliver::DeliveryResult;
 
@@ -35,6 +43,8 @@ impl Stage for Dispatcher {
         } = self;
         // Delivery slots; a due occurrence waits here for one, and the timer waits behind it.
         let slots = Arc::new(Semaphore::new(ctx.config.delivery_concurrency));
+        // Slots per destination, taken before a delivery slot (see the module doc).
+        let destinations = Destinations::new(ctx.config.destination_concurrency);
         let deliveries = TaskTracker::new();
         while let Some(occ) = due_rx.recv().await {
             let now = ctx.clock.now();
@@ -81,44 +91,60 @@ impl Stage for Dispatcher {
                 }
                 continue;
             }
-            let Ok(permit) = slots.clone().acquire_owned().await else {
+            let destination = match occ.spec.target.destination() {
+                Some(key) => match destinations.try_acquire(key) {
+                    Slot::Ready(permit) => Some(permit),
+                    Slot::Full(wait) => {
+                        ctx.metrics.destination_waiting.inc();
+                        ctx.metrics
+                            .destinations_busy
+                            .set(destinations.in_use() as i64);
+                        let (ctx, slots, complete_tx) =
+                            (ctx.clone(), slots.clone(), complete_tx.clone());
+                        deliveries.spawn(async move {
+                            let permit = tokio::select! {
+                                permit = wait.acquire() => Some(permit),
+                                () = ctx.stop.cancelled() => None,
+                            };
+                            ctx.metrics.destination_waiting.dec();
+                            let slot = match permit {
+                                Some(permit) => {
+                                    slots.acquire_owned().await.ok().map(|s| (s, permit))
+                                }
+                                None => None,
+                            };
+                            match slot {
+                                Some((slot, permit)) => {
+                                    deliver(ctx, occ, complete_tx, slot, Some(permit)).await;
+                                }
+                                // Shutting down: hand the occurrence back, as the timer does
+                                // with those it holds, so it fires after a restart or on
+                                // another node without waiting out its lease.
+                                None => give_back(&ctx, &occ, &complete_tx).await,
+                            }
+                        });
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let Ok(slot) = slots.clone().acquire_owned().await else {
                 break;
             };
-            if occ.attempt == 1 {
-                let late_ms = (now.as_millisecond() - occ.due.as_millisecond()).max(0);
-                ctx.metrics.lateness.observe(late_ms as f64 / 1000.0);
-            }
-            let ctx = ctx.clone();
-            let complete_tx = complete_tx.clone();
             ctx.metrics
                 .stage_queue
                 .get_or_create(&crate::metrics::StageLabels { stage: "dispatch" })
                 .set(due_rx.len() as i64);
-            deliveries.spawn(async move {
-                let attempt = async {
-                    let started_at = ctx.clock.now();
-                    let result = ctx.deliverer.deliver(&occ).await;
-                    let code = result
-                        .status
-                        .map_or_else(|| "none".to_string(), |s| s.to_string());
-                    ctx.metrics
-                        .webhook_responses
-                        .get_or_create(&crate::metrics::CodeLabels { code })
-                        .inc();
-                    completion_for(&ctx, &occ, started_at, result)
-                };
-                // A panic in the target or in settling its result ends this one occurrence (dead
-                // letter, job quarantined), never the dispatcher, and never leaves the claim held.
-                let completion = match AssertUnwindSafe(attempt).catch_unwind().await {
-                    Ok(completion) => completion,
-                    Err(panic) => {
-                        ctx.metrics.quarantined.inc();
-                        quarantined(&occ, ctx.clock.now(), &*panic)
-                    }
-                };
-                let _ = complete_tx.send(Finished::Done(completion)).await;
-                drop(permit);
-            });
+            ctx.metrics
+                .destinations_busy
+                .set(destinations.in_use() as i64);
+            deliveries.spawn(deliver(
+                ctx.clone(),
+                occ,
+                complete_tx.clone(),
+                slot,
+                destination,
+            ));
         }
         deliveries.close();
         if tokio::time::timeout(ctx.config.shutdown_grace, deliveries.wait())
@@ -130,6 +156,59 @@ impl Stage for Dispatcher {
             );
         }
     }
+}
+
+/// Runs one delivery holding its slots, and sends its completion on.
+async fn deliver(
+    ctx: Arc<Context>,
+    occ: Occurrence,
+    complete_tx: mpsc::Sender<Finished>,
+    slot: OwnedSemaphorePermit,
+    destination: Option<DestinationPermit>,
+) {
+    if occ.attempt == 1 {
+        let late_ms = (ctx.clock.now().as_millisecond() - occ.due.as_millisecond()).max(0);
+        ctx.metrics.lateness.observe(late_ms as f64 / 1000.0);
+    }
+    let attempt = async {
+        let started_at = ctx.clock.now();
+        let result = ctx.deliverer.deliver(&occ).await;
+        let code = result
+            .status
+            .map_or_else(|| "none".to_string(), |s| s.to_string());
+        ctx.metrics
+            .webhook_responses
+            .get_or_create(&crate::metrics::CodeLabels { code })
+            .inc();
+        completion_for(&ctx, &occ, started_at, result)
+    };
+    // A panic in the target or in settling its result ends this one occurrence (dead letter, job
+    // quarantined), never the dispatcher, and never leaves the claim held.
+    let completion = match AssertUnwindSafe(attempt).catch_unwind().await {
+        Ok(completion) => completion,
+        Err(panic) => {
+            ctx.metrics.quarantined.inc();
+            quarantined(&occ, ctx.clock.now(), &*panic)
+        }
+    };
+    // The slots go back before the completion is queued: the next delivery to this destination
+    // need not wait for the completer.
+    drop(destination);
+    drop(slot);
+    let _ = complete_tx.send(Finished::Done(completion)).await;
+}
+
+/// Releases a claimed occurrence that will not be delivered by this node now.
+async fn give_back(ctx: &Context, occ: &Occurrence, complete_tx: &mpsc::Sender<Finished>) {
+    let release = Release {
+        job_id: occ.job_id,
+        token: occ.token,
+        fire_at: occ.fire_at,
+    };
+    if let Err(e) = ctx.store.release(vec![release]).await {
+        tracing::warn!(error = %e, job_id = %occ.job_id, "could not release a waiting occurrence; it fires after its lease expires");
+    }
+    let _ = complete_tx.send(Finished::dropped(occ)).await;
 }
 
 fn completion_for(

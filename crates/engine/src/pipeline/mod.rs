@@ -12,6 +12,7 @@
 //! shutdown order.
 
 mod completer;
+mod destinations;
 mod dispatcher;
 mod held;
 mod listener;
@@ -53,8 +54,9 @@ pub(crate) struct Context {
     pub clock: Arc<dyn Clock>,
     pub metrics: Metrics,
     pub shared: Arc<Shared>,
-    /// Cancelled at shutdown. Only the planner and timer watch it: later stages drain what they
-    /// were given and exit when their input channel closes (see `spawn`).
+    /// Cancelled at shutdown. The planner and timer watch it, and so do occurrences parked for a
+    /// destination at its cap (they are released, like the timer's); later stages drain what
+    /// they were given and exit when their input channel closes (see `spawn`).
     pub stop: CancellationToken,
 }
 
