@@ -9,6 +9,7 @@
 //! receiver's place: what they lease is accounted the same way (lateness is then due → leased).
 
 mod accounting;
+mod blackhole;
 mod receiver;
 mod recorder;
 mod report;
@@ -39,8 +40,8 @@ pub struct BenchArgs {
     /// The workload to run.
     #[arg(value_enum)]
     scenario: Scenario,
-    /// Jobs to create [default: burst 100000, far-future 1000000, cron 10000; sustained creates
-    /// rate × hold jobs per step].
+    /// Jobs to create [default: burst 100000, far-future 1000000, cron 10000, noisy-neighbour
+    /// 5000 (the healthy namespace's); sustained creates rate × hold jobs per step].
     #[arg(long)]
     jobs: Option<usize>,
     /// Where the jobs' occurrences go: webhooks to the bench's receiver, or the pull queue
@@ -53,7 +54,14 @@ pub struct BenchArgs {
     /// --target queue: most messages one lease asks for (the API takes 1 to 1000).
     #[arg(long, default_value_t = 1000)]
     lease_max: usize,
-    /// burst: the due times are spread evenly over this window, which opens 5 s after the start.
+    /// noisy-neighbour: one-offs of the noisy namespace, to its misbehaving receiver.
+    #[arg(long, default_value_t = 2000)]
+    slow_jobs: usize,
+    /// noisy-neighbour: how the noisy namespace's receiver misbehaves.
+    #[arg(long, value_enum, default_value_t = blackhole::SlowMode::Hang)]
+    slow: blackhole::SlowMode,
+    /// burst and noisy-neighbour: the due times are spread evenly over this window, which opens
+    /// 5 s after the start.
     #[arg(long, default_value = "20s", value_parser = duration_arg)]
     spread: Duration,
     /// sustained: how long each fire-rate step is held.
@@ -131,6 +139,9 @@ pub enum Scenario {
     FarFuture,
     /// N every-second cron jobs: every occurrence once.
     Cron,
+    /// A healthy namespace's one-offs alone, then again beside a noisy namespace's one-offs to a
+    /// receiver that hangs (or fails, or throttles): the healthy namespace's lateness both times.
+    NoisyNeighbour,
 }
 
 /// Where the bench's jobs send their occurrences.
@@ -161,6 +172,7 @@ impl Scenario {
             Scenario::Sustained => "sustained",
             Scenario::FarFuture => "far-future",
             Scenario::Cron => "cron",
+            Scenario::NoisyNeighbour => "noisy-neighbour",
         }
     }
 }
@@ -234,6 +246,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.workers == 0 {
         bail!("--workers must be at least 1");
+    }
+    if args.scenario == Scenario::NoisyNeighbour && args.target != Target::Webhook {
+        bail!("noisy-neighbour runs with webhook targets only");
     }
     if args.nodes == 0 {
         bail!("--nodes must be at least 1");
@@ -343,6 +358,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Sustained => scenarios::sustained(&mut bench).await,
         Scenario::FarFuture => scenarios::far_future(&mut bench).await,
         Scenario::Cron => scenarios::cron(&mut bench).await,
+        Scenario::NoisyNeighbour => scenarios::noisy_neighbour(&mut bench).await,
     };
     let Bench {
         args,

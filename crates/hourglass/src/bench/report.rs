@@ -34,6 +34,25 @@ impl Step {
     }
 }
 
+/// One phase of the noisy-neighbour scenario: the healthy namespace's deliveries.
+pub struct Phase {
+    pub name: &'static str,
+    pub submit_seconds: f64,
+    pub acc: Accounting,
+    pub complete: bool,
+}
+
+/// What the noisy-neighbour scenario adds to a report.
+pub struct Noisy {
+    /// How the noisy namespace's receiver misbehaved.
+    pub mode: &'static str,
+    pub slow_jobs: u64,
+    /// Delivery attempts that reached the noisy receiver.
+    pub slow_requests: u64,
+    /// The healthy namespace alone, then beside the noisy one.
+    pub phases: Vec<Phase>,
+}
+
 pub struct Report {
     pub scenario: &'static str,
     /// `webhook` or `queue`.
@@ -68,6 +87,8 @@ pub struct Report {
     pub server_log_lines: Option<u64>,
     pub server_log_head: Vec<String>,
     pub steps: Vec<Step>,
+    /// noisy-neighbour only.
+    pub noisy: Option<Noisy>,
     pub max_rate_held: Option<u64>,
     /// Sustained: a step is held while lateness p99 stays at or under this.
     pub p99_limit_ms: i64,
@@ -105,6 +126,7 @@ impl Report {
             server_log_lines: None,
             server_log_head: Vec::new(),
             steps: Vec::new(),
+            noisy: None,
             max_rate_held: None,
             p99_limit_ms: 100,
             complete: true,
@@ -233,6 +255,23 @@ pub fn to_json(r: &Report) -> Value {
         out["acks_failed"] = json!(q.acks_failed);
         out["queue"] = queue_json(q);
     }
+    if let Some(noisy) = &r.noisy {
+        out["noisy"] = json!({
+            "slow_mode": noisy.mode,
+            "slow_jobs": noisy.slow_jobs,
+            "slow_requests": noisy.slow_requests,
+            "phases": noisy.phases.iter().map(|p| json!({
+                "name": p.name,
+                "expected": p.acc.expected,
+                "executed": p.acc.executed,
+                "missing": p.acc.missing,
+                "duplicates": p.acc.duplicates,
+                "early": p.acc.early,
+                "complete": p.complete,
+                "lateness_ms": lateness_json(p.acc.lateness),
+            })).collect::<Vec<_>>(),
+        });
+    }
     if r.scenario == Scenario::Sustained.name() {
         out["max_rate_held_per_s"] = json!(r.max_rate_held);
         out["p99_limit_ms"] = json!(r.p99_limit_ms);
@@ -306,6 +345,30 @@ pub fn print(r: &Report, json: bool) {
                 .map_or("n/a".into(), |x| format!("{x:.0}/s")),
             r.peak_receive_per_s.map_or("n/a".into(), |x| x.to_string())
         ));
+    }
+    if let Some(noisy) = &r.noisy {
+        lines.push(format!(
+            "  noisy namespace    {} one-offs to a receiver that answers {}; {} attempts reached it",
+            noisy.slow_jobs,
+            match noisy.mode {
+                "hang" => "nothing (hangs)",
+                "error" => "500",
+                _ => "429, Retry-After: 5",
+            },
+            noisy.slow_requests
+        ));
+        for p in &noisy.phases {
+            lines.push(format!(
+                "  healthy, {:<27} executed {} of {}  missing {}  duplicates {}  early {}  lateness (ms) {}",
+                format!("{}:", p.name),
+                p.acc.executed,
+                p.acc.expected,
+                p.acc.missing,
+                p.acc.duplicates,
+                p.acc.early,
+                lateness_text(p.acc.lateness)
+            ));
+        }
     }
     if !r.steps.is_empty() {
         lines.push("  steps (rate/s: at end of step → after drain):".into());

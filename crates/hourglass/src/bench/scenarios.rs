@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::accounting::{Accounting, DeliveryKey, account};
-use super::report::{Report, Step};
+use super::blackhole::Blackhole;
+use super::report::{Noisy, Phase, Report, Step};
 use super::server::Mode;
 use super::submit::rfc3339_ms;
 use super::{Bench, Scenario, now_ms, peak_per_second};
@@ -72,6 +73,93 @@ pub async fn burst(b: &mut Bench) -> anyhow::Result<Report> {
     let receipts = b.recorder.take();
     finish(&mut report, account(&expected, &receipts), &receipts);
     Ok(report)
+}
+
+/// The healthy namespace's jobs alone, then beside the noisy namespace's: the second phase's
+/// figures are the report's headline.
+pub async fn noisy_neighbour(b: &mut Bench) -> anyhow::Result<Report> {
+    let n = b.args.jobs.unwrap_or(5_000);
+    let slow_n = b.args.slow_jobs;
+    let span = ms(b.args.spread);
+    let mut report = Report::new(Scenario::NoisyNeighbour);
+    b.recorder.reserve(n + n / 8);
+    report.start_stats = b.stats();
+    let api = b.api.clone();
+    b.api = api.in_namespace("fast");
+    let alone = healthy_phase(b, "alone", n, span, now_ms() + BURST_DELAY_MS).await;
+    let alone = match alone {
+        Ok(alone) => alone,
+        Err(e) => {
+            b.api = api;
+            return Err(e);
+        }
+    };
+    let hole = Blackhole::start(b.args.slow).await?;
+    let first_due = now_ms() + BURST_DELAY_MS;
+    let slow_due = move |i: usize| spread(first_due, span, i, slow_n.max(1));
+    let target = super::submit::webhook_target(hole.url());
+    let writer: super::JobWriter = std::sync::Arc::new(move |i, body: &mut String| {
+        super::submit::write_job(
+            body,
+            format_args!("{{\"at\":\"{}\"}}", rfc3339_ms(slow_due(i))),
+            &target,
+        )
+    });
+    b.api = api.in_namespace("slow");
+    let slow_submitted = if slow_n > 0 {
+        b.submit(slow_n, false, writer).await.map(|_| ())
+    } else {
+        Ok(())
+    };
+    b.api = api.in_namespace("fast");
+    let beside = match slow_submitted {
+        Ok(()) => healthy_phase(b, "beside the noisy namespace", n, span, first_due).await,
+        Err(e) => Err(e),
+    };
+    b.api = api;
+    let beside = beside?;
+    report.end_stats = b.stats();
+    report.jobs = n as u64;
+    report.submit_seconds = beside.submit_seconds;
+    report.complete = alone.complete && beside.complete;
+    report.lateness = beside.acc.lateness;
+    report.lateness_scope = "the healthy namespace, beside the noisy one";
+    report.fire_rate_per_s = beside.acc.fire_rate_per_s();
+    report.acc = beside.acc.clone();
+    report.noisy = Some(Noisy {
+        mode: b.args.slow.name(),
+        slow_jobs: slow_n as u64,
+        slow_requests: hole.requests(),
+        phases: vec![alone, beside],
+    });
+    Ok(report)
+}
+
+/// Creates `n` one-offs in the current namespace, due evenly over `span_ms` from `first_due`,
+/// and accounts for their deliveries.
+async fn healthy_phase(
+    b: &mut Bench,
+    name: &'static str,
+    n: usize,
+    span_ms: i64,
+    first_due: i64,
+) -> anyhow::Result<Phase> {
+    let due = move |i: usize| spread(first_due, span_ms, i, n);
+    let writer = b.job_writer(move |i| format!("{{\"at\":\"{}\"}}", rfc3339_ms(due(i))));
+    let submitted = b.submit(n, true, writer).await?;
+    let expected = expected_one_offs(&submitted, due);
+    let last_due = due(n - 1);
+    b.wait_until(last_due, n as u64, name).await?;
+    let complete = b
+        .drain(&expected, last_due + ms(b.args.drain_timeout), |_| true)
+        .await?;
+    let receipts = b.recorder.take();
+    Ok(Phase {
+        name,
+        submit_seconds: submitted.seconds,
+        acc: account(&expected, &receipts),
+        complete,
+    })
 }
 
 pub async fn cron(b: &mut Bench) -> anyhow::Result<Report> {

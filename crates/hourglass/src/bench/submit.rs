@@ -20,6 +20,8 @@ pub struct Api {
     pub client: reqwest::Client,
     pub base: String,
     api_key: Option<String>,
+    /// The namespace requests name (`hourglass-namespace`); `None`: the node's default.
+    namespace: Option<String>,
     /// With several nodes: every node's base URL; submitter `i` talks to node `i % len`.
     spread: Vec<String>,
 }
@@ -72,6 +74,7 @@ impl Api {
             client,
             base: base.to_string(),
             api_key,
+            namespace: None,
             spread: Vec::new(),
         })
     }
@@ -96,8 +99,19 @@ impl Api {
             .collect()
     }
 
+    /// The same client, naming `namespace` in every request.
+    pub fn in_namespace(&self, namespace: &str) -> Api {
+        Api {
+            namespace: Some(namespace.to_string()),
+            ..self.clone()
+        }
+    }
+
     pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let request = self.client.request(method, format!("{}{path}", self.base));
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(namespace) = &self.namespace {
+            request = request.header("hourglass-namespace", namespace);
+        }
         match &self.api_key {
             Some(key) => request.bearer_auth(key),
             None => request,
