@@ -1,6 +1,11 @@
-//! The engine against the real embedded store, with time under the test's control: tokio's clock
-//! is paused and the engine's wall clock is derived from it, so hours pass in milliseconds and no
-//! test sleeps for real.
+//! The engine with time under the test's control: tokio's clock is paused and the engine's wall
+//! clock is derived from it, so hours pass in milliseconds and no test sleeps for real.
+//!
+//! The engine runs on the in-memory store, which answers every call at once and reads no clock of
+//! its own: virtual time moves only when every task waits on a timer, so each run sees the same
+//! order of events, and a lease renewal can never be overtaken by a jump in time while it waits
+//! for a store. One test runs the whole pipeline over the embedded SQLite store as well, whose
+//! writer thread lets paused time jump while it works (see `run_until`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,7 +16,7 @@ use hourglass_core::{
     WebhookTarget,
 };
 use hourglass_engine::{Deliverer, DeliveryResult, Engine, EngineConfig, Metrics, Verdict};
-use hourglass_store::{ClaimScope, DueEvent, NewJob, SqliteStore, Store, StoreEvent};
+use hourglass_store::{ClaimScope, DueEvent, MemoryStore, NewJob, SqliteStore, Store, StoreEvent};
 use jiff::{SignedDuration, Timestamp};
 
 /// Wall time that moves exactly with tokio's (paused) clock.
@@ -100,7 +105,8 @@ struct Rig {
     deliverer: Arc<FakeDeliverer>,
     engine: Engine,
     metrics: Metrics,
-    _dir: tempfile::TempDir,
+    /// The SQLite store's directory, for a rig on SQLite.
+    _dir: Option<tempfile::TempDir>,
 }
 
 const BASE: &str = "2030-06-01T12:00:00Z";
@@ -109,9 +115,10 @@ fn rig() -> Rig {
     rig_with(quiet())
 }
 
-/// The default config without the retention sweep. Its pending one-minute timer would be where
+/// The default config without the retention sweep, whose store calls these tests do not look at
+/// (the sweep has its own tests). On SQLite its pending one-minute timer would also be where
 /// paused time jumps to whenever every task waits on the store's real writer thread, making
-/// occurrences due early in virtual time (the sweep has its own test).
+/// occurrences due early in virtual time.
 fn quiet() -> EngineConfig {
     EngineConfig {
         retention: None,
@@ -119,9 +126,19 @@ fn quiet() -> EngineConfig {
     }
 }
 
+/// An engine on the in-memory store.
 fn rig_with(config: EngineConfig) -> Rig {
+    rig_on(Arc::new(MemoryStore::new()), None, config)
+}
+
+/// An engine on the embedded SQLite store, in a directory of its own.
+fn sqlite_rig(config: EngineConfig) -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    rig_on(store, Some(dir), config)
+}
+
+fn rig_on(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>, config: EngineConfig) -> Rig {
     let clock = Arc::new(TokioClock::new(BASE.parse().unwrap()));
     let deliverer = Arc::new(FakeDeliverer {
         clock: clock.clone(),
@@ -185,12 +202,15 @@ impl Rig {
         self.deliverer.seen.lock().unwrap().clone()
     }
 
-    /// Lets time pass until `pred` holds. The deadline is real time: while the store's writer
-    /// thread works, the paused runtime is idle and tokio advances virtual time freely, so a
-    /// virtual deadline would measure store speed rather than engine behaviour.
+    /// Lets time pass until `pred` holds. The deadline is real time, a guard against a hang: on
+    /// SQLite, while the store's writer thread works, the paused runtime is idle and tokio
+    /// advances virtual time freely, so a virtual deadline would measure store speed rather than
+    /// engine behaviour.
     async fn run_until(&self, pred: impl Fn(&[Seen]) -> bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while !pred(&self.seen()) {
+        // The deliveries are looked at under their lock, not copied: a run over ten minutes of
+        // virtual time looks a hundred thousand times.
+        while !pred(&self.deliverer.seen.lock().unwrap()) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "condition not reached; seen {} deliveries",
@@ -203,7 +223,17 @@ impl Rig {
 
 #[tokio::test(start_paused = true)]
 async fn fires_every_one_off_once_and_never_early() {
-    let rig = rig();
+    fires_every_one_off_once_and_never_early_on(rig()).await;
+}
+
+/// The same over the embedded store: its group commits, and its writer thread during which
+/// paused time jumps ahead, must not make anything fire early or twice either.
+#[tokio::test(start_paused = true)]
+async fn fires_every_one_off_once_and_never_early_on_sqlite() {
+    fires_every_one_off_once_and_never_early_on(sqlite_rig(quiet())).await;
+}
+
+async fn fires_every_one_off_once_and_never_early_on(rig: Rig) {
     let now = rig.now();
     // 300 jobs spread irregularly over ten minutes, some sharing a due millisecond.
     let jobs: Vec<NewJob> = (0..300i64)
@@ -513,9 +543,8 @@ impl Store for CountingStore {
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_engine_makes_no_store_calls() {
-    let dir = tempfile::tempdir().unwrap();
     let counting = Arc::new(CountingStore {
-        inner: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+        inner: Arc::new(MemoryStore::new()),
         events: None,
         claims: Default::default(),
         probes: Default::default(),
@@ -578,16 +607,15 @@ impl Clock for ManualClock {
 /// timer, carries a higher token and must survive it: the engine used to drop every claim of
 /// the job, that one included, and the job then waited out its two-minute lease.
 ///
-/// The wall clock stands still until the due time while tokio's is paused: awaiting the store's
-/// writer thread lets paused time jump, and nothing may fire before the steps are in place.
+/// The wall clock stands still until the due time while tokio's is paused: nothing may fire
+/// before the steps are in place, however long they take.
 #[tokio::test(start_paused = true)]
 async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
-    let dir = tempfile::tempdir().unwrap();
     // The edit's announcement and its fence reach the engine as store events, the way another
     // node's edit does: the test orders them around the planner's second claim.
     let (events, _) = tokio::sync::broadcast::channel(16);
     let counting = Arc::new(CountingStore {
-        inner: Arc::new(SqliteStore::open(dir.path()).unwrap()),
+        inner: Arc::new(MemoryStore::new()),
         events: Some(events.clone()),
         claims: Default::default(),
         probes: Default::default(),
@@ -707,9 +735,10 @@ async fn shutdown_hands_back_claims_that_have_not_fired() {
 }
 
 /// Leases are short and renewed: a delivery that takes longer than the lease TTL keeps its claim
-/// while this node lives, so no other node takes it over (and delivers it twice). Real time: a
-/// paused clock would jump past the lease while a renewal waits for the store's writer thread.
-#[tokio::test]
+/// while this node lives, so no other node takes it over (and delivers it twice). Paused time is
+/// fine on the memory store, which a renewal never waits on; on SQLite the paused clock would
+/// jump past the lease while a renewal waits for the writer thread.
+#[tokio::test(start_paused = true)]
 async fn a_slow_delivery_keeps_its_claim_while_the_node_lives() {
     let ttl = Duration::from_millis(600);
     let rig = rig_with(EngineConfig {
@@ -721,7 +750,7 @@ async fn a_slow_delivery_keeps_its_claim_while_the_node_lives() {
     rig.add(vec![job("slow", Schedule::at(now), now, now)])
         .await;
     rig.run_until(|seen| !seen.is_empty()).await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     while started.elapsed() < Duration::from_millis(1700) {
         let now = rig.now();
         let rival = hourglass_store::Lease {
@@ -759,7 +788,7 @@ async fn a_slow_delivery_keeps_its_claim_while_the_node_lives() {
 /// A claim that became stale without this node hearing of it (here: paused directly in the
 /// store, as another node's API would) is found at the next renewal and dropped from the timer
 /// before it fires.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
     let rig = rig_with(EngineConfig {
         lease_ttl: Duration::from_millis(300),
@@ -792,9 +821,8 @@ async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
 
 /// A claim fenced while its delivery runs is found lost at the next renewal, once: it is not
 /// renewed again every round while the delivery finishes (a node back from a pause holds
-/// thousands of such claims), and the delivery's completion is refused. Real time, like the
-/// renewal tests above.
-#[tokio::test]
+/// thousands of such claims), and the delivery's completion is refused.
+#[tokio::test(start_paused = true)]
 async fn a_lost_claim_is_not_renewed_again() {
     let rig = rig_with(EngineConfig {
         lease_ttl: Duration::from_millis(300),

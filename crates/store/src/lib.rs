@@ -6,6 +6,7 @@
 //! stores and applies decisions atomically.
 
 pub mod conformance;
+pub mod memory;
 pub mod postgres;
 mod rules;
 pub mod sqlite;
@@ -16,6 +17,7 @@ use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
+pub use memory::MemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
 

@@ -1,0 +1,13 @@
+//! Runs the store conformance suite against the in-memory backend. Every case runs: none is
+//! specific to a backend. `events_announce_due_work` checks only stores that announce events;
+//! this one, like the embedded SQLite store, has no other writers to hear from and announces none.
+
+use std::sync::Arc;
+
+use hourglass_store::{MemoryStore, Store};
+
+async fn fresh_store() -> (Arc<dyn Store>, ()) {
+    (Arc::new(MemoryStore::new()), ())
+}
+
+hourglass_store::conformance_tests!(fresh_store);
