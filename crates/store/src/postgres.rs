@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{
     GenericClient, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
-use hourglass_core::{Action, Completion, JobId, JobSpec, JobState, Occurrence, from_ms};
+use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence, from_ms};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, oneshot};
@@ -37,7 +37,8 @@ use tokio_postgres::{AsyncMessage, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::rules::{
-    TransitionPlan, dead_lettered_after, plan_transition, plan_update, state_code, state_from_code,
+    RowChange, TransitionPlan, plan_completion, plan_transition, plan_update, state_code,
+    state_from_code,
 };
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate,
@@ -1088,8 +1089,8 @@ impl Store for PostgresStore {
         }
         let now = now.as_millisecond();
         self.bounded(async {
-            // One row per completion, as column arrays. kind: 0 retry at `at`, 1 advance to the
-            // next occurrence at `at`, 2 finish in `final_state`.
+            // One row per completion's plan, as column arrays. kind: 0 retry at `at`, 1 advance
+            // to the next occurrence at `at`, 2 finish in `final_state`.
             let n = batch.len();
             let mut ids = Vec::with_capacity(n);
             let mut tokens = Vec::with_capacity(n);
@@ -1104,58 +1105,42 @@ impl Store for PostgresStore {
             let mut latencies: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut statuses: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut errors: Vec<Option<&str>> = Vec::with_capacity(n);
-            let mut outcomes: Vec<&str> = Vec::with_capacity(n);
+            let mut outcomes: Vec<Option<&str>> = Vec::with_capacity(n);
             let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
+            let mut letter_attempts: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut final_attempts: Vec<Option<i64>> = Vec::with_capacity(n);
             for c in &batch {
-                final_attempts.push(dead_lettered_after(c).map(i64::from));
+                let plan = plan_completion(c);
                 ids.push(c.job_id);
                 tokens.push(c.token);
                 dues.push(c.due.as_millisecond());
-                let (kind, at, runs, skipped, state, outcome, reason) = match &c.action {
-                    Action::Retry { at } => (
-                        0,
-                        Some(at.as_millisecond()),
-                        0,
-                        0,
-                        JobState::Active,
-                        "retry",
-                        None,
-                    ),
-                    Action::Delivered { next, skipped }
-                    | Action::DeadLetter { next, skipped, .. }
-                    | Action::Skipped { next, skipped } => {
-                        let (ran, finished, outcome, reason) = match &c.action {
-                            Action::Delivered { .. } => (1, JobState::Completed, "delivered", None),
-                            Action::DeadLetter { reason, .. } => {
-                                (1, JobState::Failed, "dead_letter", Some(reason.as_str()))
-                            }
-                            _ => (0, JobState::Completed, "skipped", None),
-                        };
-                        let kind = if next.is_some() { 1 } else { 2 };
-                        (
-                            kind,
-                            next.map(|t| t.as_millisecond()),
-                            ran,
-                            *skipped as i64,
-                            finished,
-                            outcome,
-                            reason,
-                        )
+                let (kind, runs, skipped, state, final_attempt) = match plan.row {
+                    RowChange::Retry { .. } => (0, 0, 0, JobState::Active, None),
+                    RowChange::Advance { ran, skipped, .. } => {
+                        (1, ran, skipped, JobState::Active, None)
                     }
+                    RowChange::Finish {
+                        state,
+                        ran,
+                        skipped,
+                        attempt,
+                    } => (2, ran, skipped, state, attempt),
                 };
                 kinds.push(kind);
-                ats.push(at);
-                ran.push(runs);
-                skipped_counts.push(skipped);
+                ats.push(plan.row.fire());
+                ran.push(runs as i64);
+                skipped_counts.push(skipped as i64);
                 final_states.push(state_code(state) as i16);
-                outcomes.push(outcome);
-                reasons.push(reason);
-                attempts.push(c.attempt.as_ref().map(|a| a.attempt as i64));
-                started.push(c.attempt.as_ref().map(|a| a.started_at.as_millisecond()));
-                latencies.push(c.attempt.as_ref().map(|a| a.latency_ms as i64));
-                statuses.push(c.attempt.as_ref().and_then(|a| a.status.map(i64::from)));
-                errors.push(c.attempt.as_ref().and_then(|a| a.error.as_deref()));
+                final_attempts.push(final_attempt.map(i64::from));
+                let attempt = plan.run.map(|r| r.attempt);
+                outcomes.push(plan.run.map(|r| r.outcome.as_str()));
+                reasons.push(plan.dead_letter.map(|d| d.reason));
+                letter_attempts.push(plan.dead_letter.map(|d| i64::from(d.attempts)));
+                attempts.push(attempt.map(|a| a.attempt as i64));
+                started.push(attempt.map(|a| a.started_at.as_millisecond()));
+                latencies.push(attempt.map(|a| a.latency_ms as i64));
+                statuses.push(attempt.and_then(|a| a.status.map(i64::from)));
+                errors.push(attempt.and_then(|a| a.error.as_deref()));
             }
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
@@ -1170,11 +1155,11 @@ impl Store for PostgresStore {
                                               $7::bigint[], $8::smallint[], $9::bigint[],
                                               $10::bigint[], $11::bigint[], $12::bigint[],
                                               $13::text[], $14::text[], $15::text[],
-                                              $17::bigint[])
+                                              $17::bigint[], $18::bigint[])
                              WITH ORDINALITY
                              AS c(id, token, due_ms, kind, at_ms, ran, skipped, final_state,
                                   attempt, started_ms, latency_ms, status, error, outcome,
-                                  reason, final_attempt, ord)
+                                  reason, final_attempt, letter_attempts, ord)
                      ),
                      done AS (
                          UPDATE jobs j SET
@@ -1202,7 +1187,7 @@ impl Store for PostgresStore {
                      lettered AS (
                          INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason,
                                                    spec, payload, created_ms)
-                         SELECT done.namespace, c.id, c.due_ms, COALESCE(c.attempt, 0), c.reason,
+                         SELECT done.namespace, c.id, c.due_ms, c.letter_attempts, c.reason,
                                 done.spec, done.payload, $16
                          FROM c JOIN done ON done.ord = c.ord
                          WHERE c.reason IS NOT NULL
@@ -1231,6 +1216,7 @@ impl Store for PostgresStore {
                         &reasons,
                         &now,
                         &final_attempts,
+                        &letter_attempts,
                     ],
                 )
                 .await?;

@@ -21,14 +21,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hourglass_core::{Action, Completion, JobId, JobSpec, JobState, Occurrence, from_ms};
+use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence, from_ms};
 use jiff::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use tokio::sync::{mpsc, oneshot};
 
 use self::leases::{Entry, LeaseSchedule};
 use crate::rules::{
-    TransitionPlan, dead_lettered_after, plan_transition, plan_update, state_code, state_from_code,
+    PlannedRun, RowChange, TransitionPlan, plan_completion, plan_transition, plan_update,
+    state_code, state_from_code,
 };
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, KeyedTrigger, Lease,
@@ -919,15 +920,10 @@ fn claim_unleased(
 }
 
 /// One `runs` row, inserted with others of its batch.
-struct RunRow {
+struct RunRow<'a> {
     job_id: JobId,
     due_ms: i64,
-    attempt: u32,
-    started_ms: i64,
-    latency_ms: u32,
-    status: Option<u16>,
-    error: Option<String>,
-    outcome: &'static str,
+    run: PlannedRun<'a>,
 }
 
 /// Runs rows go in by this many a statement, the rest one by one: one statement per row cost
@@ -948,24 +944,25 @@ fn insert_runs_sql(rows: usize) -> String {
 fn bind_run(
     stmt: &mut rusqlite::CachedStatement<'_>,
     at: usize,
-    r: &RunRow,
+    r: &RunRow<'_>,
 ) -> rusqlite::Result<()> {
+    let a = r.run.attempt;
     stmt.raw_bind_parameter(at + 1, r.job_id.as_bytes().as_slice())?;
     stmt.raw_bind_parameter(at + 2, r.due_ms)?;
-    stmt.raw_bind_parameter(at + 3, r.attempt)?;
-    stmt.raw_bind_parameter(at + 4, r.started_ms)?;
-    stmt.raw_bind_parameter(at + 5, r.latency_ms)?;
-    stmt.raw_bind_parameter(at + 6, r.status)?;
-    stmt.raw_bind_parameter(at + 7, r.error.as_deref())?;
-    stmt.raw_bind_parameter(at + 8, r.outcome)
+    stmt.raw_bind_parameter(at + 3, a.attempt)?;
+    stmt.raw_bind_parameter(at + 4, a.started_at.as_millisecond())?;
+    stmt.raw_bind_parameter(at + 5, a.latency_ms)?;
+    stmt.raw_bind_parameter(at + 6, a.status)?;
+    stmt.raw_bind_parameter(at + 7, a.error.as_deref())?;
+    stmt.raw_bind_parameter(at + 8, r.run.outcome.as_str())
 }
 
-fn insert_runs(conn: &Connection, rows: &[RunRow]) -> Result<()> {
+fn insert_runs(conn: &Connection, rows: &[RunRow<'_>]) -> Result<()> {
     static CHUNK_SQL: std::sync::LazyLock<String> =
         std::sync::LazyLock::new(|| insert_runs_sql(RUNS_PER_INSERT));
     static ONE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_runs_sql(1));
     let mut chunks = rows.chunks_exact(RUNS_PER_INSERT);
-    let insert = |sql: &str, chunk: &[RunRow]| -> Result<()> {
+    let insert = |sql: &str, chunk: &[RunRow<'_>]| -> Result<()> {
         let mut stmt = conn.prepare_cached(sql).map_err(unavailable)?;
         for (i, row) in chunk.iter().enumerate() {
             bind_run(&mut stmt, i * RUN_COLUMNS, row).map_err(unavailable)?;
@@ -982,8 +979,9 @@ fn insert_runs(conn: &Connection, rows: &[RunRow]) -> Result<()> {
     Ok(())
 }
 
-/// `rows` holds the row number of each completion's job where the lease schedule knows it: the
-/// update then finds the row by it instead of through the id index (and checks the id).
+/// Applies each completion's plan ([`plan_completion`]) under its fencing token. `rows` holds the
+/// row number of each completion's job where the lease schedule knows it: the update then finds
+/// the row by it instead of through the id index (and checks the id).
 fn complete_in_tx(
     conn: &Connection,
     batch: Vec<Completion>,
@@ -1019,75 +1017,66 @@ fn complete_in_tx(
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
         .map_err(unavailable)?;
-    for (c, row) in batch.into_iter().zip(rows) {
+    for (c, row) in batch.iter().zip(rows) {
         let id = c.job_id.as_bytes().as_slice();
-        let (changed, outcome) = match &c.action {
-            Action::Retry { at } => (
-                retry
-                    .execute(params![id, c.token, at.as_millisecond(), now, row])
-                    .map_err(unavailable)?,
-                "retry",
-            ),
-            Action::Delivered { next, skipped }
-            | Action::DeadLetter { next, skipped, .. }
-            | Action::Skipped { next, skipped } => {
-                let (ran, finished_state, outcome) = match &c.action {
-                    Action::Delivered { .. } => (1, JobState::Completed, "delivered"),
-                    Action::DeadLetter { .. } => (1, JobState::Failed, "dead_letter"),
-                    _ => (0, JobState::Completed, "skipped"),
-                };
-                let changed = match next {
-                    Some(next) => advance
-                        .execute(params![
-                            id,
-                            c.token,
-                            next.as_millisecond(),
-                            ran,
-                            *skipped as i64,
-                            now,
-                            row
-                        ])
-                        .map_err(unavailable)?,
-                    None => finish
-                        .execute(params![
-                            id,
-                            c.token,
-                            state_code(finished_state),
-                            ran,
-                            *skipped as i64,
-                            now,
-                            row,
-                            dead_lettered_after(&c),
-                        ])
-                        .map_err(unavailable)?,
-                };
-                (changed, outcome)
-            }
+        let plan = plan_completion(c);
+        let changed = match plan.row {
+            RowChange::Retry { fire } => retry
+                .execute(params![id, c.token, fire, now, row])
+                .map_err(unavailable)?,
+            RowChange::Advance { due, ran, skipped } => advance
+                .execute(params![
+                    id,
+                    c.token,
+                    due,
+                    ran as i64,
+                    skipped as i64,
+                    now,
+                    row
+                ])
+                .map_err(unavailable)?,
+            RowChange::Finish {
+                state,
+                ran,
+                skipped,
+                attempt,
+            } => finish
+                .execute(params![
+                    id,
+                    c.token,
+                    state_code(state),
+                    ran as i64,
+                    skipped as i64,
+                    now,
+                    row,
+                    attempt,
+                ])
+                .map_err(unavailable)?,
         };
         if changed == 0 {
             out.push(Applied::StaleLease);
             continue;
         }
-        if let Some(a) = &c.attempt {
+        if let Some(run) = plan.run {
             runs.push(RunRow {
                 job_id: c.job_id,
                 due_ms: c.due.as_millisecond(),
-                attempt: a.attempt,
-                started_ms: a.started_at.as_millisecond(),
-                latency_ms: a.latency_ms,
-                status: a.status,
-                error: a.error.clone(),
-                outcome,
+                run,
             });
         }
-        if let Action::DeadLetter { reason, .. } = &c.action {
-            let attempts = c.attempt.as_ref().map_or(0, |a| a.attempt);
+        if let Some(letter) = plan.dead_letter {
             conn.prepare_cached(
                 "INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms)
                  SELECT namespace, id, ?2, ?3, ?4, spec, payload, ?5 FROM jobs WHERE id = ?1",
             )
             .map_err(unavailable)?
-            .execute(params![id, c.due.as_millisecond(), attempts, reason, now])
+            .execute(params![
+                id,
+                c.due.as_millisecond(),
+                letter.attempts,
+                letter.reason,
+                now
+            ])
             .map_err(unavailable)?;
         }
         out.push(Applied::Yes);
