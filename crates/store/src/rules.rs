@@ -164,6 +164,10 @@ pub(crate) enum RowChange {
 
 impl RowChange {
     /// When the job fires next, if it stays in the due index.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(dead_code, reason = "only the PostgreSQL backend announces due times")
+    )]
     pub(crate) fn fire(&self) -> Option<i64> {
         match *self {
             RowChange::Retry { fire } => Some(fire),
