@@ -266,7 +266,7 @@ async fn three_nodes_survive_a_kill_and_a_pause_without_loss_or_stale_writes() {
     }
 
     // The same for every occurrence, straight from the backend's tables (`jobs`, `runs`: this
-    // query follows the PostgreSQL schema of crates/store/src/postgres.rs).
+    // query follows the PostgreSQL schema of crates/store/src/postgres/schema.rs).
     let rows = cluster::query(
         &db.url,
         "SELECT count(*) FILTER (WHERE delivered <> 1 OR total <> 1)::bigint,

@@ -1,14 +1,20 @@
 //! The store contract: durable jobs with a due-time index, fenced claims and batched completions.
 //!
-//! Every backend implements [`Store`] and must pass the one [`conformance`] suite.
+//! Every backend implements [`Store`] and must pass the one conformance suite (`conformance`,
+//! compiled with the `testsuite` feature for the backends' tests). Each backend is behind its own
+//! feature (`sqlite`, `postgres`; both default), so a crate that needs only the trait builds
+//! neither.
 //! Architecture Invariant: nothing here knows HTTP or the API's wire shapes, and no backend decides
 //! *when* something fires: schedules and policies are evaluated by the engine (via core); a backend
 //! stores and applies decisions atomically.
 
+#[cfg(feature = "testsuite")]
 pub mod conformance;
 pub mod memory;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 mod rules;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 use std::time::Duration;
@@ -18,7 +24,9 @@ use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 /// Failures a caller can act on. Cloneable because one failed group commit answers many callers.
@@ -214,6 +222,7 @@ pub struct Purged {
 /// recorded in time order, so the oldest ids are the oldest letters: it looks only at the `limit`
 /// oldest, and a table of young letters costs `limit` index entries, not a scan. (Across
 /// PostgreSQL nodes, a letter recorded under a clock running behind may wait a sweep longer.)
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const PURGE_DEAD_LETTERS: &str = "
     DELETE FROM dead_letters
     WHERE created_ms < $1

@@ -33,12 +33,12 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use hourglass_core::{Action, Completion, JobId, JobState, Occurrence, duration_ms, from_ms};
+use hourglass_core::{Completion, JobId, JobState, Occurrence, duration_ms, from_ms};
 use jiff::Timestamp;
 
 use self::state::{Held, Job, Lane, Run, Secrets, State};
 
-use crate::rules::{TransitionPlan, dead_lettered_after, plan_transition, plan_update};
+use crate::rules::{RowChange, TransitionPlan, plan_completion, plan_transition, plan_update};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
     Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
@@ -73,62 +73,50 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
     if !job.fenced_by(c.token) {
         return false;
     }
-    let final_attempt = dead_lettered_after(&c);
-    let outcome = match &c.action {
-        Action::Retry { at } => {
-            let at = at.as_millisecond();
-            state.change(c.job_id, |job| {
-                job.fire = Some(at);
+    let plan = plan_completion(&c);
+    let row = plan.row.clone();
+    state.change(c.job_id, |job| {
+        match row {
+            RowChange::Retry { fire } => {
+                job.fire = Some(fire);
                 job.attempt += 1;
-                job.lease = None;
-                job.updated = now;
-            });
-            "retry"
-        }
-        Action::Delivered { next, skipped }
-        | Action::DeadLetter { next, skipped, .. }
-        | Action::Skipped { next, skipped } => {
-            let (ran, finished, outcome) = match &c.action {
-                Action::Delivered { .. } => (1, JobState::Completed, "delivered"),
-                Action::DeadLetter { .. } => (1, JobState::Failed, "dead_letter"),
-                _ => (0, JobState::Completed, "skipped"),
-            };
-            let (next, skipped) = (next.map(|t| t.as_millisecond()), *skipped);
-            state.change(c.job_id, |job| {
-                match next {
-                    // The next occurrence, in the same transaction.
-                    Some(next) => {
-                        job.due = Some(next);
-                        job.fire = Some(next);
-                        job.attempt = 0;
-                    }
-                    None => {
-                        job.state = finished;
-                        job.fire = None;
-                        job.attempt = final_attempt.unwrap_or(job.attempt);
-                    }
-                }
+            }
+            RowChange::Advance { due, ran, skipped } => {
+                job.due = Some(due);
+                job.fire = Some(due);
+                job.attempt = 0;
                 job.runs += ran;
                 job.skipped += skipped;
-                job.lease = None;
-                job.updated = now;
-            });
-            outcome
+            }
+            RowChange::Finish {
+                state,
+                ran,
+                skipped,
+                attempt,
+            } => {
+                job.state = state;
+                job.fire = None;
+                job.attempt = attempt.unwrap_or(job.attempt);
+                job.runs += ran;
+                job.skipped += skipped;
+            }
         }
-    };
-    if let Some(a) = &c.attempt {
+        job.lease = None;
+        job.updated = now;
+    });
+    if let Some(run) = &plan.run {
         state.record_run(Run {
             job_id: c.job_id,
             due: c.due.as_millisecond(),
-            attempt: a.attempt,
-            started: a.started_at.as_millisecond(),
-            latency_ms: a.latency_ms,
-            status: a.status,
-            error: a.error.clone(),
-            outcome,
+            attempt: run.attempt.attempt,
+            started: run.attempt.started_at.as_millisecond(),
+            latency_ms: run.attempt.latency_ms,
+            status: run.attempt.status,
+            error: run.attempt.error.clone(),
+            outcome: run.outcome.as_str(),
         });
     }
-    if let Action::DeadLetter { reason, .. } = c.action
+    if let Some(letter) = &plan.dead_letter
         && let Some(job) = state.jobs.get(&c.job_id)
     {
         state.letters_recorded += 1;
@@ -137,8 +125,8 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
             namespace: job.namespace.clone(),
             job_id: c.job_id,
             due: c.due,
-            attempts: c.attempt.as_ref().map_or(0, |a| a.attempt),
-            reason,
+            attempts: letter.attempts,
+            reason: letter.reason.to_string(),
             spec: (*job.spec).clone(),
             payload: job.payload.clone(),
             created_at: from_ms(now),

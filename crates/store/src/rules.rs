@@ -1,8 +1,9 @@
-//! The decisions every backend applies the same way: how a lifecycle transition or an edit
-//! changes a job's state and due times, and how states are encoded. Pure functions, so the
-//! backends differ only in how they read and write rows.
+//! The decisions every backend applies the same way: how a lifecycle transition, an edit or a
+//! completion changes a job's state and due times, what a completion records, and how states and
+//! run outcomes are encoded. Pure functions, so the backends differ only in how they read and
+//! write rows.
 
-use hourglass_core::{Action, Completion, JobState};
+use hourglass_core::{Action, AttemptRecord, Completion, JobState};
 
 use crate::{JobRecord, JobUpdate, Result, StoreError, Transition};
 
@@ -117,15 +118,147 @@ pub(crate) fn plan_update(
     ))
 }
 
-/// What a job's `attempt` becomes when `c` finishes it as a dead letter: every attempt its
-/// occurrence made failed, the last one included (which no retry counted). `None` keeps it.
-pub(crate) fn dead_lettered_after(c: &Completion) -> Option<u32> {
-    match (&c.action, &c.attempt) {
-        (Action::DeadLetter { .. }, Some(a)) => Some(a.attempt),
-        _ => None,
+/// How a run is recorded. The text is stored (`runs.outcome`) and shown by the API, so it never
+/// changes for an existing value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunOutcome {
+    /// The attempt failed and the occurrence is tried again later.
+    Retry,
+    Delivered,
+    /// The attempt failed for good.
+    DeadLetter,
+    /// The misfire policy dropped the occurrence.
+    Skipped,
+}
+
+impl RunOutcome {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Retry => "retry",
+            RunOutcome::Delivered => "delivered",
+            RunOutcome::DeadLetter => "dead_letter",
+            RunOutcome::Skipped => "skipped",
+        }
     }
 }
 
+/// What an applied completion does to its job's row (which also always drops the lease and sets
+/// `updated_ms` to the completion time). Instants are unix milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RowChange {
+    /// The occurrence is attempted again at `fire`: its failed attempt is counted
+    /// (`attempt + 1`); state and due time stay.
+    Retry { fire: i64 },
+    /// The job moves on to its next occurrence, due (and firing) at `due`, with no attempts yet;
+    /// `ran` occurrences ran and `skipped` were dropped on the way.
+    Advance { due: i64, ran: u64, skipped: u64 },
+    /// The job has no next occurrence: it ends in `state`, out of the due index. `attempt`, when
+    /// present, replaces the stored attempt count (see [`CompletionPlan`]).
+    Finish {
+        state: JobState,
+        ran: u64,
+        skipped: u64,
+        attempt: Option<u32>,
+    },
+}
+
+impl RowChange {
+    /// When the job fires next, if it stays in the due index.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(dead_code, reason = "only the PostgreSQL backend announces due times")
+    )]
+    pub(crate) fn fire(&self) -> Option<i64> {
+        match *self {
+            RowChange::Retry { fire } => Some(fire),
+            RowChange::Advance { due, .. } => Some(due),
+            RowChange::Finish { .. } => None,
+        }
+    }
+}
+
+/// The run history entry an applied completion adds: its attempt as the engine made it, and how
+/// it ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PlannedRun<'a> {
+    pub attempt: &'a AttemptRecord,
+    pub outcome: RunOutcome,
+}
+
+/// The dead letter an applied completion records, beside the job's namespace, spec and payload
+/// as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PlannedDeadLetter<'a> {
+    pub reason: &'a str,
+    /// Attempts the occurrence made (0 when the completion carries no attempt).
+    pub attempts: u32,
+}
+
+/// Everything a completion does when its fencing token is still current. A backend checks the
+/// token, then writes exactly this; a stale completion changes and records nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CompletionPlan<'a> {
+    pub row: RowChange,
+    /// Recorded only when the completion carries an attempt.
+    pub run: Option<PlannedRun<'a>>,
+    pub dead_letter: Option<PlannedDeadLetter<'a>>,
+}
+
+/// Decides what `c` does to its job. A dead-lettered occurrence that ends its job leaves the job
+/// with the attempts that occurrence made, the last one included (which no retry counted).
+pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
+    let (row, outcome, dead_letter) = match &c.action {
+        Action::Retry { at } => (
+            RowChange::Retry {
+                fire: at.as_millisecond(),
+            },
+            RunOutcome::Retry,
+            None,
+        ),
+        Action::Delivered { next, skipped }
+        | Action::DeadLetter { next, skipped, .. }
+        | Action::Skipped { next, skipped } => {
+            let (ran, finished, outcome, dead_letter) = match &c.action {
+                Action::Delivered { .. } => (1, JobState::Completed, RunOutcome::Delivered, None),
+                Action::DeadLetter { reason, .. } => (
+                    1,
+                    JobState::Failed,
+                    RunOutcome::DeadLetter,
+                    Some(PlannedDeadLetter {
+                        reason: reason.as_str(),
+                        attempts: c.attempt.as_ref().map_or(0, |a| a.attempt),
+                    }),
+                ),
+                _ => (0, JobState::Completed, RunOutcome::Skipped, None),
+            };
+            let row = match next {
+                Some(next) => RowChange::Advance {
+                    due: next.as_millisecond(),
+                    ran,
+                    skipped: *skipped,
+                },
+                None => RowChange::Finish {
+                    state: finished,
+                    ran,
+                    skipped: *skipped,
+                    attempt: dead_letter.and(c.attempt.as_ref()).map(|a| a.attempt),
+                },
+            };
+            (row, outcome, dead_letter)
+        }
+    };
+    CompletionPlan {
+        row,
+        run: c
+            .attempt
+            .as_ref()
+            .map(|attempt| PlannedRun { attempt, outcome }),
+        dead_letter,
+    }
+}
+
+/// A state as the SQL backends store it.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn state_code(state: JobState) -> i64 {
     match state {
         JobState::Active => 0,
@@ -136,6 +269,7 @@ pub(crate) fn state_code(state: JobState) -> i64 {
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn state_from_code(code: i64) -> Result<JobState> {
     Ok(match code {
         0 => JobState::Active,
@@ -145,4 +279,157 @@ pub(crate) fn state_from_code(code: i64) -> Result<JobState> {
         4 => JobState::Cancelled,
         other => return Err(StoreError::Corrupt(format!("unknown state code {other}"))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use hourglass_core::from_ms;
+
+    use super::*;
+
+    fn completion(action: Action, attempt: Option<u32>) -> Completion {
+        Completion {
+            job_id: uuid::Uuid::now_v7(),
+            token: 7,
+            due: from_ms(1_000),
+            attempt: attempt.map(|n| AttemptRecord {
+                attempt: n,
+                started_at: from_ms(1_010),
+                latency_ms: 4,
+                status: Some(500),
+                error: Some("boom".into()),
+            }),
+            action,
+        }
+    }
+
+    #[test]
+    fn run_outcomes_keep_their_stored_text() {
+        let stored = [
+            (RunOutcome::Retry, "retry"),
+            (RunOutcome::Delivered, "delivered"),
+            (RunOutcome::DeadLetter, "dead_letter"),
+            (RunOutcome::Skipped, "skipped"),
+        ];
+        for (outcome, text) in stored {
+            assert_eq!(outcome.as_str(), text);
+        }
+    }
+
+    #[test]
+    fn a_retry_counts_the_attempt_and_fires_again() {
+        let c = completion(Action::Retry { at: from_ms(5_000) }, Some(1));
+        let plan = plan_completion(&c);
+        assert_eq!(plan.row, RowChange::Retry { fire: 5_000 });
+        assert_eq!(plan.row.fire(), Some(5_000));
+        let run = plan.run.expect("the attempt is recorded");
+        assert_eq!((run.attempt.attempt, run.outcome), (1, RunOutcome::Retry));
+        assert_eq!(plan.dead_letter, None);
+    }
+
+    #[test]
+    fn a_delivery_advances_a_recurring_job_or_completes_a_one_off() {
+        let next = Action::Delivered {
+            next: Some(from_ms(9_000)),
+            skipped: 2,
+        };
+        let c = completion(next, Some(1));
+        let plan = plan_completion(&c);
+        assert_eq!(
+            plan.row,
+            RowChange::Advance {
+                due: 9_000,
+                ran: 1,
+                skipped: 2
+            }
+        );
+        assert_eq!(plan.run.map(|r| r.outcome), Some(RunOutcome::Delivered));
+
+        let last = Action::Delivered {
+            next: None,
+            skipped: 0,
+        };
+        let c = completion(last, Some(3));
+        let plan = plan_completion(&c);
+        assert_eq!(
+            plan.row,
+            RowChange::Finish {
+                state: JobState::Completed,
+                ran: 1,
+                skipped: 0,
+                attempt: None
+            }
+        );
+        assert_eq!(plan.row.fire(), None);
+        assert_eq!(plan.dead_letter, None);
+    }
+
+    #[test]
+    fn a_dead_letter_fails_a_finished_job_with_every_attempt_counted() {
+        let action = |next| Action::DeadLetter {
+            next,
+            skipped: 1,
+            reason: "gave up".into(),
+        };
+        let c = completion(action(None), Some(3));
+        let plan = plan_completion(&c);
+        assert_eq!(
+            plan.row,
+            RowChange::Finish {
+                state: JobState::Failed,
+                ran: 1,
+                skipped: 1,
+                attempt: Some(3)
+            }
+        );
+        assert_eq!(plan.run.map(|r| r.outcome), Some(RunOutcome::DeadLetter));
+        assert_eq!(
+            plan.dead_letter,
+            Some(PlannedDeadLetter {
+                reason: "gave up",
+                attempts: 3
+            })
+        );
+
+        // A recurring job moves on (its attempts start again) and still records the letter.
+        let c = completion(action(Some(from_ms(9_000))), Some(3));
+        let plan = plan_completion(&c);
+        assert_eq!(
+            plan.row,
+            RowChange::Advance {
+                due: 9_000,
+                ran: 1,
+                skipped: 1
+            }
+        );
+        assert_eq!(plan.dead_letter.map(|d| d.attempts), Some(3));
+
+        // Without an attempt: no run, a letter of zero attempts, the job's count kept.
+        let c = completion(action(None), None);
+        let plan = plan_completion(&c);
+        assert_eq!(plan.run, None);
+        assert_eq!(plan.dead_letter.map(|d| d.attempts), Some(0));
+        assert!(matches!(plan.row, RowChange::Finish { attempt: None, .. }));
+    }
+
+    #[test]
+    fn a_skipped_occurrence_ran_nothing() {
+        let skipped = Action::Skipped {
+            next: None,
+            skipped: 1,
+        };
+        let c = completion(skipped, None);
+        let plan = plan_completion(&c);
+        assert_eq!(
+            plan.row,
+            RowChange::Finish {
+                state: JobState::Completed,
+                ran: 0,
+                skipped: 1,
+                attempt: None
+            }
+        );
+        assert_eq!(plan.run, None);
+        assert_eq!(plan.dead_letter, None);
+    }
 }

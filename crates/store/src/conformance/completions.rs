@@ -1,0 +1,245 @@
+//! Completions under the fence: deliveries, retries, recurring jobs moving on, dead letters,
+//! and large batches with their run records.
+
+use std::sync::Arc;
+
+use hourglass_core::{Action, JobState};
+
+use super::{T0, claim, create, delivered, done, every_second, lease, ms, one_off, t};
+use crate::{Applied, ClaimScope, Store};
+
+pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let first = claim(&*store, ClaimScope::Fired, base, 10, "n1").await;
+    let later = base + ms(31_000);
+    let second = claim(&*store, ClaimScope::Fired, later, 10, "n2").await;
+    let stale = delivered(&first[0]);
+    assert_eq!(
+        store.complete(vec![stale], later).await.unwrap(),
+        vec![Applied::StaleLease]
+    );
+    let job = store.get_job(None, first[0].job_id).await.unwrap().unwrap();
+    assert_eq!(
+        job.state,
+        JobState::Active,
+        "stale write must change nothing"
+    );
+    assert!(store.runs(None, job.id, None, 10).await.unwrap().is_empty());
+    let fresh = delivered(&second[0]);
+    assert_eq!(
+        store.complete(vec![fresh], later).await.unwrap(),
+        vec![Applied::Yes]
+    );
+}
+
+pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    let applied = store
+        .complete(vec![delivered(&occ)], base + ms(5))
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![Applied::Yes]);
+    let job = store.get_job(Some("a"), occ.job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Completed);
+    assert_eq!(job.runs, 1);
+    let runs = store.runs(Some("a"), occ.job_id, None, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0].status, runs[0].outcome.as_str()),
+        (Some(200), "delivered")
+    );
+    assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), None);
+}
+
+/// A batch larger than a backend's internal chunks (the embedded store inserts runs 64 a
+/// statement), with retries, deliveries and a stale completion mixed: each applied completion
+/// records exactly its own run, with its own fields.
+pub async fn a_large_completion_batch_records_every_run(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let n = 131;
+    create(
+        &*store,
+        (0..n).map(|i| one_off("a", base + ms(i))).collect(),
+    )
+    .await;
+    let claimed = store
+        .claim_due(ClaimScope::Fired, base + ms(n), 500, &lease("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), n as usize);
+    let mut batch = Vec::new();
+    for (i, occ) in claimed.iter().enumerate() {
+        let action = if i % 3 == 0 {
+            Action::Retry {
+                at: base + ms(60_000),
+            }
+        } else {
+            Action::Delivered {
+                next: None,
+                skipped: 0,
+            }
+        };
+        let mut c = done(occ, action);
+        let a = c.attempt.as_mut().expect("attempt");
+        a.latency_ms = i as u32;
+        if i % 3 == 0 {
+            a.status = Some(500);
+            a.error = Some(format!("boom {i}"));
+        }
+        batch.push(c);
+        if i == 70 {
+            // An earlier lease's completion of the same occurrence, refused by its token.
+            let mut stale = done(
+                occ,
+                Action::Delivered {
+                    next: None,
+                    skipped: 0,
+                },
+            );
+            stale.token -= 1;
+            batch.push(stale);
+        }
+    }
+    let applied = store.complete(batch, base + ms(5)).await.unwrap();
+    assert_eq!(applied.len(), n as usize + 1);
+    assert_eq!(applied[71], Applied::StaleLease);
+    assert_eq!(
+        applied.iter().filter(|a| **a == Applied::Yes).count(),
+        n as usize
+    );
+    for (i, occ) in claimed.iter().enumerate() {
+        let runs = store.runs(Some("a"), occ.job_id, None, 10).await.unwrap();
+        assert_eq!(runs.len(), 1, "job {i}: {runs:?}");
+        let run = &runs[0];
+        let retried = i % 3 == 0;
+        assert_eq!(
+            (
+                run.job_id,
+                run.due,
+                run.attempt,
+                run.latency_ms,
+                run.status,
+                run.error.clone(),
+                run.outcome.as_str()
+            ),
+            (
+                occ.job_id,
+                occ.due,
+                occ.attempt,
+                i as u32,
+                Some(if retried { 500 } else { 200 }),
+                retried.then(|| format!("boom {i}")),
+                if retried { "retry" } else { "delivered" }
+            ),
+            "job {i}"
+        );
+    }
+}
+
+pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![every_second("a", base)]).await;
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    let next = base + ms(1000);
+    store
+        .complete(
+            vec![done(
+                &occ,
+                Action::Delivered {
+                    next: Some(next),
+                    skipped: 2,
+                },
+            )],
+            base,
+        )
+        .await
+        .unwrap();
+    let job = store.get_job(None, occ.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.next_due, job.runs, job.skipped, job.attempt),
+        (JobState::Active, Some(next), 1, 2, 0)
+    );
+    let again = claim(&*store, ClaimScope::Fired, next, 10, "n1").await;
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].due, again[0].runs_done), (next, 1));
+}
+
+pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    let retry_at = base + ms(2000);
+    store
+        .complete(vec![done(&occ, Action::Retry { at: retry_at })], base)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(retry_at)
+    );
+    assert!(
+        store
+            .claim_due(ClaimScope::Fired, retry_at - ms(1), 10, &lease("n1", base))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let second = claim(&*store, ClaimScope::Fired, retry_at, 10, "n1")
+        .await
+        .remove(0);
+    assert_eq!(
+        (second.attempt, second.due, second.fire_at),
+        (2, base, retry_at)
+    );
+    let runs = store.runs(None, occ.job_id, None, 10).await.unwrap();
+    assert_eq!(runs[0].outcome, "retry");
+}
+
+/// A one-off dead-lettered on its third failed attempt shows three attempts, on the job as on
+/// its dead letter (the job showed two: the last failure was never counted).
+pub async fn a_dead_lettered_job_counts_its_last_attempt(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = one_off("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let mut at = base;
+    for _ in 0..2 {
+        let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
+            .await
+            .remove(0);
+        at += ms(1000);
+        store
+            .complete(vec![done(&occ, Action::Retry { at })], at)
+            .await
+            .unwrap();
+    }
+    let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
+        .await
+        .remove(0);
+    assert_eq!(occ.attempt, 3);
+    let letter = done(
+        &occ,
+        Action::DeadLetter {
+            next: None,
+            skipped: 0,
+            reason: "http 500".into(),
+        },
+    );
+    assert_eq!(
+        store.complete(vec![letter], at).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    let job = store.get_job(None, id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempt), (JobState::Failed, 3));
+    let letters = store.dead_letters(Some("a"), None, 10).await.unwrap();
+    assert_eq!(letters[0].attempts, 3);
+}

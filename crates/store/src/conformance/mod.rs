@@ -1,0 +1,187 @@
+//! The behaviour every [`Store`] backend must show, written once. A backend's test file expands
+//! [`conformance_tests!`](crate::conformance_tests) with a factory that makes a fresh, empty store.
+
+mod claims;
+mod completions;
+mod history;
+mod jobs;
+mod lifecycle;
+mod queues;
+
+pub use self::claims::*;
+pub use self::completions::*;
+pub use self::history::*;
+pub use self::jobs::*;
+pub use self::lifecycle::*;
+pub use self::queues::*;
+
+use std::time::Duration;
+
+use hourglass_core::{
+    Action, AttemptRecord, Completion, JobSpec, Occurrence, QueueTarget, Schedule, ScheduleKind,
+    Target, WebhookTarget,
+};
+use jiff::{SignedDuration, Timestamp};
+
+use crate::{ClaimScope, Created, Lease, NewJob, Store};
+
+/// Expands one `#[tokio::test]` per conformance case. `$factory` is an async closure returning
+/// `(Arc<dyn Store>, guard)`; the guard (e.g. a temporary directory) lives as long as the test.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr) => {
+        $crate::conformance_tests!(@cases $factory;
+            create_then_get, idempotent_create_by_key, batch_is_all_or_nothing,
+            claim_respects_horizon_order_and_limit, claims_are_exclusive_until_lease_expiry,
+            a_live_lease_is_not_claimed_within_the_horizon, events_announce_due_work,
+            stale_token_cannot_complete, delivered_one_off_completes_with_run_history,
+            recurring_advances_in_the_same_transaction, retry_moves_fire_time_and_counts_attempts,
+            dead_letters_are_recorded_listed_and_deleted, release_restores_fire_time,
+            next_due_tracks_earliest_active, namespaces_are_isolated, pause_resume_cancel_trigger,
+            update_replaces_spec_and_fences_claims, list_filters_and_paginates,
+            signing_secret_round_trips, queue_jobs_are_leased_not_fired,
+            queue_lease_filters_by_type, lapsed_queue_lease_counts_an_attempt,
+            extend_moves_the_lease_under_its_token, queue_retry_counts_once,
+            queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
+            gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work,
+            a_lapsed_claim_taken_again_keeps_its_fire_time,
+            a_large_completion_batch_records_every_run,
+            a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type,
+            runs_page_newest_first_and_resume_after_a_cursor,
+            old_dead_letters_are_purged_oldest_first,
+            a_leased_message_moved_to_a_webhook_stays_off_its_old_queue,
+            edits_and_transitions_answer_the_token_that_fences_older_claims,
+            a_repeated_keyed_trigger_changes_nothing,
+            a_dead_lettered_job_counts_its_last_attempt);
+    };
+    (@cases $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (store, _guard) = ($factory)().await;
+                $crate::conformance::$case(store).await;
+            }
+        )*
+    };
+}
+
+fn t(s: &str) -> Timestamp {
+    s.parse().expect("test timestamp")
+}
+
+const T0: &str = "2030-01-01T00:00:00Z";
+
+fn ms(n: i64) -> SignedDuration {
+    SignedDuration::from_millis(n)
+}
+
+fn webhook() -> Target {
+    Target::Webhook(WebhookTarget {
+        url: "https://example.com/hook".parse().expect("url"),
+        headers: Default::default(),
+    })
+}
+
+fn spec(schedule: Schedule) -> JobSpec {
+    JobSpec {
+        job_type: Some("test".into()),
+        schedule,
+        target: webhook(),
+        retry: Default::default(),
+        misfire: Default::default(),
+    }
+}
+
+fn one_off(namespace: &str, due: Timestamp) -> NewJob {
+    NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: namespace.into(),
+        key: None,
+        spec: spec(Schedule::at(due)),
+        payload: Some(r#"{"n":1}"#.into()),
+        fingerprint: 1,
+        first_due: due,
+        now: t(T0),
+    }
+}
+
+fn every_second(namespace: &str, anchor: Timestamp) -> NewJob {
+    let mut job = one_off(namespace, anchor);
+    job.spec = spec(Schedule::unbounded(ScheduleKind::Every {
+        interval: Duration::from_secs(1),
+        anchor,
+    }));
+    job
+}
+
+fn lease(owner: &str, now: Timestamp) -> Lease {
+    Lease {
+        owner: owner.into(),
+        ttl: Duration::from_secs(30),
+        now,
+    }
+}
+
+/// Claims up to `limit` occurrences of `scope` due by `at`, as `owner` with the clock at `at`.
+async fn claim(
+    store: &dyn Store,
+    scope: ClaimScope<'_>,
+    at: Timestamp,
+    limit: usize,
+    owner: &str,
+) -> Vec<Occurrence> {
+    store
+        .claim_due(scope, at, limit, &lease(owner, at))
+        .await
+        .expect("claim")
+}
+
+fn attempt(n: u32, at: Timestamp) -> Option<AttemptRecord> {
+    Some(AttemptRecord {
+        attempt: n,
+        started_at: at,
+        latency_ms: 3,
+        status: Some(200),
+        error: None,
+    })
+}
+
+/// The completion of a one-off's first delivery.
+fn delivered(occ: &Occurrence) -> Completion {
+    done(
+        occ,
+        Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    )
+}
+
+fn done(occ: &Occurrence, action: Action) -> Completion {
+    Completion {
+        job_id: occ.job_id,
+        token: occ.token,
+        due: occ.due,
+        attempt: attempt(occ.attempt, occ.fire_at),
+        action,
+    }
+}
+
+async fn create(store: &dyn Store, jobs: Vec<NewJob>) -> Vec<Created> {
+    store.create_jobs(jobs).await.expect("create")
+}
+
+fn queue_job(namespace: &str, queue: &str, job_type: &str, due: Timestamp) -> NewJob {
+    let mut job = one_off(namespace, due);
+    job.spec.target = Target::Queue(QueueTarget { name: queue.into() });
+    job.spec.job_type = Some(job_type.into());
+    job
+}
+
+fn queue<'a>(namespace: &'a str, name: &'a str) -> ClaimScope<'a> {
+    ClaimScope::Queue {
+        namespace,
+        queue: name,
+        types: None,
+    }
+}

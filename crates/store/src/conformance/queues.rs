@@ -1,0 +1,497 @@
+//! Queue targets: leases with a visibility timeout, type filters, lapses, extensions, retries,
+//! statistics and gauges, and jobs moved between queues and webhooks.
+
+use std::sync::Arc;
+
+use hourglass_core::{Action, JobState, QueueTarget, Schedule, Target};
+
+use super::{T0, claim, create, delivered, done, lease, ms, one_off, queue, queue_job, spec, t};
+use crate::{Applied, ClaimScope, JobUpdate, QueueStats, Release, Store, Transition};
+
+pub async fn queue_jobs_are_leased_not_fired(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let hook = one_off("a", base + ms(100));
+    let q = queue_job("a", "emails", "send", base);
+    let (hook_id, q_id) = (hook.id, q.id);
+    create(
+        &*store,
+        vec![
+            hook,
+            q,
+            queue_job("a", "other", "send", base),
+            queue_job("b", "emails", "send", base),
+        ],
+    )
+    .await;
+
+    let fired = store
+        .claim_due(ClaimScope::Fired, base + ms(1000), 10, &lease("n1", base))
+        .await
+        .unwrap();
+    assert_eq!(
+        fired.iter().map(|o| o.job_id).collect::<Vec<_>>(),
+        vec![hook_id],
+        "the engine never claims queue messages"
+    );
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(base + ms(30_000)),
+        "only the webhook job's lease expiry"
+    );
+    assert_eq!(
+        store.next_due(queue("a", "emails")).await.unwrap(),
+        Some(base)
+    );
+    assert!(
+        store
+            .claim_due(queue("a", "emails"), base - ms(1), 10, &lease("w", base))
+            .await
+            .unwrap()
+            .is_empty(),
+        "not available before its due time"
+    );
+    let leased = claim(&*store, queue("a", "emails"), base, 10, "w").await;
+    assert_eq!(leased.len(), 1, "one queue of one namespace");
+    assert_eq!(leased[0].job_id, q_id);
+    assert_eq!(leased[0].attempt, 1);
+    assert_eq!(leased[0].spec.target.queue(), Some("emails"));
+    assert_eq!(
+        store.next_due(queue("a", "emails")).await.unwrap(),
+        Some(base + ms(30_000))
+    );
+    assert_eq!(store.next_due(queue("a", "none")).await.unwrap(), None);
+}
+
+pub async fn queue_lease_filters_by_type(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base),
+            queue_job("a", "q", "y", base),
+            queue_job("a", "q", "z", base),
+        ],
+    )
+    .await;
+    let types = vec!["x".to_string(), "z".to_string()];
+    let scope = ClaimScope::Queue {
+        namespace: "a",
+        queue: "q",
+        types: Some(&types),
+    };
+    let mut got: Vec<_> = claim(&*store, scope, base, 10, "w")
+        .await
+        .into_iter()
+        .map(|o| o.spec.job_type.clone().unwrap())
+        .collect();
+    got.sort();
+    assert_eq!(got, vec!["x", "z"]);
+    let rest = claim(&*store, queue("a", "q"), base, 10, "w").await;
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].spec.job_type.as_deref(), Some("y"));
+}
+
+pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![queue_job("a", "q", "x", base)]).await;
+    let first = claim(&*store, queue("a", "q"), base, 10, "w1").await;
+    assert_eq!(first[0].attempt, 1);
+    let during = base + ms(29_999);
+    assert!(
+        claim(&*store, queue("a", "q"), during, 10, "w2")
+            .await
+            .is_empty(),
+        "invisible while leased"
+    );
+    let after = base + ms(30_000);
+    let second = claim(&*store, queue("a", "q"), after, 10, "w2").await;
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].attempt, 2, "the lapsed lease was an attempt");
+    assert_eq!(second[0].due, first[0].due, "same occurrence");
+    assert!(second[0].token > first[0].token);
+    // The first worker's receipt is stale now: it can neither extend nor complete.
+    assert_eq!(
+        store
+            .extend_claims(
+                vec![(first[0].job_id, first[0].token)],
+                after + ms(60_000),
+                after
+            )
+            .await
+            .unwrap(),
+        vec![Applied::StaleLease]
+    );
+    let ack = delivered(&first[0]);
+    assert_eq!(
+        store.complete(vec![ack], after).await.unwrap(),
+        vec![Applied::StaleLease]
+    );
+    let job = store.get_job(None, first[0].job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Active);
+    assert_eq!(job.attempt, 1, "one failed attempt recorded");
+    // The current holder acks.
+    let ack = delivered(&second[0]);
+    assert_eq!(
+        store.complete(vec![ack], after).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    let job = store.get_job(None, first[0].job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Completed);
+    let much_later = after + ms(3_600_000);
+    assert!(
+        claim(&*store, queue("a", "q"), much_later, 10, "w3")
+            .await
+            .is_empty(),
+        "an acked message never comes back"
+    );
+}
+
+pub async fn extend_moves_the_lease_under_its_token(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![queue_job("a", "q", "x", base)]).await;
+    let held = claim(&*store, queue("a", "q"), base, 10, "w1").await;
+    let at = base + ms(20_000);
+    assert_eq!(
+        store
+            .extend_claims(vec![(held[0].job_id, held[0].token)], at + ms(60_000), at)
+            .await
+            .unwrap(),
+        vec![Applied::Yes]
+    );
+    let past_first = base + ms(40_000);
+    assert!(
+        claim(&*store, queue("a", "q"), past_first, 10, "w2")
+            .await
+            .is_empty(),
+        "the extension keeps it invisible past the first expiry"
+    );
+    let past_second = at + ms(60_000);
+    let again = claim(&*store, queue("a", "q"), past_second, 10, "w2").await;
+    assert_eq!(again.len(), 1);
+    // A released (unclaimed) message cannot be extended even with its latest token.
+    store
+        .release(vec![Release {
+            job_id: again[0].job_id,
+            token: again[0].token,
+            fire_at: again[0].fire_at,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .extend_claims(
+                vec![(again[0].job_id, again[0].token)],
+                past_second + ms(1),
+                past_second
+            )
+            .await
+            .unwrap(),
+        vec![Applied::StaleLease]
+    );
+}
+
+pub async fn queue_retry_counts_once(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![queue_job("a", "q", "x", base)]).await;
+    let held = claim(&*store, queue("a", "q"), base, 10, "w1").await;
+    // A nack: retry in 5 s.
+    let nack = done(
+        &held[0],
+        Action::Retry {
+            at: base + ms(5_000),
+        },
+    );
+    assert_eq!(
+        store.complete(vec![nack], base).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    assert!(
+        store
+            .claim_due(queue("a", "q"), base + ms(4_999), 10, &lease("w1", base))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the retry delay holds"
+    );
+    let at = base + ms(5_000);
+    let again = claim(&*store, queue("a", "q"), at, 10, "w1").await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempt, 2, "a nack is one failed attempt, not two");
+}
+
+pub async fn queue_stats_count_by_visibility(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base),
+            queue_job("a", "q", "x", base + ms(10)),
+            queue_job("a", "q", "x", base + ms(60_000)),
+            queue_job("a", "r", "x", base),
+            queue_job("b", "q", "x", base),
+        ],
+    )
+    .await;
+    claim(&*store, queue("a", "q"), base, 1, "w").await;
+    let now = base + ms(1_000);
+    let stats = store.queue_stats("a", None, now).await.unwrap();
+    assert_eq!(
+        stats,
+        vec![
+            QueueStats {
+                name: "q".into(),
+                available: 1,
+                in_flight: 1,
+                scheduled: 1,
+                oldest_available: Some(base + ms(10)),
+            },
+            QueueStats {
+                name: "r".into(),
+                available: 1,
+                in_flight: 0,
+                scheduled: 0,
+                oldest_available: Some(base),
+            },
+        ]
+    );
+    // When the lease lapses, the message is available again, since its lease expiry.
+    let later = base + ms(45_000);
+    let q = store.queue_stats("a", Some("q"), later).await.unwrap();
+    assert_eq!(q.len(), 1);
+    assert_eq!((q[0].available, q[0].in_flight, q[0].scheduled), (2, 0, 1));
+    assert_eq!(q[0].oldest_available, Some(base + ms(10)));
+    let empty = store.queue_stats("a", Some("none"), later).await.unwrap();
+    assert_eq!(
+        empty,
+        vec![QueueStats {
+            name: "none".into(),
+            available: 0,
+            in_flight: 0,
+            scheduled: 0,
+            oldest_available: None,
+        }]
+    );
+    assert_eq!(store.queue_stats("c", None, later).await.unwrap(), vec![]);
+}
+
+pub async fn update_can_move_a_job_between_target_kinds(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = one_off("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let mut spec = spec(Schedule::at(base));
+    spec.target = Target::Queue(QueueTarget { name: "q".into() });
+    store
+        .update_job(
+            Some("a"),
+            id,
+            JobUpdate {
+                spec,
+                payload: None,
+                next_due: Some(base),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        claim(&*store, ClaimScope::Fired, base, 10, "n")
+            .await
+            .is_empty()
+    );
+    let leased = claim(&*store, queue("a", "q"), base, 10, "w").await;
+    assert_eq!(leased.len(), 1);
+    assert_eq!(leased[0].job_id, id);
+}
+
+pub async fn gauges_count_states_backlog_and_queues(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let empty = store.gauges(base).await.unwrap();
+    assert_eq!(
+        empty.jobs_by_state,
+        JobState::ALL.iter().map(|s| (*s, 0)).collect::<Vec<_>>(),
+        "every state, at zero"
+    );
+    let late = one_off("a", base - ms(5_000));
+    let claimed = one_off("b", base - ms(9_000));
+    let future = one_off("a", base + ms(60_000));
+    let cancelled = one_off("a", base + ms(60_000));
+    let cancelled_id = cancelled.id;
+    create(
+        &*store,
+        vec![
+            late,
+            claimed,
+            future,
+            cancelled,
+            queue_job("a", "q", "x", base - ms(2_000)),
+            queue_job("b", "r", "x", base - ms(1_000)),
+            queue_job("a", "q", "x", base + ms(1_000)),
+        ],
+    )
+    .await;
+    store
+        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .await
+        .unwrap();
+    // Claim the oldest fired occurrence and one queue message.
+    let held = store
+        .claim_due(ClaimScope::Fired, base - ms(9_000), 1, &lease("n", base))
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    claim(&*store, queue("b", "r"), base, 1, "w").await;
+
+    let g = store.gauges(base).await.unwrap();
+    let count = |state| g.jobs_by_state.iter().find(|(s, _)| *s == state).unwrap().1;
+    assert_eq!(count(JobState::Active), 6);
+    assert_eq!(count(JobState::Cancelled), 1);
+    assert_eq!(count(JobState::Completed), 0);
+    assert_eq!(
+        (g.due_backlog, g.oldest_backlog),
+        (1, Some(base - ms(5_000))),
+        "only the unclaimed late occurrence"
+    );
+    assert_eq!(
+        (g.queue_available, g.queue_in_flight, g.queue_scheduled),
+        (1, 1, 1)
+    );
+    assert_eq!(g.oldest_queue_available, Some(base - ms(2_000)));
+}
+
+/// The ways a lease ends besides lapsing where it was set: an ack (never back), an extension to an
+/// earlier expiry (back from then on, and the queue's next due time says so), and a lapsed message
+/// that a type-filtered claimer may not take (it stays for one that may).
+pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
+    store: Arc<dyn Store>,
+) {
+    let base = t(T0);
+    create(
+        &*store,
+        vec![
+            queue_job("a", "q", "x", base),
+            queue_job("a", "q", "y", base),
+        ],
+    )
+    .await;
+    let held = claim(&*store, queue("a", "q"), base, 10, "w1").await;
+    assert_eq!(held.len(), 2);
+    let of_type = |t: &str| {
+        held.iter()
+            .find(|o| o.spec.job_type.as_deref() == Some(t))
+            .unwrap()
+            .clone()
+    };
+    let (x, y) = (of_type("x"), of_type("y"));
+    let ack = delivered(&y);
+    assert_eq!(
+        store.complete(vec![ack], base).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    let now = base + ms(1_000);
+    let short = base + ms(5_000);
+    assert_eq!(
+        store
+            .extend_claims(vec![(x.job_id, x.token)], short, now)
+            .await
+            .unwrap(),
+        vec![Applied::Yes]
+    );
+    assert_eq!(
+        store.next_due(queue("a", "q")).await.unwrap(),
+        Some(short),
+        "the shortened lease is the queue's next due time"
+    );
+    let before = short - ms(1);
+    assert!(
+        claim(&*store, queue("a", "q"), before, 10, "w2")
+            .await
+            .is_empty(),
+        "still leased until its new expiry"
+    );
+    let only_y = vec!["y".to_string()];
+    let y_scope = ClaimScope::Queue {
+        namespace: "a",
+        queue: "q",
+        types: Some(&only_y),
+    };
+    assert!(
+        claim(&*store, y_scope, short, 10, "w2").await.is_empty(),
+        "the lapsed x is not a y, and the acked y never comes back"
+    );
+    let stats = store.queue_stats("a", Some("q"), short).await.unwrap();
+    assert_eq!(
+        (stats[0].available, stats[0].in_flight, stats[0].scheduled),
+        (1, 0, 0)
+    );
+    assert_eq!(stats[0].oldest_available, Some(short));
+    let again = claim(&*store, queue("a", "q"), short, 10, "w3").await;
+    assert_eq!(
+        again.len(),
+        1,
+        "x is back at its new expiry, for a claimer of its type"
+    );
+    assert_eq!(again[0].job_id, x.job_id);
+    assert_eq!(again[0].attempt, 2, "the lapsed lease was an attempt");
+    let stats = store.queue_stats("a", Some("q"), short).await.unwrap();
+    assert_eq!(
+        (stats[0].available, stats[0].in_flight, stats[0].scheduled),
+        (0, 1, 0)
+    );
+    // The lease taken again runs its full time, and lapses in turn.
+    let soon = short + ms(1);
+    assert!(
+        claim(&*store, queue("a", "q"), soon, 10, "w4")
+            .await
+            .is_empty()
+    );
+    let expiry = short + ms(30_000);
+    assert_eq!(store.next_due(queue("a", "q")).await.unwrap(), Some(expiry));
+    let third = claim(&*store, queue("a", "q"), expiry, 10, "w4").await;
+    assert_eq!(third.len(), 1);
+    assert_eq!(third[0].attempt, 3);
+}
+
+/// A leased queue message edited into a webhook job belongs to the engine from then on: once the
+/// engine's claim on it lapses too, the old queue neither hands it out nor counts it.
+pub async fn a_leased_message_moved_to_a_webhook_stays_off_its_old_queue(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = queue_job("a", "q", "send", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    assert_eq!(
+        claim(&*store, queue("a", "q"), base, 10, "w").await.len(),
+        1
+    );
+    store
+        .update_job(
+            Some("a"),
+            id,
+            JobUpdate {
+                spec: spec(Schedule::at(base)),
+                payload: None,
+                next_due: Some(base),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    let fired = claim(&*store, ClaimScope::Fired, base, 10, "n").await;
+    assert_eq!(fired.iter().map(|o| o.job_id).collect::<Vec<_>>(), [id]);
+
+    // Both leases (30 s) have run out.
+    let later = base + ms(31_000);
+    assert!(
+        claim(&*store, queue("a", "q"), later, 10, "w")
+            .await
+            .is_empty(),
+        "the old queue handed out a webhook job"
+    );
+    let stats = store.queue_stats("a", Some("q"), later).await.unwrap();
+    assert!(
+        stats.iter().all(|q| q.available == 0 && q.in_flight == 0),
+        "the old queue still counts it: {stats:?}"
+    );
+    let again = claim(&*store, ClaimScope::Fired, later, 10, "n").await;
+    assert_eq!(again.iter().map(|o| o.job_id).collect::<Vec<_>>(), [id]);
+}

@@ -1,0 +1,303 @@
+//! Jobs as the API changes them: creating batches (with idempotent keys), edits, lifecycle
+//! transitions (decided by `rules.rs`), reading, listing and counting.
+
+use std::collections::{HashMap, HashSet};
+
+use hourglass_core::JobId;
+
+use super::PostgresStore;
+use super::codec::{Filters, JOB_COLUMNS, col, encode_spec, job_from_row, load_job};
+use super::notify::Due;
+use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
+use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
+
+pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    store
+        .bounded(async {
+            let mut client = store.client().await?;
+            let tx = client.transaction().await?;
+            let n = jobs.len();
+            let (mut ids, mut namespaces, mut keys, mut types, mut queues) = (
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+            );
+            let (mut specs, mut payloads, mut prints, mut dues, mut nows) = (
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+            );
+            for job in &jobs {
+                ids.push(job.id);
+                namespaces.push(job.namespace.as_str());
+                keys.push(job.key.as_deref());
+                types.push(job.spec.job_type.as_deref());
+                queues.push(job.spec.target.queue());
+                specs.push(encode_spec(&job.spec));
+                payloads.push(job.payload.as_deref());
+                prints.push(job.fingerprint);
+                dues.push(job.first_due.as_millisecond());
+                nows.push(job.now.as_millisecond());
+            }
+            // A key already taken is skipped here (waiting for a concurrent insert of the same key
+            // to commit or roll back) and sorted out below.
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO jobs (id, namespace, key, job_type, queue, state, spec, payload,
+                                   fingerprint, due_ms, fire_ms, created_ms, updated_ms)
+                 SELECT id, namespace, key, job_type, queue, 0, spec, payload, fingerprint,
+                        due_ms, due_ms, now_ms, now_ms
+                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
+                             $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])
+                      AS n(id, namespace, key, job_type, queue, spec, payload, fingerprint,
+                           due_ms, now_ms)
+                 ON CONFLICT (namespace, key) WHERE key IS NOT NULL DO NOTHING
+                 RETURNING id",
+                )
+                .await?;
+            let inserted: HashSet<JobId> = tx
+                .query(
+                    &stmt,
+                    &[
+                        &ids,
+                        &namespaces,
+                        &keys,
+                        &types,
+                        &queues,
+                        &specs,
+                        &payloads,
+                        &prints,
+                        &dues,
+                        &nows,
+                    ],
+                )
+                .await?
+                .iter()
+                .map(|row| col(row, 0))
+                .collect::<Result<_>>()?;
+            let mut existing: HashMap<(String, String), (JobRecord, i64)> = HashMap::new();
+            if inserted.len() < n {
+                let (mut ns, mut ks) = (Vec::new(), Vec::new());
+                for job in jobs.iter().filter(|j| !inserted.contains(&j.id)) {
+                    ns.push(job.namespace.as_str());
+                    ks.push(job.key.as_deref().unwrap_or_default());
+                }
+                let stmt = tx
+                    .prepare_cached(&format!(
+                        "SELECT {JOB_COLUMNS}, fingerprint, key FROM jobs
+                     WHERE key IS NOT NULL
+                       AND (namespace, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+                    ))
+                    .await?;
+                for row in tx.query(&stmt, &[&ns, &ks]).await? {
+                    let record = job_from_row(&row)?;
+                    let print: i64 = col(&row, 15)?;
+                    let key: String = col(&row, 16)?;
+                    existing.insert((record.namespace.clone(), key), (record, print));
+                }
+            }
+            let mut due = Due::default();
+            let mut out = Vec::with_capacity(n);
+            for (index, job) in jobs.into_iter().enumerate() {
+                if inserted.contains(&job.id) {
+                    due.add(
+                        &job.namespace,
+                        job.spec.target.queue(),
+                        job.first_due.as_millisecond(),
+                    );
+                    out.push(Created::New(job.into_record()));
+                    continue;
+                }
+                let key = job.key.clone().unwrap_or_default();
+                let Some((record, print)) = existing.get(&(job.namespace.clone(), key.clone()))
+                else {
+                    // The key's holder was cancelled (freeing the key) between the two statements.
+                    return Err(StoreError::Unavailable(
+                        "a concurrent change to a job with the same key; retry".into(),
+                    ));
+                };
+                if *print != job.fingerprint {
+                    return Err(StoreError::KeyConflict {
+                        index,
+                        key,
+                        existing: record.id,
+                    });
+                }
+                out.push(Created::Existing(record.clone()));
+            }
+            store.notify(&tx, &due).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+        .await
+}
+
+pub(super) async fn get_job(
+    store: &PostgresStore,
+    namespace: Option<&str>,
+    id: JobId,
+) -> Result<Option<JobRecord>> {
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            load_job(&client, namespace, id, false).await
+        })
+        .await
+}
+
+pub(super) async fn list_jobs(store: &PostgresStore, query: JobQuery) -> Result<Vec<JobRecord>> {
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            let state = query.state.map(|s| state_code(s) as i16);
+            let due_before = query.due_before.map(|t| t.as_millisecond());
+            let due_after = query.due_after.map(|t| t.as_millisecond());
+            let limit = query.limit as i64;
+            // Only the filters given, so each combination gets a plan that uses its index.
+            let mut filters = Filters::default();
+            filters.add("namespace =", query.namespace.as_ref());
+            filters.add("state =", state.as_ref());
+            filters.add("job_type =", query.job_type.as_ref());
+            filters.add("due_ms <", due_before.as_ref());
+            filters.add("due_ms >=", due_after.as_ref());
+            filters.add("id >", query.after.as_ref());
+            let sql = format!(
+                "SELECT {JOB_COLUMNS} FROM jobs{} ORDER BY id LIMIT ${}",
+                filters.where_clause(),
+                filters.next_param()
+            );
+            let mut params = filters.params;
+            params.push(&limit);
+            let stmt = client.prepare_cached(&sql).await?;
+            client
+                .query(&stmt, &params)
+                .await?
+                .iter()
+                .map(job_from_row)
+                .collect()
+        })
+        .await
+}
+
+pub(super) async fn count_jobs(store: &PostgresStore, namespace: Option<&str>) -> Result<u64> {
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            let mut filters = Filters::default();
+            filters.add("namespace =", namespace.as_ref());
+            let sql = format!("SELECT COUNT(*) FROM jobs{}", filters.where_clause());
+            let stmt = client.prepare_cached(&sql).await?;
+            let row = client.query_one(&stmt, &filters.params).await?;
+            Ok(col::<i64>(&row, 0)? as u64)
+        })
+        .await
+}
+
+pub(super) async fn update_job(
+    store: &PostgresStore,
+    namespace: Option<&str>,
+    id: JobId,
+    update: JobUpdate,
+) -> Result<JobRecord> {
+    store
+        .bounded(async {
+            let mut client = store.client().await?;
+            let tx = client.transaction().await?;
+            let job = load_job(&tx, namespace, id, true)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let (state, due_ms, fire) = plan_update(&job, &update)?;
+            let stmt = tx
+                .prepare_cached(&format!(
+                    "UPDATE jobs SET spec = $2, payload = $3, job_type = $4, state = $5,
+                                 due_ms = $6, fire_ms = $7, attempt = 0, lease_owner = NULL,
+                                 lease_fire_ms = NULL, lease_token = lease_token + 1,
+                                 updated_ms = $8, queue = $9
+                 WHERE id = $1
+                 RETURNING {JOB_COLUMNS}"
+                ))
+                .await?;
+            let row = tx
+                .query_one(
+                    &stmt,
+                    &[
+                        &id,
+                        &encode_spec(&update.spec),
+                        &update.payload,
+                        &update.spec.job_type,
+                        &(state_code(state) as i16),
+                        &due_ms,
+                        &fire,
+                        &update.now.as_millisecond(),
+                        &update.spec.target.queue(),
+                    ],
+                )
+                .await?;
+            store.commit_job_change(tx, id, &row, fire).await
+        })
+        .await
+}
+
+pub(super) async fn transition(
+    store: &PostgresStore,
+    namespace: Option<&str>,
+    id: JobId,
+    transition: Transition,
+) -> Result<JobRecord> {
+    store
+        .bounded(async {
+            let mut client = store.client().await?;
+            let tx = client.transaction().await?;
+            let job = load_job(&tx, namespace, id, true)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            let (state, due_ms, fire, clear_key, trigger_key, now) =
+                match plan_transition(&job, transition)? {
+                    TransitionPlan::Unchanged => return Ok(job),
+                    TransitionPlan::Apply {
+                        state,
+                        due,
+                        fire,
+                        clear_key,
+                        trigger_key,
+                        now,
+                    } => (state, due, fire, clear_key, trigger_key, now),
+                };
+            let stmt = tx
+                .prepare_cached(&format!(
+                    "UPDATE jobs SET state = $2, due_ms = $3, fire_ms = $4, attempt = 0,
+                                 lease_owner = NULL, lease_fire_ms = NULL,
+                                 lease_token = lease_token + 1, updated_ms = $5,
+                                 key = CASE WHEN $6 THEN NULL ELSE key END,
+                                 trigger_key = COALESCE($7, trigger_key),
+                                 trigger_due_ms = CASE WHEN $7::text IS NULL
+                                                  THEN trigger_due_ms ELSE $5 END
+                 WHERE id = $1
+                 RETURNING {JOB_COLUMNS}"
+                ))
+                .await?;
+            let row = tx
+                .query_one(
+                    &stmt,
+                    &[
+                        &id,
+                        &(state_code(state) as i16),
+                        &due_ms,
+                        &fire,
+                        &now,
+                        &clear_key,
+                        &trigger_key,
+                    ],
+                )
+                .await?;
+            store.commit_job_change(tx, id, &row, fire).await
+        })
+        .await
+}

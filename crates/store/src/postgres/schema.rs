@@ -1,0 +1,183 @@
+//! The shared store's schema: versioned migrations applied under an advisory lock, and the
+//! check of this node's clock against the database server's.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use deadpool_postgres::Object;
+
+use super::CLOCK_SKEW_WARNING;
+use super::codec::{col, describe};
+use crate::{Result, StoreError};
+
+/// Schema versions, in order; `hourglass_migrations` records the applied ones. All pending ones
+/// run in one transaction under an advisory lock, so nodes starting together apply each once.
+const MIGRATIONS: &[&str] = &[
+    // 1: jobs, runs, dead letters, namespaces. Due-time indexes as in the embedded store: fired
+    // targets and queues each get their own, so neither scans the other's rows.
+    r#"
+    CREATE TABLE jobs (
+        id            UUID PRIMARY KEY,
+        namespace     TEXT NOT NULL,
+        key           TEXT,
+        job_type      TEXT,
+        queue         TEXT,
+        state         SMALLINT NOT NULL,
+        spec          TEXT NOT NULL,
+        payload       TEXT,
+        fingerprint   BIGINT NOT NULL,
+        due_ms        BIGINT,
+        -- When the next attempt runs. While claimed: the lease expiry.
+        fire_ms       BIGINT,
+        attempt       BIGINT NOT NULL DEFAULT 0,
+        runs          BIGINT NOT NULL DEFAULT 0,
+        skipped       BIGINT NOT NULL DEFAULT 0,
+        lease_owner   TEXT,
+        -- The fire time before the claim, restored when a claim is released unfired.
+        lease_fire_ms BIGINT,
+        lease_token   BIGINT NOT NULL DEFAULT 0,
+        created_ms    BIGINT NOT NULL,
+        updated_ms    BIGINT NOT NULL
+    );
+    CREATE UNIQUE INDEX jobs_namespace_key ON jobs (namespace, key) WHERE key IS NOT NULL;
+    CREATE INDEX jobs_namespace ON jobs (namespace, id);
+    CREATE INDEX jobs_due ON jobs (fire_ms) WHERE state = 0 AND queue IS NULL;
+    CREATE INDEX jobs_queue_due ON jobs (namespace, queue, fire_ms)
+        WHERE state = 0 AND queue IS NOT NULL;
+    -- Retention: finished jobs by last change, so the sweep never scans live ones.
+    CREATE INDEX jobs_finished ON jobs (updated_ms) WHERE state >= 2;
+
+    CREATE TABLE runs (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY,
+        job_id      UUID NOT NULL,
+        due_ms      BIGINT NOT NULL,
+        attempt     BIGINT NOT NULL,
+        started_ms  BIGINT NOT NULL,
+        latency_ms  BIGINT NOT NULL,
+        status      BIGINT,
+        error       TEXT,
+        outcome     TEXT NOT NULL
+    );
+    CREATE INDEX runs_job ON runs (job_id, started_ms);
+    CREATE INDEX runs_started ON runs (started_ms);
+
+    CREATE TABLE dead_letters (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        namespace   TEXT NOT NULL,
+        job_id      UUID NOT NULL,
+        due_ms      BIGINT NOT NULL,
+        attempts    BIGINT NOT NULL,
+        reason      TEXT NOT NULL,
+        spec        TEXT NOT NULL,
+        payload     TEXT,
+        created_ms  BIGINT NOT NULL
+    );
+    CREATE INDEX dead_letters_namespace ON dead_letters (namespace, id);
+
+    CREATE TABLE namespaces (
+        name               TEXT PRIMARY KEY,
+        signing_secret     TEXT,
+        -- The secret a rotation replaced, honoured until previous_until_ms (the overlap).
+        previous_secret    TEXT,
+        previous_until_ms  BIGINT
+    );
+    "#,
+    // 2: the job's last trigger made with an idempotency key, and the due time of the occurrence
+    // it made, so a retried trigger answers the same delivery id instead of firing again.
+    "ALTER TABLE jobs ADD COLUMN trigger_key TEXT;
+     ALTER TABLE jobs ADD COLUMN trigger_due_ms BIGINT;",
+];
+
+/// Applies pending migrations and returns the schema the tables live in.
+pub(super) async fn migrate(client: &mut Object, schema: Option<&str>) -> Result<String> {
+    let tx = client.transaction().await?;
+    tx.batch_execute("SET LOCAL statement_timeout = 0").await?;
+    let lock_name = match schema {
+        Some(schema) => schema.to_owned(),
+        None => {
+            let row = tx.query_one("SELECT current_schema()::text", &[]).await?;
+            col::<Option<String>>(&row, 0)?.ok_or_else(|| {
+                StoreError::Unavailable(
+                    "the connection has no schema to create tables in (check search_path)".into(),
+                )
+            })?
+        }
+    };
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('hourglass migrations ' || $1::text))",
+        &[&lock_name],
+    )
+    .await?;
+    if let Some(schema) = schema {
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .await?;
+    }
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS hourglass_migrations (
+             version    INTEGER PRIMARY KEY,
+             applied_ms BIGINT NOT NULL
+         )",
+    )
+    .await?;
+    let row = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM hourglass_migrations",
+            &[],
+        )
+        .await?;
+    let applied = col::<i32>(&row, 0)? as usize;
+    if applied > MIGRATIONS.len() {
+        return Err(StoreError::Unavailable(format!(
+            "the database has schema version {applied}, newer than this binary's {}",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+        tx.batch_execute(sql).await.map_err(|e| {
+            StoreError::Unavailable(format!(
+                "schema migration {} failed: {}",
+                i + 1,
+                describe(&e)
+            ))
+        })?;
+        tx.execute(
+            "INSERT INTO hourglass_migrations (version, applied_ms) VALUES ($1, $2)",
+            &[&(i as i32 + 1), &unix_ms_now()],
+        )
+        .await?;
+        tracing::info!(version = i + 1, schema = %lock_name, "applied schema migration");
+    }
+    tx.commit().await?;
+    Ok(lock_name)
+}
+
+fn unix_ms_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Warns when this machine's clock and the database server's disagree: every node compares
+/// leases and due times in its own clock, so skew between nodes shortens or stretches leases and
+/// moves fire times by as much.
+pub(super) async fn check_clock(client: &Object) -> Result<()> {
+    let before = unix_ms_now();
+    let row = client
+        .query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .await?;
+    let after = unix_ms_now();
+    let server: i64 = col(&row, 0)?;
+    let skew_ms = server - (before + after) / 2;
+    if skew_ms.unsigned_abs() > CLOCK_SKEW_WARNING.as_millis() as u64 {
+        tracing::warn!(
+            skew_ms,
+            round_trip_ms = after - before,
+            "this node's clock differs from the database server's; keep clocks synchronised (ntp): leases and due times are compared in node time"
+        );
+    } else {
+        tracing::debug!(skew_ms, "clock agrees with the database server");
+    }
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! Claims and what ends them without a completion: taking due occurrences under a lease (for a
+//! queue, lapsed leases from the lease schedule first), extending and releasing claims, and the
+//! next due time a planner or a queue consumer waits for.
+
+use std::sync::{Arc, Mutex};
+
+use hourglass_core::{JobId, Occurrence, from_ms};
+use jiff::Timestamp;
+use rusqlite::{Connection, Row, params};
+
+use super::SqliteStore;
+use super::codec::{corrupt, decode_spec, id_from_blob, unavailable};
+use super::jobs::find_queue_key;
+use super::leases::{Entry, LeaseSchedule};
+use crate::{Applied, ClaimScope, Lease, Release, Result};
+
+/// A claim scope in owned form, so it can travel to the writer thread.
+pub(super) enum Scope {
+    Fired,
+    Queue {
+        namespace: String,
+        queue: String,
+        types: Option<Vec<String>>,
+    },
+}
+
+impl Scope {
+    pub(super) fn from(scope: ClaimScope<'_>) -> Self {
+        match scope {
+            ClaimScope::Fired => Scope::Fired,
+            ClaimScope::Queue {
+                namespace,
+                queue,
+                types,
+            } => Scope::Queue {
+                namespace: namespace.to_owned(),
+                queue: queue.to_owned(),
+                types: types.map(<[String]>::to_vec),
+            },
+        }
+    }
+}
+
+/// The occurrence's own fire time is `fire_ms` when unclaimed. A row still marked as leased is
+/// being claimed again because that lease lapsed: its `fire_ms` is the lapsed lease's expiry, and
+/// its fire time is the one the first claim kept in `lease_fire_ms` (which may still lie ahead,
+/// if the lease was shorter than the claimer's lookahead).
+macro_rules! own_fire_ms {
+    () => {
+        "CASE WHEN lease_owner IS NULL THEN fire_ms ELSE COALESCE(lease_fire_ms, fire_ms) END"
+    };
+}
+const OWN_FIRE_MS: &str = own_fire_ms!();
+
+/// What a claim reads: the occurrence's own fire time is the sixth column; the row number, by
+/// which the claim then updates the row without another lookup by id, the eleventh.
+const CLAIM_COLUMNS: &str = concat!(
+    "id, namespace, spec, payload, due_ms, ",
+    own_fire_ms!(),
+    ", attempt, lease_token, runs, lease_owner, seq"
+);
+
+/// A claimed row as the writer read it. Its spec is decoded by the caller, off the writer thread,
+/// which every write waits for.
+struct Claimed {
+    job_id: JobId,
+    namespace: String,
+    spec: String,
+    payload: Option<String>,
+    due_ms: i64,
+    fire_ms: i64,
+    attempt: u32,
+    token: i64,
+    runs: u64,
+}
+
+impl Claimed {
+    fn into_occurrence(self) -> Result<Occurrence> {
+        Ok(Occurrence {
+            job_id: self.job_id,
+            namespace: self.namespace.into(),
+            due: from_ms(self.due_ms),
+            fire_at: from_ms(self.fire_ms),
+            attempt: self.attempt,
+            token: self.token,
+            runs_done: self.runs,
+            spec: Arc::new(decode_spec(&self.spec)?),
+            payload: self.payload.map(Into::into),
+        })
+    }
+}
+
+fn claim_rows(
+    conn: &Connection,
+    scope: &Scope,
+    horizon: i64,
+    limit: usize,
+    lease: &Lease,
+    leases: &LeaseSchedule,
+    taken: &mut Vec<(JobId, Entry)>,
+) -> Result<Vec<Claimed>> {
+    let now = lease.now.as_millisecond();
+    let lease_until = now.saturating_add(hourglass_core::duration_ms(lease.ttl));
+    let mut claimed = Vec::new();
+    // Per claimed row: whether its earlier lease lapsed, and its row number.
+    let mut rows_to_claim = Vec::new();
+    let mut picked = Picked {
+        is_queue: matches!(scope, Scope::Queue { .. }),
+        claimed: &mut claimed,
+        rows: &mut rows_to_claim,
+        taken,
+    };
+    let queue_key = match scope {
+        Scope::Fired => {
+            // A row still leased (its fire time is the lease expiry) is claimable only once that
+            // expiry has passed by the claimer's clock, even when it lies within the horizon.
+            let mut select = conn
+                .prepare_cached(&format!(
+                    "SELECT {CLAIM_COLUMNS} FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1
+                       AND (lease_owner IS NULL OR fire_ms <= ?3)
+                     ORDER BY fire_ms LIMIT ?2"
+                ))
+                .map_err(unavailable)?;
+            let mut rows = select
+                .query(params![horizon, limit as i64, now])
+                .map_err(unavailable)?;
+            while let Some(row) = rows.next().map_err(unavailable)? {
+                picked.push(row)?;
+            }
+            None
+        }
+        Scope::Queue {
+            namespace,
+            queue,
+            types,
+        } => {
+            let Some(key) = find_queue_key(conn, namespace, queue)? else {
+                return Ok(Vec::new());
+            };
+            let types = types.as_deref();
+            take_lapsed(conn, key, types, now, limit, leases, &mut picked)?;
+            claim_unleased(conn, key, types, horizon, limit, &mut picked)?;
+            Some(key)
+        }
+    };
+    let mut update = conn
+        .prepare_cached(&format!(
+            "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?3,
+                                 lease_token = lease_token + 1, attempt = attempt + ?4
+                 WHERE seq = ?1"
+        ))
+        .map_err(unavailable)?;
+    for &(lapsed, seq) in &rows_to_claim {
+        update
+            .execute(params![seq, lease_until, lease.owner, lapsed as i64])
+            .map_err(unavailable)?;
+    }
+    if let Some(queue_key) = queue_key {
+        leases.add_all(claimed.iter().zip(rows_to_claim).map(|(c, (lapsed, seq))| {
+            // A lapsed lease taken again is looked at once more right away: should this
+            // transaction not commit, the row keeps the lapsed lease, and its entry must not wait
+            // for the new expiry. The look finds the new lease and moves the entry to its expiry.
+            let check_at = if lapsed { now } else { lease_until };
+            let entry = Entry {
+                seq,
+                queue_key,
+                token: c.token,
+                check_at,
+            };
+            (c.job_id, entry)
+        }));
+    }
+    Ok(claimed)
+}
+
+/// What a claim has picked so far: the messages, and per message whether an earlier lease of it
+/// lapsed and its row number; and the entries it took from the lease schedule, to be put back if
+/// the claim fails.
+struct Picked<'a> {
+    is_queue: bool,
+    claimed: &'a mut Vec<Claimed>,
+    rows: &'a mut Vec<(bool, i64)>,
+    taken: &'a mut Vec<(JobId, Entry)>,
+}
+
+impl Picked<'_> {
+    fn push(&mut self, row: &Row<'_>) -> Result<()> {
+        let (c, lapsed, seq) = read_claimed(row, self.is_queue)?;
+        self.claimed.push(c);
+        self.rows.push((lapsed, seq));
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.claimed.len()
+    }
+}
+
+/// Reads a row of `CLAIM_COLUMNS` into the message a claim hands out, whether an earlier lease
+/// of it lapsed, and its row number.
+fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool, i64)> {
+    let mut attempt: u32 = row.get(6).map_err(corrupt)?;
+    let token: i64 = row.get(7).map_err(corrupt)?;
+    let runs: i64 = row.get(8).map_err(corrupt)?;
+    // A queue message still marked as leased is claimed again because its lease ran out unacked:
+    // that lease was a failed attempt.
+    let lapsed = is_queue && row.get::<_, Option<String>>(9).map_err(corrupt)?.is_some();
+    if lapsed {
+        attempt += 1;
+    }
+    let claimed = Claimed {
+        job_id: id_from_blob(row.get(0).map_err(corrupt)?)?,
+        namespace: row.get(1).map_err(corrupt)?,
+        spec: row.get(2).map_err(corrupt)?,
+        payload: row.get(3).map_err(corrupt)?,
+        due_ms: row.get(4).map_err(corrupt)?,
+        fire_ms: row.get(5).map_err(corrupt)?,
+        attempt: attempt + 1,
+        token: token + 1,
+        runs: runs as u64,
+    };
+    Ok((claimed, lapsed, row.get(10).map_err(corrupt)?))
+}
+
+/// Takes the queue's lapsed leases, earliest expiry first, up to `limit`, looking at each row:
+/// an entry whose lease has ended is dropped, one whose lease was extended goes back at its new
+/// expiry, and one of a type this claim does not take stays for another claim.
+fn take_lapsed(
+    conn: &Connection,
+    queue_key: i64,
+    types: Option<&[String]>,
+    now: i64,
+    limit: usize,
+    leases: &LeaseSchedule,
+    picked: &mut Picked<'_>,
+) -> Result<()> {
+    let mut kept = Vec::new();
+    let mut look = conn
+        .prepare_cached(&format!(
+            "SELECT {CLAIM_COLUMNS}, job_type, fire_ms FROM jobs
+             WHERE seq = ?1 AND id = ?2 AND state = 0 AND lease_owner IS NOT NULL
+               AND queue_key = ?3"
+        ))
+        .map_err(unavailable)?;
+    while picked.len() < limit {
+        let Some((job, entry)) = leases.pop_due(queue_key, now) else {
+            break;
+        };
+        picked.taken.push((job, entry));
+        // The row must still be on this queue: an entry outlives an edit that moved its job to
+        // another queue or to a webhook, whose new lease is not this queue's to take.
+        let mut rows = look
+            .query(params![entry.seq, job.as_bytes().as_slice(), queue_key])
+            .map_err(unavailable)?;
+        let Some(row) = rows.next().map_err(unavailable)? else {
+            continue;
+        };
+        let token: i64 = row.get(7).map_err(corrupt)?;
+        let expiry: i64 = row.get(12).map_err(corrupt)?;
+        if expiry > now {
+            kept.push((
+                job,
+                Entry {
+                    token,
+                    check_at: expiry,
+                    ..entry
+                },
+            ));
+            continue;
+        }
+        if let Some(types) = types {
+            let job_type: Option<String> = row.get(11).map_err(corrupt)?;
+            if !job_type.is_some_and(|t| types.contains(&t)) {
+                kept.push((job, Entry { token, ..entry }));
+                continue;
+            }
+        }
+        picked.push(row)?;
+    }
+    for (job, entry) in kept {
+        leases.add(job, entry);
+    }
+    Ok(())
+}
+
+/// Fills the claim up to `limit` with the queue's unleased messages due by `horizon`, in due
+/// order.
+fn claim_unleased(
+    conn: &Connection,
+    queue_key: i64,
+    types: Option<&[String]>,
+    horizon: i64,
+    limit: usize,
+    picked: &mut Picked<'_>,
+) -> Result<()> {
+    if picked.len() >= limit {
+        return Ok(());
+    }
+    // Types filter: a JSON array checked with json_each, so one cached statement serves every
+    // filter. `lease_owner IS NULL` lets SQLite use the partial due index.
+    let mut select = conn
+        .prepare_cached(&format!(
+            "SELECT {CLAIM_COLUMNS} FROM jobs
+             WHERE state = 0 AND queue_key = ?3 AND lease_owner IS NULL AND fire_ms <= ?1
+               AND (?4 IS NULL OR job_type IN (SELECT value FROM json_each(?4)))
+             ORDER BY fire_ms LIMIT ?2"
+        ))
+        .map_err(unavailable)?;
+    let types = types.map(|t| serde_json::to_string(t).expect("strings encode"));
+    let mut rows = select
+        .query(params![
+            horizon,
+            (limit - picked.len()) as i64,
+            queue_key,
+            types
+        ])
+        .map_err(unavailable)?;
+    while let Some(row) = rows.next().map_err(unavailable)? {
+        picked.push(row)?;
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// [`Store::claim_due`]: claims in the writer, and puts back the lease schedule's entries
+    /// the claim took when it or its group commit fails.
+    pub(super) async fn claim(
+        &self,
+        scope: ClaimScope<'_>,
+        horizon: Timestamp,
+        limit: usize,
+        lease: &Lease,
+    ) -> Result<Vec<Occurrence>> {
+        let lease = lease.clone();
+        let horizon = horizon.as_millisecond();
+        let scope = Scope::from(scope);
+        let leases = self.leases.clone();
+        let popped = Arc::new(Mutex::new(Vec::new()));
+        let record = popped.clone();
+        let claimed = self
+            .write(move |conn| {
+                let mut taken = Vec::new();
+                let claimed = claim_rows(conn, &scope, horizon, limit, &lease, &leases, &mut taken);
+                *record.lock().expect("popped entries poisoned") = taken;
+                claimed
+            })
+            .await;
+        if claimed.is_err() {
+            // The claim (its savepoint rolled back), or its group's commit, failed. Each entry it
+            // took from the schedule is still a lease's, or was judged against its row as the
+            // transaction saw it, which may include an earlier request of the group that is now
+            // rolled back: an ack (the entry was dropped) or a new lease (the entry went back at
+            // that lease's expiry). Each goes back as it was, due for a look now, which settles
+            // it against the row again. Without this, a failed commit could leave a leased
+            // message with no entry, never to be available again until a restart.
+            let popped = std::mem::take(&mut *popped.lock().expect("popped entries poisoned"));
+            self.leases.add_all(popped);
+        }
+        claimed?.into_iter().map(Claimed::into_occurrence).collect()
+    }
+}
+
+/// Moves the lease expiry of claims that still hold their token.
+pub(super) fn extend_in_tx(
+    conn: &Connection,
+    leases: &LeaseSchedule,
+    claims: Vec<(JobId, i64)>,
+    until: i64,
+    now: i64,
+) -> Result<Vec<Applied>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE jobs SET fire_ms = ?3, updated_ms = ?4
+             WHERE id = ?1 AND lease_token = ?2 AND state = 0 AND lease_owner IS NOT NULL",
+        )
+        .map_err(unavailable)?;
+    claims
+        .into_iter()
+        .map(|(id, token)| {
+            let changed = stmt
+                .execute(params![id.as_bytes().as_slice(), token, until, now])
+                .map_err(unavailable)?;
+            if changed == 0 {
+                return Ok(Applied::StaleLease);
+            }
+            // A shorter extension must be looked at by its own expiry; a longer one is
+            // put back at its expiry when the schedule's earlier look finds it.
+            leases.check_by(id, token, until);
+            Ok(Applied::Yes)
+        })
+        .collect()
+}
+
+/// Hands claims back unfired, restoring their fire time.
+pub(super) fn release_in_tx(conn: &Connection, claims: Vec<Release>) -> Result<()> {
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE jobs SET fire_ms = ?3, lease_owner = NULL, lease_fire_ms = NULL
+             WHERE id = ?1 AND lease_token = ?2 AND state = 0",
+        )
+        .map_err(unavailable)?;
+    for c in claims {
+        stmt.execute(params![
+            c.job_id.as_bytes().as_slice(),
+            c.token,
+            c.fire_at.as_millisecond()
+        ])
+        .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+pub(super) fn next_due(
+    conn: &Connection,
+    leases: &LeaseSchedule,
+    scope: &Scope,
+) -> Result<Option<Timestamp>> {
+    let min: Option<i64> = match scope {
+        Scope::Fired => conn
+            .prepare_cached("SELECT MIN(fire_ms) FROM jobs WHERE state = 0 AND queue IS NULL")
+            .map_err(unavailable)?
+            .query_row([], |r| r.get(0)),
+        Scope::Queue {
+            namespace, queue, ..
+        } => match find_queue_key(conn, namespace, queue)? {
+            None => Ok(None),
+            Some(key) => conn
+                .prepare_cached(
+                    "SELECT MIN(fire_ms) FROM jobs
+                     WHERE state = 0 AND queue_key = ?1 AND lease_owner IS NULL",
+                )
+                .map_err(unavailable)?
+                .query_row([key], |r| r.get::<_, Option<i64>>(0))
+                // Leased messages are not in the due index: the schedule says when the
+                // first of their leases may run out.
+                .map(|unleased| unleased.into_iter().chain(leases.next_check(key)).min()),
+        },
+    }
+    .map_err(unavailable)?;
+    Ok(min.map(from_ms))
+}

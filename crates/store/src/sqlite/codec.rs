@@ -1,0 +1,107 @@
+//! Rows to records and back: the job and dead-letter columns a read selects, how each is decoded
+//! (a value that does not decode is corrupt data, not an outage), and the errors of SQLite calls.
+
+use hourglass_core::{JobId, JobSpec, from_ms};
+use rusqlite::{Connection, Row};
+
+use crate::rules::state_from_code;
+use crate::{DeadLetter, JobRecord, KeyedTrigger, Result, StoreError};
+
+pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, trigger_due_ms";
+
+pub(super) const DEAD_LETTER_COLUMNS: &str =
+    "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
+
+pub(super) fn unavailable(e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+pub(super) fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
+}
+
+pub(super) fn encode_spec(spec: &JobSpec) -> String {
+    serde_json::to_string(spec).expect("job spec serializes")
+}
+
+pub(super) fn decode_spec(text: &str) -> Result<JobSpec> {
+    serde_json::from_str(text).map_err(corrupt)
+}
+
+pub(super) fn id_from_blob(bytes: Vec<u8>) -> Result<JobId> {
+    JobId::from_slice(&bytes).map_err(corrupt)
+}
+
+fn job_from_row(row: &Row<'_>) -> Result<JobRecord> {
+    let get_err = |e: rusqlite::Error| corrupt(e);
+    let spec: String = row.get(4).map_err(get_err)?;
+    Ok(JobRecord {
+        id: id_from_blob(row.get(0).map_err(get_err)?)?,
+        namespace: row.get(1).map_err(get_err)?,
+        key: row.get(2).map_err(get_err)?,
+        state: state_from_code(row.get(3).map_err(get_err)?)?,
+        spec: decode_spec(&spec)?,
+        payload: row.get(5).map_err(get_err)?,
+        next_due: row.get::<_, Option<i64>>(6).map_err(get_err)?.map(from_ms),
+        attempt: row.get(7).map_err(get_err)?,
+        runs: row.get::<_, i64>(8).map_err(get_err)? as u64,
+        skipped: row.get::<_, i64>(9).map_err(get_err)? as u64,
+        created_at: from_ms(row.get(10).map_err(get_err)?),
+        updated_at: from_ms(row.get(11).map_err(get_err)?),
+        token: row.get(12).map_err(get_err)?,
+        last_trigger: match (
+            row.get::<_, Option<String>>(13).map_err(get_err)?,
+            row.get::<_, Option<i64>>(14).map_err(get_err)?,
+        ) {
+            (Some(key), Some(due)) => Some(KeyedTrigger {
+                key,
+                due: from_ms(due),
+            }),
+            _ => None,
+        },
+    })
+}
+
+pub(super) fn query_jobs(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<JobRecord>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(unavailable)?;
+    let mut rows = stmt.query(params).map_err(unavailable)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(unavailable)? {
+        out.push(job_from_row(row)?);
+    }
+    Ok(out)
+}
+
+/// Loads one job, scoped to a namespace unless `namespace` is `None`.
+pub(super) fn load_job(
+    conn: &Connection,
+    namespace: Option<&str>,
+    id: JobId,
+) -> Result<Option<JobRecord>> {
+    let sql =
+        format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1 AND (?2 IS NULL OR namespace = ?2)");
+    Ok(
+        query_jobs(conn, &sql, &[&id.as_bytes().as_slice(), &namespace])?
+            .into_iter()
+            .next(),
+    )
+}
+
+pub(super) fn dead_letter_from_row(row: &Row<'_>) -> Result<DeadLetter> {
+    let spec: String = row.get(6).map_err(corrupt)?;
+    Ok(DeadLetter {
+        id: row.get(0).map_err(corrupt)?,
+        namespace: row.get(1).map_err(corrupt)?,
+        job_id: id_from_blob(row.get(2).map_err(corrupt)?)?,
+        due: from_ms(row.get(3).map_err(corrupt)?),
+        attempts: row.get(4).map_err(corrupt)?,
+        reason: row.get(5).map_err(corrupt)?,
+        spec: decode_spec(&spec)?,
+        payload: row.get(7).map_err(corrupt)?,
+        created_at: from_ms(row.get(8).map_err(corrupt)?),
+    })
+}

@@ -1,0 +1,203 @@
+//! Completions: each applies the plan `rules.rs` made of it ([`plan_completion`]) under its
+//! fencing token, and the batch's runs are inserted many rows a statement.
+
+use hourglass_core::{Completion, JobId};
+use jiff::Timestamp;
+use rusqlite::{Connection, params};
+
+use super::SqliteStore;
+use super::codec::unavailable;
+use crate::rules::{PlannedRun, RowChange, plan_completion, state_code};
+use crate::{Applied, Result};
+
+/// One `runs` row, inserted with others of its batch.
+struct RunRow<'a> {
+    job_id: JobId,
+    due_ms: i64,
+    run: PlannedRun<'a>,
+}
+
+/// Runs rows go in by this many a statement, the rest one by one: one statement per row cost
+/// about as much again as the row's own insert.
+const RUNS_PER_INSERT: usize = 64;
+const RUN_COLUMNS: usize = 8;
+
+fn insert_runs_sql(rows: usize) -> String {
+    let row = format!("({})", ["?"; RUN_COLUMNS].join(", "));
+    format!(
+        "INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status, error, outcome)
+         VALUES {}",
+        vec![row; rows].join(", ")
+    )
+}
+
+/// Binds `r` to the run's columns after the first `at` parameters.
+fn bind_run(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    at: usize,
+    r: &RunRow<'_>,
+) -> rusqlite::Result<()> {
+    let a = r.run.attempt;
+    stmt.raw_bind_parameter(at + 1, r.job_id.as_bytes().as_slice())?;
+    stmt.raw_bind_parameter(at + 2, r.due_ms)?;
+    stmt.raw_bind_parameter(at + 3, a.attempt)?;
+    stmt.raw_bind_parameter(at + 4, a.started_at.as_millisecond())?;
+    stmt.raw_bind_parameter(at + 5, a.latency_ms)?;
+    stmt.raw_bind_parameter(at + 6, a.status)?;
+    stmt.raw_bind_parameter(at + 7, a.error.as_deref())?;
+    stmt.raw_bind_parameter(at + 8, r.run.outcome.as_str())
+}
+
+fn insert_runs(conn: &Connection, rows: &[RunRow<'_>]) -> Result<()> {
+    static CHUNK_SQL: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| insert_runs_sql(RUNS_PER_INSERT));
+    static ONE_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_runs_sql(1));
+    let mut chunks = rows.chunks_exact(RUNS_PER_INSERT);
+    let insert = |sql: &str, chunk: &[RunRow<'_>]| -> Result<()> {
+        let mut stmt = conn.prepare_cached(sql).map_err(unavailable)?;
+        for (i, row) in chunk.iter().enumerate() {
+            bind_run(&mut stmt, i * RUN_COLUMNS, row).map_err(unavailable)?;
+        }
+        stmt.raw_execute().map_err(unavailable)?;
+        Ok(())
+    };
+    for chunk in &mut chunks {
+        insert(&CHUNK_SQL, chunk)?;
+    }
+    for row in chunks.remainder() {
+        insert(&ONE_SQL, std::slice::from_ref(row))?;
+    }
+    Ok(())
+}
+
+/// Applies each completion's plan ([`plan_completion`]) under its fencing token. `rows` holds the
+/// row number of each completion's job where the lease schedule knows it: the update then finds
+/// the row by it instead of through the id index (and checks the id).
+fn complete_in_tx(
+    conn: &Connection,
+    batch: Vec<Completion>,
+    rows: Vec<Option<i64>>,
+    now: i64,
+) -> Result<Vec<Applied>> {
+    let mut out = Vec::with_capacity(batch.len());
+    let mut runs = Vec::with_capacity(batch.len());
+    // Prepared once for the batch: looking a statement up in the cache hashes its text.
+    let mut retry = conn
+        .prepare_cached(
+            "UPDATE jobs SET fire_ms = ?3, attempt = attempt + 1, lease_owner = NULL,
+                             lease_fire_ms = NULL, updated_ms = ?4
+             WHERE seq = COALESCE(?5, (SELECT seq FROM jobs WHERE id = ?1))
+               AND id = ?1 AND lease_token = ?2 AND state = 0",
+        )
+        .map_err(unavailable)?;
+    let mut advance = conn
+        .prepare_cached(
+            "UPDATE jobs SET due_ms = ?3, fire_ms = ?3, attempt = 0,
+                 runs = runs + ?4, skipped = skipped + ?5, lease_owner = NULL,
+                 lease_fire_ms = NULL, updated_ms = ?6
+             WHERE seq = COALESCE(?7, (SELECT seq FROM jobs WHERE id = ?1))
+               AND id = ?1 AND lease_token = ?2 AND state = 0",
+        )
+        .map_err(unavailable)?;
+    let mut finish = conn
+        .prepare_cached(
+            "UPDATE jobs SET state = ?3, fire_ms = NULL, runs = runs + ?4,
+                 skipped = skipped + ?5, lease_owner = NULL, lease_fire_ms = NULL,
+                 updated_ms = ?6, attempt = COALESCE(?8, attempt)
+             WHERE seq = COALESCE(?7, (SELECT seq FROM jobs WHERE id = ?1))
+               AND id = ?1 AND lease_token = ?2 AND state = 0",
+        )
+        .map_err(unavailable)?;
+    for (c, row) in batch.iter().zip(rows) {
+        let id = c.job_id.as_bytes().as_slice();
+        let plan = plan_completion(c);
+        let changed = match plan.row {
+            RowChange::Retry { fire } => retry
+                .execute(params![id, c.token, fire, now, row])
+                .map_err(unavailable)?,
+            RowChange::Advance { due, ran, skipped } => advance
+                .execute(params![
+                    id,
+                    c.token,
+                    due,
+                    ran as i64,
+                    skipped as i64,
+                    now,
+                    row
+                ])
+                .map_err(unavailable)?,
+            RowChange::Finish {
+                state,
+                ran,
+                skipped,
+                attempt,
+            } => finish
+                .execute(params![
+                    id,
+                    c.token,
+                    state_code(state),
+                    ran as i64,
+                    skipped as i64,
+                    now,
+                    row,
+                    attempt,
+                ])
+                .map_err(unavailable)?,
+        };
+        if changed == 0 {
+            out.push(Applied::StaleLease);
+            continue;
+        }
+        if let Some(run) = plan.run {
+            runs.push(RunRow {
+                job_id: c.job_id,
+                due_ms: c.due.as_millisecond(),
+                run,
+            });
+        }
+        if let Some(letter) = plan.dead_letter {
+            conn.prepare_cached(
+                "INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms)
+                 SELECT namespace, id, ?2, ?3, ?4, spec, payload, ?5 FROM jobs WHERE id = ?1",
+            )
+            .map_err(unavailable)?
+            .execute(params![
+                id,
+                c.due.as_millisecond(),
+                letter.attempts,
+                letter.reason,
+                now
+            ])
+            .map_err(unavailable)?;
+        }
+        out.push(Applied::Yes);
+    }
+    insert_runs(conn, &runs)?;
+    Ok(out)
+}
+
+impl SqliteStore {
+    /// [`Store::complete`]: applies the batch in the writer, then drops the lease schedule's
+    /// entries of the leases it ended.
+    pub(super) async fn complete_batch(
+        &self,
+        batch: Vec<Completion>,
+        now: Timestamp,
+    ) -> Result<Vec<Applied>> {
+        let now = now.as_millisecond();
+        let leases: Vec<(JobId, i64)> = batch.iter().map(|c| (c.job_id, c.token)).collect();
+        let rows = self.leases.rows_of(leases.iter().map(|(job, _)| *job));
+        let applied = self
+            .write(move |conn| complete_in_tx(conn, batch, rows, now))
+            .await?;
+        // Committed: these leases have ended. (A stale completion ended nothing.)
+        self.leases.forget(
+            leases
+                .into_iter()
+                .zip(&applied)
+                .filter(|(_, a)| **a == Applied::Yes)
+                .map(|(lease, _)| lease),
+        );
+        Ok(applied)
+    }
+}

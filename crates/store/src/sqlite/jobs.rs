@@ -1,0 +1,228 @@
+//! Jobs as the API changes them: creating batches (with idempotent keys), edits, lifecycle
+//! transitions (decided by `rules.rs`), listing and counting, and the integer keys of queues.
+
+use hourglass_core::{JobId, JobSpec};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::codec::{JOB_COLUMNS, encode_spec, id_from_blob, load_job, query_jobs, unavailable};
+use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
+use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
+
+/// The key of a namespace's queue, given it on first use.
+pub(super) fn queue_key(conn: &Connection, namespace: &str, queue: &str) -> Result<i64> {
+    if let Some(key) = find_queue_key(conn, namespace, queue)? {
+        return Ok(key);
+    }
+    conn.prepare_cached("INSERT INTO queues (namespace, name) VALUES (?1, ?2)")
+        .map_err(unavailable)?
+        .execute(params![namespace, queue])
+        .map_err(unavailable)?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The key of a namespace's queue, if it was ever used.
+pub(super) fn find_queue_key(
+    conn: &Connection,
+    namespace: &str,
+    queue: &str,
+) -> Result<Option<i64>> {
+    conn.prepare_cached("SELECT key FROM queues WHERE namespace = ?1 AND name = ?2")
+        .map_err(unavailable)?
+        .query_row(params![namespace, queue], |r| r.get(0))
+        .optional()
+        .map_err(unavailable)
+}
+
+/// Queue keys looked up so far, within one write: a batch's jobs mostly share a queue or two.
+#[derive(Default)]
+struct QueueKeys(Vec<(String, String, i64)>);
+
+impl QueueKeys {
+    /// The queue key a job with `spec` in `namespace` is stored with: none for fired targets.
+    fn of(&mut self, conn: &Connection, namespace: &str, spec: &JobSpec) -> Result<Option<i64>> {
+        let Some(queue) = spec.target.queue() else {
+            return Ok(None);
+        };
+        if let Some((.., key)) = self
+            .0
+            .iter()
+            .find(|(ns, name, _)| ns == namespace && name == queue)
+        {
+            return Ok(Some(*key));
+        }
+        let key = queue_key(conn, namespace, queue)?;
+        self.0.push((namespace.to_owned(), queue.to_owned(), key));
+        Ok(Some(key))
+    }
+}
+
+fn insert_job(conn: &Connection, job: &NewJob, queue_key: Option<i64>) -> Result<()> {
+    let now = job.now.as_millisecond();
+    let due = job.first_due.as_millisecond();
+    conn.prepare_cached(
+        "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
+                           due_ms, fire_ms, created_ms, updated_ms, queue, queue_key)
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11)",
+    )
+    .map_err(unavailable)?
+    .execute(params![
+        job.id.as_bytes().as_slice(),
+        job.namespace,
+        job.key,
+        job.spec.job_type,
+        encode_spec(&job.spec),
+        job.payload,
+        job.fingerprint,
+        due,
+        now,
+        job.spec.target.queue(),
+        queue_key,
+    ])
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+pub(super) fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+    let mut out = Vec::with_capacity(jobs.len());
+    let mut queue_keys = QueueKeys::default();
+    for (index, job) in jobs.into_iter().enumerate() {
+        if let Some(key) = &job.key {
+            let existing: Option<(Vec<u8>, i64)> = conn
+                .prepare_cached(
+                    "SELECT id, fingerprint FROM jobs WHERE namespace = ?1 AND key = ?2",
+                )
+                .map_err(unavailable)?
+                .query_row(params![job.namespace, key], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+                .map_err(unavailable)?;
+            if let Some((id, fingerprint)) = existing {
+                let id = id_from_blob(id)?;
+                if fingerprint != job.fingerprint {
+                    return Err(StoreError::KeyConflict {
+                        index,
+                        key: key.clone(),
+                        existing: id,
+                    });
+                }
+                let record = load_job(conn, None, id)?.ok_or(StoreError::NotFound)?;
+                out.push(Created::Existing(record));
+                continue;
+            }
+        }
+        let queue_key = queue_keys.of(conn, &job.namespace, &job.spec)?;
+        insert_job(conn, &job, queue_key)?;
+        out.push(Created::New(job.into_record()));
+    }
+    Ok(out)
+}
+
+/// Replaces an active or paused job's definition (see [`plan_update`]); any claim on it becomes
+/// stale.
+pub(super) fn update_in_tx(
+    conn: &Connection,
+    namespace: Option<&str>,
+    id: JobId,
+    update: JobUpdate,
+) -> Result<JobRecord> {
+    let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
+    let (state, due, fire) = plan_update(&job, &update)?;
+    let queue_key = QueueKeys::default().of(conn, &job.namespace, &update.spec)?;
+    conn.prepare_cached(
+        "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
+                         fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
+                         lease_token = lease_token + 1, updated_ms = ?8, queue = ?9,
+                         queue_key = ?10
+         WHERE id = ?1",
+    )
+    .map_err(unavailable)?
+    .execute(params![
+        id.as_bytes().as_slice(),
+        encode_spec(&update.spec),
+        update.payload,
+        update.spec.job_type,
+        state_code(state),
+        due,
+        fire,
+        update.now.as_millisecond(),
+        update.spec.target.queue(),
+        queue_key,
+    ])
+    .map_err(unavailable)?;
+    load_job(conn, None, id)?.ok_or(StoreError::NotFound)
+}
+
+pub(super) fn transition_in_tx(
+    conn: &Connection,
+    namespace: Option<&str>,
+    id: JobId,
+    transition: Transition,
+) -> Result<JobRecord> {
+    let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
+    let (state, due, fire, clear_key, trigger_key, now) = match plan_transition(&job, transition)? {
+        TransitionPlan::Unchanged => return Ok(job),
+        TransitionPlan::Apply {
+            state,
+            due,
+            fire,
+            clear_key,
+            trigger_key,
+            now,
+        } => (state, due, fire, clear_key, trigger_key, now),
+    };
+    conn.prepare_cached(
+        "UPDATE jobs SET state = ?2, due_ms = ?3, fire_ms = ?4, attempt = 0, lease_owner = NULL,
+                         lease_fire_ms = NULL, lease_token = lease_token + 1, updated_ms = ?5,
+                         key = CASE WHEN ?6 THEN NULL ELSE key END,
+                         trigger_key = COALESCE(?7, trigger_key),
+                         trigger_due_ms = CASE WHEN ?7 IS NULL THEN trigger_due_ms ELSE ?5 END
+         WHERE id = ?1",
+    )
+    .map_err(unavailable)?
+    .execute(params![
+        id.as_bytes().as_slice(),
+        state_code(state),
+        due,
+        fire,
+        now,
+        clear_key,
+        trigger_key,
+    ])
+    .map_err(unavailable)?;
+    load_job(conn, None, id)?.ok_or(StoreError::NotFound)
+}
+
+pub(super) fn list_jobs(conn: &Connection, query: JobQuery) -> Result<Vec<JobRecord>> {
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs
+         WHERE (?1 IS NULL OR namespace = ?1)
+           AND (?2 IS NULL OR state = ?2)
+           AND (?3 IS NULL OR job_type = ?3)
+           AND (?4 IS NULL OR due_ms < ?4)
+           AND (?5 IS NULL OR due_ms >= ?5)
+           AND (?6 IS NULL OR id > ?6)
+         ORDER BY id LIMIT ?7"
+    );
+    let after = query.after.map(|id| id.as_bytes().to_vec());
+    query_jobs(
+        conn,
+        &sql,
+        &[
+            &query.namespace,
+            &query.state.map(state_code),
+            &query.job_type,
+            &query.due_before.map(|t| t.as_millisecond()),
+            &query.due_after.map(|t| t.as_millisecond()),
+            &after,
+            &(query.limit as i64),
+        ],
+    )
+}
+
+pub(super) fn count_jobs(conn: &Connection, namespace: Option<&str>) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM jobs WHERE (?1 IS NULL OR namespace = ?1)")
+        .map_err(unavailable)?
+        .query_row(params![namespace], |r| r.get(0))
+        .map_err(unavailable)?;
+    Ok(n as u64)
+}

@@ -1,0 +1,332 @@
+//! The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a commit is on disk
+//! before its caller hears about it.
+//!
+//! All writes go through one writer thread that group-commits: it takes every request waiting in
+//! its queue, runs each inside its own savepoint, commits once, and only then answers them all. A
+//! thousand concurrent creates cost one fsync. Reads run on a small pool of separate connections,
+//! which WAL lets proceed while the writer works.
+//!
+//! The data directory is locked exclusively, so exactly one node uses it; at open every lease left
+//! by a previous (crashed) process is released, and its claimed occurrences fire again at once.
+//! Leased queue messages are not in their queue's due index; `leases.rs` keeps when each lease
+//! runs out.
+//!
+//! The writer thread is in `writer.rs`, the schema and its migrations in `schema.rs`, rows to
+//! records in `codec.rs`; the `Store` methods below hand each call to the module of its concern
+//! (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`).
+
+mod claim;
+mod codec;
+mod complete;
+mod history;
+mod jobs;
+mod leases;
+mod schema;
+mod secrets;
+mod stats;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use hourglass_core::{Completion, JobId, Occurrence};
+use jiff::Timestamp;
+use rusqlite::Connection;
+use tokio::sync::mpsc;
+
+use self::claim::Scope;
+use self::codec::{load_job, unavailable};
+use self::leases::LeaseSchedule;
+use self::schema::{SCHEMA, migrate, open_connection};
+use self::writer::{WRITE_QUEUE, WriteJob, writer_loop};
+use crate::{
+    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
+    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
+    StoreGauges, Transition,
+};
+
+pub struct SqliteStore {
+    writer: mpsc::Sender<WriteJob>,
+    /// When each leased queue message's lease runs out; see `leases.rs`.
+    leases: Arc<LeaseSchedule>,
+    readers: Arc<ReaderPool>,
+    path: PathBuf,
+    /// Held for the store's lifetime: the OS lock that keeps a second node off this directory.
+    _lock: File,
+    /// A test seam, off (-1) outside tests: see `writer::commit_fault`.
+    #[cfg_attr(not(test), allow(dead_code, reason = "set only by the unit tests"))]
+    commit_faults: Arc<AtomicI64>,
+}
+
+struct ReaderPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in `dir`, taking an exclusive lock on it.
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
+        })?;
+        let lock = File::create(dir.join("LOCK"))
+            .map_err(|e| StoreError::Unavailable(format!("cannot create lock file: {e}")))?;
+        lock.try_lock().map_err(|_| {
+            StoreError::Unavailable(format!(
+                "{} is in use by another hourglass process",
+                dir.display()
+            ))
+        })?;
+        let path = dir.join("hourglass.db");
+        let conn = open_connection(&path)?;
+        // The writer inserts into the due-time index at random positions (due times are not
+        // creation order), so its working set is the whole index; SQLite's default 2 MB page
+        // cache made large submits read pages back again and again.
+        conn.execute_batch("PRAGMA cache_size = -32768;")
+            .map_err(unavailable)?;
+        conn.execute_batch(SCHEMA).map_err(unavailable)?;
+        migrate(&conn)?;
+        // Single node by construction (the lock above): every lease belongs to a dead process.
+        let released = conn
+            .execute(
+                "UPDATE jobs SET fire_ms = lease_fire_ms, lease_owner = NULL, lease_fire_ms = NULL
+                 WHERE lease_owner IS NOT NULL AND state = 0",
+                [],
+            )
+            .map_err(unavailable)?;
+        if released > 0 {
+            tracing::info!(released, "released claims left by a previous process");
+        }
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let commit_faults = Arc::new(AtomicI64::new(-1));
+        let faults = commit_faults.clone();
+        std::thread::Builder::new()
+            .name("hourglass-sqlite-writer".into())
+            .spawn(move || writer_loop(conn, rx, &faults))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start writer thread: {e}")))?;
+        Ok(Self {
+            writer: tx,
+            leases: Arc::default(),
+            readers: Arc::new(ReaderPool {
+                path: path.clone(),
+                idle: Mutex::new(Vec::new()),
+            }),
+            path,
+            _lock: lock,
+            commit_faults,
+        })
+    }
+
+    /// The database file, for operators and the bench's footprint figures.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let pool = self.readers.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = match pool.idle.lock().expect("reader pool poisoned").pop() {
+                Some(conn) => conn,
+                None => open_connection(&pool.path)?,
+            };
+            let result = f(&conn);
+            pool.idle.lock().expect("reader pool poisoned").push(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("reader task failed: {e}")))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+        self.write(move |conn| jobs::create_in_tx(conn, jobs)).await
+    }
+
+    async fn claim_due(
+        &self,
+        scope: ClaimScope<'_>,
+        horizon: Timestamp,
+        limit: usize,
+        lease: &Lease,
+    ) -> Result<Vec<Occurrence>> {
+        self.claim(scope, horizon, limit, lease).await
+    }
+
+    async fn extend_claims(
+        &self,
+        claims: Vec<(JobId, i64)>,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<Applied>> {
+        let (until, now) = (until.as_millisecond(), now.as_millisecond());
+        let leases = self.leases.clone();
+        self.write(move |conn| claim::extend_in_tx(conn, &leases, claims, until, now))
+            .await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let before = before.as_millisecond();
+        self.write(move |conn| history::purge(conn, before, limit))
+            .await
+    }
+
+    async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        let before = before.as_millisecond();
+        self.write(move |conn| history::purge_dead_letters(conn, before, limit))
+            .await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        let now = now.as_millisecond();
+        let leases = self.leases.clone();
+        self.read(move |conn| stats::gauges(conn, &leases, now))
+            .await
+    }
+
+    async fn queue_stats(
+        &self,
+        namespace: &str,
+        queue: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<QueueStats>> {
+        let namespace = namespace.to_owned();
+        let queue = queue.map(str::to_owned);
+        let now = now.as_millisecond();
+        let leases = self.leases.clone();
+        self.read(move |conn| stats::queue_stats(conn, &leases, &namespace, queue, now))
+            .await
+    }
+
+    async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
+        self.complete_batch(batch, now).await
+    }
+
+    async fn release(&self, claims: Vec<Release>) -> Result<()> {
+        self.write(move |conn| claim::release_in_tx(conn, claims))
+            .await
+    }
+
+    async fn next_due(&self, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {
+        let scope = Scope::from(scope);
+        let leases = self.leases.clone();
+        self.read(move |conn| claim::next_due(conn, &leases, &scope))
+            .await
+    }
+
+    async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| load_job(conn, namespace.as_deref(), id))
+            .await
+    }
+
+    async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
+        self.read(move |conn| jobs::list_jobs(conn, query)).await
+    }
+
+    async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| jobs::count_jobs(conn, namespace.as_deref()))
+            .await
+    }
+
+    async fn update_job(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        update: JobUpdate,
+    ) -> Result<JobRecord> {
+        let namespace = namespace.map(str::to_owned);
+        self.write(move |conn| jobs::update_in_tx(conn, namespace.as_deref(), id, update))
+            .await
+    }
+
+    async fn transition(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        transition: Transition,
+    ) -> Result<JobRecord> {
+        let namespace = namespace.map(str::to_owned);
+        self.write(move |conn| jobs::transition_in_tx(conn, namespace.as_deref(), id, transition))
+            .await
+    }
+
+    async fn runs(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        before: Option<RunCursor>,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>> {
+        let namespace = namespace.map(str::to_owned);
+        let before = before.unwrap_or(RunCursor::NEWEST);
+        self.read(move |conn| history::runs(conn, namespace.as_deref(), id, before, limit))
+            .await
+    }
+
+    async fn dead_letters(
+        &self,
+        namespace: Option<&str>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| history::dead_letters(conn, namespace.as_deref(), after, limit))
+            .await
+    }
+
+    async fn get_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+    ) -> Result<Option<DeadLetter>> {
+        let namespace = namespace.map(str::to_owned);
+        self.read(move |conn| history::get_dead_letter(conn, namespace.as_deref(), id))
+            .await
+    }
+
+    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
+        let namespace = namespace.map(str::to_owned);
+        self.write(move |conn| history::delete_dead_letter(conn, namespace.as_deref(), id))
+            .await
+    }
+
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {
+        let namespace = namespace.to_owned();
+        self.read(move |conn| secrets::signing_secrets(conn, &namespace))
+            .await
+    }
+
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String> {
+        let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
+        self.write(move |conn| secrets::init_signing_secret(conn, &namespace, &secret))
+            .await
+    }
+
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()> {
+        let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
+        let until = previous_until.map(|t| t.as_millisecond());
+        self.write(move |conn| secrets::rotate_signing_secret(conn, &namespace, &secret, until))
+            .await
+    }
+}

@@ -1,0 +1,265 @@
+//! Unit tests of the embedded store: what the conformance suite cannot bring about from
+//! outside (a failed group commit, databases written by older versions).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hourglass_core::{Completion, from_ms};
+use jiff::Timestamp;
+use rusqlite::params;
+
+use super::SqliteStore;
+use super::codec::encode_spec;
+use super::schema::{MIGRATIONS, SCHEMA, open_connection};
+use crate::{ClaimScope, Created, Lease, NewJob, Store};
+
+fn queue_job(due: Timestamp) -> NewJob {
+    NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: "a".into(),
+        key: None,
+        spec: hourglass_core::JobSpec {
+            job_type: None,
+            schedule: hourglass_core::Schedule::at(due),
+            target: hourglass_core::Target::Queue(hourglass_core::QueueTarget { name: "q".into() }),
+            retry: Default::default(),
+            misfire: Default::default(),
+        },
+        payload: None,
+        fingerprint: 1,
+        first_due: due,
+        now: due,
+    }
+}
+
+/// A group commit that fails (a full disk) after an ack and a claim of the same message ran
+/// in it: the claim found the message acked, in the group's own uncommitted view, and took
+/// its lapse entry out of the schedule. The rollback restores the lease, so the entry must
+/// come back too, or the message would never be available again until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_group_commit_loses_no_lease_from_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let t0 = from_ms(1_000_000);
+    let at = |ms: i64| from_ms(1_000_000 + ms);
+    let lease = |now| Lease {
+        owner: "w".into(),
+        ttl: Duration::from_secs(1),
+        now,
+    };
+    let scope = ClaimScope::Queue {
+        namespace: "a",
+        queue: "q",
+        types: None,
+    };
+    store.create_jobs(vec![queue_job(t0)]).await.unwrap();
+    let first = store.claim_due(scope, t0, 10, &lease(t0)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    // The first lease lapses; the message is leased again, its entry due for a look now.
+    let second = store
+        .claim_due(scope, at(2_000), 10, &lease(at(2_000)))
+        .await
+        .unwrap();
+    assert_eq!((second.len(), second[0].attempt), (1, 2));
+
+    // Hold the writer, queue the ack and then a claim behind it, so that both run in the
+    // next group, and make that group's commit fail.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let blocker = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .write(move |_| {
+                    started_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                    Ok(())
+                })
+                .await
+        }
+    });
+    tokio::task::spawn_blocking(move || started_rx.recv().unwrap())
+        .await
+        .unwrap();
+    store.commit_faults.store(1, Ordering::SeqCst);
+    let queued = |n: usize| {
+        let store = store.clone();
+        async move {
+            while store.writer.max_capacity() - store.writer.capacity() < n {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    };
+    let ack = tokio::spawn({
+        let (store, occ) = (store.clone(), second[0].clone());
+        async move {
+            let delivered = Completion {
+                job_id: occ.job_id,
+                token: occ.token,
+                due: occ.due,
+                attempt: None,
+                action: hourglass_core::Action::Delivered {
+                    next: None,
+                    skipped: 0,
+                },
+            };
+            store.complete(vec![delivered], at(2_500)).await
+        }
+    });
+    queued(1).await;
+    let claim = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .claim_due(scope, at(2_600), 10, &lease(at(2_600)))
+                .await
+        }
+    });
+    queued(2).await;
+    go_tx.send(()).unwrap();
+    blocker
+        .await
+        .unwrap()
+        .expect("the blocker's own commit passes");
+    assert!(ack.await.unwrap().is_err(), "the ack's commit failed");
+    assert!(claim.await.unwrap().is_err(), "the claim's commit failed");
+
+    // The second lease stands, unacked: once it lapses, the message is available again.
+    let third = store
+        .claim_due(scope, at(3_500), 10, &lease(at(3_500)))
+        .await
+        .unwrap();
+    assert_eq!(
+        third
+            .iter()
+            .map(|o| (o.job_id, o.attempt))
+            .collect::<Vec<_>>(),
+        [(second[0].job_id, 3)],
+        "the message whose ack was rolled back comes back"
+    );
+}
+
+/// A store of schema version 4 (queues named by two strings in the due index) gives each
+/// of its queues a key, and its waiting messages stay leasable and counted.
+#[tokio::test]
+async fn a_version_4_store_keys_its_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = [uuid::Uuid::now_v7(), uuid::Uuid::now_v7()];
+    {
+        let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        for sql in &MIGRATIONS[..4] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch("PRAGMA user_version = 4").unwrap();
+        let spec = |queue: &str| {
+            encode_spec(
+                &serde_json::from_value(serde_json::json!({
+                    "schedule": {"kind": {"at": "2030-01-01T00:00:00Z"}},
+                    "target": {"queue": {"name": queue}},
+                }))
+                .expect("the storage encoding of a queue job"),
+            )
+        };
+        for (id, queue) in ids.iter().zip(["emails", "sms"]) {
+            conn.execute(
+                "INSERT INTO jobs (id, namespace, state, spec, fingerprint, due_ms, fire_ms,
+                                   created_ms, updated_ms, queue)
+                 VALUES (?1, 'a', 0, ?2, 0, 1000, 1000, 0, 0, ?3)",
+                params![id.as_bytes().as_slice(), spec(queue), queue],
+            )
+            .unwrap();
+        }
+    }
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let stats = store.queue_stats("a", None, from_ms(2000)).await.unwrap();
+    let names: Vec<_> = stats
+        .iter()
+        .map(|s| (s.name.as_str(), s.available))
+        .collect();
+    assert_eq!(names, [("emails", 1), ("sms", 1)]);
+    let lease = Lease {
+        owner: "n".into(),
+        ttl: Duration::from_secs(30),
+        now: from_ms(2000),
+    };
+    let scope = ClaimScope::Queue {
+        namespace: "a",
+        queue: "sms",
+        types: None,
+    };
+    assert_eq!(store.next_due(scope).await.unwrap(), Some(from_ms(1000)));
+    let claimed = store
+        .claim_due(scope, from_ms(2000), 10, &lease)
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed.iter().map(|o| o.job_id).collect::<Vec<_>>(),
+        [ids[1]]
+    );
+}
+
+/// A data directory written by the first release (schema version 0: no queue column, one due
+/// index over every active job) opens, migrates, and keeps firing its jobs.
+#[tokio::test]
+async fn a_version_0_store_migrates_and_keeps_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (due_id, keyed_id) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let stored = {
+        let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute_batch("CREATE INDEX jobs_due ON jobs(fire_ms) WHERE state = 0;")
+            .unwrap();
+        let spec = r#"{"schedule":{"kind":{"at":"2030-01-01T00:00:00Z"}},"target":{"webhook":{"url":"https://example.com/"}}}"#;
+        let stored: hourglass_core::JobSpec =
+            serde_json::from_str(spec).expect("the test's v0 spec must be in the storage encoding");
+        for (id, key, due) in [(due_id, None, 1000), (keyed_id, Some("k"), 9_000_000)] {
+            conn.execute(
+                "INSERT INTO jobs (id, namespace, key, state, spec, fingerprint, due_ms,
+                                   fire_ms, created_ms, updated_ms)
+                 VALUES (?1, 'default', ?2, 0, ?3, 7, ?4, ?4, 0, 0)",
+                params![id.as_bytes().as_slice(), key, encode_spec(&stored), due],
+            )
+            .unwrap();
+        }
+        stored
+    };
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let lease = Lease {
+        owner: "n".into(),
+        ttl: Duration::from_secs(30),
+        now: from_ms(2000),
+    };
+    let claimed = store
+        .claim_due(ClaimScope::Fired, from_ms(2000), 10, &lease)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].job_id, due_id);
+    // The keyed job kept its key: creating it again with the same request finds it.
+    let again = NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: "default".into(),
+        key: Some("k".into()),
+        spec: stored,
+        payload: None,
+        fingerprint: 7,
+        first_due: from_ms(9_000_000),
+        now: from_ms(2000),
+    };
+    let created = store.create_jobs(vec![again]).await.unwrap();
+    assert!(
+        matches!(&created[0], Created::Existing(job) if job.id == keyed_id),
+        "{created:?}"
+    );
+    drop(store);
+    let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
+    // Reopening an up-to-date store applies nothing twice.
+    drop(conn);
+    SqliteStore::open(dir.path()).unwrap();
+}
