@@ -18,6 +18,10 @@ pub trait Clock: Send + Sync + 'static {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the one place that reads the system clock for the rest of the node"
+    )]
     fn now(&self) -> Timestamp {
         crate::from_ms(Timestamp::now().as_millisecond())
     }

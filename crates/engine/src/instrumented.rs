@@ -2,7 +2,7 @@
 //! API's and the engine's store calls are measured the same way, whatever the backend.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, Occurrence};

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use hourglass_core::misfire::{self, FireDecision};
 use hourglass_core::{Action, Clock, Completion, JobId, Occurrence};

@@ -7,6 +7,11 @@
 //! for a store. One test runs the whole pipeline over the embedded SQLite store as well, whose
 //! writer thread lets paused time jump while it works (see `run_until`).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real-time deadlines bound the waits (a paused tokio clock cannot), so a broken engine fails the test instead of hanging it"
+)]
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -150,6 +150,12 @@ pub(super) async fn migrate(client: &mut Object, schema: Option<&str>) -> Result
     Ok(lock_name)
 }
 
+/// The machine's clock, read directly: for a migration's record and for comparing this
+/// machine's clock with the database server's, which is the point of `check_clock`.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "compares the machine's own clock with the database's; no scheduling decision"
+)]
 fn unix_ms_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
