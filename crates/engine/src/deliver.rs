@@ -71,7 +71,8 @@ impl WebhookDeliverer {
         timeout: Duration,
         max_connections: usize,
     ) -> Self {
-        // reqwest is built without a default crypto provider (see STACK.md); install ring once.
+        // reqwest is built without a default crypto provider (so that aws-lc is never linked);
+        // install ring once.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
