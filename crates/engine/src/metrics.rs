@@ -47,6 +47,8 @@ pub struct Metrics {
     pub destination_waiting: Gauge,
     /// Destinations with deliveries running or waiting.
     pub destinations_busy: Gauge,
+    /// Due occurrences waiting for one of the node's delivery slots.
+    pub slot_waiting: Gauge,
     pub store_errors: Counter,
     /// Claims found taken over or fenced when this node tried to renew them.
     pub lost_leases: Counter,
@@ -75,6 +77,7 @@ impl Metrics {
             timer_queue: Gauge::default(),
             destination_waiting: Gauge::default(),
             destinations_busy: Gauge::default(),
+            slot_waiting: Gauge::default(),
             store_errors: Counter::default(),
             lost_leases: Counter::default(),
             quarantined: Counter::default(),
@@ -135,6 +138,11 @@ impl Metrics {
             "hourglass_destination_waiting",
             "Due occurrences waiting for a slot at their destination, which is at its cap (destination_concurrency)",
             m.destination_waiting.clone(),
+        );
+        registry.register(
+            "hourglass_delivery_waiting",
+            "Due occurrences waiting for a delivery slot (delivery_concurrency), served in turns by namespace",
+            m.slot_waiting.clone(),
         );
         registry.register(
             "hourglass_destinations_busy",

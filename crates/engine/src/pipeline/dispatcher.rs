@@ -2,10 +2,12 @@
 //! delivery slot, and runs each delivery, turning its result into a completion; a panic there
 //! quarantines the one occurrence.
 //!
-//! An occurrence whose destination is at its cap (`destination_concurrency`) is parked in a task
-//! of its own that waits for that destination, so the dispatcher goes on with everyone else's;
-//! the others wait for a delivery slot in line, which holds the timer back when the node is
-//! saturated. Parked occurrences are bounded by `max_in_flight` (they are claimed and held).
+//! An occurrence that cannot start at once — its destination is at its cap
+//! (`destination_concurrency`), or every delivery slot is taken — is parked in a task of its own
+//! that waits for its destination, then for a delivery slot in its namespace's turn (`fair.rs`),
+//! so the dispatcher goes on with everyone else's: one hanging receiver or one namespace's
+//! backlog delays only its own occurrences. Parked occurrences are claims the node holds, so
+//! `max_in_flight` bounds them (the planner stops claiming) and the renewer keeps their leases.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -15,10 +17,11 @@ use hourglass_core::misfire::{self, FireDecision};
 use hourglass_core::{Action, Completion, Occurrence};
 use hourglass_store::Release;
 use jiff::Timestamp;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
-use super::destinations::{DestinationPermit, Destinations, Slot};
+use super::destinations::{DestinationPermit, Destinations, Slot, WaitForSlot};
+use super::fair::{FairSlots, SlotPermit};
 use super::{Context, Finished, Stage, quarantined, settle};
 use crate::deliver::DeliveryResult;
 
@@ -41,8 +44,8 @@ impl Stage for Dispatcher {
             mut due_rx,
             complete_tx,
         } = self;
-        // Delivery slots; a due occurrence waits here for one, and the timer waits behind it.
-        let slots = Arc::new(Semaphore::new(ctx.config.delivery_concurrency));
+        // Delivery slots, shared fairly between namespaces when scarce (see the module doc).
+        let slots = FairSlots::new(ctx.config.delivery_concurrency);
         // Slots per destination, taken before a delivery slot (see the module doc).
         let destinations = Destinations::new(ctx.config.destination_concurrency);
         let deliveries = TaskTracker::new();
@@ -91,45 +94,14 @@ impl Stage for Dispatcher {
                 }
                 continue;
             }
+            // Capped per namespace and destination: one tenant's backlog to a receiver that
+            // tenants share (a chat service, a payment provider) must not queue another's.
             let destination = match occ.spec.target.destination() {
-                Some(key) => match destinations.try_acquire(key) {
-                    Slot::Ready(permit) => Some(permit),
-                    Slot::Full(wait) => {
-                        ctx.metrics.destination_waiting.inc();
-                        ctx.metrics
-                            .destinations_busy
-                            .set(destinations.in_use() as i64);
-                        let (ctx, slots, complete_tx) =
-                            (ctx.clone(), slots.clone(), complete_tx.clone());
-                        deliveries.spawn(async move {
-                            let permit = tokio::select! {
-                                permit = wait.acquire() => Some(permit),
-                                () = ctx.stop.cancelled() => None,
-                            };
-                            ctx.metrics.destination_waiting.dec();
-                            let slot = match permit {
-                                Some(permit) => {
-                                    slots.acquire_owned().await.ok().map(|s| (s, permit))
-                                }
-                                None => None,
-                            };
-                            match slot {
-                                Some((slot, permit)) => {
-                                    deliver(ctx, occ, complete_tx, slot, Some(permit)).await;
-                                }
-                                // Shutting down: hand the occurrence back, as the timer does
-                                // with those it holds, so it fires after a restart or on
-                                // another node without waiting out its lease.
-                                None => give_back(&ctx, &occ, &complete_tx).await,
-                            }
-                        });
-                        continue;
-                    }
+                Some(to) => match destinations.try_acquire(format!("{} {to}", occ.namespace)) {
+                    Slot::Ready(permit) => Destination::Held(Some(permit)),
+                    Slot::Full(wait) => Destination::Waiting(wait),
                 },
-                None => None,
-            };
-            let Ok(slot) = slots.clone().acquire_owned().await else {
-                break;
+                None => Destination::Held(None),
             };
             ctx.metrics
                 .stage_queue
@@ -138,13 +110,37 @@ impl Stage for Dispatcher {
             ctx.metrics
                 .destinations_busy
                 .set(destinations.in_use() as i64);
-            deliveries.spawn(deliver(
-                ctx.clone(),
-                occ,
-                complete_tx.clone(),
-                slot,
-                destination,
-            ));
+            match destination {
+                Destination::Held(permit) => match slots.try_acquire() {
+                    Some(slot) => {
+                        deliveries.spawn(deliver(
+                            ctx.clone(),
+                            occ,
+                            complete_tx.clone(),
+                            slot,
+                            permit,
+                        ));
+                    }
+                    None => {
+                        deliveries.spawn(park(
+                            ctx.clone(),
+                            occ,
+                            complete_tx.clone(),
+                            slots.clone(),
+                            Destination::Held(permit),
+                        ));
+                    }
+                },
+                waiting @ Destination::Waiting(_) => {
+                    deliveries.spawn(park(
+                        ctx.clone(),
+                        occ,
+                        complete_tx.clone(),
+                        slots.clone(),
+                        waiting,
+                    ));
+                }
+            }
         }
         deliveries.close();
         if tokio::time::timeout(ctx.config.shutdown_grace, deliveries.wait())
@@ -158,12 +154,57 @@ impl Stage for Dispatcher {
     }
 }
 
+/// An occurrence's place at its destination.
+enum Destination {
+    /// A slot there is held (or the target has no destination).
+    Held(Option<DestinationPermit>),
+    /// The destination is at its cap.
+    Waiting(WaitForSlot),
+}
+
+/// Waits for the occurrence's destination slot, then for a delivery slot in its namespace's
+/// turn, then delivers; at shutdown it stops waiting and hands the occurrence back, as the timer
+/// does with those it holds, so it fires after a restart or on another node without waiting out
+/// its lease.
+async fn park(
+    ctx: Arc<Context>,
+    occ: Occurrence,
+    complete_tx: mpsc::Sender<Finished>,
+    slots: Arc<FairSlots>,
+    destination: Destination,
+) {
+    let metrics = ctx.metrics.clone();
+    let slots_for = async {
+        let permit = match destination {
+            Destination::Held(permit) => permit,
+            Destination::Waiting(wait) => {
+                metrics.destination_waiting.inc();
+                let permit = wait.acquire().await;
+                metrics.destination_waiting.dec();
+                Some(permit)
+            }
+        };
+        metrics.slot_waiting.inc();
+        let slot = slots.acquire(&occ.namespace).await;
+        metrics.slot_waiting.dec();
+        (slot, permit)
+    };
+    let waited = tokio::select! {
+        slots = slots_for => Some(slots),
+        () = ctx.stop.cancelled() => None,
+    };
+    match waited {
+        Some((slot, permit)) => deliver(ctx, occ, complete_tx, slot, permit).await,
+        None => give_back(&ctx, &occ, &complete_tx).await,
+    }
+}
+
 /// Runs one delivery holding its slots, and sends its completion on.
 async fn deliver(
     ctx: Arc<Context>,
     occ: Occurrence,
     complete_tx: mpsc::Sender<Finished>,
-    slot: OwnedSemaphorePermit,
+    slot: SlotPermit,
     destination: Option<DestinationPermit>,
 ) {
     if occ.attempt == 1 {

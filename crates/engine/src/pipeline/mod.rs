@@ -14,6 +14,7 @@
 mod completer;
 mod destinations;
 mod dispatcher;
+mod fair;
 mod held;
 mod listener;
 mod planner;
