@@ -3,11 +3,9 @@
 //! attempt, acks finish, nacks retry (with a delay) and dead-letter after the last attempt, stale
 //! receipts are refused, extensions hold, and type filters and counts are right.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Api, start_node};
+use crate::support::{Api, start_node};
 use serde_json::{Value, json};
 
 fn in_ms(ms: i64) -> String {

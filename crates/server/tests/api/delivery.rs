@@ -2,11 +2,9 @@
 //! and interval jobs arrive with the right payload and headers, and their signatures verify with
 //! the `standardwebhooks` reference library.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Api, Receiver, start_node};
+use crate::support::{Api, Receiver, start_node};
 use serde_json::json;
 use standardwebhooks::Webhook;
 
@@ -25,7 +23,7 @@ fn documented_webhook_id(job_id: &str, due_ms: i64) -> String {
 /// API shows, while the header (and the OpenAPI document) carry the id without hyphens.
 #[test]
 fn readme_documents_the_webhook_id_that_is_sent() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../../README.md");
     let row = readme
         .lines()
         .find(|l| l.starts_with("| `webhook-id` |"))
@@ -322,7 +320,7 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
 #[tokio::test]
 async fn development_mode_refuses_non_loopback_addresses() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = common::test_config(dir.path());
+    let mut config = crate::support::test_config(dir.path());
     config.listen = "0.0.0.0:0".parse().unwrap();
     let err = match hourglass_server::Node::start(
         config,
@@ -336,14 +334,14 @@ async fn development_mode_refuses_non_loopback_addresses() {
     assert!(err.to_string().contains("without api keys"), "{err}");
 
     // With a key configured the same address is fine.
-    let mut config = common::test_config(dir.path());
+    let mut config = crate::support::test_config(dir.path());
     config.listen = "0.0.0.0:0".parse().unwrap();
     config.api_keys = vec![hourglass_server::auth::ApiKeyConfig {
         sha256: hourglass_server::auth::hash_key("secret-key"),
         namespace: Some("acme".into()),
         admin: false,
     }];
-    let node = common::start_node_with(config).await;
+    let node = crate::support::start_node_with(config).await;
     let port = node.addr().port();
     let api = Api::new(format!("127.0.0.1:{port}").parse().unwrap()).with_key("secret-key");
     let (status, _) = api.call("GET", "/v1/jobs", None).await;

@@ -4,91 +4,13 @@
 //! Needs `HOURGLASS_TEST_DATABASE_URL` (`scripts/test` provides one); each test works in a schema
 //! of its own and drops it afterwards.
 
-mod common;
-
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
-use common::{Api, Receiver, start_node_with, test_config};
-use hourglass_server::{NodeConfig, StoreBackend};
-use hourglass_store::PostgresOptions;
 use serde_json::json;
-use tokio_postgres::NoTls;
 
-fn database_url() -> String {
-    std::env::var("HOURGLASS_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "HOURGLASS_TEST_DATABASE_URL is not set, so the multi-node tests have no database. \
-             Run them through `scripts/test`, or `scripts/with-postgres cargo test -p hourglass \
-             --test postgres_nodes`, or set HOURGLASS_TEST_DATABASE_URL=postgres://user@host:port/db"
-        )
-    })
-}
-
-/// A schema of its own for one test; its sessions carry its name as application name so the
-/// clean-up can end them before dropping it.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        Self {
-            url: database_url(),
-            name: format!("hg_nodes_{}_{nanos}", std::process::id()),
-        }
-    }
-
-    fn node_config(&self, data_dir: &Path) -> NodeConfig {
-        let separator = if self.url.contains('?') { '&' } else { '?' };
-        let mut config = test_config(data_dir);
-        config.store = StoreBackend::Postgres(PostgresOptions {
-            schema: Some(self.name.clone()),
-            pool_size: 4,
-            ..PostgresOptions::new(format!(
-                "{}{separator}application_name={}",
-                self.url, self.name
-            ))
-        });
-        config
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
-                tokio::spawn(connection);
-                client
-                    .execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                         WHERE application_name = $1",
-                        &[&name],
-                    )
-                    .await?;
-                client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test schema {}: {dropped:?}", self.name);
-        }
-    }
-}
+use crate::support::postgres::Schema;
+use crate::support::{Api, Receiver, start_node_with};
 
 fn in_ms(ms: i64) -> String {
     let at = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(ms);

@@ -1,13 +1,11 @@
 //! Edits racing the planner: a job changed through the API while the planner claims it must still
 //! fire on time, never wait out a lease.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Api, Receiver, start_node};
+use crate::support::{Api, Receiver, start_node};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
@@ -136,7 +134,7 @@ async fn an_edit_racing_the_planner_does_not_delay_the_job_by_a_lease() {
 
     // The completing delivery of each job is its last one with the job's final payload (a claim
     // made before a PATCH may still have delivered the old one, which is allowed).
-    let mut by_job: HashMap<String, Vec<common::Delivery>> = HashMap::new();
+    let mut by_job: HashMap<String, Vec<crate::support::Delivery>> = HashMap::new();
     for d in receiver.deliveries() {
         by_job.entry(d.path.clone()).or_default().push(d);
     }

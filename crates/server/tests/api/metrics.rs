@@ -2,12 +2,10 @@
 //! once then succeed (plus a short interval job), and the counters it serves must equal what the
 //! receiver saw, exactly.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use common::{Api, Delivery, Receiver, start_node};
+use crate::support::{Api, Delivery, Receiver, start_node};
 use serde_json::{Value, json};
 
 const OK: usize = 6;

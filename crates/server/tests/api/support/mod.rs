@@ -1,9 +1,8 @@
-//! Shared harness for the integration tests: a node on port 0 with a temporary data directory, a
-//! webhook receiver that records what arrives (and when), and a small JSON client.
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different part of the harness"
-)]
+//! The API suite's harness: a node in this process on port 0 with a temporary data directory, a
+//! webhook receiver that records what arrives (and when), a small JSON client, and a PostgreSQL
+//! schema of its own for the tests that put nodes on a shared database.
+
+pub mod postgres;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,7 +15,8 @@ use hourglass_server::{Node, NodeConfig};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-/// A node configured for tests: loopback targets allowed, a short lookahead.
+/// A node configured for tests: loopback targets allowed, a short shutdown grace and delivery
+/// timeout.
 pub fn test_config(data_dir: &Path) -> NodeConfig {
     let mut config = NodeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),

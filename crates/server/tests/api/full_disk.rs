@@ -5,11 +5,9 @@
 //! Mounting needs root, as CI and the project's machines have. Elsewhere the test says it cannot
 //! run and passes without checking anything (the one exception in the suite, printed loudly).
 
-mod common;
-
 use std::process::Command;
 
-use common::{Api, Receiver, start_node};
+use crate::support::{Api, Receiver, start_node};
 use serde_json::json;
 
 struct Mount(std::path::PathBuf);
