@@ -140,19 +140,25 @@ async fn every_schedule_kind_is_delivered_signed_and_on_time() {
     assert_eq!(cron[0].json(), json!({"kind": "cron"}));
 
     // One-offs complete; the interval job completes after max_runs; the cron job goes on.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let state = |job: &serde_json::Value| {
+    // (Outcomes are written after the receiver answered: wait for each job to settle.)
+    let settled = |job: &serde_json::Value| {
         let api = api.clone();
         let id = job["id"].as_str().unwrap().to_string();
-        async move { api.call("GET", &format!("/v1/jobs/{id}"), None).await.1 }
+        async move { api.settled_job(&id).await }
     };
-    let at_now = state(&at_job).await;
+    let at_now = settled(&at_job).await;
     assert_eq!(at_now["state"], "completed");
     assert_eq!(at_now["runs"], 1);
-    assert_eq!(state(&after_job).await["state"], "completed");
-    assert_eq!(state(&every_job).await["state"], "completed");
+    assert_eq!(settled(&after_job).await["state"], "completed");
+    assert_eq!(settled(&every_job).await["state"], "completed");
     assert_eq!(receiver.on_path("/every").len(), 2);
-    let cron_now = state(&cron_job).await;
+    let (_, cron_now) = api
+        .call(
+            "GET",
+            &format!("/v1/jobs/{}", cron_job["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
     assert_eq!(cron_now["state"], "active");
 
     let (status, runs) = api
@@ -241,7 +247,7 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
     let get = |job: &serde_json::Value| {
         let api = api.clone();
         let id = job["id"].as_str().unwrap().to_string();
-        async move { api.call("GET", &format!("/v1/jobs/{id}"), None).await.1 }
+        async move { api.settled_job(&id).await }
     };
     assert_eq!(get(&flaky).await["state"], "completed");
     // A dead-lettered job counts every attempt its occurrence made, the last one included (it

@@ -3,8 +3,8 @@
 //! One module per area; the harness is in `support/`. The tests that need the `hourglass`
 //! process itself (signals, restarts, its logs) are the binary crate's (`crates/hourglass/tests`).
 //!
-//! `postgres_nodes` needs `HOURGLASS_TEST_DATABASE_URL` (`scripts/test` sets it), and
-//! `full_disk` root (to mount a tmpfs).
+//! `postgres_nodes` needs `HOURGLASS_TEST_DATABASE_URL` (`scripts/test` sets it) and
+//! `full_disk` needs root (to mount a tmpfs); both fail, never skip, without them.
 
 mod support;
 
