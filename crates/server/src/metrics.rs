@@ -60,7 +60,8 @@ pub struct ApiMetrics {
 }
 
 /// Whole-store figures (jobs by state, backlog, queue totals), read from the store when
-/// /metrics is scraped, at most once per [`STORE_FIGURES_TTL`]: counting may scan the store.
+/// /metrics is scraped, at most once per `NodeConfig::store_figures_ttl` (default
+/// [`STORE_FIGURES_TTL`]): counting may scan the store.
 #[derive(Clone)]
 struct StoreFigures {
     jobs: Family<StateLabels, Gauge>,
@@ -69,12 +70,15 @@ struct StoreFigures {
     queue_messages: Family<StateLabels, Gauge>,
     queue_oldest_age: Gauge<f64, AtomicU64>,
     sampled: Arc<Mutex<Option<Instant>>>,
+    /// How long a sample is reused (`NodeConfig::store_figures_ttl`).
+    ttl: Duration,
 }
 
+/// The default of `NodeConfig::store_figures_ttl`.
 pub const STORE_FIGURES_TTL: Duration = Duration::from_secs(10);
 
 impl ApiMetrics {
-    pub fn new(registry: &mut Registry) -> Self {
+    pub fn new(registry: &mut Registry, store_figures_ttl: Duration) -> Self {
         let m = Self {
             requests: Family::default(),
             jobs_created: Family::default(),
@@ -85,6 +89,7 @@ impl ApiMetrics {
                 queue_messages: Family::default(),
                 queue_oldest_age: Gauge::default(),
                 sampled: Arc::new(Mutex::new(None)),
+                ttl: store_figures_ttl,
             },
         };
         let f = &m.store;
@@ -148,7 +153,7 @@ impl ApiMetrics {
     pub async fn refresh_store_figures(&self, scheduler: &Scheduler) {
         let f = &self.store;
         let mut sampled = f.sampled.lock().await;
-        if sampled.is_some_and(|at| at.elapsed() < STORE_FIGURES_TTL) {
+        if sampled.is_some_and(|at| at.elapsed() < f.ttl) {
             return;
         }
         let now = scheduler.now();

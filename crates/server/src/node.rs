@@ -58,6 +58,10 @@ pub struct NodeConfig {
     pub engine: EngineConfig,
     pub limits: Limits,
     pub delivery_timeout: Duration,
+    /// How long /metrics reuses its whole-store figures (jobs by state, backlog, queue totals)
+    /// before reading them from the store again, which may scan it. Default
+    /// [`crate::metrics::STORE_FIGURES_TTL`] (10 s); tests set it to zero to see every change.
+    pub store_figures_ttl: Duration,
 }
 
 impl Default for NodeConfig {
@@ -74,6 +78,7 @@ impl Default for NodeConfig {
             engine: EngineConfig::default(),
             limits: Limits::default(),
             delivery_timeout: Duration::from_secs(10),
+            store_figures_ttl: crate::metrics::STORE_FIGURES_TTL,
         }
     }
 }
@@ -137,7 +142,7 @@ impl Node {
         let mut registry = Registry::default();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(backend, &mut registry));
         let metrics = Metrics::new(&mut registry);
-        let api_metrics = ApiMetrics::new(&mut registry);
+        let api_metrics = ApiMetrics::new(&mut registry, config.store_figures_ttl);
         let policy = TargetPolicy::new(config.allow_targets.clone());
         let secrets = Secrets::new(store.clone(), clock.clone());
         let deliverer = Arc::new(WebhookDeliverer::new(

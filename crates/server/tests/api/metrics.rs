@@ -2,12 +2,10 @@
 //! once then succeed (plus a short interval job), and the counters it serves must equal what the
 //! receiver saw, exactly.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use common::{Api, Delivery, Receiver, start_node};
+use crate::support::{Api, Delivery, Receiver, start_node_with, test_config};
 use serde_json::{Value, json};
 
 const OK: usize = 6;
@@ -104,7 +102,11 @@ fn is_2xx(d: &Delivery) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_match_what_the_receiver_saw() {
     let dir = tempfile::tempdir().unwrap();
-    let node = start_node(dir.path()).await;
+    // Whole-store figures read afresh at every scrape, so the last scrape shows the final state
+    // (a node samples them at most every 10 s by default).
+    let mut config = test_config(dir.path());
+    config.store_figures_ttl = Duration::ZERO;
+    let node = start_node_with(config).await;
     let api = Api::new(node.addr());
     let (receiver, recv_addr) = Receiver::start().await;
 
@@ -345,8 +347,6 @@ async fn counters_match_what_the_receiver_saw() {
     );
     let (status, _) = api.call("GET", "/no/such/route", None).await;
     assert_eq!(status, 404);
-    // The whole-store figures are sampled at most every 10 s: wait out the first sample.
-    tokio::time::sleep(hourglass_server::metrics::STORE_FIGURES_TTL).await;
     let (again, again_text) = scrape(&api).await;
     let state = |s| again.get("hourglass_jobs", &[("state", s)]);
     assert_eq!(

@@ -3,11 +3,9 @@
 //! attempt, acks finish, nacks retry (with a delay) and dead-letter after the last attempt, stale
 //! receipts are refused, extensions hold, and type filters and counts are right.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Api, start_node};
+use crate::support::{Api, start_node};
 use serde_json::{Value, json};
 
 fn in_ms(ms: i64) -> String {
@@ -69,13 +67,22 @@ async fn a_message_is_leased_at_its_due_time_acked_once_and_never_again() {
         lease(&api, "emails", json!({"max": 10})).await.is_empty(),
         "nothing before the due time"
     );
-    // A long poll that starts before the due time returns at it, not at the end of its wait.
+    // A long poll that starts before the due time returns at it, not at the end of its wait. An
+    // unwoken poll would look again when its wait ran out and return the message then, so what
+    // tells them apart is what ended the poll: it returned before its (longest allowed) wait ran
+    // out. Correct behaviour returns after about 0.6 s of the 20 s.
+    let wait = Duration::from_millis(hourglass_server::queues::MAX_WAIT_MS);
     let started = Instant::now();
-    let got = lease(&api, "emails", json!({"max": 10, "wait_ms": 10_000})).await;
+    let got = lease(
+        &api,
+        "emails",
+        json!({"max": 10, "wait_ms": wait.as_millis() as u64}),
+    )
+    .await;
     let leased_at = jiff::Timestamp::now().as_millisecond();
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the long poll waited {:?}",
+        started.elapsed() < wait,
+        "the long poll ran out its wait ({:?}) instead of returning at the due time",
         started.elapsed()
     );
     assert_eq!(got.len(), 1);
@@ -138,9 +145,21 @@ async fn a_lapsed_lease_is_redelivered_and_its_receipt_goes_stale() {
         lease(&api, "q", json!({"wait_ms": 0})).await.is_empty(),
         "invisible while leased"
     );
+    // The poll returns when the first lease lapses, before its own wait runs out (an unwoken
+    // poll would take the message only then).
+    let wait_ms = hourglass_server::queues::MAX_WAIT_MS;
     let started = Instant::now();
-    let second = lease(&api, "q", json!({"visibility_ms": 5000, "wait_ms": 5000})).await;
-    assert!(started.elapsed() < Duration::from_millis(4_500));
+    let second = lease(
+        &api,
+        "q",
+        json!({"visibility_ms": 5000, "wait_ms": wait_ms}),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_millis(wait_ms),
+        "the long poll ran out its wait ({:?}) instead of returning when the lease lapsed",
+        started.elapsed()
+    );
     assert_eq!(second.len(), 1);
     assert_eq!(second[0]["job_id"], created["id"]);
     assert_eq!(second[0]["attempt"], 2, "the lapsed lease was attempt 1");

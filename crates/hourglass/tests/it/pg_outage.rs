@@ -1,30 +1,65 @@
 //! Issue 5's outage acceptance test: two nodes on a throwaway PostgreSQL cluster, jobs due across
-//! a 10-second stop of the database. While it is down, creates are answered `503
-//! store_unavailable` with Retry-After and the nodes stay up; after it is back, every acknowledged
-//! job is delivered (at least once, never early) and completed.
+//! a stop of the database. While it is down, creates are answered `503 store_unavailable` with
+//! Retry-After and the nodes stay up; after it is back, every acknowledged job is delivered (at
+//! least once, never early) and completed. The long version (a 10-second outage while 2,000 jobs
+//! fire over 30 s) is a soak: `--features soak`.
 //!
 //! The cluster is this test's own (initdb and pg_ctl on a temporary directory and a free port),
 //! because the test stops it. It fails, rather than skips, when initdb is not installed.
 
-mod cluster;
-
 use std::time::Duration;
 
-use cluster::{
-    Hooks, Ledger, NodeOptions, NodeProc, Nodes, PgCluster, Rng, account, batch_body, eventually,
-    execute, now_ms, summary,
+use crate::support::postgres::{PgCluster, execute};
+use crate::support::{
+    Hooks, Ledger, NodeOptions, NodeProc, Nodes, Rng, account, batch_body, eventually, now_ms,
+    one_heavy_test_at_a_time, summary, wait_all_delivered,
 };
 
 const LEASE_TTL: &str = "3s";
-const JOBS_PER_NODE: usize = 1_000;
-/// The initial jobs are due over this window, which opens `LEAD_MS` after they are created.
-const FIRING_WINDOW_MS: i64 = 30_000;
-const LEAD_MS: i64 = 3_000;
-/// Into the window: when the database stops, and for how long.
-const STOP_AT_MS: i64 = 5_000;
-const OUTAGE: Duration = Duration::from_secs(10);
 /// How often a create is tried while the database is down.
 const PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// The shape of an outage run.
+struct Outage {
+    jobs_per_node: usize,
+    /// The initial jobs are due over this window, which opens `lead_ms` after they are created.
+    firing_window_ms: i64,
+    lead_ms: i64,
+    /// Into the window: when the database stops, and for how long.
+    stop_at_ms: i64,
+    outage: Duration,
+}
+
+/// A 2-second outage while 400 jobs fire over 8 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_postgres_outage_answers_503_and_loses_no_acknowledged_job() {
+    outage(Outage {
+        jobs_per_node: 200,
+        firing_window_ms: 8_000,
+        lead_ms: 2_000,
+        stop_at_ms: 2_000,
+        outage: Duration::from_secs(2),
+    })
+    .await;
+}
+
+#[cfg(feature = "soak")]
+mod soak {
+    use std::time::Duration;
+
+    /// A 10-second outage while 2,000 jobs fire over 30 s.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
+        super::outage(super::Outage {
+            jobs_per_node: 1_000,
+            firing_window_ms: 30_000,
+            lead_ms: 3_000,
+            stop_at_ms: 5_000,
+            outage: Duration::from_secs(10),
+        })
+        .await;
+    }
+}
 
 fn assert_alive(nodes: &mut [NodeProc]) {
     for node in nodes {
@@ -34,8 +69,8 @@ fn assert_alive(nodes: &mut [NodeProc]) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
+async fn outage(run: Outage) {
+    let _heavy = one_heavy_test_at_a_time().await;
     let pg = tokio::task::spawn_blocking(PgCluster::start)
         .await
         .expect("start the throwaway cluster");
@@ -45,11 +80,7 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
         .expect("create the database");
     let store = pg.url("hourglass");
     let nodes = Nodes::default();
-    let options = |i: usize| NodeOptions {
-        store: store.clone(),
-        lease_ttl: LEASE_TTL.to_string(),
-        name: format!("node-{i}"),
-    };
+    let options = |i: usize| NodeOptions::postgres(&format!("node-{i}"), &store, LEASE_TTL);
     let (first, second) = (options(0), options(1));
     let (a, b) = tokio::join!(nodes.start(&first), nodes.start(&second));
     let mut procs = vec![a, b];
@@ -57,10 +88,10 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
     let mut rng = Rng::from_env_or_clock("HOURGLASS_OUTAGE_SEED");
     let mut ledger = Ledger::default();
 
-    let fire_start = now_ms() + LEAD_MS;
+    let fire_start = now_ms() + run.lead_ms;
     for node in &procs {
-        let dues: Vec<i64> = (0..JOBS_PER_NODE)
-            .map(|_| fire_start + rng.below(FIRING_WINDOW_MS as u64))
+        let dues: Vec<i64> = (0..run.jobs_per_node)
+            .map(|_| fire_start + rng.below(run.firing_window_ms as u64))
             .collect();
         let (body, planned) = batch_body(&mut ledger, &url, &dues);
         let (status, answer) = node.api.call("POST", "/v1/jobs/batch", Some(body)).await;
@@ -70,7 +101,7 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
 
     // Stop the database while deliveries stream in.
     tokio::time::sleep(Duration::from_millis(
-        (fire_start + STOP_AT_MS - now_ms()).max(0) as u64,
+        (fire_start + run.stop_at_ms - now_ms()).max(0) as u64,
     ))
     .await;
     let before_stop = hooks.count();
@@ -93,7 +124,7 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
     let mut refusal_ms = Vec::new();
     let mut readyz = Vec::new();
     let mut i = 0;
-    while now_ms() < stopped_at + OUTAGE.as_millis() as i64 {
+    while now_ms() < stopped_at + run.outage.as_millis() as i64 {
         assert_alive(&mut procs);
         let node = &procs[i % 2];
         i += 1;
@@ -187,20 +218,7 @@ async fn postgres_outage_answers_503_and_loses_no_acknowledged_job() {
     println!("creates accepted again after (ms, per node): {recovered_ms:?}");
 
     // Every acknowledged job arrives, and completes.
-    let deadline = tokio::time::Instant::now()
-        + Duration::from_millis((ledger.last_due_ms() - now_ms()).max(0) as u64)
-        + Duration::from_secs(60);
-    let mut complete = false;
-    while tokio::time::Instant::now() < deadline {
-        assert_alive(&mut procs);
-        if ledger.all_delivered(&hooks.snapshot()) {
-            complete = true;
-            break;
-        }
-        hooks
-            .wait_count(hooks.count() + 1, Duration::from_secs(1))
-            .await;
-    }
+    let complete = wait_all_delivered(&ledger, &hooks, &mut procs).await;
     let drained_at = now_ms();
     let active_gone = eventually(Duration::from_secs(30), Duration::from_millis(500), || {
         let api = procs[0].api.clone();

@@ -2,9 +2,7 @@
 //! computed here independently with jiff (across a DST change), truncation by `max_runs` and
 //! `end`, and bad input answered with the same codes and field paths a create gives.
 
-mod common;
-
-use common::{Api, start_node};
+use crate::support::{Api, start_node};
 use jiff::civil::{Date, Weekday};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
@@ -382,13 +380,13 @@ async fn bad_input_gets_the_documented_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preview_requires_an_api_key_when_keys_are_configured() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = common::test_config(dir.path());
+    let mut config = crate::support::test_config(dir.path());
     config.api_keys = vec![hourglass_server::auth::ApiKeyConfig {
         sha256: hourglass_server::auth::hash_key("preview-key"),
         namespace: Some("acme".into()),
         admin: false,
     }];
-    let node = common::start_node_with(config).await;
+    let node = crate::support::start_node_with(config).await;
     let body = json!({"schedule": {"cron": "* * * * *"}, "count": 2});
     let (status, answer) = preview(&Api::new(node.addr()), body.clone()).await;
     assert_eq!(status, 401, "{answer}");

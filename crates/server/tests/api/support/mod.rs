@@ -1,9 +1,8 @@
-//! Shared harness for the integration tests: a node on port 0 with a temporary data directory, a
-//! webhook receiver that records what arrives (and when), and a small JSON client.
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different part of the harness"
-)]
+//! The API suite's harness: a node in this process on port 0 with a temporary data directory, a
+//! webhook receiver that records what arrives (and when), a small JSON client, and a PostgreSQL
+//! schema of its own for the tests that put nodes on a shared database.
+
+pub mod postgres;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,7 +15,13 @@ use hourglass_server::{Node, NodeConfig};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-/// A node configured for tests: loopback targets allowed, a short lookahead.
+/// How long a test waits for something that must happen (a delivery, a state change) before it
+/// fails. Long, because machines are shared and slow at times: reaching it is the failure, its
+/// length is never what a test measures.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A node configured for tests: loopback targets allowed, a short shutdown grace and delivery
+/// timeout.
 pub fn test_config(data_dir: &Path) -> NodeConfig {
     let mut config = NodeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -220,5 +225,24 @@ impl Api {
         let (status, job) = self.call("POST", "/v1/jobs", Some(body)).await;
         assert_eq!(status, 201, "create failed: {job}");
         job
+    }
+
+    /// The job once it is no longer active (its last occurrence's outcome is written after the
+    /// receiver answered, so a test that saw the delivery waits for this). Panics after
+    /// [`PATIENCE`].
+    pub async fn settled_job(&self, id: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let (status, job) = self.call("GET", &format!("/v1/jobs/{id}"), None).await;
+            assert_eq!(status, 200, "GET job {id}: {job}");
+            if job["state"] != "active" {
+                return job;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "job {id} still active after {PATIENCE:?}: {job}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }

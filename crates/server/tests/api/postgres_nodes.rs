@@ -1,94 +1,20 @@
 //! Several nodes on one PostgreSQL: any node accepts API calls, every occurrence fires once, and a
-//! job created on one node fires on time on another (wake-ups by LISTEN/NOTIFY, not polling).
+//! job created on one node fires on another (wake-ups by LISTEN/NOTIFY, not polling).
 //!
 //! Needs `HOURGLASS_TEST_DATABASE_URL` (`scripts/test` provides one); each test works in a schema
 //! of its own and drops it afterwards.
 
-mod common;
-
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
-use common::{Api, Receiver, start_node_with, test_config};
-use hourglass_server::{NodeConfig, StoreBackend};
-use hourglass_store::PostgresOptions;
 use serde_json::json;
-use tokio_postgres::NoTls;
 
-fn database_url() -> String {
-    std::env::var("HOURGLASS_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "HOURGLASS_TEST_DATABASE_URL is not set, so the multi-node tests have no database. \
-             Run them through `scripts/test`, or `scripts/with-postgres cargo test -p hourglass \
-             --test postgres_nodes`, or set HOURGLASS_TEST_DATABASE_URL=postgres://user@host:port/db"
-        )
-    })
-}
+use crate::support::postgres::Schema;
+use crate::support::{Api, PATIENCE, Receiver, start_node_with};
 
-/// A schema of its own for one test; its sessions carry its name as application name so the
-/// clean-up can end them before dropping it.
-struct Schema {
-    url: String,
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        Self {
-            url: database_url(),
-            name: format!("hg_nodes_{}_{nanos}", std::process::id()),
-        }
-    }
-
-    fn node_config(&self, data_dir: &Path) -> NodeConfig {
-        let separator = if self.url.contains('?') { '&' } else { '?' };
-        let mut config = test_config(data_dir);
-        config.store = StoreBackend::Postgres(PostgresOptions {
-            schema: Some(self.name.clone()),
-            pool_size: 4,
-            ..PostgresOptions::new(format!(
-                "{}{separator}application_name={}",
-                self.url, self.name
-            ))
-        });
-        config
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
-                tokio::spawn(connection);
-                client
-                    .execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                         WHERE application_name = $1",
-                        &[&name],
-                    )
-                    .await?;
-                client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test schema {}: {dropped:?}", self.name);
-        }
-    }
-}
+/// The queue long polls' wait: the longest the API allows.
+const POLL_WAIT_MS: u64 = hourglass_server::queues::MAX_WAIT_MS;
+const POLL_WAIT: Duration = Duration::from_millis(POLL_WAIT_MS);
 
 fn in_ms(ms: i64) -> String {
     let at = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(ms);
@@ -96,10 +22,11 @@ fn in_ms(ms: i64) -> String {
 }
 
 /// Node A only takes API calls (it has no room to claim anything), so node B must fire what A
-/// creates. B is asleep with nothing due when each job arrives: only A's NOTIFY can wake it in
-/// time for a job due 200 ms later.
+/// creates. B is asleep with nothing due when each job arrives, and an idle planner sleeps until
+/// it is poked: only A's NOTIFY wakes it, so without the wake-up the job never fires at all. The
+/// test asserts that event (delivered, not early); how late it was is printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_created_on_one_node_fires_on_time_on_another() {
+async fn a_job_created_on_one_node_fires_on_another() {
     let schema = Schema::new();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (receiver, recv_addr) = Receiver::start().await;
@@ -118,17 +45,14 @@ async fn a_job_created_on_one_node_fires_on_time_on_another() {
         }))
         .await;
         let got = receiver
-            .wait_for(Duration::from_secs(5), "the job created on A", |d| {
+            .wait_for(PATIENCE, "the job created on A, fired by B", |d| {
                 d.iter().any(|d| d.path == path)
             })
             .await;
         let delivery = got.iter().find(|d| d.path == path).unwrap();
         let late_ms = delivery.received_ms - delivery.due_ms();
         assert!(late_ms >= 0, "fired {} ms early", -late_ms);
-        // Without the wake-up B would sleep on (nothing else was due): a generous bound still
-        // tells the two apart on a busy machine. The figure itself is printed.
         println!("fired on the other node {late_ms} ms after its due time");
-        assert!(late_ms < 1000, "fired {late_ms} ms late on the other node");
         // Let B settle back into its idle sleep before the next one.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -182,6 +106,11 @@ async fn two_nodes_share_one_database_and_fire_each_occurrence_once() {
 
 /// A worker long-polling node B gets a queue message created on node A at its due time, and the
 /// next occurrence of a recurring queue job acked through A wakes B's poll too.
+///
+/// A poll on an empty queue sleeps until it is poked or its wait runs out, and then looks once
+/// more, so an unwoken poll would still return the message, at the end of its wait. What tells
+/// the two apart is the event that ended the poll: it returned before its (longest allowed) wait
+/// ran out, i.e. it was woken. Correct behaviour returns within about a second of a 20 s wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_long_poll_on_one_node_wakes_for_messages_made_on_another() {
     let schema = Schema::new();
@@ -198,7 +127,7 @@ async fn a_queue_long_poll_on_one_node_wakes_for_messages_made_on_another() {
                 .call(
                     "POST",
                     "/v1/queues/q/lease",
-                    Some(json!({"wait_ms": 15_000, "visibility_ms": 60_000})),
+                    Some(json!({"wait_ms": POLL_WAIT_MS, "visibility_ms": 60_000})),
                 )
                 .await;
             (
@@ -223,8 +152,8 @@ async fn a_queue_long_poll_on_one_node_wakes_for_messages_made_on_another() {
     println!("leased on B {late} ms after its due time (poll waited {waited:?})");
     assert!(late >= 0, "leased {} ms early", -late);
     assert!(
-        waited < Duration::from_secs(10),
-        "B's poll was not woken: {waited:?}"
+        waited < POLL_WAIT,
+        "B's poll ran out its wait ({waited:?}): it was not woken"
     );
 
     // B polls again while A acks: the next occurrence (due a second after the first) wakes it.
@@ -234,7 +163,7 @@ async fn a_queue_long_poll_on_one_node_wakes_for_messages_made_on_another() {
             .call(
                 "POST",
                 "/v1/queues/q/lease",
-                Some(json!({"wait_ms": 15_000})),
+                Some(json!({"wait_ms": POLL_WAIT_MS})),
             )
             .await;
         (status, out, started.elapsed())
@@ -253,8 +182,8 @@ async fn a_queue_long_poll_on_one_node_wakes_for_messages_made_on_another() {
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["messages"][0]["job_id"], created["id"], "{out}");
     assert!(
-        waited < Duration::from_secs(10),
-        "the ack on A did not wake B: {waited:?}"
+        waited < POLL_WAIT,
+        "B's poll ran out its wait ({waited:?}): the ack on A did not wake it"
     );
     a.shutdown().await;
     b.shutdown().await;

@@ -10,7 +10,7 @@ use hourglass_server::error::ErrorCode;
 use hourglass_server::{Node, NodeConfig};
 use serde_json::Value;
 
-const DOC: &str = include_str!("../openapi.json");
+const DOC: &str = include_str!("../../openapi.json");
 
 /// The routes `api::router` serves, as (path, method), kept by hand: the document must cover each.
 /// (The other direction, every documented operation being routed, is checked against a live node.)

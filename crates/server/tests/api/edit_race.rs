@@ -1,17 +1,19 @@
 //! Edits racing the planner: a job changed through the API while the planner claims it must still
-//! fire on time, never wait out a lease.
-
-mod common;
+//! fire, and never wait out a lease.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Api, Receiver, start_node};
+use crate::support::{Api, Receiver, start_node_with, test_config};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 const JOBS: usize = 1000;
+/// The node's lease, set here rather than left to the embedded store's default (lookahead +
+/// delivery timeout + 30 s) so that the bug's signature does not depend on other settings: a job
+/// left leased by an edit waits out all of it.
+const LEASE: Duration = Duration::from_secs(120);
 
 /// What is done to one job once a PATCH moved it 1.5 s ahead, inside the planner's lookahead
 /// (2 s).
@@ -31,13 +33,20 @@ fn now_ms() -> i64 {
 
 /// Regression: the API told the engine to drop every claim of an edited job, so a claim the
 /// planner made between the edit's commit and that message was dropped too, and the job stayed
-/// leased until the lease ran out (~119 s on the embedded store). Every job must complete, and
-/// its completing delivery arrive within a second of its due time (or of the edit that made it
-/// fire, when the edit came later).
+/// leased until the lease ran out (~119 s). Every job must complete, and its completing delivery
+/// must not wait for a lease.
+///
+/// The one timed assertion kept in the suites, because this bug shows only as a delay: no
+/// completing delivery may come later than a quarter of the lease after its due time (or after
+/// the edit that made it fire, when that came later). Correct behaviour delivers within
+/// milliseconds, a second on a loaded machine; the bug, after at least the lease less the
+/// lookahead (~118 s). The bound sits 30 times above the one and 4 times below the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_racing_the_planner_does_not_delay_the_job_by_a_lease() {
     let dir = tempfile::tempdir().unwrap();
-    let node = start_node(dir.path()).await;
+    let mut config = test_config(dir.path());
+    config.lease_ttl = Some(LEASE);
+    let node = start_node_with(config).await;
     let api = Api::new(node.addr());
     let (receiver, recv_addr) = Receiver::start().await;
 
@@ -107,9 +116,10 @@ async fn an_edit_racing_the_planner_does_not_delay_the_job_by_a_lease() {
         edited_ms[i] = at;
     }
 
-    // Every job completes; one still leased waits out its lease (two minutes), far past this.
-    // Jobs not yet completed, at most `limit` of them: polling asks for one, since a page of a
-    // thousand jobs would take CPU that the node (on this runtime) needs to fire on time.
+    // Every job completes. One still leased waits out its lease; waiting half of it tells the
+    // two apart however slow the machine. Jobs not yet completed, at most `limit` of them:
+    // polling asks for one, since a page of a thousand jobs would take CPU that the node (on
+    // this runtime) needs to fire on time.
     let open = |limit: usize| {
         let api = api.clone();
         async move {
@@ -123,11 +133,12 @@ async fn an_edit_racing_the_planner_does_not_delay_the_job_by_a_lease() {
             open
         }
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + LEASE / 2;
     while open(1).await > 0 {
         if std::time::Instant::now() > deadline {
             panic!(
-                "{} of {JOBS} edited jobs were not delivered within 20 s (left leased by the edit?)",
+                "{} of {JOBS} edited jobs were not delivered within half a lease (left leased by \
+                 the edit?)",
                 open(JOBS).await
             );
         }
@@ -136,11 +147,12 @@ async fn an_edit_racing_the_planner_does_not_delay_the_job_by_a_lease() {
 
     // The completing delivery of each job is its last one with the job's final payload (a claim
     // made before a PATCH may still have delivered the old one, which is allowed).
-    let mut by_job: HashMap<String, Vec<common::Delivery>> = HashMap::new();
+    let mut by_job: HashMap<String, Vec<crate::support::Delivery>> = HashMap::new();
     for d in receiver.deliveries() {
         by_job.entry(d.path.clone()).or_default().push(d);
     }
     let mut late = Vec::new();
+    let mut slowest_ms = 0;
     for (i, edited) in edited_ms.iter().enumerate() {
         let payload = json!({"v": if edit_of(i) == Edit::Patch { 2 } else { 1 }});
         let all = by_job
@@ -158,14 +170,17 @@ async fn an_edit_racing_the_planner_does_not_delay_the_job_by_a_lease() {
                 )
             });
         let fire_from = d.due_ms().max(*edited);
-        if d.received_ms - fire_from > 1000 {
+        slowest_ms = slowest_ms.max(d.received_ms - fire_from);
+        if d.received_ms - fire_from > (LEASE / 4).as_millis() as i64 {
             let all: Vec<(i64, i64)> = all.iter().map(|d| (d.due_ms(), d.received_ms)).collect();
             late.push((i, edit_of(i), *edited, all));
         }
     }
+    println!("the slowest completing delivery came {slowest_ms} ms after it was due");
     assert!(
         late.is_empty(),
-        "delivered more than 1 s late (job, edit, edited ms, [(due ms, received ms)]): {late:?}"
+        "delivered more than a quarter of the lease late, as if left leased (job, edit, edited \
+         ms, [(due ms, received ms)]): {late:?}"
     );
     node.shutdown().await;
 }

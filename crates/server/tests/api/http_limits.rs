@@ -153,10 +153,11 @@ fn error_code(body: &str) -> String {
 #[tokio::test]
 async fn silent_and_half_sent_headers_are_closed_after_the_header_timeout() {
     let header = Duration::from_millis(400);
+    let idle = Duration::from_secs(60);
     let node = TestNode::start(|c| {
         c.http = HttpConfig {
             header_read_timeout: header,
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: idle,
             ..HttpConfig::default()
         }
     })
@@ -188,10 +189,10 @@ async fn silent_and_half_sent_headers_are_closed_after_the_header_timeout() {
             after >= header,
             "{what} connection closed early, after {after:?}"
         );
-        // Well before the 60 s idle timeout: it is the header timeout that closed it.
+        // Which of the two timers closed it: the header timeout, not the idle one.
         assert!(
-            after < Duration::from_secs(10),
-            "{what} connection closed after {after:?}"
+            after < idle,
+            "{what} connection closed after {after:?}, by the idle timeout"
         );
     }
 
@@ -229,12 +230,11 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let closed = closed_by_server(&mut stream).await;
     let after = closed - answered;
     // Kept open past the (shorter) header timeout: waiting for the next request is idling, not
-    // a slow request head.
+    // a slow request head. (That it closes at all, closed_by_server checks.)
     assert!(
         after >= idle,
         "closed after {after:?}, before the idle timeout"
     );
-    assert!(after < Duration::from_secs(10), "closed after {after:?}");
 
     // After an idle pause shorter than the idle timeout, the next request head is timed from its
     // first byte by the header timeout.

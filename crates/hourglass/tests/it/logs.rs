@@ -3,15 +3,11 @@
 //! appears anywhere — not the API key, not the signing secret, not a webhook header's value, not
 //! the payload.
 
-mod common;
-
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Api, Receiver};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
+
+use crate::support::{Api, Hooks, NodeOptions, Nodes};
 
 const API_KEY: &str = "hg_log-test-key-0123456789abcdef0123456789abcdef";
 const HEADER_SECRET: &str = "Bearer header-secret-5f1c9a";
@@ -29,51 +25,23 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hourglass"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .args(["--allow-targets", "127.0.0.0/8"])
-        .arg("--config")
-        .arg(&config)
-        .env("HOURGLASS_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn hourglass serve");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let stderr = child.stderr.take().unwrap();
-    let err_lines = tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        let mut all = Vec::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            all.push(line);
-        }
-        all
-    });
-    let addr = loop {
-        let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line())
-            .await
-            .expect("node starts")
-            .unwrap()
-            .expect("stdout open");
-        if let Some(addr) = line.strip_prefix("hourglass listening on http://") {
-            break addr.parse().unwrap();
-        }
-    };
-    let out_lines = tokio::spawn(async move {
-        let mut all = Vec::new();
-        while let Ok(Some(line)) = stdout.next_line().await {
-            all.push(line);
-        }
-        all
-    });
+    let nodes = Nodes::default();
+    let node = nodes
+        .start(&NodeOptions {
+            log_level: "debug",
+            args: vec![
+                "--log-format".into(),
+                "json".into(),
+                "--config".into(),
+                config.display().to_string(),
+            ],
+            ..NodeOptions::embedded("json-logs")
+        })
+        .await;
+    let addr = node.addr;
 
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let api = Api::new(addr).with_key(API_KEY);
-    let (receiver, recv_addr) = Receiver::start().await;
+    let (receiver, _) = Hooks::start().await;
     let (status, secret) = api.call("POST", "/v1/signing-secret", None).await;
     assert_eq!(status, 200);
     let signing_secret = secret["signing_secret"].as_str().unwrap().to_string();
@@ -83,7 +51,7 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
             "type": "log.test",
             "schedule": {"after": "100ms"},
             "target": {"webhook": {
-                "url": format!("http://{recv_addr}/status/500"),
+                "url": receiver.url("/status/500"),
                 "headers": {"Authorization": HEADER_SECRET}
             }},
             "retry": {"max_attempts": 3, "initial_backoff": "100ms", "max_backoff": "200ms"},
@@ -91,9 +59,18 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
         }))
         .await;
     let job_id = job["id"].as_str().unwrap().to_string();
-    receiver
-        .wait_for(Duration::from_secs(20), "three attempts", |d| d.len() >= 3)
-        .await;
+    assert!(
+        receiver.wait_count(3, Duration::from_secs(20)).await,
+        "only {} of three attempts arrived",
+        receiver.count()
+    );
+    assert!(
+        receiver
+            .snapshot()
+            .iter()
+            .all(|h| h.path == "/status/500" && h.status == 500),
+        "every attempt was answered 500"
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let (_, letters) = api.call("GET", "/v1/dead-letters", None).await;
@@ -113,10 +90,12 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
         .await;
     assert_eq!(status, 401);
 
-    child.start_kill().unwrap();
-    child.wait().await.unwrap();
-    let mut lines = out_lines.await.unwrap();
-    lines.extend(err_lines.await.unwrap());
+    // Killed, the node has written everything into its log: stdout and stderr, every line
+    // but the plain-text "listening" line the harness reads its address from.
+    let log = node.log.clone();
+    node.kill().await;
+    let text = std::fs::read_to_string(&log).expect("node log");
+    let lines: Vec<&str> = text.lines().collect();
     assert!(
         lines.len() > 3,
         "debug logging produced {} lines",
@@ -125,6 +104,7 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
 
     let mut failures = Vec::new();
     for line in &lines {
+        let line = *line;
         let event: Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
         for secret in [

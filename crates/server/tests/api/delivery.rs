@@ -2,11 +2,9 @@
 //! and interval jobs arrive with the right payload and headers, and their signatures verify with
 //! the `standardwebhooks` reference library.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Api, Receiver, start_node};
+use crate::support::{Api, Receiver, start_node};
 use serde_json::json;
 use standardwebhooks::Webhook;
 
@@ -25,7 +23,7 @@ fn documented_webhook_id(job_id: &str, due_ms: i64) -> String {
 /// API shows, while the header (and the OpenAPI document) carry the id without hyphens.
 #[test]
 fn readme_documents_the_webhook_id_that_is_sent() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../../README.md");
     let row = readme
         .lines()
         .find(|l| l.starts_with("| `webhook-id` |"))
@@ -142,19 +140,25 @@ async fn every_schedule_kind_is_delivered_signed_and_on_time() {
     assert_eq!(cron[0].json(), json!({"kind": "cron"}));
 
     // One-offs complete; the interval job completes after max_runs; the cron job goes on.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let state = |job: &serde_json::Value| {
+    // (Outcomes are written after the receiver answered: wait for each job to settle.)
+    let settled = |job: &serde_json::Value| {
         let api = api.clone();
         let id = job["id"].as_str().unwrap().to_string();
-        async move { api.call("GET", &format!("/v1/jobs/{id}"), None).await.1 }
+        async move { api.settled_job(&id).await }
     };
-    let at_now = state(&at_job).await;
+    let at_now = settled(&at_job).await;
     assert_eq!(at_now["state"], "completed");
     assert_eq!(at_now["runs"], 1);
-    assert_eq!(state(&after_job).await["state"], "completed");
-    assert_eq!(state(&every_job).await["state"], "completed");
+    assert_eq!(settled(&after_job).await["state"], "completed");
+    assert_eq!(settled(&every_job).await["state"], "completed");
     assert_eq!(receiver.on_path("/every").len(), 2);
-    let cron_now = state(&cron_job).await;
+    let (_, cron_now) = api
+        .call(
+            "GET",
+            &format!("/v1/jobs/{}", cron_job["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
     assert_eq!(cron_now["state"], "active");
 
     let (status, runs) = api
@@ -243,7 +247,7 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
     let get = |job: &serde_json::Value| {
         let api = api.clone();
         let id = job["id"].as_str().unwrap().to_string();
-        async move { api.call("GET", &format!("/v1/jobs/{id}"), None).await.1 }
+        async move { api.settled_job(&id).await }
     };
     assert_eq!(get(&flaky).await["state"], "completed");
     // A dead-lettered job counts every attempt its occurrence made, the last one included (it
@@ -322,7 +326,7 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
 #[tokio::test]
 async fn development_mode_refuses_non_loopback_addresses() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = common::test_config(dir.path());
+    let mut config = crate::support::test_config(dir.path());
     config.listen = "0.0.0.0:0".parse().unwrap();
     let err = match hourglass_server::Node::start(
         config,
@@ -336,14 +340,14 @@ async fn development_mode_refuses_non_loopback_addresses() {
     assert!(err.to_string().contains("without api keys"), "{err}");
 
     // With a key configured the same address is fine.
-    let mut config = common::test_config(dir.path());
+    let mut config = crate::support::test_config(dir.path());
     config.listen = "0.0.0.0:0".parse().unwrap();
     config.api_keys = vec![hourglass_server::auth::ApiKeyConfig {
         sha256: hourglass_server::auth::hash_key("secret-key"),
         namespace: Some("acme".into()),
         admin: false,
     }];
-    let node = common::start_node_with(config).await;
+    let node = crate::support::start_node_with(config).await;
     let port = node.addr().port();
     let api = Api::new(format!("127.0.0.1:{port}").parse().unwrap()).with_key("secret-key");
     let (status, _) = api.call("GET", "/v1/jobs", None).await;

@@ -2,11 +2,9 @@
 //! (`{"error": {"code", "message", "field"}}`, the field naming the culprit), and none of them
 //! creates, changes or removes a job. Also: authentication and namespace isolation with API keys.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Api, start_node, start_node_with, test_config};
+use crate::support::{Api, start_node, start_node_with, test_config};
 use hourglass_server::auth::{ApiKeyConfig, hash_key};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
@@ -2363,7 +2361,7 @@ async fn fuzzed_requests_never_crash_a_handler_or_the_engine() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, receiver_addr) = common::Receiver::start().await;
+    let (receiver, receiver_addr) = crate::support::Receiver::start().await;
     let hook = format!("http://{receiver_addr}/fuzz");
     let existing = api.create(valid_cron()).await;
     let existing_id = existing["id"].as_str().unwrap().to_string();

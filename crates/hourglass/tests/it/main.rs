@@ -1,0 +1,15 @@
+//! The binary's integration tests: each one starts real `hourglass serve` processes, because a
+//! process boundary is what it is about (SIGKILL, SIGTERM, SIGSTOP, several nodes on one
+//! PostgreSQL, the binary's own log output). What needs only a node and HTTP lives in the server
+//! crate's API suite (`crates/server/tests/api`).
+//!
+//! The soaks, whose point is volume or a long outage, are compiled in only with the `soak`
+//! feature (`scripts/test --features hourglass/soak`, which CI runs); the default run has a small
+//! version of each.
+
+mod support;
+
+mod crash;
+mod logs;
+mod multinode;
+mod pg_outage;

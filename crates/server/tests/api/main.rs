@@ -1,0 +1,21 @@
+//! The API suite: nodes started in this process (`hourglass_server::Node` on port 0 with a
+//! temporary data directory) and driven over HTTP on loopback, with a local webhook receiver.
+//! One module per area; the harness is in `support/`. The tests that need the `hourglass`
+//! process itself (signals, restarts, its logs) are the binary crate's (`crates/hourglass/tests`).
+//!
+//! `postgres_nodes` needs `HOURGLASS_TEST_DATABASE_URL` (`scripts/test` sets it) and
+//! `full_disk` needs root (to mount a tmpfs); both fail, never skip, without them.
+
+mod support;
+
+mod bad_input;
+mod dashboard;
+mod delivery;
+mod edit_race;
+mod full_disk;
+mod http_limits;
+mod metrics;
+mod openapi;
+mod postgres_nodes;
+mod preview;
+mod queues;
