@@ -6,6 +6,11 @@
 //! `postgres_nodes` needs `HOURGLASS_TEST_DATABASE_URL` (`scripts/test` sets it) and
 //! `full_disk` needs root (to mount a tmpfs); both fail, never skip, without them.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests play the API's clients and receivers, whose clock is the wall clock"
+)]
+
 mod support;
 
 mod bad_input;
