@@ -40,7 +40,7 @@ pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
 pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
-pub use scheduler::{JobEdit, Scheduler};
+pub use scheduler::{JobEdit, OpenBreaker, Scheduler};
 pub use signing::Secrets;
 
 #[derive(Debug, Clone)]
@@ -66,6 +66,11 @@ pub struct EngineConfig {
     /// More wait for one of that destination's deliveries to end while others go ahead, so a
     /// receiver that hangs holds at most this many of the `delivery_concurrency` slots.
     pub destination_concurrency: usize,
+    /// Consecutive failed deliveries to one namespace's destination (no answer, a timeout, a
+    /// 5xx or a 429) that open its circuit breaker; 0 turns breakers off.
+    pub breaker_failures: u32,
+    /// How long an open breaker holds its destination's deliveries back before one probe goes.
+    pub breaker_open_for: Duration,
     /// A recurring occurrence picked up later than this counts as missed (misfire policy).
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
@@ -87,6 +92,8 @@ impl Default for EngineConfig {
             max_in_flight: 20_000,
             delivery_concurrency: 512,
             destination_concurrency: 64,
+            breaker_failures: 10,
+            breaker_open_for: Duration::from_secs(30),
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             retention: Some(Duration::from_secs(7 * 24 * 3600)),
@@ -109,6 +116,9 @@ struct Shared {
     /// Cancelled when a pipeline stage has died: the engine no longer fires anything, and the
     /// node must say so (unready) and exit so that it is restarted.
     failed: CancellationToken,
+    /// Circuit breakers per namespace and destination: the dispatcher consults and feeds them,
+    /// the scheduler shows the open ones.
+    breakers: pipeline::breakers::Breakers,
 }
 
 /// Drop a job's claimed occurrence from the timer if it has not fired yet and its token is below
@@ -153,6 +163,10 @@ impl Engine {
             wake_lead_ms: hourglass_core::duration_ms(pipeline::wake_lead(config.lookahead)),
             forget_tx,
             failed: CancellationToken::new(),
+            breakers: pipeline::breakers::Breakers::new(
+                config.breaker_failures,
+                config.breaker_open_for,
+            ),
         });
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();

@@ -49,6 +49,10 @@ pub struct Metrics {
     pub destinations_busy: Gauge,
     /// Due occurrences waiting for one of the node's delivery slots.
     pub slot_waiting: Gauge,
+    /// Breakers open (or probing) on this node.
+    pub breakers_open: Gauge,
+    /// Occurrences handed back because their destination's breaker was open.
+    pub breaker_deferred: Counter,
     pub store_errors: Counter,
     /// Claims found taken over or fenced when this node tried to renew them.
     pub lost_leases: Counter,
@@ -78,6 +82,8 @@ impl Metrics {
             destination_waiting: Gauge::default(),
             destinations_busy: Gauge::default(),
             slot_waiting: Gauge::default(),
+            breakers_open: Gauge::default(),
+            breaker_deferred: Counter::default(),
             store_errors: Counter::default(),
             lost_leases: Counter::default(),
             quarantined: Counter::default(),
@@ -143,6 +149,16 @@ impl Metrics {
             "hourglass_delivery_waiting",
             "Due occurrences waiting for a delivery slot (delivery_concurrency), served in turns by namespace",
             m.slot_waiting.clone(),
+        );
+        registry.register(
+            "hourglass_breakers_open",
+            "Destinations (per namespace) whose circuit breaker is open or probing",
+            m.breakers_open.clone(),
+        );
+        registry.register(
+            "hourglass_breaker_deferred",
+            "Occurrences handed back, attempt not counted, because their destination's breaker was open",
+            m.breaker_deferred.clone(),
         );
         registry.register(
             "hourglass_destinations_busy",

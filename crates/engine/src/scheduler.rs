@@ -34,6 +34,15 @@ pub struct JobEdit {
     pub payload: Option<Option<String>>,
 }
 
+/// A destination whose circuit breaker is open: its deliveries wait until a probe succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenBreaker {
+    /// Scheme, host and port (`https://api.example.com:443`).
+    pub destination: String,
+    /// When it opened (the first time, if probes failed since).
+    pub since: Timestamp,
+}
+
 /// Reads and changes jobs, dead letters and queues on behalf of the API. Cheap to clone.
 #[derive(Clone)]
 pub struct Scheduler {
@@ -70,6 +79,20 @@ impl Scheduler {
 
     pub(crate) fn failed_token(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
         self.shared.failed.clone().cancelled_owned()
+    }
+
+    /// The namespace's destinations whose breaker is open on this node, oldest first.
+    pub fn open_breakers(&self, namespace: &str) -> Vec<OpenBreaker> {
+        let prefix = format!("{namespace} ");
+        self.shared
+            .breakers
+            .open_since(&prefix)
+            .into_iter()
+            .map(|(key, since)| OpenBreaker {
+                destination: key[prefix.len()..].to_string(),
+                since: hourglass_core::from_ms(since),
+            })
+            .collect()
     }
 
     /// Leasing, acking and waiting on pull queues.

@@ -62,10 +62,13 @@ struct Seen {
 
 /// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up,
 /// "slow" takes two seconds to succeed, "hang" takes an hour (a receiver that never answers),
+/// "flaky" answers 503 while `down` is set,
 /// "panic" panics (a bug in a target).
 struct FakeDeliverer {
     clock: Arc<dyn Clock>,
     seen: Mutex<Vec<Seen>>,
+    /// While set, "flaky" jobs' receiver is down: it answers 503.
+    down: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait]
@@ -85,6 +88,18 @@ impl Deliverer for FakeDeliverer {
         }
         if occ.spec.job_type.as_deref() == Some("panic") {
             panic!("deliverer bug on purpose");
+        }
+        if occ.spec.job_type.as_deref() == Some("flaky")
+            && self.down.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return DeliveryResult {
+                status: Some(503),
+                latency: Duration::from_millis(1),
+                verdict: Verdict::Retry {
+                    after: None,
+                    reason: "http 503".into(),
+                },
+            };
         }
         let verdict = match occ.spec.job_type.as_deref() {
             Some("fail") => Verdict::Retry {
@@ -148,6 +163,7 @@ fn rig_on(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>, config: EngineC
     let deliverer = Arc::new(FakeDeliverer {
         clock: clock.clone(),
         seen: Mutex::new(Vec::new()),
+        down: Default::default(),
     });
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::new(&mut registry);
@@ -559,6 +575,7 @@ async fn an_idle_engine_makes_no_store_calls() {
     let deliverer = Arc::new(FakeDeliverer {
         clock: clock.clone(),
         seen: Mutex::new(Vec::new()),
+        down: Default::default(),
     });
     // One job a day ahead: the planner must sleep until then, not poll.
     let now = clock.now();
@@ -631,6 +648,7 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
     let deliverer = Arc::new(FakeDeliverer {
         clock: clock.clone(),
         seen: Mutex::new(Vec::new()),
+        down: Default::default(),
     });
     let mut registry = prometheus_client::registry::Registry::default();
     let engine = Engine::start(
@@ -1176,5 +1194,58 @@ async fn scarce_slots_are_shared_between_namespaces_in_turn() {
         big_started <= 16,
         "{big_started} of big's deliveries started before small's 4 were done"
     );
+    rig.engine.shutdown().await;
+}
+
+/// A destination that answers 503 opens its breaker after `breaker_failures` failures in a row.
+/// While it is open, its occurrences are handed back due when it closes, their attempts not
+/// counted: a receiver down for longer than a job's whole retry schedule (3 attempts, 10 s then
+/// 20 s apart, where the receiver is down for 45 s) costs no dead letter. A probe after the
+/// receiver is back closes the breaker, and everything is delivered.
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_holds_deliveries_back_without_spending_attempts() {
+    let rig = rig_with(EngineConfig {
+        breaker_failures: 3,
+        breaker_open_for: Duration::from_secs(30),
+        ..quiet()
+    });
+    rig.deliverer
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let jobs: Vec<NewJob> = (0..10)
+        .map(|_| job("flaky", Schedule::at(due), due, now))
+        .collect();
+    let ids: std::collections::HashSet<_> = jobs.iter().map(|j| j.id).collect();
+    rig.add(jobs).await;
+    // The first attempts fail together; the retries find the breaker open.
+    rig.run_until(|s| s.len() >= 10).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let open = rig.engine.scheduler().open_breakers("t");
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0].destination, "https://example.com:443");
+    assert!(rig.engine.scheduler().open_breakers("other").is_empty());
+    assert!(rig.metrics.breaker_deferred.get() > 0);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    rig.deliverer
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    rig.run_until(|s| {
+        let delivered: std::collections::HashSet<_> = s
+            .iter()
+            .filter(|s| s.at >= due + SignedDuration::from_secs(46))
+            .map(|s| s.job_id)
+            .collect();
+        delivered == ids
+    })
+    .await;
+    let letters = rig.store.dead_letters(None, None, 10).await.unwrap();
+    assert!(letters.is_empty(), "{letters:?}");
+    assert!(
+        rig.seen().iter().all(|s| s.attempt <= 3),
+        "deferred deliveries spent no attempts"
+    );
+    assert!(rig.engine.scheduler().open_breakers("t").is_empty());
     rig.engine.shutdown().await;
 }

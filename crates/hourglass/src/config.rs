@@ -108,6 +108,10 @@ struct FileConfig {
     delivery_concurrency: Option<usize>,
     /// Deliveries running at once to one destination (scheme, host and port).
     destination_concurrency: Option<usize>,
+    /// Consecutive failed deliveries to a destination that open its breaker; 0 turns them off.
+    breaker_failures: Option<u32>,
+    /// How long an open breaker holds deliveries back before a probe, e.g. "30s".
+    breaker_open_for: Option<String>,
     /// Occurrences claimed and not yet completed, at most.
     max_in_flight: Option<usize>,
     /// A recurring occurrence picked up later than this is a misfire, e.g. "60s".
@@ -244,6 +248,19 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         "shutdown_grace",
         engine.shutdown_grace,
     )?;
+    if let Some(n) = file.breaker_failures {
+        engine.breaker_failures = n;
+    }
+    engine.breaker_open_for = duration(
+        file.breaker_open_for.as_deref(),
+        "breaker_open_for",
+        engine.breaker_open_for,
+    )?;
+    if engine.breaker_open_for < std::time::Duration::from_secs(1)
+        || engine.breaker_open_for > std::time::Duration::from_secs(24 * 3600)
+    {
+        bail!("config breaker_open_for must be between 1s and 24h");
+    }
     if let Some(text) = args.retention.as_deref().or(file.retention.as_deref()) {
         engine.retention = retention(text, "retention")?;
     }
@@ -451,6 +468,8 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
             ("destination_concurrency = 0", "destination_concurrency"),
+            ("breaker_open_for = \"0s\"", "breaker_open_for"),
+            ("breaker_open_for = \"2d\"", "breaker_open_for"),
             ("max_connections = 0", "max_connections"),
             ("header_read_timeout = \"soon\"", "header_read_timeout"),
             ("idle_timeout = \"0s\"", "idle_timeout"),

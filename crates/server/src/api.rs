@@ -70,6 +70,7 @@ pub fn router(state: AppState) -> Router {
             get(get_dead_letter).delete(delete_dead_letter),
         )
         .route("/v1/dead-letters/{id}/replay", post(replay_dead_letter))
+        .route("/v1/breakers", get(list_open_breakers))
         .route("/v1/signing-secret", post(rotate_signing_secret))
         .route("/v1/schedules/preview", post(preview_schedule))
         .route("/v1/openapi.json", get(openapi))
@@ -752,6 +753,21 @@ async fn list_dead_letters(
     Ok(json_response(
         StatusCode::OK,
         json!({"dead_letters": letters.iter().map(wire::dead_letter_out).collect::<Vec<_>>(), "next_cursor": next_cursor}),
+    ))
+}
+
+/// The namespace's destinations whose circuit breaker is open on this node.
+async fn list_open_breakers(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let breakers: Vec<Value> = state
+        .scheduler
+        .open_breakers(&principal.namespace)
+        .into_iter()
+        .map(|b| json!({"destination": b.destination, "open_since": wire::rfc3339(b.since)}))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        json!({ "breakers": breakers }),
     ))
 }
 

@@ -235,8 +235,9 @@ pub enum Applied {
     StaleLease,
 }
 
-/// A claimed occurrence handed back unfired (at shutdown), so it can fire without waiting for the
-/// lease to expire.
+/// A claimed occurrence handed back unfired, to fire at `fire_at` without waiting for the lease to
+/// expire and without counting an attempt: at shutdown (its own fire time), or held back by its
+/// destination's open circuit breaker (when the breaker closes).
 #[derive(Debug, Clone, Copy)]
 pub struct Release {
     pub job_id: JobId,

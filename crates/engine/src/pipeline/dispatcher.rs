@@ -20,10 +20,11 @@ use jiff::Timestamp;
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
+use super::breakers::Admit;
 use super::destinations::{DestinationPermit, Destinations, Slot, WaitForSlot};
 use super::fair::{FairSlots, SlotPermit};
 use super::{Context, Finished, Stage, quarantined, settle};
-use crate::deliver::DeliveryResult;
+use crate::deliver::{DeliveryResult, Verdict};
 
 /// Runs deliveries with bounded concurrency and turns their results into completions.
 pub(super) struct Dispatcher {
@@ -94,10 +95,26 @@ impl Stage for Dispatcher {
                 }
                 continue;
             }
-            // Capped per namespace and destination: one tenant's backlog to a receiver that
-            // tenants share (a chat service, a payment provider) must not queue another's.
-            let destination = match occ.spec.target.destination() {
-                Some(to) => match destinations.try_acquire(format!("{} {to}", occ.namespace)) {
+            // Capped and broken per namespace and destination: one tenant's backlog to (or bad
+            // luck with) a receiver that tenants share must not hold up another's.
+            let route = occ
+                .spec
+                .target
+                .destination()
+                .map(|to| Route(format!("{} {to}", occ.namespace)));
+            if let Some(route) = &route
+                && let Admit::Defer(until) =
+                    ctx.shared.breakers.admit(&route.0, now.as_millisecond())
+            {
+                ctx.metrics.breaker_deferred.inc();
+                let (ctx, complete_tx) = (ctx.clone(), complete_tx.clone());
+                deliveries.spawn(async move {
+                    give_back(&ctx, &occ, &complete_tx, hourglass_core::from_ms(until)).await;
+                });
+                continue;
+            }
+            let destination = match &route {
+                Some(route) => match destinations.try_acquire(route.0.clone()) {
                     Slot::Ready(permit) => Destination::Held(Some(permit)),
                     Slot::Full(wait) => Destination::Waiting(wait),
                 },
@@ -119,6 +136,7 @@ impl Stage for Dispatcher {
                             complete_tx.clone(),
                             slot,
                             permit,
+                            route,
                         ));
                     }
                     None => {
@@ -128,6 +146,7 @@ impl Stage for Dispatcher {
                             complete_tx.clone(),
                             slots.clone(),
                             Destination::Held(permit),
+                            route,
                         ));
                     }
                 },
@@ -138,6 +157,7 @@ impl Stage for Dispatcher {
                         complete_tx.clone(),
                         slots.clone(),
                         waiting,
+                        route,
                     ));
                 }
             }
@@ -153,6 +173,10 @@ impl Stage for Dispatcher {
         }
     }
 }
+
+/// Where an occurrence goes: its namespace and destination, the key of its destination slots and
+/// of its breaker.
+struct Route(String);
 
 /// An occurrence's place at its destination.
 enum Destination {
@@ -172,6 +196,7 @@ async fn park(
     complete_tx: mpsc::Sender<Finished>,
     slots: Arc<FairSlots>,
     destination: Destination,
+    route: Option<Route>,
 ) {
     let metrics = ctx.metrics.clone();
     let slots_for = async {
@@ -194,8 +219,8 @@ async fn park(
         () = ctx.stop.cancelled() => None,
     };
     match waited {
-        Some((slot, permit)) => deliver(ctx, occ, complete_tx, slot, permit).await,
-        None => give_back(&ctx, &occ, &complete_tx).await,
+        Some((slot, permit)) => deliver(ctx, occ, complete_tx, slot, permit, route).await,
+        None => give_back(&ctx, &occ, &complete_tx, occ.fire_at).await,
     }
 }
 
@@ -206,6 +231,7 @@ async fn deliver(
     complete_tx: mpsc::Sender<Finished>,
     slot: SlotPermit,
     destination: Option<DestinationPermit>,
+    route: Option<Route>,
 ) {
     if occ.attempt == 1 {
         let late_ms = (ctx.clock.now().as_millisecond() - occ.due.as_millisecond()).max(0);
@@ -221,6 +247,14 @@ async fn deliver(
             .webhook_responses
             .get_or_create(&crate::metrics::CodeLabels { code })
             .inc();
+        if let Some(route) = &route {
+            let failed = matches!(result.verdict, Verdict::Retry { .. })
+                && result.status.is_none_or(|s| s >= 500 || s == 429);
+            let breakers = &ctx.shared.breakers;
+            if breakers.record(&route.0, failed, ctx.clock.now().as_millisecond()) {
+                ctx.metrics.breakers_open.set(breakers.open() as i64);
+            }
+        }
         completion_for(&ctx, &occ, started_at, result)
     };
     // A panic in the target or in settling its result ends this one occurrence (dead letter, job
@@ -239,12 +273,18 @@ async fn deliver(
     let _ = complete_tx.send(Finished::Done(completion)).await;
 }
 
-/// Releases a claimed occurrence that will not be delivered by this node now.
-async fn give_back(ctx: &Context, occ: &Occurrence, complete_tx: &mpsc::Sender<Finished>) {
+/// Releases a claimed occurrence that will not be delivered by this node now, to fire at
+/// `fire_at` (its own fire time at shutdown; when its breaker closes if that is open).
+async fn give_back(
+    ctx: &Context,
+    occ: &Occurrence,
+    complete_tx: &mpsc::Sender<Finished>,
+    fire_at: Timestamp,
+) {
     let release = Release {
         job_id: occ.job_id,
         token: occ.token,
-        fire_at: occ.fire_at,
+        fire_at,
     };
     if let Err(e) = ctx.store.release(vec![release]).await {
         tracing::warn!(error = %e, job_id = %occ.job_id, "could not release a waiting occurrence; it fires after its lease expires");

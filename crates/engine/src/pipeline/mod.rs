@@ -11,6 +11,7 @@
 //! whose store calls fail wait with one shared [`Backoff`]. `spawn` wires them and states the
 //! shutdown order.
 
+pub(crate) mod breakers;
 mod completer;
 mod destinations;
 mod dispatcher;

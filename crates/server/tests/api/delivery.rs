@@ -547,3 +547,62 @@ async fn a_retried_trigger_with_the_same_idempotency_key_delivers_once() {
     }
     node.shutdown().await;
 }
+
+/// A receiver that keeps answering 503 opens its destination's breaker (here after 2 failures):
+/// `GET /v1/breakers` lists it for the namespace that sends to it, and for no other; the
+/// occurrences then wait for the breaker instead of spending attempts, so none is dead-lettered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_receiver_opens_its_breaker_which_the_namespace_can_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::support::test_config(dir.path());
+    config.engine.breaker_failures = 2;
+    config.engine.breaker_open_for = Duration::from_secs(600);
+    let node = crate::support::start_node_with(config).await;
+    let api = Api::new(node.addr());
+    let (receiver, recv_addr) = Receiver::start().await;
+    for _ in 0..4 {
+        api.create(json!({
+            "schedule": {"after": "1s"},
+            "target": {"webhook": {"url": format!("http://{recv_addr}/status/503")}},
+            "retry": {"max_attempts": 2, "initial_backoff": "1s", "max_backoff": "1s"},
+        }))
+        .await;
+    }
+    receiver
+        .wait_for(Duration::from_secs(30), "two failed deliveries", |d| {
+            d.len() >= 2
+        })
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let breakers = loop {
+        let (status, body) = api.call("GET", "/v1/breakers", None).await;
+        assert_eq!(status, 200, "{body}");
+        if !body["breakers"].as_array().unwrap().is_empty() {
+            break body["breakers"].clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the breaker never opened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(breakers.as_array().unwrap().len(), 1, "{breakers}");
+    assert_eq!(breakers[0]["destination"], format!("http://{recv_addr}"));
+    assert!(breakers[0]["open_since"].as_str().is_some(), "{breakers}");
+    let other = reqwest::Client::new()
+        .get(format!("http://{}/v1/breakers", node.addr()))
+        .header("hourglass-namespace", "other")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    let other: serde_json::Value = other.json().await.unwrap();
+    assert_eq!(other, json!({"breakers": []}));
+    // Retries (1 s backoff, 2 attempts) come due while the breaker is open: they wait instead
+    // of failing for good.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, letters) = api.call("GET", "/v1/dead-letters", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(letters["dead_letters"], json!([]), "{letters}");
+    node.shutdown().await;
+}
