@@ -349,6 +349,44 @@ step("queues: depth, in flight and scheduled", async () => {
   await noInjection();
 });
 
+step("overview: a destination that keeps failing shows its open breaker", async () => {
+  await testid("nav-overview").click();
+  await ready("overview");
+  await testid("breakers-none").waitFor();
+  // A receiver of its own (another destination), down: every request answers 503. Enough jobs
+  // fail at once to open its breaker (breaker_failures, 10 by default).
+  const down = http.createServer((req, res) => {
+    req.resume();
+    res.statusCode = 503;
+    res.end();
+  });
+  await new Promise((resolve) => down.listen(0, "127.0.0.1", resolve));
+  const destination = `http://127.0.0.1:${down.address().port}`;
+  try {
+    await api("POST", "/v1/jobs/batch", {
+      jobs: Array.from({ length: 12 }, (_, i) => ({
+        type: "partner.sync",
+        schedule: { after: "100ms" },
+        target: { webhook: { url: `${destination}/sync` } },
+        payload: { n: i },
+      })),
+    });
+    await until("the breaker to open", async () => (await api("GET", "/v1/breakers")).breakers.length === 1);
+    await page.goto(`${BASE}/#/dead-letters`);
+    await ready("dead-letters");
+    await testid("nav-overview").click();
+    await ready("overview");
+    const row = testid("breaker-row");
+    await row.waitFor();
+    assert.equal(await row.count(), 1);
+    assert.equal(await row.locator("td").first().textContent(), destination);
+    await shot("10-open-breaker");
+  } finally {
+    down.close();
+  }
+  await noInjection();
+});
+
 // ---------------------------------------------------------------------------------------------
 
 let passed = 0;

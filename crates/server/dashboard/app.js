@@ -477,8 +477,42 @@ async function renderOverview() {
     ),
     el("a", { href: "#/dead-letters", class: "stat-hint" }, "Review dead letters →"),
   );
+  const { breakers } = await api("GET", "/v1/breakers");
+  const held = el(
+    "div",
+    { class: "card breakers", "data-testid": "breakers" },
+    el("span", { class: "stat-label", id: "breakers-label" }, "Destinations held back (open breakers)"),
+    breakers.length
+      ? el(
+          "table",
+          { "data-testid": "breakers-table", "aria-labelledby": "breakers-label" },
+          el("thead", {}, el("tr", {}, ["Destination", "Open since"].map((h) => el("th", { scope: "col" }, h)))),
+          el(
+            "tbody",
+            {},
+            breakers.map((b) =>
+              el(
+                "tr",
+                { "data-testid": "breaker-row" },
+                el("td", { class: "mono" }, b.destination),
+                el("td", {}, timeCell(b.open_since)),
+              ),
+            ),
+          ),
+        )
+      : el("p", { class: "muted", "data-testid": "breakers-none" }, "None: every destination is answering."),
+    el(
+      "p",
+      { class: "muted small" },
+      "Deliveries to a destination that keeps failing wait, without spending attempts, until a probe gets an answer. Per node.",
+    ),
+  );
   const stats = el("div", { id: "overview-stats" });
-  const content = [el("h1", {}, "Overview"), el("section", { class: "grid", "aria-label": "Failures" }, failures), stats];
+  const content = [
+    el("h1", {}, "Overview"),
+    el("section", { class: "grid", "aria-label": "Failures" }, failures, held),
+    stats,
+  ];
   queueMicrotask(renderOverviewStats);
   return content;
 }
