@@ -18,7 +18,8 @@ use tracing_subscriber::EnvFilter;
 #[derive(Parser)]
 #[command(
     name = "hourglass",
-    version,
+    // `hourglass --version` / `-V`: the release and the commit it was built from (build.rs).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HOURGLASS_GIT_COMMIT"), ")"),
     about = "Durable job scheduler: fires every occurrence on time, at least once"
 )]
 struct Cli {

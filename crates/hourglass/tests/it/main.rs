@@ -13,3 +13,4 @@ mod crash;
 mod logs;
 mod multinode;
 mod pg_outage;
+mod version;
