@@ -8,6 +8,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod client;
 mod config;
+mod listen;
 
 use std::sync::Arc;
 
@@ -39,6 +40,8 @@ enum Command {
     Queue(client::QueueArgs),
     /// Rotate the namespace's webhook signing secret and print it (shown once).
     SigningSecret(client::Connection),
+    /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
+    Listen(listen::ListenArgs),
     /// Load-test a node over its HTTP API and account for every fire (burst, sustained,
     /// far-future, cron); starts its own node unless given --url.
     Bench(bench::BenchArgs),
@@ -66,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args)),
         Command::Queue(args) => runtime.block_on(client::queue(args)),
         Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
+        Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Key {
             command: KeyCommand::Generate,
