@@ -93,7 +93,9 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
     let node = hourglass_server::Node::start(settings.node, Arc::new(hourglass_core::SystemClock))
         .await
         .context("cannot start the node")?;
+    // Tests and scripts read the address from this first line: keep its shape.
     println!("hourglass listening on http://{}", node.addr());
+    println!("dashboard: http://{}/", node.addr());
     if let Some(metrics) = node.metrics_addr() {
         println!("hourglass serving metrics on http://{metrics}/metrics");
     }
