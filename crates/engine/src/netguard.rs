@@ -4,24 +4,53 @@
 //! addresses that carry such an IPv4 address to a translator or relay (NAT64, 6to4) is refused
 //! unless the operator allowlists it. Checked when a job is created and again at connect time, so
 //! a hostname that later resolves to an internal address is still refused.
+//!
+//! A node in development mode (no API keys, listening on loopback only) also allows this host's
+//! loopback addresses ([`TargetPolicy::allowing_loopback`]), so that a local receiver works
+//! without configuration; a node with API keys allows them only when allowlisted.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use hourglass_core::ValidationError;
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use url::Url;
 
 #[derive(Debug, Clone, Default)]
 pub struct TargetPolicy {
     allow: Arc<Vec<IpNet>>,
+    /// Development mode: 127.0.0.0/8 and ::1 (as dialled) are allowed besides the allowlist.
+    loopback: bool,
+}
+
+/// Why an address is refused: its class in words, and the whole range refused for that reason,
+/// which is what an operator would allowlist to allow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub class: &'static str,
+    pub range: IpNet,
 }
 
 impl TargetPolicy {
     pub fn new(allow: Vec<IpNet>) -> Self {
         Self {
             allow: Arc::new(allow),
+            loopback: false,
         }
+    }
+
+    /// Also allows this host's loopback addresses: 127.0.0.0/8 and ::1, and their IPv4-mapped
+    /// spelling (the same destination), but not loopback reached through a NAT64 translator or
+    /// a 6to4 relay, nor the deprecated IPv4-compatible `::127.0.0.1`. For development mode,
+    /// where the node itself is reachable only from this host.
+    pub fn allowing_loopback(mut self) -> Self {
+        self.loopback = true;
+        self
+    }
+
+    /// Whether loopback targets are allowed without being allowlisted (development mode).
+    pub fn allows_loopback(&self) -> bool {
+        self.loopback
     }
 
     pub fn allowlist(&self) -> &[IpNet] {
@@ -34,14 +63,43 @@ impl TargetPolicy {
     /// means this host's loopback, while `64:ff9b::7f00:1` asks a translator for its own; such
     /// an address is allowed only by allowlisting the IPv6 range itself.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), &'static str> {
-        let ip = canonical(ip);
-        if self.allow.iter().any(|net| net.contains(&ip)) {
-            return Ok(());
-        }
-        match forbidden_class(ip) {
-            Some(class) => Err(class),
+        match self.refusal(ip) {
+            Some(refusal) => Err(refusal.class),
             None => Ok(()),
         }
+    }
+
+    /// Why `ip` is refused, or `None` when it is allowed.
+    pub fn refusal(&self, ip: IpAddr) -> Option<Refusal> {
+        let ip = canonical(ip);
+        if self.allow.iter().any(|net| net.contains(&ip)) {
+            return None;
+        }
+        if self.loopback && ip.is_loopback() {
+            return None;
+        }
+        forbidden(ip)
+    }
+
+    /// The `forbidden_target` error for a refused address: it names the setting and the value
+    /// that would allow it, the allowlist as it is plus the refused range.
+    fn refused(&self, field: &str, what: &str, refusal: Refusal) -> ValidationError {
+        let list = self
+            .allow
+            .iter()
+            .map(ToString::to_string)
+            .chain(std::iter::once(refusal.range.to_string()))
+            .collect::<Vec<_>>()
+            .join(",");
+        ValidationError::new(
+            "forbidden_target",
+            field,
+            format!(
+                "{what} a {class} address ({range}), which webhooks may not reach unless the operator allows it: restart the node with --allow-targets {list} (config file: allow_targets)",
+                class = refusal.class,
+                range = refusal.range,
+            ),
+        )
     }
 
     /// Syntactic checks plus the address check for IP literals and `localhost`. Hostnames are
@@ -61,14 +119,9 @@ impl TargetPolicy {
                 "webhook url must not carry credentials; use target headers",
             ));
         }
-        let forbidden = |class: &str| {
-            ValidationError::new(
-                "forbidden_target",
-                field,
-                format!(
-                    "webhook url points at a {class} address; the operator can allow it with --allow-targets"
-                ),
-            )
+        let check = |ip: IpAddr| match self.refusal(ip) {
+            Some(refusal) => Err(self.refused(field, "webhook url points at", refusal)),
+            None => Ok(()),
         };
         match url.host() {
             None => Err(ValidationError::new(
@@ -76,13 +129,12 @@ impl TargetPolicy {
                 field,
                 "webhook url has no host",
             )),
-            Some(url::Host::Ipv4(v4)) => self.check_ip(IpAddr::V4(v4)).map_err(forbidden),
-            Some(url::Host::Ipv6(v6)) => self.check_ip(IpAddr::V6(v6)).map_err(forbidden),
+            Some(url::Host::Ipv4(v4)) => check(IpAddr::V4(v4)),
+            Some(url::Host::Ipv6(v6)) => check(IpAddr::V6(v6)),
             Some(url::Host::Domain(name)) => {
                 let name = name.trim_end_matches('.').to_ascii_lowercase();
                 if name == "localhost" || name.ends_with(".localhost") {
-                    self.check_ip(IpAddr::V4(Ipv4Addr::LOCALHOST))
-                        .map_err(forbidden)?;
+                    check(IpAddr::V4(Ipv4Addr::LOCALHOST))?;
                 }
                 Ok(())
             }
@@ -102,14 +154,8 @@ impl TargetPolicy {
             return Ok(());
         };
         for addr in addrs {
-            if let Err(class) = self.check_ip(addr.ip()) {
-                return Err(ValidationError::new(
-                    "forbidden_target",
-                    field,
-                    format!(
-                        "webhook host resolves to a {class} address; the operator can allow it with --allow-targets"
-                    ),
-                ));
+            if let Some(refusal) = self.refusal(addr.ip()) {
+                return Err(self.refused(field, "webhook host resolves to", refusal));
             }
         }
         Ok(())
@@ -132,9 +178,12 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn forbidden_class(ip: IpAddr) -> Option<&'static str> {
+fn forbidden(ip: IpAddr) -> Option<Refusal> {
     match ip {
-        IpAddr::V4(v4) => forbidden_v4(v4),
+        IpAddr::V4(v4) => forbidden_v4(v4).map(|(class, range)| Refusal {
+            class,
+            range: IpNet::V4(range),
+        }),
         IpAddr::V6(v6) => forbidden_v6(v6),
     }
 }
@@ -188,12 +237,40 @@ const V4_DENIED: &[(u32, u32, &str)] = &[
     (v4(240, 0, 0, 0), 4, "reserved or broadcast"),
 ];
 
-fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
+fn forbidden_v4(ip: Ipv4Addr) -> Option<(&'static str, Ipv4Net)> {
     let addr = u32::from(ip);
     V4_DENIED
         .iter()
         .find(|(base, len, _)| in_v4(addr, *base, *len))
-        .map(|(_, _, class)| *class)
+        .map(|(base, len, class)| (*class, net4(*base, *len)))
+}
+
+fn net4(base: u32, len: u32) -> Ipv4Net {
+    let base = Ipv4Addr::from(base);
+    u8::try_from(len)
+        .ok()
+        .and_then(|len| Ipv4Net::new(base, len).ok())
+        .unwrap_or_else(|| Ipv4Net::from(base))
+}
+
+fn net6(base: u128, len: u32) -> IpNet {
+    let base = Ipv6Addr::from(base);
+    IpNet::V6(
+        u8::try_from(len)
+            .ok()
+            .and_then(|len| Ipv6Net::new(base, len).ok())
+            .unwrap_or_else(|| Ipv6Net::from(base)),
+    )
+}
+
+/// An IPv4 range carried inside an IPv6 prefix at bit `shift` from the right: the IPv6 range a
+/// translator (NAT64) or relay (6to4) forwards to that IPv4 range.
+fn embedded(prefix: u128, prefix_len: u32, shift: u32, range: Ipv4Net) -> IpNet {
+    let v4 = u128::from(u32::from(range.network()));
+    net6(
+        prefix | v4.checked_shl(shift).unwrap_or(0),
+        prefix_len + u32::from(range.prefix_len()),
+    )
 }
 
 /// The IPv6 ranges refused whole. The IANA special-purpose registry's ranges that are not
@@ -250,26 +327,34 @@ const SIX_TO_FOUR: u128 = v6([0x2002, 0, 0, 0, 0, 0, 0, 0]);
 /// Global unicast (`2000::/3`): the only IPv6 space IANA allocates to the public internet.
 const GLOBAL_UNICAST: u128 = v6([0x2000, 0, 0, 0, 0, 0, 0, 0]);
 
-fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
+fn forbidden_v6(ip: Ipv6Addr) -> Option<Refusal> {
     let addr = u128::from(ip);
     let low_v4 = Ipv4Addr::from(addr as u32);
-    if let Some((_, _, class)) = V6_DENIED
+    let refusal = |class, range| Some(Refusal { class, range });
+    if let Some((base, len, class)) = V6_DENIED
         .iter()
         .find(|(base, len, _)| in_v6(addr, *base, *len))
     {
-        Some(class)
+        refusal(class, net6(*base, *len))
     } else if in_v6(addr, MAPPED, 96) {
-        forbidden_v4(low_v4)
+        // Allowlisted as the IPv4 address it is (see `canonical`).
+        forbidden_v4(low_v4).and_then(|(class, range)| refusal(class, IpNet::V4(range)))
     } else if in_v6(addr, COMPATIBLE, 96) {
         // Deprecated and outside global unicast: refused whatever it embeds, named after the
         // embedded address when that one is forbidden too.
-        Some(forbidden_v4(low_v4).unwrap_or("deprecated IPv4-compatible"))
+        match forbidden_v4(low_v4) {
+            Some((class, range)) => refusal(class, embedded(COMPATIBLE, 96, 0, range)),
+            None => refusal("deprecated IPv4-compatible", net6(COMPATIBLE, 96)),
+        }
     } else if in_v6(addr, NAT64, 96) {
         forbidden_v4(low_v4)
+            .and_then(|(class, range)| refusal(class, embedded(NAT64, 96, 0, range)))
     } else if in_v6(addr, SIX_TO_FOUR, 16) {
         forbidden_v4(Ipv4Addr::from((addr >> 80) as u32))
+            .and_then(|(class, range)| refusal(class, embedded(SIX_TO_FOUR, 16, 80, range)))
     } else if !in_v6(addr, GLOBAL_UNICAST, 3) {
-        Some("reserved (not global unicast)")
+        // The unallocated space is no single registry entry: name the address itself.
+        refusal("reserved (not global unicast)", net6(addr, 128))
     } else {
         None
     }
@@ -625,5 +710,91 @@ mod tests {
             "target.webhook.url"
         );
         assert!(check("https://example.com/hook").is_ok());
+    }
+
+    /// Development mode allows this host's loopback as dialled, and nothing else it would not
+    /// allow anyway: not loopback behind a translator or relay, not private ranges.
+    #[test]
+    fn development_mode_allows_loopback_only() {
+        let dev = TargetPolicy::default().allowing_loopback();
+        for ip in ["127.0.0.1", "127.255.255.254", "::1", "::ffff:127.0.0.1"] {
+            assert_eq!(dev.check_ip(ip.parse().unwrap()), Ok(()), "{ip}");
+        }
+        for ip in [
+            "::127.0.0.1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "10.0.0.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "::",
+        ] {
+            assert!(dev.check_ip(ip.parse().unwrap()).is_err(), "{ip}");
+        }
+        let check = |u: &str| dev.check_url(&u.parse().unwrap(), "target.webhook.url");
+        for u in [
+            "http://127.0.0.1:9000/hook",
+            "http://localhost/",
+            "http://[::1]/",
+        ] {
+            assert!(check(u).is_ok(), "{u}");
+        }
+        assert!(!TargetPolicy::default().allows_loopback());
+        assert!(dev.allows_loopback());
+    }
+
+    /// A refusal names the whole range refused for that reason: allowlisting it allows the
+    /// address, also for addresses carried inside NAT64 and 6to4 addresses.
+    #[test]
+    fn refusals_name_the_range_that_would_allow_them() {
+        let strict = TargetPolicy::default();
+        for (ip, range) in [
+            ("127.0.0.1", "127.0.0.0/8"),
+            ("::ffff:127.0.0.1", "127.0.0.0/8"),
+            ("10.1.2.3", "10.0.0.0/8"),
+            ("169.254.169.254", "169.254.0.0/16"),
+            ("::1", "::1/128"),
+            ("fd00:ec2::254", "fc00::/7"),
+            ("64:ff9b::7f00:1", "64:ff9b::7f00:0/104"),
+            ("2002:7f00:1::", "2002:7f00::/24"),
+            ("::127.0.0.1", "::7f00:0/104"),
+            ("::8.8.8.8", "::/96"),
+            ("4000::1", "4000::1/128"),
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            let refusal = strict.refusal(ip).unwrap_or_else(|| panic!("{ip} refused"));
+            assert_eq!(refusal.range.to_string(), range, "{ip}");
+            let allowed = TargetPolicy::new(vec![refusal.range]);
+            assert_eq!(allowed.check_ip(ip), Ok(()), "{ip} allowed by {range}");
+        }
+    }
+
+    #[test]
+    fn the_forbidden_target_message_names_the_setting_and_value() {
+        let strict = TargetPolicy::default();
+        let err = strict
+            .check_url(
+                &"http://127.0.0.1:9000/".parse().unwrap(),
+                "target.webhook.url",
+            )
+            .unwrap_err();
+        assert_eq!(err.code, "forbidden_target");
+        assert!(
+            err.message
+                .contains("restart the node with --allow-targets 127.0.0.0/8 "),
+            "{}",
+            err.message
+        );
+        // An allowlist already set is kept in the value to use.
+        let some = TargetPolicy::new(vec!["10.20.0.0/16".parse().unwrap()]);
+        let err = some
+            .check_url(&"http://[::1]/".parse().unwrap(), "target.webhook.url")
+            .unwrap_err();
+        assert!(
+            err.message
+                .contains("--allow-targets 10.20.0.0/16,::1/128 "),
+            "{}",
+            err.message
+        );
     }
 }

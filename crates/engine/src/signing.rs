@@ -49,6 +49,29 @@ impl SigningKey {
         mac.update(body);
         format!("v1,{}", BASE64.encode(mac.finalize().into_bytes()))
     }
+
+    /// Whether a `webhook-signature` header value carries a `v1` signature by this key of
+    /// `msg_id.timestamp.body`: the receiving side, for `hourglass listen`. Any of the
+    /// space-separated signatures may match (a rotation's overlap sends two); each is compared
+    /// in constant time. The timestamp is passed as sent, so a re-encoded one does not verify.
+    pub fn verify(&self, msg_id: &str, timestamp: &str, body: &[u8], header: &str) -> bool {
+        header.split_ascii_whitespace().any(|candidate| {
+            let Some(sig) = candidate
+                .strip_prefix("v1,")
+                .and_then(|b64| BASE64.decode(b64).ok())
+            else {
+                return false;
+            };
+            let mut mac =
+                Hmac::<Sha256>::new_from_slice(&self.0).expect("hmac takes any key length");
+            mac.update(msg_id.as_bytes());
+            mac.update(b".");
+            mac.update(timestamp.as_bytes());
+            mac.update(b".");
+            mac.update(body);
+            mac.verify_slice(&sig).is_ok()
+        })
+    }
 }
 
 /// A fresh random secret in the `whsec_` format.
@@ -187,6 +210,69 @@ mod tests {
             br#"{"test": 2432232314}"#,
         );
         assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn verifies_what_it_signs_and_nothing_else() {
+        let key = SigningKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let other = SigningKey::parse(&generate_secret()).unwrap();
+        let body = br#"{"test": 2432232314}"#;
+        let header = key.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
+        let verify = |k: &SigningKey, id: &str, ts: &str, body: &[u8], header: &str| {
+            k.verify(id, ts, body, header)
+        };
+        assert!(verify(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "1614265330",
+            body,
+            &header
+        ));
+        // Either signature of an overlap verifies, in any position.
+        let both = format!("{} {header}", other.sign("x", 1, b"y"));
+        assert!(verify(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "1614265330",
+            body,
+            &both
+        ));
+        assert!(!verify(
+            &other,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "1614265330",
+            body,
+            &header
+        ));
+        assert!(!verify(&key, "msg_other", "1614265330", body, &header));
+        assert!(!verify(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "1614265331",
+            body,
+            &header
+        ));
+        assert!(!verify(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "1614265330",
+            b"{}",
+            &header
+        ));
+        assert!(!verify(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "1614265330",
+            body,
+            ""
+        ));
+        assert!(!verify(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "1614265330",
+            body,
+            "v1,%%%"
+        ));
     }
 
     #[test]

@@ -8,6 +8,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod client;
 mod config;
+mod listen;
 
 use std::sync::Arc;
 
@@ -18,7 +19,8 @@ use tracing_subscriber::EnvFilter;
 #[derive(Parser)]
 #[command(
     name = "hourglass",
-    version,
+    // `hourglass --version` / `-V`: the release and the commit it was built from (build.rs).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HOURGLASS_GIT_COMMIT"), ")"),
     about = "Durable job scheduler: fires every occurrence on time, at least once"
 )]
 struct Cli {
@@ -38,6 +40,8 @@ enum Command {
     Queue(client::QueueArgs),
     /// Rotate the namespace's webhook signing secret and print it (shown once).
     SigningSecret(client::Connection),
+    /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
+    Listen(listen::ListenArgs),
     /// Load-test a node over its HTTP API and account for every fire (burst, sustained,
     /// far-future, cron); starts its own node unless given --url.
     Bench(bench::BenchArgs),
@@ -65,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args)),
         Command::Queue(args) => runtime.block_on(client::queue(args)),
         Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
+        Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Key {
             command: KeyCommand::Generate,
@@ -88,7 +93,9 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
     let node = hourglass_server::Node::start(settings.node, Arc::new(hourglass_core::SystemClock))
         .await
         .context("cannot start the node")?;
+    // Tests and scripts read the address from this first line: keep its shape.
     println!("hourglass listening on http://{}", node.addr());
+    println!("dashboard: http://{}/", node.addr());
     if let Some(metrics) = node.metrics_addr() {
         println!("hourglass serving metrics on http://{metrics}/metrics");
     }

@@ -53,6 +53,7 @@ pub struct NodeConfig {
     /// its claims at restart) lookahead + delivery timeout + 30 s.
     pub lease_ttl: Option<Duration>,
     /// Address ranges webhooks may reach even though they are loopback/private/link-local.
+    /// Without `api_keys` (development mode) loopback is allowed besides these.
     pub allow_targets: Vec<IpNet>,
     pub api_keys: Vec<ApiKeyConfig>,
     pub engine: EngineConfig,
@@ -143,7 +144,15 @@ impl Node {
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(backend, &mut registry));
         let metrics = Metrics::new(&mut registry);
         let api_metrics = ApiMetrics::new(&mut registry, config.store_figures_ttl);
-        let policy = TargetPolicy::new(config.allow_targets.clone());
+        let mut policy = TargetPolicy::new(config.allow_targets.clone());
+        if auth.is_open() {
+            // Development mode listens on loopback only, so whoever creates jobs is on this
+            // host already: a webhook receiver on this host is what they will try first.
+            policy = policy.allowing_loopback();
+            tracing::info!(
+                "development mode: webhook targets on loopback (127.0.0.0/8, ::1) are allowed without --allow-targets; with api_keys configured they need --allow-targets 127.0.0.0/8"
+            );
+        }
         let secrets = Secrets::new(store.clone(), clock.clone());
         let deliverer = Arc::new(WebhookDeliverer::new(
             secrets.clone(),

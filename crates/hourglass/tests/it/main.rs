@@ -10,6 +10,8 @@
 mod support;
 
 mod crash;
+mod listen;
 mod logs;
 mod multinode;
 mod pg_outage;
+mod version;

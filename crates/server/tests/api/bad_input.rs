@@ -883,8 +883,8 @@ fn target_cases(out: &mut Vec<Case>) {
         "http://172.31.255.1/",
         "http://192.168.1.1/",
         "http://169.254.169.254/latest/meta-data/",
-        "http://[::1]/",
-        "http://[::1]:8080/hook",
+        // Not ::1: this node runs in development mode, which allows this host's loopback
+        // (`loopback_targets_are_refused_...` and `development_mode_allows_...` below).
         "http://[fe80::1]/",
         "http://[fd00:ec2::254]/",
         "http://[::ffff:10.0.0.1]/",
@@ -2172,31 +2172,44 @@ async fn malformed_requests_get_documented_4xx_and_change_nothing() {
     report(&failures);
 }
 
-/// Without an allowlist, loopback in all its spellings is a forbidden target.
+/// Every spelling of this host's loopback that a webhook URL can take, and whether development
+/// mode (no API keys) allows it: loopback as dialled yes; loopback reached through a translator
+/// or relay, or in the deprecated IPv4-compatible form, no.
+const LOOPBACK_SPELLINGS: &[(&str, bool)] = &[
+    ("http://127.0.0.1:9/hook", true),
+    ("http://127.1/", true),
+    ("http://2130706433/", true),
+    ("http://0x7f.0.0.1/", true),
+    ("http://localhost/", true),
+    ("http://LOCALHOST./", true),
+    ("http://api.localhost/", true),
+    ("http://[::1]/", true),
+    ("http://[::ffff:127.0.0.1]/", true),
+    ("http://[::127.0.0.1]/", false),
+    ("http://[64:ff9b::7f00:1]/", false),
+    ("http://[64:ff9b:1::7f00:1]/", false),
+    ("http://[2002:7f00:1::]/", false),
+];
+
+/// With API keys and without an allowlist, loopback in all its spellings is a forbidden target,
+/// and the error names the setting that would allow it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn loopback_targets_are_refused_without_an_allowlist() {
+async fn loopback_targets_are_refused_without_an_allowlist_when_keys_are_configured() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path());
     config.allow_targets = vec![];
+    config.api_keys = vec![ApiKeyConfig {
+        sha256: hash_key("admin-key"),
+        namespace: None,
+        admin: true,
+    }];
     let node = start_node_with(config).await;
+    let bearer = HeaderValue::from_static("Bearer admin-key");
     let mut cases = Vec::new();
-    for u in [
-        "http://127.0.0.1:9/hook",
-        "http://127.1/",
-        "http://2130706433/",
-        "http://0x7f.0.0.1/",
-        "http://localhost/",
-        "http://LOCALHOST./",
-        "http://api.localhost/",
-        "http://[::1]/",
-        "http://[::ffff:127.0.0.1]/",
-        "http://[::127.0.0.1]/",
-        "http://[64:ff9b::7f00:1]/",
-        "http://[64:ff9b:1::7f00:1]/",
-        "http://[2002:7f00:1::]/",
-    ] {
+    for (u, _) in LOOPBACK_SPELLINGS {
         cases.push(
             create(format!("loopback target {u}"), &url(u))
+                .header("authorization", bearer.clone())
                 .expect(422, "forbidden_target")
                 .field("target.webhook.url"),
         );
@@ -2205,16 +2218,76 @@ async fn loopback_targets_are_refused_without_an_allowlist() {
                 format!("loopback target in batch {u}"),
                 &json!({"jobs": [url("https://93.184.216.34/"), url(u)]}),
             )
+            .header("authorization", bearer.clone())
             .expect(422, "forbidden_target")
             .field("jobs[1].target.webhook.url"),
         );
     }
-    let failures = run(&format!("http://{}", node.addr()), &cases).await;
+    let mut failures = run(&format!("http://{}", node.addr()), &cases).await;
+    let api = Api::new(node.addr()).with_key("admin-key");
+    let (status, body) = api
+        .call("POST", "/v1/jobs", Some(url("http://127.0.0.1:9000/hook")))
+        .await;
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    if status != 422 || !message.contains("--allow-targets 127.0.0.0/8") {
+        failures.push(format!(
+            "the refusal must name --allow-targets 127.0.0.0/8: {status} {body}"
+        ));
+    }
     let count = node.store().count_jobs(None).await.unwrap();
     node.shutdown().await;
-    let mut failures = failures;
     if count != 0 {
         failures.push(format!("{count} jobs were created"));
+    }
+    report(&failures);
+}
+
+/// Development mode (no API keys, so the node listens on loopback only) allows this host's
+/// loopback without an allowlist, so that a newcomer's local receiver works; loopback behind a
+/// translator or relay and every other internal range stay refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn development_mode_allows_loopback_targets_without_an_allowlist() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.allow_targets = vec![];
+    let node = start_node_with(config).await;
+    let api = Api::new(node.addr());
+    let mut failures = Vec::new();
+    let mut cases = Vec::new();
+    let mut allowed = 0;
+    for (u, allow) in LOOPBACK_SPELLINGS {
+        if *allow {
+            allowed += 1;
+            let (status, body) = api.call("POST", "/v1/jobs", Some(url(u))).await;
+            if status != 201 {
+                failures.push(format!(
+                    "loopback target {u}: {status} {body}, expected 201"
+                ));
+            }
+        } else {
+            cases.push(
+                create(format!("loopback behind a translator {u}"), &url(u))
+                    .expect(422, "forbidden_target")
+                    .field("target.webhook.url"),
+            );
+        }
+    }
+    for u in [
+        "http://10.0.0.1/",
+        "http://169.254.169.254/",
+        "http://[fd00::1]/",
+    ] {
+        cases.push(
+            create(format!("internal target {u}"), &url(u))
+                .expect(422, "forbidden_target")
+                .field("target.webhook.url"),
+        );
+    }
+    failures.extend(run(&format!("http://{}", node.addr()), &cases).await);
+    let count = node.store().count_jobs(None).await.unwrap();
+    node.shutdown().await;
+    if count != allowed {
+        failures.push(format!("{count} jobs were created, expected {allowed}"));
     }
     report(&failures);
 }

@@ -42,6 +42,10 @@ pub struct NodeOptions {
     pub log_level: &'static str,
     /// More arguments to `hourglass serve`.
     pub args: Vec<String>,
+    /// Pass `--allow-targets 127.0.0.0/8`, so that the tests' loopback receivers are reachable
+    /// also with API keys configured. Off: a node without keys still allows loopback (development
+    /// mode), one with keys refuses it.
+    pub allow_loopback_targets: bool,
 }
 
 impl NodeOptions {
@@ -53,6 +57,7 @@ impl NodeOptions {
             lease_ttl: None,
             log_level: "warn",
             args: Vec::new(),
+            allow_loopback_targets: true,
         }
     }
 
@@ -109,8 +114,10 @@ impl Nodes {
         if let Some(ttl) = &opts.lease_ttl {
             command.args(["--lease-ttl", ttl]);
         }
+        if opts.allow_loopback_targets {
+            command.args(["--allow-targets", "127.0.0.0/8"]);
+        }
         let mut child = command
-            .args(["--allow-targets", "127.0.0.0/8"])
             .args(&opts.args)
             .current_dir(&cwd)
             .env("HOURGLASS_LOG", opts.log_level)

@@ -1,0 +1,358 @@
+//! `hourglass listen`: a webhook receiver for development. It listens on 127.0.0.1, answers every
+//! request with `--status` (default 200) and prints one block per delivery: when it arrived, how
+//! late it was, its delivery id, its attempt, whether its signature verifies with the namespace's
+//! secret (`--secret`), and its payload, pretty-printed. With colour on a terminal, plain text
+//! when stdout is a pipe or a file (or `NO_COLOR` is set).
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use hourglass_engine::signing::SigningKey;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::HeaderMap;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use jiff::Timestamp;
+use tokio::net::TcpListener;
+
+#[derive(Args, Debug)]
+pub struct ListenArgs {
+    /// Port on 127.0.0.1 to receive webhooks on (0 picks a free one).
+    #[arg(long, default_value_t = 9000)]
+    port: u16,
+    /// HTTP status to answer every delivery with: 2xx is success; 408, 425, 429 and 5xx make the
+    /// node retry; anything else fails the delivery for good.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(200..=599))]
+    status: u16,
+    /// The namespace's webhook signing secret (`whsec_...`, from `hourglass signing-secret`):
+    /// each delivery's signature is checked against it. Without it, signatures are not checked.
+    #[arg(long, env = "HOURGLASS_WEBHOOK_SECRET", hide_env_values = true)]
+    secret: Option<String>,
+}
+
+struct Listener {
+    status: StatusCode,
+    key: Option<SigningKey>,
+    style: Style,
+}
+
+pub async fn run(args: ListenArgs) -> anyhow::Result<()> {
+    let key = match &args.secret {
+        Some(secret) => Some(SigningKey::parse(secret).context(
+            "--secret is not a webhook signing secret (whsec_ followed by base64 of at least 16 bytes)",
+        )?),
+        None => None,
+    };
+    let status = StatusCode::from_u16(args.status).context("--status")?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+    let socket = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let addr = socket.local_addr()?;
+    let state = Arc::new(Listener {
+        status,
+        key,
+        style: Style::detect(),
+    });
+    println!("hourglass listen: receiving webhooks on http://{addr}/ (any path)");
+    println!(
+        "  answering {}; signatures {}; Ctrl-C to stop",
+        status,
+        if state.key.is_some() {
+            "checked with --secret"
+        } else {
+            "not checked (pass --secret whsec_...)"
+        }
+    );
+    let accept = async {
+        loop {
+            let Ok((stream, _)) = socket.accept().await else {
+                // Out of file descriptors or similar: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let state = state.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| handle(state.clone(), req));
+                let _ = http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    };
+    tokio::select! {
+        () = accept => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+async fn handle(
+    state: Arc<Listener>,
+    req: Request<Incoming>,
+) -> Result<Response<Empty<Bytes>>, Infallible> {
+    let arrived = Timestamp::now();
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        // The connection broke mid-body: nothing to show, and no one to answer.
+        Err(_) => Bytes::new(),
+    };
+    let block = render(
+        &state,
+        &Received {
+            arrived,
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            headers: &parts.headers,
+            body: &body,
+        },
+    );
+    // One write per block, so that concurrent deliveries never interleave their lines.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(block.as_bytes());
+    let _ = out.flush();
+    let mut response = Response::new(Empty::new());
+    *response.status_mut() = state.status;
+    Ok(response)
+}
+
+/// One request as it arrived.
+struct Received<'a> {
+    arrived: Timestamp,
+    method: &'a str,
+    path: &'a str,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+}
+
+impl Received<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// ANSI styling on a terminal, nothing otherwise.
+#[derive(Clone, Copy)]
+struct Style {
+    color: bool,
+}
+
+impl Style {
+    fn detect() -> Self {
+        Self {
+            color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+}
+
+/// The signature's state, in words, and whether it is good news.
+fn signature(state: &Listener, r: &Received<'_>) -> (String, Option<bool>) {
+    let (Some(id), Some(timestamp), Some(header)) = (
+        r.header("webhook-id"),
+        r.header("webhook-timestamp"),
+        r.header("webhook-signature"),
+    ) else {
+        return (
+            "missing (no webhook-id, webhook-timestamp and webhook-signature headers)".into(),
+            state.key.as_ref().map(|_| false),
+        );
+    };
+    match &state.key {
+        None => ("not checked (no --secret)".into(), None),
+        Some(key) if key.verify(id, timestamp, r.body, header) => ("verified".into(), Some(true)),
+        Some(_) => (
+            "FAILED: signed with another secret, or the request was altered".into(),
+            Some(false),
+        ),
+    }
+}
+
+/// "3 ms late", "1.250 s late", "2 ms early".
+fn lateness(ms: i64) -> String {
+    let (amount, word) = if ms < 0 {
+        (ms.unsigned_abs(), "early")
+    } else {
+        (ms.unsigned_abs(), "late")
+    };
+    if amount < 10_000 {
+        format!("{amount} ms {word}")
+    } else {
+        format!("{}.{:03} s {word}", amount / 1000, amount % 1000)
+    }
+}
+
+fn render(state: &Listener, r: &Received<'_>) -> String {
+    let style = state.style;
+    let mut out = String::new();
+    let id = r.header("webhook-id").unwrap_or("(no webhook-id header)");
+    let _ = writeln!(
+        out,
+        "\n{} {}",
+        style.paint("1", "delivery"),
+        style.paint("1", id)
+    );
+    let _ = writeln!(out, "  arrived    {:.3}", r.arrived);
+    let arrived_ms = r.arrived.as_millisecond();
+    let due = r
+        .header("hourglass-due-at")
+        .and_then(|v| v.parse::<Timestamp>().ok());
+    let sent = r
+        .header("webhook-timestamp")
+        .and_then(|v| v.parse::<i64>().ok());
+    match (due, sent) {
+        (Some(due), _) => {
+            let _ = writeln!(
+                out,
+                "  due        {due:.3} ({})",
+                lateness(arrived_ms - due.as_millisecond())
+            );
+        }
+        (None, Some(sent)) => {
+            let _ = writeln!(
+                out,
+                "  sent       {sent} (unix s; {} after webhook-timestamp)",
+                lateness(arrived_ms - sent.saturating_mul(1000))
+            );
+        }
+        (None, None) => {}
+    }
+    if let Some(attempt) = r.header("hourglass-attempt") {
+        let _ = writeln!(out, "  attempt    {attempt}");
+    }
+    if let Some(job) = r.header("hourglass-job-id") {
+        match r.header("hourglass-job-type") {
+            Some(job_type) => {
+                let _ = writeln!(out, "  job        {job} (type {job_type})");
+            }
+            None => {
+                let _ = writeln!(out, "  job        {job}");
+            }
+        }
+    }
+    let (words, good) = signature(state, r);
+    let words = match good {
+        Some(true) => style.paint("32", &words),
+        Some(false) => style.paint("31;1", &words),
+        None => style.paint("2", &words),
+    };
+    let _ = writeln!(out, "  signature  {words}");
+    let _ = writeln!(
+        out,
+        "  request    {} {} -> answered {}",
+        r.method,
+        r.path,
+        state.status.as_u16()
+    );
+    let payload = if r.body.is_empty() {
+        "(empty body)".to_string()
+    } else {
+        match serde_json::from_slice::<serde_json::Value>(r.body) {
+            Ok(json) => serde_json::to_string_pretty(&json)
+                .unwrap_or_else(|_| String::from_utf8_lossy(r.body).into_owned()),
+            Err(_) => String::from_utf8_lossy(r.body).into_owned(),
+        }
+    };
+    for line in payload.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listener(secret: Option<&str>) -> Listener {
+        Listener {
+            status: StatusCode::OK,
+            key: secret.and_then(SigningKey::parse),
+            style: Style { color: false },
+        }
+    }
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn headers(signature: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in [
+            (
+                "webhook-id",
+                "01a1fee1265e739b98093d3692d507c6_1795277530719",
+            ),
+            ("webhook-timestamp", "1795277530"),
+            ("webhook-signature", signature),
+            ("hourglass-job-id", "01a1fee1-265e-739b-9809-3d3692d507c6"),
+            ("hourglass-due-at", "2026-11-22T12:12:10.719Z"),
+            ("hourglass-attempt", "2"),
+            ("hourglass-job-type", "reminder.flight"),
+        ] {
+            h.insert(name, value.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn a_block_shows_id_lateness_attempt_signature_and_payload() {
+        let body = br#"{"flight":"LH 400","passenger":"p-123"}"#;
+        let key = SigningKey::parse(SECRET).unwrap();
+        let sig = key.sign(
+            "01a1fee1265e739b98093d3692d507c6_1795277530719",
+            1795277530,
+            body,
+        );
+        let headers = headers(&sig);
+        let received = Received {
+            arrived: "2026-11-22T12:12:10.723Z".parse().unwrap(),
+            method: "POST",
+            path: "/hooks/reminder",
+            headers: &headers,
+            body,
+        };
+        let block = render(&listener(Some(SECRET)), &received);
+        for want in [
+            "delivery 01a1fee1265e739b98093d3692d507c6_1795277530719\n",
+            "  arrived    2026-11-22T12:12:10.723Z\n",
+            "  due        2026-11-22T12:12:10.719Z (4 ms late)\n",
+            "  attempt    2\n",
+            "  job        01a1fee1-265e-739b-9809-3d3692d507c6 (type reminder.flight)\n",
+            "  signature  verified\n",
+            "  request    POST /hooks/reminder -> answered 200\n",
+            "  {\n    \"flight\": \"LH 400\",\n    \"passenger\": \"p-123\"\n  }\n",
+        ] {
+            assert!(block.contains(want), "{want:?} missing from:\n{block}");
+        }
+        assert!(!block.contains('\x1b'), "plain text: {block:?}");
+        let unchecked = render(&listener(None), &received);
+        assert!(unchecked.contains("  signature  not checked (no --secret)\n"));
+        let other = render(
+            &listener(Some("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")),
+            &received,
+        );
+        assert!(other.contains("  signature  FAILED"), "{other}");
+    }
+
+    #[test]
+    fn lateness_reads_naturally() {
+        assert_eq!(lateness(3), "3 ms late");
+        assert_eq!(lateness(-2), "2 ms early");
+        assert_eq!(lateness(12_345), "12.345 s late");
+    }
+}
