@@ -90,12 +90,18 @@ fn main() -> anyhow::Result<()> {
 async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
     let settings = config::resolve(args)?;
     init_logging(&settings.log_format);
+    let text_logs = matches!(settings.log_format, config::LogFormat::Text);
     let node = hourglass_server::Node::start(settings.node, Arc::new(hourglass_core::SystemClock))
         .await
         .context("cannot start the node")?;
     // Tests and scripts read the address from this first line: keep its shape.
     println!("hourglass listening on http://{}", node.addr());
-    println!("dashboard: http://{}/", node.addr());
+    // With JSON logs every later stdout line is a JSON object, for log collectors.
+    if text_logs {
+        println!("dashboard: http://{}/", node.addr());
+    } else {
+        tracing::info!(url = %format!("http://{}/", node.addr()), "dashboard");
+    }
     if let Some(metrics) = node.metrics_addr() {
         println!("hourglass serving metrics on http://{metrics}/metrics");
     }
