@@ -66,6 +66,43 @@ pub enum LogFormat {
     Json,
 }
 
+/// `[quotas]`: what every namespace may do, unless `[quotas.namespaces.NAME]` says otherwise.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuotasFile {
+    /// Jobs a namespace may create per second on one node.
+    creates_per_second: Option<u32>,
+    #[serde(default)]
+    namespaces: std::collections::HashMap<String, NamespaceQuotaFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamespaceQuotaFile {
+    creates_per_second: Option<u32>,
+}
+
+fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> {
+    use hourglass_server::quotas::{NamespaceQuota, Quotas};
+    let check = |rate: Option<u32>, at: &str| match rate {
+        Some(0) => {
+            bail!("config {at}.creates_per_second must be at least 1 (leave it out for no quota)")
+        }
+        rate => Ok(NamespaceQuota {
+            creates_per_second: rate,
+        }),
+    };
+    let mut namespaces = std::collections::HashMap::new();
+    for (name, quota) in file.namespaces {
+        let at = format!("quotas.namespaces.{name}");
+        namespaces.insert(name, check(quota.creates_per_second, &at)?);
+    }
+    Ok(Quotas {
+        default: check(file.creates_per_second, "quotas")?,
+        namespaces,
+    })
+}
+
 /// The config file. Every key is optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +129,9 @@ struct FileConfig {
     /// API keys by hash; with none the node runs in development mode (loopback only).
     #[serde(default)]
     api_keys: Vec<ApiKeyConfig>,
+    /// Per-namespace quotas: defaults for every namespace, and `[quotas.namespaces.NAME]`.
+    #[serde(default)]
+    quotas: QuotasFile,
     /// How long a webhook may take to answer, e.g. "10s".
     delivery_timeout: Option<String>,
     /// Largest job payload in bytes.
@@ -219,6 +259,7 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         .or(file.allow_targets)
         .unwrap_or_default();
     node.api_keys = file.api_keys;
+    node.quotas = quotas(file.quotas)?;
     node.delivery_timeout = duration(
         file.delivery_timeout.as_deref(),
         "delivery_timeout",
@@ -351,6 +392,10 @@ max_webhook_header_bytes = 65536
 [[api_keys]]
 namespace = "acme"
 sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+[quotas]
+creates_per_second = 100
+[quotas.namespaces.acme]
+creates_per_second = 2000
 "#,
         )
         .unwrap();
@@ -373,6 +418,11 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         assert_eq!(from_file.limits.max_batch_bytes, 1024 * 1024);
         assert_eq!(from_file.limits.body_read_timeout, Duration::from_secs(30));
         assert_eq!(from_file.api_keys.len(), 1);
+        assert_eq!(from_file.quotas.default.creates_per_second, Some(100));
+        assert_eq!(
+            from_file.quotas.namespaces["acme"].creates_per_second,
+            Some(2000)
+        );
         assert_eq!(from_file.limits.max_url_bytes, 16384);
         assert_eq!(from_file.limits.max_webhook_headers, 64);
         assert_eq!(from_file.limits.max_webhook_header_bytes, 65536);
@@ -468,6 +518,10 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
             ("destination_concurrency = 0", "destination_concurrency"),
+            (
+                "[quotas.namespaces.acme]\ncreates_per_second = 0",
+                "quotas.namespaces.acme.creates_per_second",
+            ),
             ("breaker_open_for = \"0s\"", "breaker_open_for"),
             ("breaker_open_for = \"2d\"", "breaker_open_for"),
             ("max_connections = 0", "max_connections"),

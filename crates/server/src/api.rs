@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::auth::{Auth, Principal};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::ApiMetrics;
+use crate::quotas::CreateLimiter;
 use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
 
 /// What a single job's request body may hold besides its payload (type, schedule, target with
@@ -50,6 +51,8 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// The API's own metrics, in `registry` beside the engine's.
     pub metrics: ApiMetrics,
+    /// The operator's per-namespace create quotas.
+    pub create_quota: Arc<CreateLimiter>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -363,6 +366,7 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
     let req: CreateJob =
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let job = validate_create(&state, &principal, req, "", &mut ResolvedHosts::new()).await?;
+    state.create_quota.admit(&principal.namespace, 1)?;
     let created = state.scheduler.create(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
@@ -391,6 +395,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         let prefix = format!("jobs[{i}]");
         jobs.push(validate_create(&state, &principal, req, &prefix, &mut resolved).await?);
     }
+    state.create_quota.admit(&principal.namespace, jobs.len())?;
     let created = state.scheduler.create(jobs).await.map_err(|e| match e {
         StoreError::KeyConflict { index, .. } => {
             ApiError::from(e).field(format!("jobs[{index}].key"))

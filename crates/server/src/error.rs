@@ -83,6 +83,7 @@ error_codes! {
     NotFound = "not_found" => NOT_FOUND,
     NotReady = "not_ready" => SERVICE_UNAVAILABLE,
     PayloadTooLarge = "payload_too_large" => PAYLOAD_TOO_LARGE,
+    RateLimited = "rate_limited" => TOO_MANY_REQUESTS,
     ScheduleNeverFires = "schedule_never_fires" => UNPROCESSABLE_ENTITY,
     StoreUnavailable = "store_unavailable" => SERVICE_UNAVAILABLE,
     Unauthorized = "unauthorized" => UNAUTHORIZED,
@@ -97,6 +98,8 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub field: Option<String>,
+    /// Seconds for the `Retry-After` header (503 answers say 1 without it).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -107,6 +110,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -144,6 +148,7 @@ impl From<ValidationError> for ApiError {
             code,
             message: e.message,
             field: (!e.field.is_empty()).then_some(e.field),
+            retry_after: None,
         }
     }
 }
@@ -178,10 +183,15 @@ impl IntoResponse for ApiError {
             body["field"] = json!(field);
         }
         let mut response = (self.status, axum::Json(json!({ "error": body }))).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        let retry_after = match (self.retry_after, self.status) {
+            (Some(seconds), _) => Some(seconds),
+            (None, StatusCode::SERVICE_UNAVAILABLE) => Some(1),
+            (None, _) => None,
+        };
+        if let Some(seconds) = retry_after {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+                axum::http::HeaderValue::from(seconds),
             );
         }
         response

@@ -11,6 +11,7 @@ pub mod error;
 pub mod metrics;
 pub mod node;
 pub mod queues;
+pub mod quotas;
 pub mod serve;
 pub mod wire;
 

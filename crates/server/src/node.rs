@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState};
 use crate::auth::{ApiKeyConfig, Auth};
 use crate::metrics::ApiMetrics;
+use crate::quotas::{CreateLimiter, Quotas};
 use crate::serve::{HttpConfig, serve};
 use crate::wire::Limits;
 
@@ -58,6 +59,8 @@ pub struct NodeConfig {
     pub api_keys: Vec<ApiKeyConfig>,
     pub engine: EngineConfig,
     pub limits: Limits,
+    /// Per-namespace quotas (creates per second); none by default.
+    pub quotas: Quotas,
     pub delivery_timeout: Duration,
     /// How long /metrics reuses its whole-store figures (jobs by state, backlog, queue totals)
     /// before reading them from the store again, which may scan it. Default
@@ -78,6 +81,7 @@ impl Default for NodeConfig {
             api_keys: Vec::new(),
             engine: EngineConfig::default(),
             limits: Limits::default(),
+            quotas: Quotas::default(),
             delivery_timeout: Duration::from_secs(10),
             store_figures_ttl: crate::metrics::STORE_FIGURES_TTL,
         }
@@ -210,6 +214,7 @@ impl Node {
             registry: Arc::new(registry),
             metrics: api_metrics,
             ready: ready.clone(),
+            create_quota: Arc::new(CreateLimiter::new(config.quotas.clone())),
         };
         let stop_http = CancellationToken::new();
         let mut http = Vec::new();

@@ -2656,3 +2656,69 @@ async fn a_batch_that_creates_nothing_answers_200() {
     assert_eq!(node.store().count_jobs(None).await.unwrap(), 3);
     node.shutdown().await;
 }
+
+/// A namespace past its create quota gets `429 rate_limited` with `Retry-After`, and nothing of
+/// the refused request is stored; another namespace creates as before. The quota is 1 a second
+/// and the first batch takes 11, so the namespace stays in debt for 10 s: the refusal does not
+/// depend on how fast this machine sends the next request.
+#[tokio::test]
+async fn a_namespace_past_its_create_quota_gets_429_and_changes_nothing() {
+    use hourglass_server::quotas::{NamespaceQuota, Quotas};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::support::test_config(dir.path());
+    config.quotas = Quotas {
+        default: NamespaceQuota::default(),
+        namespaces: [(
+            "default".to_string(),
+            NamespaceQuota {
+                creates_per_second: Some(1),
+            },
+        )]
+        .into(),
+    };
+    let node = crate::support::start_node_with(config).await;
+    let api = Api::new(node.addr());
+    let job = || json!({"schedule": {"after": "1h"}, "target": {"queue": "q"}});
+    let (status, body) = api
+        .call(
+            "POST",
+            "/v1/jobs/batch",
+            Some(json!({"jobs": (0..11).map(|_| job()).collect::<Vec<_>>()})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/v1/jobs", node.addr()))
+        .json(&job())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=10).contains(&retry_after), "{retry_after}");
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "rate_limited", "{error}");
+    let (status, _) = api
+        .call("POST", "/v1/jobs/batch", Some(json!({"jobs": [job()]})))
+        .await;
+    assert_eq!(status, 429, "a batch is refused too");
+    let (_, list) = api.call("GET", "/v1/jobs?limit=100", None).await;
+    assert_eq!(
+        list["jobs"].as_array().unwrap().len(),
+        11,
+        "nothing refused was stored"
+    );
+    let other = reqwest::Client::new()
+        .post(format!("http://{}/v1/jobs", node.addr()))
+        .header("hourglass-namespace", "other")
+        .json(&job())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 201, "another namespace has no quota");
+    node.shutdown().await;
+}
