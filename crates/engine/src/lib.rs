@@ -38,6 +38,7 @@ use tokio_util::task::TaskTracker;
 pub use deliver::{Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
 pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
+pub use pipeline::rates::DeliveryQuotas;
 pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
 pub use scheduler::{JobEdit, OpenBreaker, Scheduler};
@@ -71,6 +72,8 @@ pub struct EngineConfig {
     pub breaker_failures: u32,
     /// How long an open breaker holds its destination's deliveries back before one probe goes.
     pub breaker_open_for: Duration,
+    /// The operator's quota of deliveries a second per namespace (none by default).
+    pub delivery_quotas: DeliveryQuotas,
     /// A recurring occurrence picked up later than this counts as missed (misfire policy).
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
@@ -94,6 +97,7 @@ impl Default for EngineConfig {
             destination_concurrency: 64,
             breaker_failures: 10,
             breaker_open_for: Duration::from_secs(30),
+            delivery_quotas: DeliveryQuotas::default(),
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             retention: Some(Duration::from_secs(7 * 24 * 3600)),

@@ -49,6 +49,8 @@ pub struct Metrics {
     pub destinations_busy: Gauge,
     /// Due occurrences waiting for one of the node's delivery slots.
     pub slot_waiting: Gauge,
+    /// Due occurrences waiting because their namespace is past its delivery quota.
+    pub quota_waiting: Gauge,
     /// Breakers open (or probing) on this node.
     pub breakers_open: Gauge,
     /// Occurrences handed back because their destination's breaker was open.
@@ -82,6 +84,7 @@ impl Metrics {
             destination_waiting: Gauge::default(),
             destinations_busy: Gauge::default(),
             slot_waiting: Gauge::default(),
+            quota_waiting: Gauge::default(),
             breakers_open: Gauge::default(),
             breaker_deferred: Counter::default(),
             store_errors: Counter::default(),
@@ -149,6 +152,11 @@ impl Metrics {
             "hourglass_delivery_waiting",
             "Due occurrences waiting for a delivery slot (delivery_concurrency), served in turns by namespace",
             m.slot_waiting.clone(),
+        );
+        registry.register(
+            "hourglass_quota_waiting",
+            "Due occurrences waiting because their namespace is past its deliveries_per_second quota",
+            m.quota_waiting.clone(),
         );
         registry.register(
             "hourglass_breakers_open",

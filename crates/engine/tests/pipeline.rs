@@ -1249,3 +1249,53 @@ async fn an_open_breaker_holds_deliveries_back_without_spending_attempts() {
     assert!(rig.engine.scheduler().open_breakers("t").is_empty());
     rig.engine.shutdown().await;
 }
+
+/// The operator's delivery quota: `t` may start 10 deliveries a second (a burst of 10 at once),
+/// so 30 occurrences due together go out over two more seconds, in due order, while namespace
+/// `other`, without a quota, is delivered on time. Times are tokio's paused clock.
+#[tokio::test(start_paused = true)]
+async fn a_namespace_past_its_delivery_quota_waits_and_others_do_not() {
+    let rig = rig_with(EngineConfig {
+        delivery_quotas: hourglass_engine::DeliveryQuotas {
+            default: None,
+            namespaces: [("t".to_string(), 10)].into(),
+        },
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let limited: Vec<NewJob> = (0..30)
+        .map(|_| job("ok", Schedule::at(due), due, now))
+        .collect();
+    let free = in_namespace("other", job("ok", Schedule::at(due), due, now));
+    let free_id = free.id;
+    rig.add(limited).await;
+    rig.add(vec![free]).await;
+    rig.run_until(|s| s.len() == 31).await;
+    let seen = rig.seen();
+    let free_at = seen.iter().find(|s| s.job_id == free_id).unwrap().at;
+    assert_eq!(free_at, due, "a namespace without a quota is not held back");
+    let mut limited_at: Vec<Timestamp> = seen
+        .iter()
+        .filter(|s| s.job_id != free_id)
+        .map(|s| s.at)
+        .collect();
+    limited_at.sort();
+    let within = |secs: i64| {
+        limited_at
+            .iter()
+            .filter(|&&at| at < due + SignedDuration::from_millis(secs))
+            .count()
+    };
+    assert_eq!(
+        within(1),
+        10,
+        "the burst, then one every 100 ms: {limited_at:?}"
+    );
+    assert!(within(1001) <= 20, "{limited_at:?}");
+    assert!(
+        *limited_at.last().unwrap() >= due + SignedDuration::from_millis(1900),
+        "{limited_at:?}"
+    );
+    rig.engine.shutdown().await;
+}

@@ -72,6 +72,8 @@ pub enum LogFormat {
 struct QuotasFile {
     /// Jobs a namespace may create per second on one node.
     creates_per_second: Option<u32>,
+    /// Deliveries a namespace may start per second on one node.
+    deliveries_per_second: Option<u32>,
     #[serde(default)]
     namespaces: std::collections::HashMap<String, NamespaceQuotaFile>,
 }
@@ -80,25 +82,37 @@ struct QuotasFile {
 #[serde(deny_unknown_fields)]
 struct NamespaceQuotaFile {
     creates_per_second: Option<u32>,
+    deliveries_per_second: Option<u32>,
 }
 
 fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> {
     use hourglass_server::quotas::{NamespaceQuota, Quotas};
-    let check = |rate: Option<u32>, at: &str| match rate {
-        Some(0) => {
-            bail!("config {at}.creates_per_second must be at least 1 (leave it out for no quota)")
+    let check = |creates: Option<u32>, deliveries: Option<u32>, at: &str| {
+        for (rate, key) in [
+            (creates, "creates_per_second"),
+            (deliveries, "deliveries_per_second"),
+        ] {
+            if rate == Some(0) {
+                bail!("config {at}.{key} must be at least 1 (leave it out for no quota)");
+            }
         }
-        rate => Ok(NamespaceQuota {
-            creates_per_second: rate,
-        }),
+        Ok(NamespaceQuota {
+            creates_per_second: creates,
+            deliveries_per_second: deliveries,
+        })
     };
     let mut namespaces = std::collections::HashMap::new();
     for (name, quota) in file.namespaces {
         let at = format!("quotas.namespaces.{name}");
-        namespaces.insert(name, check(quota.creates_per_second, &at)?);
+        let quota = check(quota.creates_per_second, quota.deliveries_per_second, &at)?;
+        namespaces.insert(name, quota);
     }
     Ok(Quotas {
-        default: check(file.creates_per_second, "quotas")?,
+        default: check(
+            file.creates_per_second,
+            file.deliveries_per_second,
+            "quotas",
+        )?,
         namespaces,
     })
 }
@@ -394,6 +408,7 @@ namespace = "acme"
 sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 [quotas]
 creates_per_second = 100
+deliveries_per_second = 50
 [quotas.namespaces.acme]
 creates_per_second = 2000
 "#,
@@ -423,6 +438,9 @@ creates_per_second = 2000
             from_file.quotas.namespaces["acme"].creates_per_second,
             Some(2000)
         );
+        assert_eq!(from_file.quotas.default.deliveries_per_second, Some(50));
+        // acme inherits the default delivery quota: the engine gets it by name.
+        assert_eq!(from_file.quotas.deliveries().namespaces["acme"], 50);
         assert_eq!(from_file.limits.max_url_bytes, 16384);
         assert_eq!(from_file.limits.max_webhook_headers, 64);
         assert_eq!(from_file.limits.max_webhook_header_bytes, 65536);

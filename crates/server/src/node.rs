@@ -59,7 +59,7 @@ pub struct NodeConfig {
     pub api_keys: Vec<ApiKeyConfig>,
     pub engine: EngineConfig,
     pub limits: Limits,
-    /// Per-namespace quotas (creates per second); none by default.
+    /// Per-namespace quotas (creates and deliveries per second); none by default.
     pub quotas: Quotas,
     pub delivery_timeout: Duration,
     /// How long /metrics reuses its whole-store figures (jobs by state, backlog, queue totals)
@@ -166,6 +166,7 @@ impl Node {
             config.engine.delivery_concurrency,
         ));
         let mut engine_config = config.engine.clone();
+        engine_config.delivery_quotas = config.quotas.deliveries();
         // Lease owners must differ between nodes sharing a store; a restarted node is a new
         // owner (its old claims lapse or were released).
         engine_config.node_id = unique_node_name();

@@ -20,6 +20,7 @@ use crate::error::{ApiError, ErrorCode};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NamespaceQuota {
     pub creates_per_second: Option<u32>,
+    pub deliveries_per_second: Option<u32>,
 }
 
 /// The operator's quotas: a default for every namespace, and namespaces of their own.
@@ -30,6 +31,22 @@ pub struct Quotas {
 }
 
 impl Quotas {
+    /// The delivery quotas, as the engine takes them.
+    pub fn deliveries(&self) -> hourglass_engine::DeliveryQuotas {
+        hourglass_engine::DeliveryQuotas {
+            default: self.default.deliveries_per_second,
+            namespaces: self
+                .namespaces
+                .iter()
+                .filter_map(|(name, q)| {
+                    q.deliveries_per_second
+                        .or(self.default.deliveries_per_second)
+                        .map(|rate| (name.clone(), rate))
+                })
+                .collect(),
+        }
+    }
+
     fn for_namespace(&self, namespace: &str) -> NamespaceQuota {
         self.namespaces
             .get(namespace)
@@ -105,6 +122,7 @@ mod tests {
                 "acme".to_string(),
                 NamespaceQuota {
                     creates_per_second: Some(rate),
+                    deliveries_per_second: None,
                 },
             )]),
         })
@@ -129,6 +147,7 @@ mod tests {
         let l = CreateLimiter::new(Quotas {
             default: NamespaceQuota {
                 creates_per_second: Some(1),
+                deliveries_per_second: None,
             },
             namespaces: HashMap::new(),
         });

@@ -11,6 +11,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use hourglass_core::misfire::{self, FireDecision};
@@ -23,6 +24,7 @@ use tokio_util::task::TaskTracker;
 use super::breakers::Admit;
 use super::destinations::{DestinationPermit, Destinations, Slot, WaitForSlot};
 use super::fair::{FairSlots, SlotPermit};
+use super::rates::DeliveryRates;
 use super::{Context, Finished, Stage, quarantined, settle};
 use crate::deliver::{DeliveryResult, Verdict};
 
@@ -45,10 +47,12 @@ impl Stage for Dispatcher {
             mut due_rx,
             complete_tx,
         } = self;
-        // Delivery slots, shared fairly between namespaces when scarce (see the module doc).
-        let slots = FairSlots::new(ctx.config.delivery_concurrency);
-        // Slots per destination, taken before a delivery slot (see the module doc).
-        let destinations = Destinations::new(ctx.config.destination_concurrency);
+        let gates = Arc::new(Gates {
+            slots: FairSlots::new(ctx.config.delivery_concurrency),
+            destinations: Destinations::new(ctx.config.destination_concurrency),
+            rates: DeliveryRates::new(ctx.config.delivery_quotas.clone()),
+        });
+        let (slots, destinations) = (&gates.slots, &gates.destinations);
         let deliveries = TaskTracker::new();
         while let Some(occ) = due_rx.recv().await {
             let now = ctx.clock.now();
@@ -113,6 +117,25 @@ impl Stage for Dispatcher {
                 });
                 continue;
             }
+            // Past its namespace's delivery quota, an occurrence waits for its reserved start.
+            let wait = if gates.rates.any() {
+                gates
+                    .rates
+                    .reserve(&occ.namespace, tokio::time::Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            if !wait.is_zero() {
+                deliveries.spawn(park(
+                    ctx.clone(),
+                    occ,
+                    complete_tx.clone(),
+                    gates.clone(),
+                    Destination::After(tokio::time::Instant::now() + wait),
+                    route,
+                ));
+                continue;
+            }
             let destination = match &route {
                 Some(route) => match destinations.try_acquire(route.0.clone()) {
                     Slot::Ready(permit) => Destination::Held(Some(permit)),
@@ -144,18 +167,18 @@ impl Stage for Dispatcher {
                             ctx.clone(),
                             occ,
                             complete_tx.clone(),
-                            slots.clone(),
+                            gates.clone(),
                             Destination::Held(permit),
                             route,
                         ));
                     }
                 },
-                waiting @ Destination::Waiting(_) => {
+                waiting @ (Destination::Waiting(_) | Destination::After(_)) => {
                     deliveries.spawn(park(
                         ctx.clone(),
                         occ,
                         complete_tx.clone(),
-                        slots.clone(),
+                        gates.clone(),
                         waiting,
                         route,
                     ));
@@ -178,28 +201,56 @@ impl Stage for Dispatcher {
 /// of its breaker.
 struct Route(String);
 
+/// What an occurrence must get before it is delivered, shared by the dispatcher and the
+/// occurrences it parked.
+struct Gates {
+    /// The node's delivery slots, shared fairly between namespaces when scarce.
+    slots: Arc<FairSlots>,
+    /// Slots per namespace and destination, taken before a delivery slot.
+    destinations: Arc<Destinations>,
+    /// The operator's delivery quota per namespace, before either.
+    rates: DeliveryRates,
+}
+
 /// An occurrence's place at its destination.
 enum Destination {
     /// A slot there is held (or the target has no destination).
     Held(Option<DestinationPermit>),
     /// The destination is at its cap.
     Waiting(WaitForSlot),
+    /// Not asked yet: the occurrence waits for its namespace's quota until this instant.
+    After(tokio::time::Instant),
 }
 
-/// Waits for the occurrence's destination slot, then for a delivery slot in its namespace's
-/// turn, then delivers; at shutdown it stops waiting and hands the occurrence back, as the timer
+/// Waits for its namespace's quota, then for the occurrence's destination slot, then for a
+/// delivery slot in its namespace's turn, then delivers; at shutdown it stops waiting and hands the occurrence back, as the timer
 /// does with those it holds, so it fires after a restart or on another node without waiting out
 /// its lease.
 async fn park(
     ctx: Arc<Context>,
     occ: Occurrence,
     complete_tx: mpsc::Sender<Finished>,
-    slots: Arc<FairSlots>,
+    gates: Arc<Gates>,
     destination: Destination,
     route: Option<Route>,
 ) {
     let metrics = ctx.metrics.clone();
     let slots_for = async {
+        let destination = match destination {
+            Destination::After(start) => {
+                metrics.quota_waiting.inc();
+                tokio::time::sleep_until(start).await;
+                metrics.quota_waiting.dec();
+                match &route {
+                    Some(route) => match gates.destinations.try_acquire(route.0.clone()) {
+                        Slot::Ready(permit) => Destination::Held(Some(permit)),
+                        Slot::Full(wait) => Destination::Waiting(wait),
+                    },
+                    None => Destination::Held(None),
+                }
+            }
+            other => other,
+        };
         let permit = match destination {
             Destination::Held(permit) => permit,
             Destination::Waiting(wait) => {
@@ -208,9 +259,11 @@ async fn park(
                 metrics.destination_waiting.dec();
                 Some(permit)
             }
+            // Replaced above.
+            Destination::After(_) => None,
         };
         metrics.slot_waiting.inc();
-        let slot = slots.acquire(&occ.namespace).await;
+        let slot = gates.slots.acquire(&occ.namespace).await;
         metrics.slot_waiting.dec();
         (slot, permit)
     };

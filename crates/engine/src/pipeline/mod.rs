@@ -19,6 +19,7 @@ mod fair;
 mod held;
 mod listener;
 mod planner;
+pub(crate) mod rates;
 mod renewer;
 mod timer;
 

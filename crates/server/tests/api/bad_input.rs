@@ -2672,6 +2672,7 @@ async fn a_namespace_past_its_create_quota_gets_429_and_changes_nothing() {
             "default".to_string(),
             NamespaceQuota {
                 creates_per_second: Some(1),
+                deliveries_per_second: None,
             },
         )]
         .into(),

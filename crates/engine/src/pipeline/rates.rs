@@ -1,0 +1,91 @@
+//! The operator's delivery quota per namespace: at most `deliveries_per_second` deliveries a
+//! second start for a namespace on this node, with a burst of one second's worth. Past it, a
+//! namespace's occurrences wait their turn (in the order they came due) instead of going out;
+//! other namespaces are not affected.
+//!
+//! Each delivery reserves its start time (a generic cell rate algorithm: one theoretical arrival
+//! time per namespace, moved on by `1 / rate` per delivery), so waiting deliveries never race
+//! each other for tokens, and the wait is known at once.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Delivery quotas per namespace; `None` is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryQuotas {
+    pub default: Option<u32>,
+    pub namespaces: HashMap<String, u32>,
+}
+
+impl DeliveryQuotas {
+    fn rate(&self, namespace: &str) -> Option<u32> {
+        self.namespaces.get(namespace).copied().or(self.default)
+    }
+}
+
+pub(crate) struct DeliveryRates {
+    quotas: DeliveryQuotas,
+    /// Per namespace with a quota: when the next delivery would start at the steady rate.
+    next: Mutex<HashMap<String, Instant>>,
+}
+
+impl DeliveryRates {
+    pub(crate) fn new(quotas: DeliveryQuotas) -> Self {
+        Self {
+            quotas,
+            next: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One instant per namespace, each write whole: a poisoned lock is used as it is.
+    fn next(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
+        self.next.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reserves a start for one delivery of `namespace`: how long it must wait first (zero to
+    /// go now).
+    pub(crate) fn reserve(&self, namespace: &str, now: Instant) -> Duration {
+        let Some(rate) = self.quotas.rate(namespace) else {
+            return Duration::ZERO;
+        };
+        let rate = rate.max(1);
+        let interval = Duration::from_secs(1) / rate;
+        // A burst of one second's worth: `rate` deliveries may start at once.
+        let tolerance = interval * (rate - 1);
+        let mut next = self.next();
+        let theoretical = next.get(namespace).copied().map_or(now, |t| t.max(now));
+        let allowed_at = theoretical.checked_sub(tolerance).unwrap_or(now);
+        next.insert(namespace.to_string(), theoretical + interval);
+        allowed_at.saturating_duration_since(now)
+    }
+
+    /// Whether any namespace has a quota (so the dispatcher can skip the lock otherwise).
+    pub(crate) fn any(&self) -> bool {
+        self.quotas.default.is_some() || !self.quotas.namespaces.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_of_one_second_then_the_steady_rate() {
+        let rates = DeliveryRates::new(DeliveryQuotas {
+            default: None,
+            namespaces: HashMap::from([("acme".to_string(), 10)]),
+        });
+        let t0 = Instant::now();
+        let waits: Vec<Duration> = (0..15).map(|_| rates.reserve("acme", t0)).collect();
+        assert!(waits[..10].iter().all(|w| w.is_zero()), "{waits:?}");
+        assert_eq!(waits[10], Duration::from_millis(100));
+        assert_eq!(waits[14], Duration::from_millis(500));
+        assert!(rates.reserve("globex", t0).is_zero(), "no quota");
+        // Idle for a while: the burst is available again.
+        let later = t0 + Duration::from_secs(5);
+        assert!(rates.reserve("acme", later).is_zero());
+    }
+}
