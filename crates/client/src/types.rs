@@ -349,6 +349,10 @@ pub enum Target {
         url: String,
         #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, String>,
+        /// At most this many deliveries a second to the URL's destination (scheme, host and
+        /// port) from the job's namespace.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rate_limit: Option<u32>,
     },
     /// `{"queue": "emails"}`: the occurrence waits on the queue until a worker leases it.
     Queue(String),
@@ -359,6 +363,7 @@ impl Target {
         Target::Webhook {
             url: url.into(),
             headers: BTreeMap::new(),
+            rate_limit: None,
         }
     }
 

@@ -129,4 +129,9 @@ pub struct WebhookTarget {
     /// delivery and signature headers Hourglass sets.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// At most this many deliveries a second from the job's namespace to the URL's destination
+    /// (scheme, host and port), shared with the namespace's other jobs there: for a receiver
+    /// with limits of its own. `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<u32>,
 }

@@ -195,6 +195,7 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
             target: Target::Webhook(WebhookTarget {
                 url: "https://example.com/".parse().unwrap(),
                 headers: Default::default(),
+                rate_limit: None,
             }),
             retry: RetryPolicy {
                 max_attempts: 3,
@@ -1069,6 +1070,7 @@ fn to(url: &str, mut job: NewJob) -> NewJob {
     job.spec.target = Target::Webhook(WebhookTarget {
         url: url.parse().unwrap(),
         headers: Default::default(),
+        rate_limit: None,
     });
     job
 }
@@ -1297,5 +1299,55 @@ async fn a_namespace_past_its_delivery_quota_waits_and_others_do_not() {
         *limited_at.last().unwrap() >= due + SignedDuration::from_millis(1900),
         "{limited_at:?}"
     );
+    rig.engine.shutdown().await;
+}
+
+/// A webhook target's `rate_limit`: the namespace's deliveries to that destination start at most
+/// 5 a second (a burst of 5, then one every 200 ms); its deliveries elsewhere are not held back.
+#[tokio::test(start_paused = true)]
+async fn a_targets_rate_limit_spaces_its_destinations_deliveries() {
+    let rig = rig();
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let limited: Vec<NewJob> = (0..15)
+        .map(|_| {
+            let mut j = to(
+                "https://api.example.com/v1/notify",
+                job("ok", Schedule::at(due), due, now),
+            );
+            if let Target::Webhook(w) = &mut j.spec.target {
+                w.rate_limit = Some(5);
+            }
+            j
+        })
+        .collect();
+    let limited_ids: std::collections::HashSet<_> = limited.iter().map(|j| j.id).collect();
+    let elsewhere: Vec<NewJob> = (0..5)
+        .map(|_| {
+            to(
+                "https://other.example/",
+                job("ok", Schedule::at(due), due, now),
+            )
+        })
+        .collect();
+    rig.add(limited).await;
+    rig.add(elsewhere).await;
+    rig.run_until(|s| s.len() == 20).await;
+    let seen = rig.seen();
+    assert!(
+        seen.iter()
+            .filter(|s| !limited_ids.contains(&s.job_id))
+            .all(|s| s.at == due),
+        "deliveries to another destination are not held back"
+    );
+    let mut at: Vec<Timestamp> = seen
+        .iter()
+        .filter(|s| limited_ids.contains(&s.job_id))
+        .map(|s| s.at)
+        .collect();
+    at.sort();
+    assert_eq!(at.iter().filter(|&&t| t == due).count(), 5, "{at:?}");
+    assert_eq!(at[5], due + SignedDuration::from_millis(200), "{at:?}");
+    assert_eq!(at[14], due + SignedDuration::from_millis(2000), "{at:?}");
     rig.engine.shutdown().await;
 }

@@ -30,6 +30,7 @@ fn occurrence(url: &str) -> Occurrence {
             target: Target::Webhook(WebhookTarget {
                 url: url.parse().unwrap(),
                 headers: Default::default(),
+                rate_limit: None,
             }),
             retry: Default::default(),
             misfire: Default::default(),

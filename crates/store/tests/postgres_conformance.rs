@@ -121,6 +121,7 @@ fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob {
         None => Target::Webhook(WebhookTarget {
             url: "https://example.com/hook".parse().unwrap(),
             headers: Default::default(),
+            rate_limit: None,
         }),
     };
     NewJob {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use hourglass_core::misfire::{self, FireDecision};
-use hourglass_core::{Action, Completion, Occurrence};
+use hourglass_core::{Action, Completion, Occurrence, Target};
 use hourglass_store::Release;
 use jiff::Timestamp;
 use tokio::sync::mpsc;
@@ -117,21 +117,25 @@ impl Stage for Dispatcher {
                 });
                 continue;
             }
-            // Past its namespace's delivery quota, an occurrence waits for its reserved start.
-            let wait = if gates.rates.any() {
-                gates
-                    .rates
-                    .reserve(&occ.namespace, tokio::time::Instant::now())
-            } else {
-                Duration::ZERO
-            };
+            // Past its namespace's delivery quota, or its target's rate limit, an occurrence waits
+            // for its reserved start (the later of the two).
+            let started = tokio::time::Instant::now();
+            let mut wait = Duration::ZERO;
+            if gates.rates.any_quota() {
+                wait = gates.rates.reserve(&occ.namespace, started);
+            }
+            if let (Some(route), Target::Webhook(webhook)) = (&route, &occ.spec.target)
+                && let Some(rate) = webhook.rate_limit
+            {
+                wait = wait.max(gates.rates.reserve_at(&route.0, rate, started));
+            }
             if !wait.is_zero() {
                 deliveries.spawn(park(
                     ctx.clone(),
                     occ,
                     complete_tx.clone(),
                     gates.clone(),
-                    Destination::After(tokio::time::Instant::now() + wait),
+                    Destination::After(started + wait),
                     route,
                 ));
                 continue;

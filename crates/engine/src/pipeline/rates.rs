@@ -1,7 +1,8 @@
-//! The operator's delivery quota per namespace: at most `deliveries_per_second` deliveries a
-//! second start for a namespace on this node, with a burst of one second's worth. Past it, a
-//! namespace's occurrences wait their turn (in the order they came due) instead of going out;
-//! other namespaces are not affected.
+//! Delivery rates: the operator's quota per namespace (at most `deliveries_per_second`
+//! deliveries a second start for a namespace on this node), and a webhook target's `rate_limit`
+//! (at most that many a second from a namespace to the target's destination, for a receiver with
+//! limits of its own). Each allows a burst of one second's worth. Past it, occurrences wait their
+//! turn (in the order they came due) instead of going out; nobody else is affected.
 //!
 //! Each delivery reserves its start time (a generic cell rate algorithm: one theoretical arrival
 //! time per namespace, moved on by `1 / rate` per delivery), so waiting deliveries never race
@@ -26,9 +27,13 @@ impl DeliveryQuotas {
     }
 }
 
+/// Entries past which the map is swept of budgets that are full again.
+const PRUNE_AT: usize = 4096;
+
 pub(crate) struct DeliveryRates {
     quotas: DeliveryQuotas,
-    /// Per namespace with a quota: when the next delivery would start at the steady rate.
+    /// Per namespace with a quota, and per namespace and destination with a rate limit: when the
+    /// next delivery would start at the steady rate.
     next: Mutex<HashMap<String, Instant>>,
 }
 
@@ -48,22 +53,33 @@ impl DeliveryRates {
     /// Reserves a start for one delivery of `namespace`: how long it must wait first (zero to
     /// go now).
     pub(crate) fn reserve(&self, namespace: &str, now: Instant) -> Duration {
-        let Some(rate) = self.quotas.rate(namespace) else {
-            return Duration::ZERO;
-        };
+        match self.quotas.rate(namespace) {
+            Some(rate) => self.reserve_at(namespace, rate, now),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Reserves a start for one delivery under `key`'s budget of `rate` a second (deliveries of
+    /// one key with different rates each count at their own).
+    pub(crate) fn reserve_at(&self, key: &str, rate: u32, now: Instant) -> Duration {
         let rate = rate.max(1);
         let interval = Duration::from_secs(1) / rate;
         // A burst of one second's worth: `rate` deliveries may start at once.
         let tolerance = interval * (rate - 1);
         let mut next = self.next();
-        let theoretical = next.get(namespace).copied().map_or(now, |t| t.max(now));
+        // An entry in the past is a full burst again, the same as no entry: drop them when the
+        // map grows, so keys that tenants choose (destinations) cannot pile up.
+        if next.len() >= PRUNE_AT {
+            next.retain(|_, t| *t > now);
+        }
+        let theoretical = next.get(key).copied().map_or(now, |t| t.max(now));
         let allowed_at = theoretical.checked_sub(tolerance).unwrap_or(now);
-        next.insert(namespace.to_string(), theoretical + interval);
+        next.insert(key.to_string(), theoretical + interval);
         allowed_at.saturating_duration_since(now)
     }
 
     /// Whether any namespace has a quota (so the dispatcher can skip the lock otherwise).
-    pub(crate) fn any(&self) -> bool {
+    pub(crate) fn any_quota(&self) -> bool {
         self.quotas.default.is_some() || !self.quotas.namespaces.is_empty()
     }
 }

@@ -74,6 +74,8 @@ pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
 /// A cron expression's length. Six fields each listing every value they can take come to
 /// about 530 characters; nothing meaningful is longer, and expressions are cached by their text.
 pub const MAX_CRON_BYTES: usize = 1024;
+/// The highest `rate_limit` a webhook target may ask for, in deliveries a second.
+pub const MAX_RATE_LIMIT: u32 = 100_000;
 /// A time zone name's length; the longest IANA name has 32 characters.
 pub const MAX_TIMEZONE_BYTES: usize = 64;
 
@@ -134,6 +136,9 @@ pub struct WebhookIn {
     pub url: String,
     #[serde(default)]
     pub headers: HeadersIn,
+    /// Deliveries a second to the URL's destination, at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<u32>,
 }
 
 /// A webhook's extra headers, a JSON object of strings. It serializes as that object (the
@@ -480,7 +485,22 @@ impl TargetIn {
         }
         policy.check_url(&url, "target.webhook.url")?;
         let headers = validate_headers(&webhook.headers, limits)?;
-        Ok(Target::Webhook(WebhookTarget { url, headers }))
+        if let Some(rate) = webhook.rate_limit
+            && !(1..=MAX_RATE_LIMIT).contains(&rate)
+        {
+            return Err(ValidationError::new(
+                "invalid_field",
+                "target.webhook.rate_limit",
+                format!(
+                    "rate_limit is deliveries a second, 1 to {MAX_RATE_LIMIT}; leave it out for no limit"
+                ),
+            ));
+        }
+        Ok(Target::Webhook(WebhookTarget {
+            url,
+            headers,
+            rate_limit: webhook.rate_limit,
+        }))
     }
 }
 

@@ -73,6 +73,8 @@ pub struct WebhookOut<'a> {
     url: &'a str,
     /// Header names only: values often carry the receiver's credentials and are never echoed.
     headers: BTreeMap<&'a str, &'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_limit: Option<u32>,
 }
 
 fn target_out(t: &Target) -> TargetOut<'_> {
@@ -84,6 +86,7 @@ fn target_out(t: &Target) -> TargetOut<'_> {
                 .keys()
                 .map(|k| (k.as_str(), "<redacted>"))
                 .collect(),
+            rate_limit: w.rate_limit,
         }),
         Target::Queue(q) => TargetOut::Queue(&q.name),
     }

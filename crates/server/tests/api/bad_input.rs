@@ -988,6 +988,16 @@ fn target_cases(out: &mut Vec<Case>) {
             .field(format!("target.webhook.headers.{name}")),
         );
     }
+    for rate in [json!(0), json!(100_001), json!(-1), json!(1.5), json!("10")] {
+        out.push(
+            create(
+                format!("rate_limit {rate}"),
+                &with(&valid_at(), "target.webhook.rate_limit", rate),
+            )
+            .expect(422, "invalid_field")
+            .field("target.webhook.rate_limit"),
+        );
+    }
 }
 
 /// Issue 12, defect 6: webhook headers, urls, cron expressions and time zone names are bounded,

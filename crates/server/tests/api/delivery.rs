@@ -606,3 +606,32 @@ async fn a_failing_receiver_opens_its_breaker_which_the_namespace_can_see() {
     assert_eq!(letters["dead_letters"], json!([]), "{letters}");
     node.shutdown().await;
 }
+
+/// A webhook target's `rate_limit` is kept and shown, and a job without one shows none.
+#[tokio::test]
+async fn a_targets_rate_limit_is_stored_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let limited = api
+        .create(json!({
+            "schedule": {"after": "1h"},
+            "target": {"webhook": {"url": "http://127.0.0.1:9/hook", "rate_limit": 10}},
+        }))
+        .await;
+    assert_eq!(limited["target"]["webhook"]["rate_limit"], 10, "{limited}");
+    let id = limited["id"].as_str().unwrap();
+    let (_, read) = api.call("GET", &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(read["target"]["webhook"]["rate_limit"], 10, "{read}");
+    let plain = api
+        .create(json!({
+            "schedule": {"after": "1h"},
+            "target": {"webhook": {"url": "http://127.0.0.1:9/hook"}},
+        }))
+        .await;
+    assert!(
+        plain["target"]["webhook"].get("rate_limit").is_none(),
+        "{plain}"
+    );
+    node.shutdown().await;
+}

@@ -79,6 +79,7 @@ fn webhook() -> Target {
     Target::Webhook(WebhookTarget {
         url: "https://example.com/hook".parse().expect("url"),
         headers: Default::default(),
+        rate_limit: None,
     })
 }
 
