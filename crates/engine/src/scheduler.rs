@@ -133,6 +133,11 @@ impl Scheduler {
         self.store.get_job(Some(namespace), id).await
     }
 
+    /// Jobs the store holds for `namespace`, in every state (finished ones until retention).
+    pub async fn count(&self, namespace: &str) -> Result<u64> {
+        self.store.count_jobs(Some(namespace)).await
+    }
+
     pub async fn list(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
         self.store.list_jobs(query).await
     }

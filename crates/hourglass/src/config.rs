@@ -74,6 +74,8 @@ struct QuotasFile {
     creates_per_second: Option<u32>,
     /// Deliveries a namespace may start per second on one node.
     deliveries_per_second: Option<u32>,
+    /// Jobs the store may hold for a namespace, in every state.
+    max_jobs: Option<u64>,
     #[serde(default)]
     namespaces: std::collections::HashMap<String, NamespaceQuotaFile>,
 }
@@ -83,34 +85,43 @@ struct QuotasFile {
 struct NamespaceQuotaFile {
     creates_per_second: Option<u32>,
     deliveries_per_second: Option<u32>,
+    max_jobs: Option<u64>,
 }
 
 fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> {
     use hourglass_server::quotas::{NamespaceQuota, Quotas};
-    let check = |creates: Option<u32>, deliveries: Option<u32>, at: &str| {
-        for (rate, key) in [
-            (creates, "creates_per_second"),
-            (deliveries, "deliveries_per_second"),
+    let check = |creates: Option<u32>, deliveries: Option<u32>, max_jobs: Option<u64>, at: &str| {
+        for (zero, key) in [
+            (creates == Some(0), "creates_per_second"),
+            (deliveries == Some(0), "deliveries_per_second"),
+            (max_jobs == Some(0), "max_jobs"),
         ] {
-            if rate == Some(0) {
+            if zero {
                 bail!("config {at}.{key} must be at least 1 (leave it out for no quota)");
             }
         }
         Ok(NamespaceQuota {
             creates_per_second: creates,
             deliveries_per_second: deliveries,
+            max_jobs,
         })
     };
     let mut namespaces = std::collections::HashMap::new();
-    for (name, quota) in file.namespaces {
+    for (name, q) in file.namespaces {
         let at = format!("quotas.namespaces.{name}");
-        let quota = check(quota.creates_per_second, quota.deliveries_per_second, &at)?;
+        let quota = check(
+            q.creates_per_second,
+            q.deliveries_per_second,
+            q.max_jobs,
+            &at,
+        )?;
         namespaces.insert(name, quota);
     }
     Ok(Quotas {
         default: check(
             file.creates_per_second,
             file.deliveries_per_second,
+            file.max_jobs,
             "quotas",
         )?,
         namespaces,
@@ -409,6 +420,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 [quotas]
 creates_per_second = 100
 deliveries_per_second = 50
+max_jobs = 1000000
 [quotas.namespaces.acme]
 creates_per_second = 2000
 "#,
@@ -439,6 +451,7 @@ creates_per_second = 2000
             Some(2000)
         );
         assert_eq!(from_file.quotas.default.deliveries_per_second, Some(50));
+        assert_eq!(from_file.quotas.default.max_jobs, Some(1_000_000));
         // acme inherits the default delivery quota: the engine gets it by name.
         assert_eq!(from_file.quotas.deliveries().namespaces["acme"], 50);
         assert_eq!(from_file.limits.max_url_bytes, 16384);

@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::auth::{Auth, Principal};
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::ApiMetrics;
-use crate::quotas::CreateLimiter;
+use crate::quotas::{CreateLimiter, JobsLimiter};
 use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
 
 /// What a single job's request body may hold besides its payload (type, schedule, target with
@@ -53,6 +53,8 @@ pub struct AppState {
     pub metrics: ApiMetrics,
     /// The operator's per-namespace create quotas.
     pub create_quota: Arc<CreateLimiter>,
+    /// The operator's per-namespace stored-jobs quotas.
+    pub jobs_quota: Arc<JobsLimiter>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -367,6 +369,10 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let job = validate_create(&state, &principal, req, "", &mut ResolvedHosts::new()).await?;
     state.create_quota.admit(&principal.namespace, 1)?;
+    state
+        .jobs_quota
+        .admit(&state.scheduler, &principal.namespace, 1)
+        .await?;
     let created = state.scheduler.create(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
@@ -396,6 +402,10 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         jobs.push(validate_create(&state, &principal, req, &prefix, &mut resolved).await?);
     }
     state.create_quota.admit(&principal.namespace, jobs.len())?;
+    state
+        .jobs_quota
+        .admit(&state.scheduler, &principal.namespace, jobs.len())
+        .await?;
     let created = state.scheduler.create(jobs).await.map_err(|e| match e {
         StoreError::KeyConflict { index, .. } => {
             ApiError::from(e).field(format!("jobs[{index}].key"))

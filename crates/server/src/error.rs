@@ -83,6 +83,7 @@ error_codes! {
     NotFound = "not_found" => NOT_FOUND,
     NotReady = "not_ready" => SERVICE_UNAVAILABLE,
     PayloadTooLarge = "payload_too_large" => PAYLOAD_TOO_LARGE,
+    QuotaExceeded = "quota_exceeded" => TOO_MANY_REQUESTS,
     RateLimited = "rate_limited" => TOO_MANY_REQUESTS,
     ScheduleNeverFires = "schedule_never_fires" => UNPROCESSABLE_ENTITY,
     StoreUnavailable = "store_unavailable" => SERVICE_UNAVAILABLE,

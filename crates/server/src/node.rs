@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState};
 use crate::auth::{ApiKeyConfig, Auth};
 use crate::metrics::ApiMetrics;
-use crate::quotas::{CreateLimiter, Quotas};
+use crate::quotas::{CreateLimiter, JobsLimiter, Quotas};
 use crate::serve::{HttpConfig, serve};
 use crate::wire::Limits;
 
@@ -216,6 +216,7 @@ impl Node {
             metrics: api_metrics,
             ready: ready.clone(),
             create_quota: Arc::new(CreateLimiter::new(config.quotas.clone())),
+            jobs_quota: Arc::new(JobsLimiter::new(config.quotas.clone())),
         };
         let stop_http = CancellationToken::new();
         let mut http = Vec::new();

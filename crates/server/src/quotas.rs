@@ -11,7 +11,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
+use hourglass_engine::Scheduler;
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ErrorCode};
@@ -21,6 +23,9 @@ use crate::error::{ApiError, ErrorCode};
 pub struct NamespaceQuota {
     pub creates_per_second: Option<u32>,
     pub deliveries_per_second: Option<u32>,
+    /// Jobs the store may hold for the namespace, in every state (finished ones count until
+    /// retention deletes them).
+    pub max_jobs: Option<u64>,
 }
 
 /// The operator's quotas: a default for every namespace, and namespaces of their own.
@@ -52,6 +57,70 @@ impl Quotas {
             .get(namespace)
             .copied()
             .unwrap_or(self.default)
+    }
+}
+
+/// How long a namespace's stored-job count is trusted before it is counted again (creates on
+/// this node are added meanwhile; creates on other nodes show at the next count).
+const JOB_COUNT_TTL: Duration = Duration::from_secs(5);
+
+/// The stored-jobs quota: each namespace's count, as last read from the store plus this node's
+/// creates since.
+pub struct JobsLimiter {
+    quotas: Quotas,
+    counts: Mutex<HashMap<String, (u64, Instant)>>,
+}
+
+impl JobsLimiter {
+    pub fn new(quotas: Quotas) -> Self {
+        Self {
+            quotas,
+            counts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A count is rewritten whole, so a poisoned lock is used as it is.
+    fn counts(&self) -> MutexGuard<'_, HashMap<String, (u64, Instant)>> {
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits `jobs` new jobs in `namespace` if it stays within its `max_jobs`, or answers
+    /// `429 quota_exceeded`. The count comes from the store at most every few seconds.
+    pub async fn admit(
+        &self,
+        scheduler: &Scheduler,
+        namespace: &str,
+        jobs: usize,
+    ) -> Result<(), ApiError> {
+        let Some(max) = self.quotas.for_namespace(namespace).max_jobs else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        let fresh = self
+            .counts()
+            .get(namespace)
+            .filter(|(_, at)| now.saturating_duration_since(*at) < JOB_COUNT_TTL)
+            .is_some();
+        if !fresh {
+            let stored = scheduler.count(namespace).await?;
+            self.counts().insert(namespace.to_string(), (stored, now));
+        }
+        let mut counts = self.counts();
+        let entry = counts.entry(namespace.to_string()).or_insert((0, now));
+        let after = entry.0.saturating_add(jobs as u64);
+        if after > max {
+            let mut e = ApiError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "namespace {namespace:?} may hold {max} jobs and holds {}; this request would add {jobs}. Finished jobs count until retention deletes them",
+                    entry.0
+                ),
+            );
+            e.retry_after = Some(JOB_COUNT_TTL.as_secs());
+            return Err(e);
+        }
+        entry.0 = after;
+        Ok(())
     }
 }
 
@@ -123,6 +192,7 @@ mod tests {
                 NamespaceQuota {
                     creates_per_second: Some(rate),
                     deliveries_per_second: None,
+                    max_jobs: None,
                 },
             )]),
         })
@@ -148,6 +218,7 @@ mod tests {
             default: NamespaceQuota {
                 creates_per_second: Some(1),
                 deliveries_per_second: None,
+                max_jobs: None,
             },
             namespaces: HashMap::new(),
         });

@@ -2683,6 +2683,7 @@ async fn a_namespace_past_its_create_quota_gets_429_and_changes_nothing() {
             NamespaceQuota {
                 creates_per_second: Some(1),
                 deliveries_per_second: None,
+                max_jobs: None,
             },
         )]
         .into(),
@@ -2731,5 +2732,56 @@ async fn a_namespace_past_its_create_quota_gets_429_and_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(other.status(), 201, "another namespace has no quota");
+    node.shutdown().await;
+}
+
+/// A namespace at its `max_jobs` gets `429 quota_exceeded` and nothing of the refused request is
+/// stored; another namespace creates as before.
+#[tokio::test]
+async fn a_namespace_at_its_stored_jobs_quota_gets_429_and_changes_nothing() {
+    use hourglass_server::quotas::{NamespaceQuota, Quotas};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::support::test_config(dir.path());
+    config.quotas = Quotas {
+        default: NamespaceQuota {
+            max_jobs: Some(5),
+            ..NamespaceQuota::default()
+        },
+        namespaces: [(
+            "roomy".to_string(),
+            NamespaceQuota {
+                max_jobs: Some(1000),
+                ..NamespaceQuota::default()
+            },
+        )]
+        .into(),
+    };
+    let node = crate::support::start_node_with(config).await;
+    let api = Api::new(node.addr());
+    let job = || json!({"schedule": {"after": "1h"}, "target": {"queue": "q"}});
+    let batch = |n: usize| json!({"jobs": (0..n).map(|_| job()).collect::<Vec<_>>()});
+    let (status, body) = api.call("POST", "/v1/jobs/batch", Some(batch(4))).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = api.call("POST", "/v1/jobs/batch", Some(batch(2))).await;
+    assert_eq!(status, 429, "4 + 2 is past 5: {body}");
+    assert_eq!(body["error"]["code"], "quota_exceeded", "{body}");
+    let (status, body) = api.call("POST", "/v1/jobs", Some(job())).await;
+    assert_eq!(status, 201, "the fifth fits: {body}");
+    let (status, body) = api.call("POST", "/v1/jobs", Some(job())).await;
+    assert_eq!(status, 429, "{body}");
+    let (_, list) = api.call("GET", "/v1/jobs?limit=100", None).await;
+    assert_eq!(
+        list["jobs"].as_array().unwrap().len(),
+        5,
+        "nothing refused was stored"
+    );
+    let roomy = reqwest::Client::new()
+        .post(format!("http://{}/v1/jobs/batch", node.addr()))
+        .header("hourglass-namespace", "roomy")
+        .json(&batch(10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(roomy.status(), 201, "a namespace with its own quota");
     node.shutdown().await;
 }
