@@ -67,6 +67,8 @@ pub struct EngineConfig {
     /// More wait for one of that destination's deliveries to end while others go ahead, so a
     /// receiver that hangs holds at most this many of the `delivery_concurrency` slots.
     pub destination_concurrency: usize,
+    /// `destination_concurrency` for namespaces the operator gave one of their own.
+    pub destination_concurrency_by_namespace: std::collections::HashMap<String, usize>,
     /// Consecutive failed deliveries to one namespace's destination (no answer, a timeout, a
     /// 5xx or a 429) that open its circuit breaker; 0 turns breakers off.
     pub breaker_failures: u32,
@@ -95,6 +97,7 @@ impl Default for EngineConfig {
             max_in_flight: 20_000,
             delivery_concurrency: 512,
             destination_concurrency: 64,
+            destination_concurrency_by_namespace: Default::default(),
             breaker_failures: 10,
             breaker_open_for: Duration::from_secs(30),
             delivery_quotas: DeliveryQuotas::default(),

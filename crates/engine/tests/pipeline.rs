@@ -1351,3 +1351,39 @@ async fn a_targets_rate_limit_spaces_its_destinations_deliveries() {
     assert_eq!(at[14], due + SignedDuration::from_millis(2000), "{at:?}");
     rig.engine.shutdown().await;
 }
+
+/// A namespace the operator gave a destination cap of its own uses it; the others keep the
+/// node's: 2 hanging deliveries for `t`, 5 for `wide`, to the same receiver.
+#[tokio::test(start_paused = true)]
+async fn a_namespace_can_have_a_destination_cap_of_its_own() {
+    let rig = rig_with(EngineConfig {
+        destination_concurrency: 2,
+        destination_concurrency_by_namespace: [("wide".to_string(), 5)].into(),
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let hang = |ns: &str| {
+        in_namespace(
+            ns,
+            to(
+                "https://slow.example/",
+                job("hang", Schedule::at(due), due, now),
+            ),
+        )
+    };
+    let narrow: Vec<NewJob> = (0..10).map(|_| hang("t")).collect();
+    let narrow_ids: std::collections::HashSet<_> = narrow.iter().map(|j| j.id).collect();
+    rig.add(narrow).await;
+    rig.add((0..10).map(|_| hang("wide")).collect()).await;
+    rig.run_until(|s| s.len() >= 7).await;
+    // Nothing more starts while they hang.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let seen = rig.seen();
+    let narrow_started = seen
+        .iter()
+        .filter(|s| narrow_ids.contains(&s.job_id))
+        .count();
+    assert_eq!((narrow_started, seen.len() - narrow_started), (2, 5));
+    rig.engine.shutdown().await;
+}

@@ -86,6 +86,8 @@ struct NamespaceQuotaFile {
     creates_per_second: Option<u32>,
     deliveries_per_second: Option<u32>,
     max_jobs: Option<u64>,
+    /// This namespace's own `destination_concurrency`.
+    destination_concurrency: Option<usize>,
 }
 
 fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> {
@@ -104,17 +106,22 @@ fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> 
             creates_per_second: creates,
             deliveries_per_second: deliveries,
             max_jobs,
+            destination_concurrency: None,
         })
     };
     let mut namespaces = std::collections::HashMap::new();
     for (name, q) in file.namespaces {
         let at = format!("quotas.namespaces.{name}");
-        let quota = check(
+        let mut quota = check(
             q.creates_per_second,
             q.deliveries_per_second,
             q.max_jobs,
             &at,
         )?;
+        if q.destination_concurrency == Some(0) {
+            bail!("config {at}.destination_concurrency must be at least 1");
+        }
+        quota.destination_concurrency = q.destination_concurrency;
         namespaces.insert(name, quota);
     }
     Ok(Quotas {
@@ -423,6 +430,7 @@ deliveries_per_second = 50
 max_jobs = 1000000
 [quotas.namespaces.acme]
 creates_per_second = 2000
+destination_concurrency = 8
 "#,
         )
         .unwrap();
@@ -452,6 +460,7 @@ creates_per_second = 2000
         );
         assert_eq!(from_file.quotas.default.deliveries_per_second, Some(50));
         assert_eq!(from_file.quotas.default.max_jobs, Some(1_000_000));
+        assert_eq!(from_file.quotas.destination_caps()["acme"], 8);
         // acme inherits the default delivery quota: the engine gets it by name.
         assert_eq!(from_file.quotas.deliveries().namespaces["acme"], 50);
         assert_eq!(from_file.limits.max_url_bytes, 16384);

@@ -26,6 +26,9 @@ pub struct NamespaceQuota {
     /// Jobs the store may hold for the namespace, in every state (finished ones count until
     /// retention deletes them).
     pub max_jobs: Option<u64>,
+    /// The namespace's own cap on deliveries at once to one destination, in place of the node's
+    /// `destination_concurrency` (used per namespace only, not as a default).
+    pub destination_concurrency: Option<usize>,
 }
 
 /// The operator's quotas: a default for every namespace, and namespaces of their own.
@@ -36,6 +39,14 @@ pub struct Quotas {
 }
 
 impl Quotas {
+    /// The namespaces with a destination cap of their own, as the engine takes them.
+    pub fn destination_caps(&self) -> HashMap<String, usize> {
+        self.namespaces
+            .iter()
+            .filter_map(|(name, q)| q.destination_concurrency.map(|cap| (name.clone(), cap)))
+            .collect()
+    }
+
     /// The delivery quotas, as the engine takes them.
     pub fn deliveries(&self) -> hourglass_engine::DeliveryQuotas {
         hourglass_engine::DeliveryQuotas {
@@ -193,6 +204,7 @@ mod tests {
                     creates_per_second: Some(rate),
                     deliveries_per_second: None,
                     max_jobs: None,
+                    destination_concurrency: None,
                 },
             )]),
         })
@@ -219,6 +231,7 @@ mod tests {
                 creates_per_second: Some(1),
                 deliveries_per_second: None,
                 max_jobs: None,
+                destination_concurrency: None,
             },
             namespaces: HashMap::new(),
         });

@@ -10,8 +10,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// One semaphore per destination with deliveries running or waiting; a destination's entry is
 /// removed when its last permit returns, so the map holds only destinations in use.
 pub(crate) struct Destinations {
-    cap: usize,
-    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Each destination's semaphore and the cap it was made with.
+    slots: Mutex<HashMap<String, (Arc<Semaphore>, usize)>>,
 }
 
 /// A delivery's slot at its destination; dropping it returns the slot.
@@ -38,25 +38,26 @@ pub(crate) struct WaitForSlot {
 }
 
 impl Destinations {
-    pub(crate) fn new(cap: usize) -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
-            cap: cap.max(1),
             slots: Mutex::new(HashMap::new()),
         })
     }
 
     /// The map holds no invariant a panic could break halfway (an insert or a remove), so a
     /// poisoned lock is used as it is.
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Semaphore>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Semaphore>, usize)>> {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a slot at `key` if one is free, without waiting.
-    pub(crate) fn try_acquire(self: &Arc<Self>, key: String) -> Slot {
+    /// Takes a slot at `key` if one is free, without waiting. `cap` applies when the destination
+    /// is not in use yet (a changed cap takes effect once its deliveries have drained).
+    pub(crate) fn try_acquire(self: &Arc<Self>, key: String, cap: usize) -> Slot {
         let semaphore = self
             .map()
             .entry(key.clone())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.cap)))
+            .or_insert_with(|| (Arc::new(Semaphore::new(cap.max(1))), cap.max(1)))
+            .0
             .clone();
         match semaphore.clone().try_acquire_owned() {
             Ok(permit) => Slot::Ready(DestinationPermit {
@@ -82,9 +83,9 @@ impl Destinations {
     /// count of one means the map's own handle is the last.
     fn release_if_idle(&self, key: &str) {
         let mut map = self.map();
-        if let Some(semaphore) = map.get(key)
+        if let Some((semaphore, cap)) = map.get(key)
             && Arc::strong_count(semaphore) == 1
-            && semaphore.available_permits() == self.cap
+            && semaphore.available_permits() == *cap
         {
             map.remove(key);
         }
@@ -138,13 +139,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_destination_holds_at_most_its_cap_and_others_go_ahead() {
-        let d = Destinations::new(2);
-        let a1 = ready(d.try_acquire("a".into()));
-        let _a2 = ready(d.try_acquire("a".into()));
-        let Slot::Full(wait) = d.try_acquire("a".into()) else {
+        const CAP: usize = 2;
+        let d = Destinations::new();
+        let a1 = ready(d.try_acquire("a".into(), CAP));
+        let _a2 = ready(d.try_acquire("a".into(), CAP));
+        let Slot::Full(wait) = d.try_acquire("a".into(), CAP) else {
             panic!("a third delivery to a must wait");
         };
-        let _b = ready(d.try_acquire("b".into()));
+        let _b = ready(d.try_acquire("b".into(), CAP));
         let waiting = tokio::spawn(wait.acquire());
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
@@ -155,17 +157,18 @@ mod tests {
 
     #[tokio::test]
     async fn idle_destinations_leave_the_map() {
-        let d = Destinations::new(1);
-        let a = ready(d.try_acquire("a".into()));
-        let Slot::Full(wait) = d.try_acquire("a".into()) else {
+        const CAP: usize = 1;
+        let d = Destinations::new();
+        let a = ready(d.try_acquire("a".into(), CAP));
+        let Slot::Full(wait) = d.try_acquire("a".into(), CAP) else {
             panic!("at the cap");
         };
         drop(wait);
         assert_eq!(d.in_use(), 1, "a delivery still holds a's slot");
         drop(a);
         assert_eq!(d.in_use(), 0);
-        let b = ready(d.try_acquire("b".into()));
-        let Slot::Full(wait) = d.try_acquire("b".into()) else {
+        let b = ready(d.try_acquire("b".into(), CAP));
+        let Slot::Full(wait) = d.try_acquire("b".into(), CAP) else {
             panic!("at the cap");
         };
         let waiting = tokio::spawn(wait.acquire());

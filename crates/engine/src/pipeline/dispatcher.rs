@@ -49,7 +49,7 @@ impl Stage for Dispatcher {
         } = self;
         let gates = Arc::new(Gates {
             slots: FairSlots::new(ctx.config.delivery_concurrency),
-            destinations: Destinations::new(ctx.config.destination_concurrency),
+            destinations: Destinations::new(),
             rates: DeliveryRates::new(ctx.config.delivery_quotas.clone()),
         });
         let (slots, destinations) = (&gates.slots, &gates.destinations);
@@ -141,10 +141,12 @@ impl Stage for Dispatcher {
                 continue;
             }
             let destination = match &route {
-                Some(route) => match destinations.try_acquire(route.0.clone()) {
-                    Slot::Ready(permit) => Destination::Held(Some(permit)),
-                    Slot::Full(wait) => Destination::Waiting(wait),
-                },
+                Some(route) => {
+                    match destinations.try_acquire(route.0.clone(), destination_cap(&ctx, &occ)) {
+                        Slot::Ready(permit) => Destination::Held(Some(permit)),
+                        Slot::Full(wait) => Destination::Waiting(wait),
+                    }
+                }
                 None => Destination::Held(None),
             };
             ctx.metrics
@@ -201,6 +203,15 @@ impl Stage for Dispatcher {
     }
 }
 
+/// The cap on the occurrence's namespace's deliveries to one destination.
+fn destination_cap(ctx: &Context, occ: &Occurrence) -> usize {
+    ctx.config
+        .destination_concurrency_by_namespace
+        .get(&*occ.namespace)
+        .copied()
+        .unwrap_or(ctx.config.destination_concurrency)
+}
+
 /// Where an occurrence goes: its namespace and destination, the key of its destination slots and
 /// of its breaker.
 struct Route(String);
@@ -246,7 +257,10 @@ async fn park(
                 tokio::time::sleep_until(start).await;
                 metrics.quota_waiting.dec();
                 match &route {
-                    Some(route) => match gates.destinations.try_acquire(route.0.clone()) {
+                    Some(route) => match gates
+                        .destinations
+                        .try_acquire(route.0.clone(), destination_cap(&ctx, &occ))
+                    {
                         Slot::Ready(permit) => Destination::Held(Some(permit)),
                         Slot::Full(wait) => Destination::Waiting(wait),
                     },

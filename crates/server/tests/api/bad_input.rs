@@ -2684,6 +2684,7 @@ async fn a_namespace_past_its_create_quota_gets_429_and_changes_nothing() {
                 creates_per_second: Some(1),
                 deliveries_per_second: None,
                 max_jobs: None,
+                destination_concurrency: None,
             },
         )]
         .into(),
