@@ -2,7 +2,7 @@
 //! an optional TOML config file, over defaults. Parsed once into validated types.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -178,6 +178,37 @@ struct FileConfig {
     dead_letter_retention: Option<String>,
 }
 
+/// Where a config file puts the embedded store, for `hourglass backup`.
+pub struct StoreLocation {
+    pub data_dir: Option<PathBuf>,
+    /// `store` names a PostgreSQL database (or `HOURGLASS_STORE` does).
+    pub is_postgres: bool,
+}
+
+impl StoreLocation {
+    pub fn read(config: Option<&Path>) -> anyhow::Result<Self> {
+        let file = match config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let store = std::env::var("HOURGLASS_STORE").ok().or(file.store);
+        let is_postgres = match store {
+            Some(store) => matches!(store_backend(&store)?, StoreBackend::Postgres(_)),
+            None => false,
+        };
+        Ok(Self {
+            data_dir: file.data_dir,
+            is_postgres,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
 pub struct Settings {
     pub node: NodeConfig,
     pub log_format: LogFormat,
@@ -206,12 +237,7 @@ fn duration(value: Option<&str>, name: &str, default: Duration) -> anyhow::Resul
 
 pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     let file: FileConfig = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?;
-            toml::from_str(&text)
-                .with_context(|| format!("invalid config file {}", path.display()))?
-        }
+        Some(path) => read_file(path)?,
         None => FileConfig::default(),
     };
     let mut node = NodeConfig::default();
