@@ -2,7 +2,7 @@
 //! an optional TOML config file, over defaults. Parsed once into validated types.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -196,6 +196,37 @@ struct FileConfig {
     dead_letter_retention: Option<String>,
 }
 
+/// Where a config file puts the embedded store, for `hourglass backup`.
+pub struct StoreLocation {
+    pub data_dir: Option<PathBuf>,
+    /// `store` names a PostgreSQL database (or `HOURGLASS_STORE` does).
+    pub is_postgres: bool,
+}
+
+impl StoreLocation {
+    pub fn read(config: Option<&Path>) -> anyhow::Result<Self> {
+        let file = match config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let store = std::env::var("HOURGLASS_STORE").ok().or(file.store);
+        let is_postgres = match store {
+            Some(store) => matches!(store_backend(&store)?, StoreBackend::Postgres(_)),
+            None => false,
+        };
+        Ok(Self {
+            data_dir: file.data_dir,
+            is_postgres,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
 pub struct Settings {
     pub node: NodeConfig,
     pub log_format: LogFormat,
@@ -224,12 +255,7 @@ fn duration(value: Option<&str>, name: &str, default: Duration) -> anyhow::Resul
 
 pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     let file: FileConfig = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?;
-            toml::from_str(&text)
-                .with_context(|| format!("invalid config file {}", path.display()))?
-        }
+        Some(path) => read_file(path)?,
         None => FileConfig::default(),
     };
     let mut node = NodeConfig::default();
@@ -381,6 +407,8 @@ fn retention(text: &str, name: &str) -> anyhow::Result<Option<Duration>> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn args(config: Option<PathBuf>) -> ServeArgs {
@@ -396,6 +424,133 @@ mod tests {
             retention: None,
             dead_letter_retention: None,
         }
+    }
+
+    /// The field names serde knows for `T`: a deserializer that only records the names
+    /// `deserialize_struct` is given (every derived struct passes its own), then gives up.
+    fn serde_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+        struct FieldNames<'a>(&'a mut &'static [&'static str]);
+        impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+            type Error = serde::de::value::Error;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(
+                self,
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                Err(serde::de::Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _name: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                *self.0 = fields;
+                Err(serde::de::Error::custom("only the field names were wanted"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let mut fields: &'static [&'static str] = &[];
+        let _ = T::deserialize(FieldNames(&mut fields));
+        assert!(
+            !fields.is_empty(),
+            "{} names no fields",
+            std::any::type_name::<T>()
+        );
+        fields
+    }
+
+    /// A commented-out setting of the example (`# key = value`, `# [section]`) switched on;
+    /// prose comments and everything else unchanged.
+    fn switch_on(line: &str) -> &str {
+        let Some(rest) = line.strip_prefix("# ") else {
+            return line;
+        };
+        let is_key = |key: &str| {
+            !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        };
+        if rest.starts_with('[') || rest.split_once(" = ").is_some_and(|(key, _)| is_key(key)) {
+            rest
+        } else {
+            line
+        }
+    }
+
+    fn keys(table: &toml::Table) -> BTreeSet<&str> {
+        table.keys().map(String::as_str).collect()
+    }
+
+    fn names(fields: &[&'static str]) -> BTreeSet<&'static str> {
+        fields.iter().copied().collect()
+    }
+
+    /// `ops/hourglass.toml` goes through the real parser: as shipped it resolves to exactly the
+    /// defaults, and with every commented-out example switched on it is still valid and names
+    /// every key serde knows, at every level, and no other.
+    #[test]
+    fn the_example_config_has_every_key_at_its_default() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ops/hourglass.toml");
+        let text = std::fs::read_to_string(&example).expect("read ops/hourglass.toml");
+        let shipped = resolve(args(Some(example))).expect("ops/hourglass.toml resolves");
+        let defaults = resolve(args(None)).unwrap();
+        assert_eq!(
+            format!("{:?} {:?}", shipped.node, shipped.log_format),
+            format!("{:?} {:?}", defaults.node, defaults.log_format),
+            "a setting in ops/hourglass.toml is not at its default"
+        );
+
+        let enabled: String = text
+            .lines()
+            .map(|l| format!("{}\n", switch_on(l)))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("enabled.toml");
+        std::fs::write(&path, &enabled).unwrap();
+        let on = resolve(args(Some(path))).expect("every example switched on resolves");
+        assert_eq!(on.node.api_keys.len(), 2, "both example keys are read");
+        assert!(on.node.quotas.namespaces.contains_key("acme"));
+
+        let table: toml::Table = toml::from_str(&enabled).unwrap();
+        assert_eq!(
+            keys(&table),
+            names(serde_fields::<FileConfig>()),
+            "top level"
+        );
+        let quotas = table["quotas"].as_table().expect("[quotas]");
+        assert_eq!(
+            keys(quotas),
+            names(serde_fields::<QuotasFile>()),
+            "[quotas]"
+        );
+        let namespaces = quotas["namespaces"]
+            .as_table()
+            .expect("[quotas.namespaces]");
+        for (name, quota) in namespaces {
+            let quota = quota.as_table().expect("a namespace's quotas");
+            assert_eq!(
+                keys(quota),
+                names(serde_fields::<NamespaceQuotaFile>()),
+                "[quotas.namespaces.{name}]"
+            );
+        }
+        let api_keys: BTreeSet<&str> = table["api_keys"]
+            .as_array()
+            .expect("[[api_keys]]")
+            .iter()
+            .flat_map(|key| key.as_table().expect("an api key").keys())
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            api_keys,
+            names(serde_fields::<ApiKeyConfig>()),
+            "[[api_keys]]"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod backup;
 mod bench;
 mod client;
 mod config;
@@ -42,6 +43,9 @@ enum Command {
     SigningSecret(client::Connection),
     /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
     Listen(listen::ListenArgs),
+    /// Copy a running node's embedded store to a new file, consistently (run it on the node's
+    /// machine, as the user the node runs as).
+    Backup(backup::BackupArgs),
     /// Load-test a node over its HTTP API and account for every fire (burst, sustained,
     /// far-future, cron); starts its own node unless given --url.
     Bench(bench::BenchArgs),
@@ -70,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         Command::Queue(args) => runtime.block_on(client::queue(args)),
         Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
+        Command::Backup(args) => backup::run(args),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Key {
             command: KeyCommand::Generate,

@@ -9,6 +9,7 @@
 
 mod support;
 
+mod backup;
 mod crash;
 mod listen;
 mod logs;

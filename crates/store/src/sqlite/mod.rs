@@ -11,10 +11,13 @@
 //! Leased queue messages are not in their queue's due index; `leases.rs` keeps when each lease
 //! runs out.
 //!
+//! `backup.rs` copies a store consistently while its node runs (`hourglass backup`).
+//!
 //! The writer thread is in `writer.rs`, the schema and its migrations in `schema.rs`, rows to
 //! records in `codec.rs`; the `Store` methods below hand each call to the module of its concern
 //! (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`).
 
+mod backup;
 mod claim;
 mod codec;
 mod complete;
@@ -50,6 +53,11 @@ use crate::{
     StoreGauges, Transition,
 };
 
+pub use self::backup::{BackupSummary, backup};
+
+/// The database's file name inside the data directory: a backup is restored under this name.
+pub const DB_FILE: &str = "hourglass.db";
+
 pub struct SqliteStore {
     writer: mpsc::Sender<WriteJob>,
     /// When each leased queue message's lease runs out; see `leases.rs`.
@@ -82,7 +90,7 @@ impl SqliteStore {
                 dir.display()
             ))
         })?;
-        let path = dir.join("hourglass.db");
+        let path = dir.join(DB_FILE);
         let conn = open_connection(&path)?;
         // The writer inserts into the due-time index at random positions (due times are not
         // creation order), so its working set is the whole index; SQLite's default 2 MB page

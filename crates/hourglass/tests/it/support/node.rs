@@ -81,6 +81,12 @@ impl Default for Nodes {
 }
 
 impl Nodes {
+    /// The embedded store's directory of the nodes started under `name` (it exists once one
+    /// was started, or a test created it to put a store in place before the first start).
+    pub fn data_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name).join("data")
+    }
+
     /// Starts `hourglass serve` on a fresh loopback port and waits until it listens and answers
     /// /healthz.
     pub async fn start(&self, opts: &NodeOptions) -> NodeProc {
@@ -109,7 +115,7 @@ impl Nodes {
         command.arg("serve").args(["--listen", "127.0.0.1:0"]);
         match &opts.store {
             Some(store) => command.args(["--store", store]),
-            None => command.arg("--data-dir").arg(cwd.join("data")),
+            None => command.arg("--data-dir").arg(self.data_dir(&opts.name)),
         };
         if let Some(ttl) = &opts.lease_ttl {
             command.args(["--lease-ttl", ttl]);
