@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod listen;
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -142,7 +143,11 @@ const FAILED_SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_sec
 fn init_logging(format: &config::LogFormat) {
     let filter =
         EnvFilter::try_from_env("HOURGLASS_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colour only for a person at a terminal: log files and collectors get plain text.
+    let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     match format {
         config::LogFormat::Json => builder.json().init(),
         config::LogFormat::Text => builder.init(),

@@ -314,13 +314,13 @@ pub(crate) fn settle(
                 Some(after) => after.min(hourglass_core::retry::MAX_RETRY_AFTER),
                 None => spec.retry.backoff(occ.attempt, rand::rng().random::<f64>()),
             };
-            tracing::info!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, retry_in_ms = wait.as_millis() as u64, "delivery failed, will retry");
+            tracing::info!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = %HttpStatus(result.status), reason = %reason, retry_in_ms = wait.as_millis() as u64, "delivery failed, will retry");
             let at = add_saturating(now, wait);
             (record(Some(reason)), Action::Retry { at })
         }
         Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
             metrics.fired.get_or_create(&label("dead_letter")).inc();
-            tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = ?result.status, reason = %reason, "delivery failed for good, dead-lettered");
+            tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = %HttpStatus(result.status), reason = %reason, "delivery failed for good, dead-lettered");
             let (next, skipped) = moved_on();
             (
                 record(Some(reason.clone())),
@@ -338,5 +338,18 @@ pub(crate) fn settle(
         due: occ.due,
         attempt: Some(attempt),
         action,
+    }
+}
+
+/// A delivery's HTTP status for logs: the code, or `none` when no answer came (a timeout, a
+/// refused connection), instead of Rust's `Some(500)`.
+struct HttpStatus(Option<u16>);
+
+impl std::fmt::Display for HttpStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(code) => write!(f, "{code}"),
+            None => f.write_str("none"),
+        }
     }
 }
