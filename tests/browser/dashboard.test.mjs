@@ -231,6 +231,11 @@ step("job list, upcoming timeline and pagination", async () => {
   assert.equal(dots, 3, "the jobs due within the hour are on the timeline");
   const rows = await testid("job-row").count();
   assert.equal(rows, 50, "the first page holds 50 jobs");
+  // Ids are told apart by their random tail (their first characters are a shared time prefix),
+  // and a keyed job by its key.
+  const labels = await page.$$eval('[data-testid="job-row"] td:first-child a', (links) => links.map((a) => a.textContent));
+  assert.equal(new Set(labels).size, labels.length, `distinct row labels: ${labels.join(" ")}`);
+  assert.ok(labels.includes("nightly-report"), "the keyed job shows its key");
   assert.equal(await testid("next-page").isEnabled(), true);
   await shot("02-jobs");
   await testid("next-page").click();

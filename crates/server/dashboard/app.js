@@ -199,7 +199,13 @@ function fmtAge(ms) {
 }
 
 function jobLink(id, text) {
-  return el("a", { href: `#/jobs/${encodeURIComponent(id)}`, class: "mono" }, text || id);
+  return el("a", { href: `#/jobs/${encodeURIComponent(id)}`, class: "mono", title: id }, text || id);
+}
+
+// A job id is time-ordered: its first characters are the same for jobs created close together,
+// so lists show its random tail instead.
+function shortId(id) {
+  return "…" + id.slice(-12);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -565,7 +571,12 @@ function jobRow(job) {
   return el(
     "tr",
     { "data-testid": "job-row", "data-id": job.id },
-    el("td", {}, jobLink(job.id, job.id.slice(0, 8) + "…"), job.key ? el("div", { class: "muted small" }, job.key) : null),
+    el(
+      "td",
+      {},
+      jobLink(job.id, job.key || shortId(job.id)),
+      job.key ? el("div", { class: "muted small mono" }, shortId(job.id)) : null,
+    ),
     el("td", { "data-testid": "job-type" }, job.type || el("span", { class: "muted" }, "—")),
     el("td", {}, stateBadge(job.state)),
     el("td", {}, scheduleSummary(job.schedule)),
@@ -866,7 +877,7 @@ async function renderDeadLetters(params) {
       "tr",
       { "data-testid": "dead-letter-row", "data-id": d.id },
       el("td", { class: "num" }, d.id),
-      el("td", {}, jobLink(d.job_id, d.job_id.slice(0, 8) + "…")),
+      el("td", {}, jobLink(d.job_id, shortId(d.job_id))),
       el("td", {}, d.type || el("span", { class: "muted" }, "—")),
       el("td", {}, timeCell(d.due_at)),
       el("td", { class: "num" }, String(d.attempts)),
