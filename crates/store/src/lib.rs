@@ -445,6 +445,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<QueueStats>>;
 
     async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>>;
+    /// The job of `namespace` that holds `key`. At most one does: a key is unique per namespace
+    /// among jobs not cancelled (a cancel frees it), so a cancelled job is not found by its key.
+    async fn get_job_by_key(&self, namespace: &str, key: &str) -> Result<Option<JobRecord>>;
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>>;
     async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64>;
 

@@ -152,6 +152,25 @@ pub(super) async fn get_job(
         .await
 }
 
+/// The job of `namespace` holding `key` (the unique index on `(namespace, key)` finds it).
+pub(super) async fn get_job_by_key(
+    store: &PostgresStore,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<JobRecord>> {
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE namespace = $1 AND key = $2");
+            let stmt = client.prepare_cached(&sql).await?;
+            match client.query_opt(&stmt, &[&namespace, &key]).await? {
+                Some(row) => Ok(Some(job_from_row(&row)?)),
+                None => Ok(None),
+            }
+        })
+        .await
+}
+
 pub(super) async fn list_jobs(store: &PostgresStore, query: JobQuery) -> Result<Vec<JobRecord>> {
     store
         .bounded(async {
