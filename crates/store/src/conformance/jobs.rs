@@ -17,6 +17,7 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
     assert_eq!(got.id, id);
     assert_eq!(got.state, JobState::Active);
     assert_eq!(got.next_due, Some(t(T0) + ms(5000)));
+    assert_eq!(got.next_attempt, got.next_due);
     assert_eq!(got.payload.as_deref(), Some(r#"{"n":1}"#));
     assert_eq!(got.spec.job_type.as_deref(), Some("test"));
     assert_eq!(store.count_jobs(None).await.unwrap(), 1);

@@ -98,8 +98,8 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                     .await?;
                 for row in tx.query(&stmt, &[&ns, &ks]).await? {
                     let record = job_from_row(&row)?;
-                    let print: i64 = col(&row, 15)?;
-                    let key: String = col(&row, 16)?;
+                    let print: i64 = col(&row, 16)?;
+                    let key: String = col(&row, 17)?;
                     existing.insert((record.namespace.clone(), key), (record, print));
                 }
             }
