@@ -25,3 +25,4 @@ mod openapi;
 mod postgres_nodes;
 mod preview;
 mod queues;
+mod retries;
