@@ -6,12 +6,12 @@ use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use uuid::Uuid;
 
 use crate::error::{Error, parse_retry_after};
 use crate::types::{
-    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, LeaseAnswer, LeaseBody, LeaseOptions,
-    Message, NewJob, QueueList, QueueStats, Receipt, ReceiptResults, ReceiptsBody, RunPage, millis,
+    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, LeaseAnswer, LeaseBody,
+    LeaseOptions, Message, NewJob, QueueList, QueueStats, Receipt, ReceiptResults, ReceiptsBody,
+    RunPage, millis,
 };
 
 /// A request without a long poll gets this long for the whole exchange.
@@ -201,8 +201,9 @@ impl Client {
         .await
     }
 
-    pub async fn get_job(&self, id: Uuid) -> Result<JobInfo, Error> {
-        self.get(&["v1", "jobs", &id.to_string()], &[]).await
+    /// The job, by id or by key ([`JobRef`]).
+    pub async fn get_job(&self, job: impl Into<JobRef>) -> Result<JobInfo, Error> {
+        self.get(&["v1", "jobs", &job.into().segment()], &[]).await
     }
 
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<JobPage, Error> {
@@ -210,10 +211,10 @@ impl Client {
     }
 
     /// Cancels the job; an occurrence being delivered right now may still arrive.
-    pub async fn cancel_job(&self, id: Uuid) -> Result<JobInfo, Error> {
+    pub async fn cancel_job(&self, job: impl Into<JobRef>) -> Result<JobInfo, Error> {
         self.send(
             Method::DELETE,
-            &["v1", "jobs", &id.to_string()],
+            &["v1", "jobs", &job.into().segment()],
             &[],
             None::<&()>,
             REQUEST_TIMEOUT,
@@ -221,24 +222,24 @@ impl Client {
         .await
     }
 
-    pub async fn pause_job(&self, id: Uuid) -> Result<JobInfo, Error> {
-        self.job_action(id, "pause").await
+    pub async fn pause_job(&self, job: impl Into<JobRef>) -> Result<JobInfo, Error> {
+        self.job_action(job.into(), "pause").await
     }
 
     /// Resumes a paused job (a recurring job continues from now).
-    pub async fn resume_job(&self, id: Uuid) -> Result<JobInfo, Error> {
-        self.job_action(id, "resume").await
+    pub async fn resume_job(&self, job: impl Into<JobRef>) -> Result<JobInfo, Error> {
+        self.job_action(job.into(), "resume").await
     }
 
     /// Fires an occurrence now.
-    pub async fn trigger_job(&self, id: Uuid) -> Result<JobInfo, Error> {
-        self.job_action(id, "trigger").await
+    pub async fn trigger_job(&self, job: impl Into<JobRef>) -> Result<JobInfo, Error> {
+        self.job_action(job.into(), "trigger").await
     }
 
-    async fn job_action(&self, id: Uuid, action: &str) -> Result<JobInfo, Error> {
+    async fn job_action(&self, job: JobRef, action: &str) -> Result<JobInfo, Error> {
         self.send(
             Method::POST,
-            &["v1", "jobs", &id.to_string(), action],
+            &["v1", "jobs", &job.segment(), action],
             &[],
             None::<&()>,
             REQUEST_TIMEOUT,
@@ -250,12 +251,12 @@ impl Client {
     /// 100) of them, older than `cursor` (the previous page's `next_cursor`) when given.
     pub async fn job_runs(
         &self,
-        id: Uuid,
+        job: impl Into<JobRef>,
         limit: Option<usize>,
         cursor: Option<&str>,
     ) -> Result<RunPage, Error> {
         self.get(
-            &["v1", "jobs", &id.to_string(), "runs"],
+            &["v1", "jobs", &job.into().segment(), "runs"],
             &page_query(limit, cursor),
         )
         .await
@@ -439,6 +440,23 @@ mod tests {
                 .url(&["v1", "jobs"], &[("type", "a&b".into())])
                 .as_str(),
             "http://127.0.0.1:7070/v1/jobs?type=a%26b"
+        );
+    }
+
+    #[test]
+    fn a_job_key_is_one_percent_encoded_segment() {
+        let client = Client::new("http://127.0.0.1:7070").unwrap();
+        let job = JobRef::key("nightly export/a%b?#");
+        assert_eq!(
+            client
+                .url(&["v1", "jobs", &job.segment(), "runs"], &[])
+                .as_str(),
+            "http://127.0.0.1:7070/v1/jobs/key:nightly%20export%2Fa%25b%3F%23/runs"
+        );
+        let id = uuid::Uuid::nil();
+        assert_eq!(
+            JobRef::from(id).segment(),
+            "00000000-0000-0000-0000-000000000000"
         );
     }
 

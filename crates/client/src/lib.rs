@@ -34,8 +34,8 @@ pub mod worker;
 pub use client::Client;
 pub use error::{Error, STALE_RECEIPT};
 pub use types::{
-    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobState, LeaseOptions, Message,
-    Misfire, NewJob, QueueStats, Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunPage,
-    Schedule, Target,
+    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState, LeaseOptions,
+    Message, Misfire, NewJob, QueueStats, Receipt, ReceiptFailure, ReceiptResults, Retry, Run,
+    RunPage, Schedule, Target,
 };
 pub use worker::{HandlerError, HandlerResult, Job, Worker, WorkerBuilder};

@@ -452,6 +452,41 @@ impl JobState {
     }
 }
 
+/// How a request names a job: by its id, or by the `key` it was created with. A key names the job
+/// of the namespace that holds it now (a cancelled job gives its key up). Every job method takes
+/// either: `client.get_job(id)` or `client.get_job(JobRef::key("nightly-export"))`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum JobRef {
+    Id(Uuid),
+    Key(String),
+}
+
+impl JobRef {
+    pub fn key(key: impl Into<String>) -> Self {
+        JobRef::Key(key.into())
+    }
+
+    /// The job's path segment, before percent-encoding: the id, or `key:` and the key.
+    pub(crate) fn segment(&self) -> String {
+        match self {
+            JobRef::Id(id) => id.to_string(),
+            JobRef::Key(key) => format!("key:{key}"),
+        }
+    }
+}
+
+impl From<Uuid> for JobRef {
+    fn from(id: Uuid) -> Self {
+        JobRef::Id(id)
+    }
+}
+
+impl From<&Uuid> for JobRef {
+    fn from(id: &Uuid) -> Self {
+        JobRef::Id(*id)
+    }
+}
+
 /// A job as the node shows it. Schedule, target, retry and misfire are kept as the node's JSON:
 /// they are for display, and the node's normalised form (an `after` shown as its `at`) is not
 /// what one builds a job from.

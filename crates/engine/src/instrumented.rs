@@ -126,6 +126,11 @@ impl Store for InstrumentedStore {
             .await
     }
 
+    async fn get_job_by_key(&self, namespace: &str, key: &str) -> Result<Option<JobRecord>> {
+        self.timed("get_job_by_key", self.inner.get_job_by_key(namespace, key))
+            .await
+    }
+
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
         self.timed("list_jobs", self.inner.list_jobs(query)).await
     }

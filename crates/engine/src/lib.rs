@@ -41,7 +41,7 @@ pub use netguard::TargetPolicy;
 pub use pipeline::rates::DeliveryQuotas;
 pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
-pub use scheduler::{JobEdit, OpenBreaker, Scheduler};
+pub use scheduler::{JobEdit, JobRef, OpenBreaker, Scheduler};
 pub use signing::Secrets;
 
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use hourglass_core::{Clock, JobId, JobState, MisfirePolicy, RetryPolicy, Schedule, Target};
 use hourglass_store::{
     Created, DeadLetter, JobQuery, JobRecord, JobUpdate, NewJob, Result, RunCursor, RunRecord,
-    Store, StoreGauges, Transition,
+    Store, StoreError, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
@@ -32,6 +32,20 @@ pub struct JobEdit {
     pub misfire: Option<MisfirePolicy>,
     /// `Some(None)` removes the payload.
     pub payload: Option<Option<String>>,
+}
+
+/// How a client names one of its namespace's jobs: by id, or by the key it chose at create. A key
+/// names the job holding it now: a cancelled job gives its key up, so it is found by id only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobRef {
+    Id(JobId),
+    Key(String),
+}
+
+impl From<JobId> for JobRef {
+    fn from(id: JobId) -> Self {
+        JobRef::Id(id)
+    }
 }
 
 /// A destination whose circuit breaker is open: its deliveries wait until a probe succeeds.
@@ -129,8 +143,28 @@ impl Scheduler {
         Ok(created)
     }
 
-    pub async fn get(&self, namespace: &str, id: JobId) -> Result<Option<JobRecord>> {
-        self.store.get_job(Some(namespace), id).await
+    pub async fn get(&self, namespace: &str, job: &JobRef) -> Result<Option<JobRecord>> {
+        match job {
+            JobRef::Id(id) => self.store.get_job(Some(namespace), *id).await,
+            JobRef::Key(key) => self.store.get_job_by_key(namespace, key).await,
+        }
+    }
+
+    /// The id of the job `job` names, for a call that changes or reads it by id:
+    /// [`StoreError::NotFound`] when no job of the namespace holds the key. A key is looked up
+    /// once; if its job is cancelled and the key taken by a new job between this lookup and the
+    /// call, the call acts on the job that held the key when it was looked up, as a request by
+    /// id sent a moment earlier would have.
+    async fn resolve(&self, namespace: &str, job: &JobRef) -> Result<JobId> {
+        match job {
+            JobRef::Id(id) => Ok(*id),
+            JobRef::Key(key) => self
+                .store
+                .get_job_by_key(namespace, key)
+                .await?
+                .map(|record| record.id)
+                .ok_or(StoreError::NotFound),
+        }
     }
 
     /// Jobs the store holds for `namespace`, in every state (finished ones until retention).
@@ -145,10 +179,11 @@ impl Scheduler {
     pub async fn runs(
         &self,
         namespace: &str,
-        id: JobId,
+        job: &JobRef,
         before: Option<RunCursor>,
         limit: usize,
     ) -> Result<Vec<RunRecord>> {
+        let id = self.resolve(namespace, job).await?;
         self.store.runs(Some(namespace), id, before, limit).await
     }
 
@@ -157,12 +192,13 @@ impl Scheduler {
     pub async fn edit(
         &self,
         namespace: &str,
-        id: JobId,
+        job: &JobRef,
         edit: JobEdit,
     ) -> Result<Option<JobRecord>> {
-        let Some(job) = self.store.get_job(Some(namespace), id).await? else {
+        let Some(job) = self.get(namespace, job).await? else {
             return Ok(None);
         };
+        let id = job.id;
         let mut spec = job.spec;
         let mut next_due = job.next_due;
         if let Some(job_type) = edit.job_type {
@@ -197,9 +233,10 @@ impl Scheduler {
     pub async fn transition(
         &self,
         namespace: &str,
-        id: JobId,
+        job: &JobRef,
         make: impl FnOnce(Timestamp) -> Transition,
     ) -> Result<JobRecord> {
+        let id = self.resolve(namespace, job).await?;
         let transition = make(self.clock.now());
         let job = self
             .store

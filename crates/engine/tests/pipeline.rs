@@ -492,6 +492,13 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Option<hourglass_store::JobRecord>> {
         self.inner.get_job(ns, id).await
     }
+    async fn get_job_by_key(
+        &self,
+        ns: &str,
+        key: &str,
+    ) -> hourglass_store::Result<Option<hourglass_store::JobRecord>> {
+        self.inner.get_job_by_key(ns, key).await
+    }
     async fn list_jobs(
         &self,
         q: hourglass_store::JobQuery,

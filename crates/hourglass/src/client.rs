@@ -35,6 +35,7 @@ enum JobCommand {
     /// Create a job from flags, or from a full JSON body with --json.
     Create(CreateArgs),
     Get {
+        /// The job's id, or the key it was created with.
         id: String,
     },
     List {
@@ -48,20 +49,25 @@ enum JobCommand {
         cursor: Option<String>,
     },
     Cancel {
+        /// The job's id, or the key it was created with.
         id: String,
     },
     Pause {
+        /// The job's id, or the key it was created with.
         id: String,
     },
     Resume {
+        /// The job's id, or the key it was created with.
         id: String,
     },
     /// Fire an extra occurrence now.
     Trigger {
+        /// The job's id, or the key it was created with.
         id: String,
     },
     /// Delivery attempts of a job, newest first, a page at a time.
     Runs {
+        /// The job's id, or the key it was created with.
         id: String,
         #[arg(long)]
         limit: Option<usize>,
@@ -282,7 +288,10 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
         JobCommand::Create(create) => {
             call(conn, Method::POST, "/v1/jobs", Some(create_body(create)?)).await
         }
-        JobCommand::Get { id } => call(conn, Method::GET, &format!("/v1/jobs/{id}"), None).await,
+        JobCommand::Get { id } => {
+            let job = job_segment(&id);
+            call(conn, Method::GET, &format!("/v1/jobs/{job}"), None).await
+        }
         JobCommand::List {
             state,
             job_type,
@@ -298,29 +307,50 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
             call(conn, Method::GET, &format!("/v1/jobs{query}"), None).await
         }
         JobCommand::Cancel { id } => {
-            call(conn, Method::DELETE, &format!("/v1/jobs/{id}"), None).await
+            let job = job_segment(&id);
+            call(conn, Method::DELETE, &format!("/v1/jobs/{job}"), None).await
         }
         JobCommand::Pause { id } => {
-            call(conn, Method::POST, &format!("/v1/jobs/{id}/pause"), None).await
+            let job = job_segment(&id);
+            call(conn, Method::POST, &format!("/v1/jobs/{job}/pause"), None).await
         }
         JobCommand::Resume { id } => {
-            call(conn, Method::POST, &format!("/v1/jobs/{id}/resume"), None).await
+            let job = job_segment(&id);
+            call(conn, Method::POST, &format!("/v1/jobs/{job}/resume"), None).await
         }
         JobCommand::Trigger { id } => {
-            call(conn, Method::POST, &format!("/v1/jobs/{id}/trigger"), None).await
+            let job = job_segment(&id);
+            call(conn, Method::POST, &format!("/v1/jobs/{job}/trigger"), None).await
         }
         JobCommand::Runs { id, limit, cursor } => {
             let query = query_string([("limit", limit.map(|l| l.to_string())), ("cursor", cursor)]);
             call(
                 conn,
                 Method::GET,
-                &format!("/v1/jobs/{id}/runs{query}"),
+                &format!("/v1/jobs/{}/runs{query}", job_segment(&id)),
                 None,
             )
             .await
         }
         JobCommand::NextFires(args) => next_fires(conn, args).await,
     }
+}
+
+/// A job's path segment for an argument that is an id or a key: an id (any form the API parses as
+/// a UUID) as it is, `key:<key>` as it is, anything else as the key `key:<arg>`. Percent-encoded
+/// as one segment, so a key may hold `/`, `%`, `?` or spaces. A key that looks like an id is
+/// named with its `key:` prefix.
+fn job_segment(arg: &str) -> String {
+    let segment = if arg.starts_with("key:") || hourglass_core::JobId::parse_str(arg).is_ok() {
+        arg.to_owned()
+    } else {
+        format!("key:{arg}")
+    };
+    let mut url = reqwest::Url::parse("http://segment.invalid/").expect("a valid base url");
+    url.path_segments_mut()
+        .expect("an http url has path segments")
+        .push(&segment);
+    url.path()[1..].to_owned()
 }
 
 /// `?name=value&...` for the parameters that are set, form-encoded (a job type may hold `&` or
@@ -506,7 +536,17 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::query_string;
+    use super::{job_segment, query_string};
+
+    #[test]
+    fn a_job_argument_that_is_not_an_id_is_sent_as_its_key() {
+        let id = "0190f9b4-2f1c-7c3a-8d4e-1b2c3d4e5f60";
+        assert_eq!(job_segment(id), id);
+        assert_eq!(job_segment("nightly-export"), "key:nightly-export");
+        assert_eq!(job_segment("a/b c%"), "key:a%2Fb%20c%25");
+        assert_eq!(job_segment("key:0190f9b4"), "key:0190f9b4");
+        assert_eq!(job_segment(&format!("key:{id}")), format!("key:{id}"));
+    }
 
     #[test]
     fn query_strings_hold_only_the_set_parameters_form_encoded() {

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hourglass_core::{JobId, JobState};
-use hourglass_engine::{JobEdit, Scheduler, Secrets, TargetPolicy};
+use hourglass_engine::{JobEdit, JobRef, Scheduler, Secrets, TargetPolicy};
 use hourglass_store::{Created, JobQuery, NewJob, RunCursor, StoreError, Transition};
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
@@ -287,12 +287,32 @@ fn parse_query<T: DeserializeOwned>(query: Option<String>) -> Result<T, ApiError
     })
 }
 
-fn parse_id(id: &str) -> Result<JobId, ApiError> {
-    JobId::parse_str(id).map_err(|_| {
+/// What a job's path segment starts with when it names the job by its key instead of its id
+/// (`/v1/jobs/key:nightly-export`). An id is a UUID, which never starts with it.
+const KEY_PREFIX: &str = "key:";
+
+/// The job a path names: a job id, or `key:` and the job's key, percent-decoded (axum's `Path`
+/// decodes it, so `key:a%2Fb` names the key `a/b`). A key is checked like a create's `key`.
+fn parse_job_ref(text: &str, limits: &Limits) -> Result<JobRef, ApiError> {
+    if let Some(key) = text.strip_prefix(KEY_PREFIX) {
+        if wire::validate_name(key, "id", limits.max_key_len).is_err() {
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidId,
+                "id",
+                format!(
+                    "the key after {KEY_PREFIX:?} must be 1 to {} characters without control \
+                     characters",
+                    limits.max_key_len
+                ),
+            ));
+        }
+        return Ok(JobRef::Key(key.to_owned()));
+    }
+    JobId::parse_str(text).map(JobRef::Id).map_err(|_| {
         ApiError::bad_request(
             ErrorCode::InvalidId,
             "id",
-            format!("{id:?} is not a job id"),
+            format!("{text:?} is not a job id, nor {KEY_PREFIX:?} and a job's key"),
         )
     })
 }
@@ -551,10 +571,10 @@ async fn get_job(
     Path(id): Path<String>,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let id = parse_id(&id)?;
+    let job = parse_job_ref(&id, &state.limits)?;
     let job = state
         .scheduler
-        .get(&principal.namespace, id)
+        .get(&principal.namespace, &job)
         .await?
         .ok_or_else(|| ApiError::not_found("job"))?;
     Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
@@ -567,7 +587,7 @@ async fn patch_job(
     body: Body,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let id = parse_id(&id)?;
+    let job = parse_job_ref(&id, &state.limits)?;
     let patch: PatchJob =
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let now = state.scheduler.now();
@@ -602,7 +622,7 @@ async fn patch_job(
     }
     let updated = state
         .scheduler
-        .edit(&principal.namespace, id, edit)
+        .edit(&principal.namespace, &job, edit)
         .await?
         .ok_or_else(|| ApiError::not_found("job"))?;
     Ok(typed_response(StatusCode::OK, &wire::job_out(&updated)))
@@ -615,10 +635,10 @@ async fn transition(
     make: impl FnOnce(jiff::Timestamp) -> Transition,
 ) -> Result<hourglass_store::JobRecord, ApiError> {
     let principal = principal(state, headers)?;
-    let id = parse_id(id)?;
+    let job = parse_job_ref(id, &state.limits)?;
     Ok(state
         .scheduler
-        .transition(&principal.namespace, id, make)
+        .transition(&principal.namespace, &job, make)
         .await?)
 }
 
@@ -722,13 +742,13 @@ async fn job_runs(
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let id = parse_id(&id)?;
+    let job = parse_job_ref(&id, &state.limits)?;
     let q: LimitQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
     let before = parse_cursor(q.cursor.as_deref(), RunCursor::parse)?;
     let runs = state
         .scheduler
-        .runs(&principal.namespace, id, before, limit)
+        .runs(&principal.namespace, &job, before, limit)
         .await?;
     let next_cursor = (runs.len() == limit)
         .then(|| runs.last().map(|r| r.cursor.encode()))

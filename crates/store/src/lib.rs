@@ -83,6 +83,7 @@ impl NewJob {
             spec: self.spec,
             payload: self.payload,
             next_due: Some(self.first_due),
+            next_attempt: Some(self.first_due),
             attempt: 0,
             runs: 0,
             skipped: 0,
@@ -105,6 +106,11 @@ pub struct JobRecord {
     pub payload: Option<String>,
     /// Nominal due time of the pending occurrence (or of the last one, for a finished job).
     pub next_due: Option<Timestamp>,
+    /// When the pending occurrence's next attempt is due, while the job is active and no claim
+    /// holds it: the row's fire time, later than `next_due` while a failed attempt waits out
+    /// its backoff (or an open breaker holds it back). `None` while claimed (an attempt is under
+    /// way, or its lease has yet to lapse) and for a job that is not active.
+    pub next_attempt: Option<Timestamp>,
     /// Failed attempts of the pending occurrence so far; for a job that failed, the attempts its
     /// dead-lettered occurrence made.
     pub attempt: u32,
@@ -445,6 +451,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<QueueStats>>;
 
     async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>>;
+    /// The job of `namespace` that holds `key`. At most one does: a key is unique per namespace
+    /// among jobs not cancelled (a cancel frees it), so a cancelled job is not found by its key.
+    async fn get_job_by_key(&self, namespace: &str, key: &str) -> Result<Option<JobRecord>>;
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>>;
     async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64>;
 

@@ -433,6 +433,16 @@ impl Store for MemoryStore {
         Ok(self.state()?.job_in(namespace, id).map(Job::record))
     }
 
+    async fn get_job_by_key(&self, namespace: &str, key: &str) -> Result<Option<JobRecord>> {
+        let state = self.state()?;
+        let slot = (namespace.to_owned(), key.to_owned());
+        Ok(state
+            .keys
+            .get(&slot)
+            .and_then(|id| state.job_in(Some(namespace), *id))
+            .map(Job::record))
+    }
+
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
         let state = self.state()?;
         let from = query.after.map_or(Bound::Unbounded, Bound::Excluded);

@@ -120,6 +120,9 @@ pub struct JobOut<'a> {
     retry: RetryOut,
     misfire: MisfireOut,
     next_due_at: Option<String>,
+    /// When the next attempt runs, when that is not `next_due_at`: a failed attempt waiting out
+    /// its backoff, or an occurrence held back by its destination's open breaker.
+    next_attempt_at: Option<String>,
     attempt: u32,
     runs: u64,
     skipped: u64,
@@ -154,6 +157,10 @@ pub fn job_out(j: &JobRecord) -> JobOut<'_> {
         } else {
             j.next_due.map(rfc3339)
         },
+        next_attempt_at: j
+            .next_attempt
+            .filter(|at| Some(*at) != j.next_due)
+            .map(rfc3339),
         attempt: j.attempt,
         runs: j.runs,
         skipped: j.skipped,

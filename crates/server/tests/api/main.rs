@@ -14,6 +14,7 @@
 mod support;
 
 mod bad_input;
+mod by_key;
 mod dashboard;
 mod delivery;
 mod edit_race;
@@ -24,3 +25,4 @@ mod openapi;
 mod postgres_nodes;
 mod preview;
 mod queues;
+mod retries;

@@ -174,14 +174,25 @@ pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
 pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;
+    let job = |id| {
+        let store = store.clone();
+        async move { store.get_job(None, id).await.unwrap().expect("job") }
+    };
     let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
         .await
         .remove(0);
+    assert_eq!(job(occ.job_id).await.next_attempt, None, "claimed");
     let retry_at = base + ms(2000);
     store
         .complete(vec![done(&occ, Action::Retry { at: retry_at })], base)
         .await
         .unwrap();
+    let waiting = job(occ.job_id).await;
+    assert_eq!(
+        (waiting.next_due, waiting.next_attempt, waiting.attempt),
+        (Some(base), Some(retry_at), 1),
+        "the nominal due time stays; the next attempt waits out the backoff"
+    );
     assert_eq!(
         store.next_due(ClaimScope::Fired).await.unwrap(),
         Some(retry_at)

@@ -17,6 +17,7 @@ pub async fn create_then_get(store: Arc<dyn Store>) {
     assert_eq!(got.id, id);
     assert_eq!(got.state, JobState::Active);
     assert_eq!(got.next_due, Some(t(T0) + ms(5000)));
+    assert_eq!(got.next_attempt, got.next_due);
     assert_eq!(got.payload.as_deref(), Some(r#"{"n":1}"#));
     assert_eq!(got.spec.job_type.as_deref(), Some("test"));
     assert_eq!(store.count_jobs(None).await.unwrap(), 1);
@@ -51,6 +52,47 @@ pub async fn idempotent_create_by_key(store: Arc<dyn Store>) {
         Created::New(_)
     ));
     assert_eq!(store.count_jobs(None).await.unwrap(), 2);
+}
+
+/// A key finds its job in its own namespace only, whatever characters it holds; a cancelled job
+/// gives its key up, so the key then finds nothing, or the job that took it next.
+pub async fn a_job_is_found_by_its_key_in_its_namespace(store: Arc<dyn Store>) {
+    let key = "nightly export/a%2Fb ü";
+    let mut keyed = one_off("a", t(T0));
+    keyed.key = Some(key.into());
+    let id = keyed.id;
+    create(&*store, vec![keyed, one_off("a", t(T0))]).await;
+
+    let found = store.get_job_by_key("a", key).await.unwrap().expect("job");
+    assert_eq!(found, store.get_job(Some("a"), id).await.unwrap().unwrap());
+    assert!(store.get_job_by_key("b", key).await.unwrap().is_none());
+    assert!(
+        store
+            .get_job_by_key("a", "nightly")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .get_job_by_key("a", &key.to_uppercase())
+            .await
+            .unwrap()
+            .is_none(),
+        "keys are compared exactly"
+    );
+
+    store
+        .transition(Some("a"), id, Transition::Cancel { now: t(T0) })
+        .await
+        .unwrap();
+    assert!(store.get_job_by_key("a", key).await.unwrap().is_none());
+    let mut next = one_off("a", t(T0));
+    next.key = Some(key.into());
+    let next_id = next.id;
+    create(&*store, vec![next]).await;
+    let found = store.get_job_by_key("a", key).await.unwrap().expect("job");
+    assert_eq!(found.id, next_id);
 }
 
 pub async fn batch_is_all_or_nothing(store: Arc<dyn Store>) {

@@ -101,6 +101,10 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(paused.state, JobState::Paused);
+    assert_eq!(
+        paused.next_attempt, None,
+        "a paused job has no next attempt"
+    );
     assert!(
         store
             .claim_due(ClaimScope::Fired, base + ms(60_000), 10, &lease("n1", base))

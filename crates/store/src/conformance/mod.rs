@@ -32,6 +32,7 @@ macro_rules! conformance_tests {
     ($factory:expr) => {
         $crate::conformance_tests!(@cases $factory;
             create_then_get, idempotent_create_by_key, batch_is_all_or_nothing,
+            a_job_is_found_by_its_key_in_its_namespace,
             claim_respects_horizon_order_and_limit, claims_are_exclusive_until_lease_expiry,
             a_live_lease_is_not_claimed_within_the_horizon, events_announce_due_work,
             stale_token_cannot_complete, delivered_one_off_completes_with_run_history,

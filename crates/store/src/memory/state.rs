@@ -104,6 +104,10 @@ impl Job {
             spec: (*self.spec).clone(),
             payload: self.payload.clone(),
             next_due: self.due.map(from_ms),
+            next_attempt: match (self.state, &self.lease) {
+                (JobState::Active, None) => self.fire.map(from_ms),
+                _ => None,
+            },
             attempt: self.attempt,
             runs: self.runs,
             skipped: self.skipped,

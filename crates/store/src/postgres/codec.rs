@@ -12,7 +12,8 @@ use crate::{DeadLetter, JobRecord, KeyedTrigger, Result, StoreError};
 
 pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, \
                            skipped, created_ms, updated_ms, lease_token, trigger_key, \
-                           trigger_due_ms";
+                           trigger_due_ms, \
+                           CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END";
 pub(super) const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
 
@@ -78,6 +79,7 @@ pub(super) fn job_from_row(row: &Row) -> Result<JobRecord> {
         spec: decode_spec(&spec)?,
         payload: col(row, 5)?,
         next_due: col::<Option<i64>>(row, 6)?.map(from_ms),
+        next_attempt: col::<Option<i64>>(row, 15)?.map(from_ms),
         attempt: col::<i64>(row, 7)? as u32,
         runs: col::<i64>(row, 8)? as u64,
         skipped: col::<i64>(row, 9)? as u64,

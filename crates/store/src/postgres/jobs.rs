@@ -98,8 +98,8 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                     .await?;
                 for row in tx.query(&stmt, &[&ns, &ks]).await? {
                     let record = job_from_row(&row)?;
-                    let print: i64 = col(&row, 15)?;
-                    let key: String = col(&row, 16)?;
+                    let print: i64 = col(&row, 16)?;
+                    let key: String = col(&row, 17)?;
                     existing.insert((record.namespace.clone(), key), (record, print));
                 }
             }
@@ -148,6 +148,25 @@ pub(super) async fn get_job(
         .bounded(async {
             let client = store.client().await?;
             load_job(&client, namespace, id, false).await
+        })
+        .await
+}
+
+/// The job of `namespace` holding `key` (the unique index on `(namespace, key)` finds it).
+pub(super) async fn get_job_by_key(
+    store: &PostgresStore,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<JobRecord>> {
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE namespace = $1 AND key = $2");
+            let stmt = client.prepare_cached(&sql).await?;
+            match client.query_opt(&stmt, &[&namespace, &key]).await? {
+                Some(row) => Ok(Some(job_from_row(&row)?)),
+                None => Ok(None),
+            }
         })
         .await
 }

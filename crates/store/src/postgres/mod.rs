@@ -286,6 +286,10 @@ impl Store for PostgresStore {
         jobs::get_job(self, namespace, id).await
     }
 
+    async fn get_job_by_key(&self, namespace: &str, key: &str) -> Result<Option<JobRecord>> {
+        jobs::get_job_by_key(self, namespace, key).await
+    }
+
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
         jobs::list_jobs(self, query).await
     }

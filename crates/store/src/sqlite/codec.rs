@@ -7,7 +7,7 @@ use rusqlite::{Connection, Row};
 use crate::rules::state_from_code;
 use crate::{DeadLetter, JobRecord, KeyedTrigger, Result, StoreError};
 
-pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, trigger_due_ms";
+pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, trigger_due_ms, CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END";
 
 pub(super) const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
@@ -43,6 +43,7 @@ fn job_from_row(row: &Row<'_>) -> Result<JobRecord> {
         spec: decode_spec(&spec)?,
         payload: row.get(5).map_err(get_err)?,
         next_due: row.get::<_, Option<i64>>(6).map_err(get_err)?.map(from_ms),
+        next_attempt: row.get::<_, Option<i64>>(15).map_err(get_err)?.map(from_ms),
         attempt: row.get(7).map_err(get_err)?,
         runs: row.get::<_, i64>(8).map_err(get_err)? as u64,
         skipped: row.get::<_, i64>(9).map_err(get_err)? as u64,

@@ -56,6 +56,18 @@ impl QueueKeys {
     }
 }
 
+/// The job of `namespace` holding `key` (the unique index `jobs_namespace_key` finds it).
+pub(super) fn load_job_by_key(
+    conn: &Connection,
+    namespace: &str,
+    key: &str,
+) -> Result<Option<JobRecord>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE namespace = ?1 AND key = ?2");
+    Ok(query_jobs(conn, &sql, &[&namespace, &key])?
+        .into_iter()
+        .next())
+}
+
 fn insert_job(conn: &Connection, job: &NewJob, queue_key: Option<i64>) -> Result<()> {
     let now = job.now.as_millisecond();
     let due = job.first_due.as_millisecond();

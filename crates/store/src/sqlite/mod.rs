@@ -242,6 +242,12 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn get_job_by_key(&self, namespace: &str, key: &str) -> Result<Option<JobRecord>> {
+        let (namespace, key) = (namespace.to_owned(), key.to_owned());
+        self.read(move |conn| jobs::load_job_by_key(conn, &namespace, &key))
+            .await
+    }
+
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
         self.read(move |conn| jobs::list_jobs(conn, query)).await
     }
