@@ -142,6 +142,10 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
     for f in &failures {
         assert_eq!(f["delivery_id"], json!(delivery_id), "{f}");
         assert!(f["reason"].as_str().unwrap().contains("500"), "{f}");
-        assert_eq!(f["status"], json!("500"), "the status code, not Some(500): {f}");
+        assert_eq!(
+            f["status"],
+            json!("500"),
+            "the status code, not Some(500): {f}"
+        );
     }
 }
