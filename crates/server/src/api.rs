@@ -565,10 +565,40 @@ async fn list_jobs(
     ))
 }
 
+/// A path segment (`{id}`, `{name}`), percent-decoded. axum's own `Path` answers a segment that
+/// does not decode to UTF-8 with a plain-text 400; this answers it like every other error: JSON,
+/// a stable code, the field named.
+pub(crate) struct Segment(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Segment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(segment)) => Ok(Segment(segment)),
+            Err(rejection) => {
+                let (code, field) = if parts.uri.path().starts_with("/v1/queues/") {
+                    (ErrorCode::InvalidQueue, "name")
+                } else {
+                    (ErrorCode::InvalidId, "id")
+                };
+                Err(ApiError::bad_request(
+                    code,
+                    field,
+                    format!("the path segment cannot be read: {}", rejection.body_text()),
+                ))
+            }
+        }
+    }
+}
+
 async fn get_job(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let job = parse_job_ref(&id, &state.limits)?;
@@ -583,7 +613,7 @@ async fn get_job(
 async fn patch_job(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     body: Body,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
@@ -655,7 +685,7 @@ async fn transition_answer(
 async fn cancel_job(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     transition_answer(&state, &headers, &id, |now| Transition::Cancel { now }).await
 }
@@ -663,7 +693,7 @@ async fn cancel_job(
 async fn pause_job(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     transition_answer(&state, &headers, &id, |now| Transition::Pause { now }).await
 }
@@ -671,7 +701,7 @@ async fn pause_job(
 async fn resume_job(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     transition_answer(&state, &headers, &id, |now| Transition::Resume { now }).await
 }
@@ -679,7 +709,7 @@ async fn resume_job(
 async fn trigger_job(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     // An unauthenticated request is refused as such, whatever its key (`transition` checks the
     // key again; a hash of the API key costs microseconds).
@@ -738,7 +768,7 @@ struct LimitQuery {
 async fn job_runs(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
@@ -809,7 +839,7 @@ async fn list_open_breakers(State(state): State<AppState>, headers: HeaderMap) -
 async fn get_dead_letter(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_dead_letter_id(&id)?;
@@ -827,7 +857,7 @@ async fn get_dead_letter(
 async fn delete_dead_letter(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_dead_letter_id(&id)?;
@@ -845,7 +875,7 @@ async fn delete_dead_letter(
 async fn replay_dead_letter(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    Segment(id): Segment,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_dead_letter_id(&id)?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use hourglass_engine::{LeaseRequest, Leased, Receipt, ReceiptOutcome};
@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::api::{
-    ApiResult, AppState, SMALL_BODY_BYTES, parse_body, principal, read_body, typed_response,
+    ApiResult, AppState, SMALL_BODY_BYTES, Segment, parse_body, principal, read_body,
+    typed_response,
 };
 use crate::error::{ApiError, ErrorCode};
 use crate::wire::{self, valid_queue_name, validate_name};
@@ -201,7 +202,7 @@ fn message_out(l: &Leased) -> MessageOut<'_> {
 async fn lease(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Segment(name): Segment,
     body: Body,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
@@ -254,7 +255,7 @@ async fn lease(
 async fn ack(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Segment(name): Segment,
     body: Body,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
@@ -275,7 +276,7 @@ async fn ack(
 async fn nack(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Segment(name): Segment,
     body: Body,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
@@ -301,7 +302,7 @@ async fn nack(
 async fn extend(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Segment(name): Segment,
     body: Body,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
@@ -360,7 +361,7 @@ async fn list_queues(State(state): State<AppState>, headers: HeaderMap) -> ApiRe
 async fn get_queue(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    Segment(name): Segment,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;

@@ -1577,6 +1577,18 @@ fn time_bound_cases(out: &mut Vec<Case>, id_keyed: &str) {
 
 /// Ids in paths, unknown routes, wrong methods, query strings, namespaces, PATCH bodies.
 fn path_and_query_cases(out: &mut Vec<Case>, id_at: &str, id_keyed: &str, id_cancelled: &str) {
+    for (method, path) in [
+        ("POST", "/v1/queues/%FF/lease"),
+        ("GET", "/v1/queues/%C3%28"),
+    ] {
+        let mut case = Case::new(format!("queue name not UTF-8: {path}"), method, path)
+            .expect(400, "invalid_queue")
+            .field("name");
+        if method == "POST" {
+            case = case.json(&json!({}));
+        }
+        out.push(case);
+    }
     let ops: [(&'static str, &str); 7] = [
         ("GET", ""),
         ("PATCH", ""),
@@ -1593,6 +1605,9 @@ fn path_and_query_cases(out: &mut Vec<Case>, id_at: &str, id_keyed: &str, id_can
         "%20",
         "0190a7a0-0000-7000-8000-00000000000",
         "0190a7a0-0000-7000-8000-0000000000zz",
+        // Not UTF-8 once decoded: refused as JSON naming the field, not axum's plain text.
+        "key:%FF",
+        "%C3%28",
     ] {
         for (method, suffix) in ops {
             let mut case = Case::new(
