@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod dashboard;
 pub mod error;
+mod extract;
 pub mod metrics;
 pub mod node;
 pub mod queues;

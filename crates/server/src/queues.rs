@@ -13,11 +13,9 @@ use hourglass_store::QueueStats;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::api::{
-    ApiResult, AppState, SMALL_BODY_BYTES, Segment, parse_body, principal, read_body,
-    typed_response,
-};
+use crate::api::{ApiResult, AppState, SMALL_BODY_BYTES, typed_response};
 use crate::error::{ApiError, ErrorCode};
+use crate::extract::{Segment, parse_body, principal, read_body};
 use crate::wire::{self, valid_queue_name, validate_name};
 
 pub const MAX_LEASE: u32 = 1000;
