@@ -246,8 +246,78 @@ fn pretty(text: String) -> String {
         .unwrap_or(text)
 }
 
-/// Sends a request and returns the body of a successful answer; an error answer is printed (to
-/// stderr) and fails the command.
+/// A refusal from the node, as the CLI reports it: one line with the status, the stable code,
+/// the message and the field. `main` picks the exit code from the status.
+#[derive(Debug)]
+pub struct Refused {
+    pub status: u16,
+    code: Option<String>,
+    message: String,
+    field: Option<String>,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "http {}", self.status)?;
+        if let Some(code) = &self.code {
+            write!(f, " {code}")?;
+        }
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, " (field {field})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl Refused {
+    /// From an error answer: the API's `{"error": {...}}` body, or whatever a proxy sent.
+    fn from_answer(status: u16, text: &str) -> Self {
+        let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        let error = &body["error"];
+        let text_of = |v: &Value| v.as_str().map(str::to_owned);
+        match text_of(&error["code"]) {
+            Some(code) => Refused {
+                status,
+                code: Some(code),
+                message: text_of(&error["message"]).unwrap_or_default(),
+                field: text_of(&error["field"]),
+            },
+            None => Refused {
+                status,
+                code: None,
+                message: text.trim().chars().take(200).collect(),
+                field: None,
+            },
+        }
+    }
+}
+
+/// The node could not be reached at all: the URL, and why.
+#[derive(Debug)]
+pub struct Unreachable {
+    url: String,
+    source: reqwest::Error,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot reach {}", self.url)
+    }
+}
+
+impl std::error::Error for Unreachable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Sends a request and returns the body of a successful answer; an error answer fails the
+/// command with a [`Refused`].
 async fn send(
     conn: &Connection,
     method: reqwest::Method,
@@ -267,17 +337,16 @@ async fn send(
     if let Some(body) = body {
         request = request.json(&body);
     }
-    let response = request
-        .send()
-        .await
-        .with_context(|| format!("cannot reach {url}"))?;
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(source) => return Err(Unreachable { url, source }.into()),
+    };
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
     if status.is_success() {
         Ok(text)
     } else {
-        eprintln!("{}", pretty(text));
-        bail!("request failed with HTTP {status}")
+        Err(Refused::from_answer(status.as_u16(), &text).into())
     }
 }
 

@@ -62,8 +62,47 @@ enum KeyCommand {
     Generate,
 }
 
-fn main() -> anyhow::Result<()> {
+/// Exit codes, as README documents them: 0 success, 1 any other failure, 2 usage (clap's own),
+/// 3 the node refused the request (4xx), 4 not found (404), 5 the node is unreachable or
+/// unavailable (5xx, a connection that failed).
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the cause chain joined, no backtrace whatever RUST_BACKTRACE says.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn exit_code(e: &anyhow::Error) -> u8 {
+    let by_status = |status: u16| match status {
+        404 => 4,
+        500.. => 5,
+        _ => 3,
+    };
+    for cause in e.chain() {
+        if let Some(refused) = cause.downcast_ref::<client::Refused>() {
+            return by_status(refused.status);
+        }
+        if cause.downcast_ref::<client::Unreachable>().is_some() {
+            return 5;
+        }
+        if let Some(err) = cause.downcast_ref::<hourglass_client::Error>() {
+            return match err {
+                hourglass_client::Error::Api { status, .. }
+                | hourglass_client::Error::Http { status, .. } => by_status(*status),
+                hourglass_client::Error::Transport { .. } => 5,
+                _ => 1,
+            };
+        }
+    }
+    1
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -10,6 +10,7 @@
 mod support;
 
 mod backup;
+mod cli;
 mod crash;
 mod listen;
 mod logs;
