@@ -227,7 +227,10 @@ impl CronSchedule {
                 ValidationError::new(
                     "invalid_cron",
                     "cron",
-                    format!("{expr:?} is not a valid cron expression: {e}"),
+                    match bad_field(&fields) {
+                        Some(which) => format!("{expr:?}: {which}"),
+                        None => format!("{expr:?} is not a valid cron expression: {e}"),
+                    },
                 )
             })?;
         Ok(ParsedCron {
@@ -419,9 +422,58 @@ impl CronSchedule {
     }
 }
 
+/// Which field of a cron expression croner refuses, in words a user can act on ("the hour field
+/// \"25\" is not valid: hours are 0-23"), found by parsing each field alone; `None` when every
+/// field parses alone (the fields only fail together).
+fn bad_field(fields: &[&str]) -> Option<String> {
+    const NAMES: [(&str, &str); 6] = [
+        ("second", "seconds are 0-59"),
+        ("minute", "minutes are 0-59"),
+        ("hour", "hours are 0-23"),
+        (
+            "day-of-month",
+            "days of the month are 1-31, with L, W and LW",
+        ),
+        ("month", "months are 1-12 or JAN-DEC"),
+        (
+            "day-of-week",
+            "days of the week are 0-7 (0 and 7 are Sunday) or SUN-SAT, with L and #",
+        ),
+    ];
+    let names = &NAMES[NAMES.len() - fields.len()..];
+    let parser = CronParser::builder().seconds(Seconds::Optional).build();
+    fields.iter().enumerate().find_map(|(i, field)| {
+        let probe: Vec<&str> = (0..fields.len())
+            .map(|j| if j == i { *field } else { "*" })
+            .collect();
+        parser.parse(&probe.join(" ")).err().map(|_| {
+            let (name, rule) = names[i];
+            format!("the {name} field {field:?} is not valid: {rule}")
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_field_is_named_with_its_range() {
+        for (expr, want) in [
+            (
+                "0 25 * * *",
+                "the hour field \"25\" is not valid: hours are 0-23",
+            ),
+            ("0 0 32 * *", "the day-of-month field \"32\""),
+            ("61 * * * * *", "the second field \"61\""),
+            ("* * * FOO *", "the month field \"FOO\""),
+            ("* * * * 9", "the day-of-week field \"9\""),
+        ] {
+            let err = CronSchedule::parse(expr, "UTC").unwrap_err();
+            assert_eq!(err.code, "invalid_cron");
+            assert!(err.message.contains(want), "{expr}: {}", err.message);
+        }
+    }
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
