@@ -33,7 +33,7 @@ pub struct JobArgs {
 #[derive(Subcommand, Debug)]
 enum JobCommand {
     /// Create a job from flags, or from a full JSON body with --json.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     Get {
         /// The job's id, or the key it was created with.
         id: String,
@@ -107,12 +107,28 @@ struct NextFiresArgs {
 
 #[derive(Args, Debug)]
 struct CreateArgs {
-    /// The whole request body as JSON (other flags are then ignored).
-    #[arg(long)]
+    /// The whole request body as JSON; it cannot be combined with the other flags.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "webhook", "queue", "at", "after", "cron", "timezone", "every", "start", "end",
+            "max_runs", "payload", "key", "job_type", "headers", "max_attempts",
+            "initial_backoff", "max_backoff", "misfire", "rate_limit",
+        ]
+    )]
     json: Option<String>,
     /// Webhook URL to deliver to.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "queue")]
     webhook: Option<String>,
+    /// Pull queue to put the occurrences on, instead of a webhook.
+    #[arg(long)]
+    queue: Option<String>,
+    /// A webhook request header, NAME=VALUE; repeat for more.
+    #[arg(long = "header", value_name = "NAME=VALUE", requires = "webhook")]
+    headers: Vec<String>,
+    /// Most deliveries a second to the webhook's destination.
+    #[arg(long, requires = "webhook")]
+    rate_limit: Option<u32>,
     /// One-off at an RFC 3339 instant.
     #[arg(long)]
     at: Option<String>,
@@ -122,20 +138,42 @@ struct CreateArgs {
     /// Cron expression (5 fields, or 6 with seconds).
     #[arg(long)]
     cron: Option<String>,
-    /// IANA time zone for --cron.
-    #[arg(long)]
+    /// IANA time zone for --cron [default: UTC].
+    #[arg(long, requires = "cron")]
     timezone: Option<String>,
     /// Fixed interval, e.g. 15m.
     #[arg(long)]
     every: Option<String>,
-    /// Payload JSON.
+    /// A recurring job's first possible run, RFC 3339 (an interval is aligned to it).
+    #[arg(long)]
+    start: Option<String>,
+    /// A recurring job's last possible run, RFC 3339.
+    #[arg(long)]
+    end: Option<String>,
+    /// A recurring job's number of runs, at most.
+    #[arg(long)]
+    max_runs: Option<u64>,
+    /// Payload JSON, or @FILE to read it from a file, or @- from standard input.
     #[arg(long)]
     payload: Option<String>,
-    /// Idempotency key.
+    /// Idempotency key; the job can also be addressed by it.
     #[arg(long)]
     key: Option<String>,
+    /// The job's type, for workers and filters.
     #[arg(long = "type")]
     job_type: Option<String>,
+    /// Attempts per occurrence before it is dead-lettered.
+    #[arg(long)]
+    max_attempts: Option<u32>,
+    /// First retry delay, e.g. 10s.
+    #[arg(long)]
+    initial_backoff: Option<String>,
+    /// Longest retry delay, e.g. 10m.
+    #[arg(long)]
+    max_backoff: Option<String>,
+    /// What a late recurring occurrence does: skip, once, all, or all:WINDOW (e.g. all:6h).
+    #[arg(long)]
+    misfire: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -355,7 +393,7 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
     let conn = &args.conn;
     match args.command {
         JobCommand::Create(create) => {
-            call(conn, Method::POST, "/v1/jobs", Some(create_body(create)?)).await
+            call(conn, Method::POST, "/v1/jobs", Some(create_body(*create)?)).await
         }
         JobCommand::Get { id } => {
             let job = job_segment(&id);
@@ -491,10 +529,28 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
     if let Some(text) = c.json {
         return serde_json::from_str(&text).context("--json is not valid JSON");
     }
-    let Some(url) = c.webhook else {
-        bail!("give --webhook (the URL to call) or a full body with --json");
+    let target = match (c.webhook, c.queue) {
+        (Some(url), None) => {
+            let mut webhook = json!({"url": url});
+            if !c.headers.is_empty() {
+                let mut headers = serde_json::Map::new();
+                for header in &c.headers {
+                    let Some((name, value)) = header.split_once('=') else {
+                        bail!("--header {header:?} is not NAME=VALUE");
+                    };
+                    headers.insert(name.trim().to_string(), json!(value));
+                }
+                webhook["headers"] = Value::Object(headers);
+            }
+            if let Some(rate) = c.rate_limit {
+                webhook["rate_limit"] = json!(rate);
+            }
+            json!({"webhook": webhook})
+        }
+        (None, Some(queue)) => json!({"queue": queue}),
+        _ => bail!("give --webhook (the URL to call) or --queue, or a full body with --json"),
     };
-    let schedule = match (c.at, c.after, c.cron, c.every) {
+    let mut schedule = match (c.at, c.after, c.cron, c.every) {
         (Some(at), None, None, None) => json!({"at": at}),
         (None, Some(after), None, None) => json!({"after": after}),
         (None, None, Some(cron), None) => {
@@ -503,15 +559,52 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
         (None, None, None, Some(every)) => json!({"every": every}),
         _ => bail!("give exactly one of --at, --after, --cron or --every"),
     };
-    let mut body = json!({"schedule": schedule, "target": {"webhook": {"url": url}}});
+    for (name, value) in [("start", c.start), ("end", c.end)] {
+        if let Some(value) = value {
+            schedule[name] = json!(value);
+        }
+    }
+    if let Some(max_runs) = c.max_runs {
+        schedule["max_runs"] = json!(max_runs);
+    }
+    let mut body = json!({"schedule": schedule, "target": target});
     if let Some(payload) = c.payload {
-        body["payload"] = serde_json::from_str(&payload).context("--payload is not valid JSON")?;
+        let text = match payload.strip_prefix('@') {
+            Some("-") => std::io::read_to_string(std::io::stdin())
+                .context("cannot read the payload from standard input")?,
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the payload from {path}"))?,
+            None => payload,
+        };
+        body["payload"] = serde_json::from_str(&text).context("the payload is not valid JSON")?;
     }
     if let Some(key) = c.key {
         body["key"] = json!(key);
     }
     if let Some(job_type) = c.job_type {
         body["type"] = json!(job_type);
+    }
+    let mut retry = serde_json::Map::new();
+    if let Some(n) = c.max_attempts {
+        retry.insert("max_attempts".into(), json!(n));
+    }
+    for (name, value) in [
+        ("initial_backoff", c.initial_backoff),
+        ("max_backoff", c.max_backoff),
+    ] {
+        if let Some(value) = value {
+            retry.insert(name.into(), json!(value));
+        }
+    }
+    if !retry.is_empty() {
+        body["retry"] = Value::Object(retry);
+    }
+    if let Some(misfire) = c.misfire {
+        body["misfire"] = match misfire.split_once(':') {
+            Some(("all", window)) => json!({"policy": "all", "window": window}),
+            Some(_) => bail!("--misfire {misfire:?}: give skip, once, all or all:WINDOW"),
+            None => json!(misfire),
+        };
     }
     Ok(body)
 }
@@ -605,7 +698,89 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{job_segment, query_string};
+    use clap::Parser;
+    use serde_json::json;
+
+    use super::{CreateArgs, create_body, job_segment, query_string};
+
+    #[derive(Parser)]
+    struct Create {
+        #[command(flatten)]
+        args: CreateArgs,
+    }
+
+    fn body(args: &[&str]) -> serde_json::Value {
+        let parsed = Create::try_parse_from(std::iter::once("create").chain(args.iter().copied()))
+            .expect("flags parse");
+        create_body(parsed.args).expect("a body")
+    }
+
+    #[test]
+    fn create_flags_make_the_whole_body() {
+        assert_eq!(
+            body(&[
+                "--webhook",
+                "https://example.com/h",
+                "--header",
+                "authorization=Bearer x",
+                "--rate-limit",
+                "5",
+                "--every",
+                "15m",
+                "--start",
+                "2027-01-01T00:00:00Z",
+                "--max-runs",
+                "10",
+                "--max-attempts",
+                "3",
+                "--initial-backoff",
+                "2s",
+                "--misfire",
+                "all:6h",
+                "--payload",
+                "{\"a\": 1}",
+                "--key",
+                "k",
+                "--type",
+                "t",
+            ]),
+            json!({
+                "schedule": {"every": "15m", "start": "2027-01-01T00:00:00Z", "max_runs": 10},
+                "target": {"webhook": {
+                    "url": "https://example.com/h",
+                    "headers": {"authorization": "Bearer x"},
+                    "rate_limit": 5,
+                }},
+                "payload": {"a": 1},
+                "key": "k",
+                "type": "t",
+                "retry": {"max_attempts": 3, "initial_backoff": "2s"},
+                "misfire": {"policy": "all", "window": "6h"},
+            })
+        );
+        assert_eq!(
+            body(&["--queue", "emails", "--after", "1m", "--misfire", "skip"]),
+            json!({"schedule": {"after": "1m"}, "target": {"queue": "emails"}, "misfire": "skip"})
+        );
+    }
+
+    #[test]
+    fn a_payload_is_read_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("payload.json");
+        std::fs::write(&path, r#"{"from": "file"}"#).unwrap();
+        let at = format!("@{}", path.display());
+        let b = body(&["--queue", "q", "--after", "1m", "--payload", &at]);
+        assert_eq!(b["payload"], json!({"from": "file"}));
+    }
+
+    #[test]
+    fn json_cannot_be_combined_with_other_flags() {
+        assert!(Create::try_parse_from(["create", "--json", "{}", "--after", "1m"]).is_err());
+        assert!(
+            Create::try_parse_from(["create", "--webhook", "https://e/", "--queue", "q"]).is_err()
+        );
+    }
 
     #[test]
     fn a_job_argument_that_is_not_an_id_is_sent_as_its_key() {
