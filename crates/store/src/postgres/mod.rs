@@ -58,8 +58,9 @@ pub const CLOCK_SKEW_WARNING: Duration = Duration::from_millis(250);
 /// How to reach the database, and the limits that keep a node responsive when it cannot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostgresOptions {
-    /// A libpq-style URL (`postgres://user:pass@host:5432/db`) or `key=value` string. TLS is not
-    /// supported yet: use a trusted network or a local proxy.
+    /// A libpq-style URL (`postgres://user:pass@host:5432/db`) or `key=value` string. TLS as
+    /// the URL asks: `sslmode` (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`; none
+    /// means no TLS) and `sslrootcert` (see `tls.rs`).
     pub url: String,
     /// Schema holding Hourglass's tables, created if missing; `None` uses the connection's
     /// search path (normally `public`). Letters, digits and `_`, at most 40 characters.
