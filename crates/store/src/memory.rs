@@ -7,9 +7,9 @@
 //!   that pauses tokio's clock and derives the engine's wall clock from it controls time
 //!   completely: awaiting the store never lets paused time jump ahead.
 //! - **A reference for new backends.** Each operation is written out in plain Rust, in the order
-//!   a backend must do it, with the same decisions as the SQL backends ([`crate::rules`] where
+//!   a backend must do it, with the same decisions as the SQL backends (`rules.rs` where
 //!   they are shared). A new backend (DynamoDB is next) can read here what a call must change,
-//!   and then pass the same [`conformance`](crate::conformance) suite.
+//!   and then pass the same `conformance` suite.
 //!
 //! The model is the SQL backends' row: a job's `fire` is when its next attempt runs, or, while a
 //! claim holds it, the claim's lease expiry; the claim keeps the occurrence's own fire time
