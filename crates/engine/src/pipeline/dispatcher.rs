@@ -53,6 +53,7 @@ impl Stage for Dispatcher {
             rates: DeliveryRates::new(ctx.config.delivery_quotas.clone()),
         });
         let (slots, destinations) = (&gates.slots, &gates.destinations);
+
         let deliveries = TaskTracker::new();
         while let Some(occ) = due_rx.recv().await {
             let now = ctx.clock.now();
@@ -135,20 +136,13 @@ impl Stage for Dispatcher {
                     occ,
                     complete_tx.clone(),
                     gates.clone(),
-                    Destination::After(started + wait),
+                    Some(started + wait),
+                    None,
                     route,
                 ));
                 continue;
             }
-            let destination = match &route {
-                Some(route) => {
-                    match destinations.try_acquire(route.0.clone(), destination_cap(&ctx, &occ)) {
-                        Slot::Ready(permit) => Destination::Held(Some(permit)),
-                        Slot::Full(wait) => Destination::Waiting(wait),
-                    }
-                }
-                None => Destination::Held(None),
-            };
+            let destination = gates.take_destination(&ctx, &occ, route.as_ref());
             ctx.metrics
                 .stage_queue
                 .get_or_create(&crate::metrics::StageLabels { stage: "dispatch" })
@@ -174,18 +168,20 @@ impl Stage for Dispatcher {
                             occ,
                             complete_tx.clone(),
                             gates.clone(),
-                            Destination::Held(permit),
+                            None,
+                            Some(Destination::Held(permit)),
                             route,
                         ));
                     }
                 },
-                waiting @ (Destination::Waiting(_) | Destination::After(_)) => {
+                waiting @ Destination::Waiting(_) => {
                     deliveries.spawn(park(
                         ctx.clone(),
                         occ,
                         complete_tx.clone(),
                         gates.clone(),
-                        waiting,
+                        None,
+                        Some(waiting),
                         route,
                     ));
                 }
@@ -227,48 +223,59 @@ struct Gates {
     rates: DeliveryRates,
 }
 
+impl Gates {
+    /// The occurrence's place at its destination: a slot there if one is free, else its place
+    /// in the destination's line (a target without a destination needs none).
+    fn take_destination(
+        &self,
+        ctx: &Context,
+        occ: &Occurrence,
+        route: Option<&Route>,
+    ) -> Destination {
+        match route {
+            Some(route) => match self
+                .destinations
+                .try_acquire(route.0.clone(), destination_cap(ctx, occ))
+            {
+                Slot::Ready(permit) => Destination::Held(Some(permit)),
+                Slot::Full(wait) => Destination::Waiting(wait),
+            },
+            None => Destination::Held(None),
+        }
+    }
+}
+
 /// An occurrence's place at its destination.
 enum Destination {
     /// A slot there is held (or the target has no destination).
     Held(Option<DestinationPermit>),
     /// The destination is at its cap.
     Waiting(WaitForSlot),
-    /// Not asked yet: the occurrence waits for its namespace's quota until this instant.
-    After(tokio::time::Instant),
 }
 
-/// Waits for its namespace's quota, then for the occurrence's destination slot, then for a
-/// delivery slot in its namespace's turn, then delivers; at shutdown it stops waiting and hands the occurrence back, as the timer
-/// does with those it holds, so it fires after a restart or on another node without waiting out
-/// its lease.
+/// Waits until `not_before` (its namespace's quota or its target's rate limit), then for the
+/// occurrence's destination slot (taken then, when `destination` is `None`), then for a delivery
+/// slot in its namespace's turn, then delivers; at shutdown it stops waiting and hands the
+/// occurrence back, as the timer does with those it holds, so it fires after a restart or on
+/// another node without waiting out its lease.
 async fn park(
     ctx: Arc<Context>,
     occ: Occurrence,
     complete_tx: mpsc::Sender<Finished>,
     gates: Arc<Gates>,
-    destination: Destination,
+    not_before: Option<tokio::time::Instant>,
+    destination: Option<Destination>,
     route: Option<Route>,
 ) {
     let metrics = ctx.metrics.clone();
     let slots_for = async {
-        let destination = match destination {
-            Destination::After(start) => {
-                metrics.quota_waiting.inc();
-                tokio::time::sleep_until(start).await;
-                metrics.quota_waiting.dec();
-                match &route {
-                    Some(route) => match gates
-                        .destinations
-                        .try_acquire(route.0.clone(), destination_cap(&ctx, &occ))
-                    {
-                        Slot::Ready(permit) => Destination::Held(Some(permit)),
-                        Slot::Full(wait) => Destination::Waiting(wait),
-                    },
-                    None => Destination::Held(None),
-                }
-            }
-            other => other,
-        };
+        if let Some(start) = not_before {
+            metrics.quota_waiting.inc();
+            tokio::time::sleep_until(start).await;
+            metrics.quota_waiting.dec();
+        }
+        let destination =
+            destination.unwrap_or_else(|| gates.take_destination(&ctx, &occ, route.as_ref()));
         let permit = match destination {
             Destination::Held(permit) => permit,
             Destination::Waiting(wait) => {
@@ -277,8 +284,6 @@ async fn park(
                 metrics.destination_waiting.dec();
                 Some(permit)
             }
-            // Replaced above.
-            Destination::After(_) => None,
         };
         metrics.slot_waiting.inc();
         let slot = gates.slots.acquire(&occ.namespace).await;
