@@ -82,21 +82,75 @@ pub enum Target {
     /// A pull queue: at the due time the occurrence becomes available to workers that lease from
     /// the queue of this name in the job's namespace. The engine never fires these itself.
     Queue(QueueTarget),
+    /// An event on an EventBridge bus (PutEvents): the payload is the event's `detail`.
+    Eventbridge(EventBridgeTarget),
+    /// A message in an SQS queue (SendMessageBatch).
+    Sqs(SqsTarget),
+    /// A message to an SNS topic (PublishBatch).
+    Sns(SnsTarget),
+    /// An asynchronous invocation of a Lambda function.
+    Lambda(LambdaTarget),
+    /// A JetStream publish, acknowledged by the stream.
+    Nats(NatsTarget),
+    /// An entry appended to a Redis stream (XADD).
+    RedisStream(RedisStreamTarget),
+    /// A persistent AMQP 0-9-1 message, confirmed by the broker.
+    Amqp(AmqpTarget),
 }
 
 impl Target {
-    /// The label used in metrics and logs.
+    /// The label used in metrics and logs, and the target's key in the API's JSON.
     pub fn kind(&self) -> &'static str {
         match self {
             Target::Webhook(_) => "webhook",
             Target::Queue(_) => "queue",
+            Target::Eventbridge(_) => "eventbridge",
+            Target::Sqs(_) => "sqs",
+            Target::Sns(_) => "sns",
+            Target::Lambda(_) => "lambda",
+            Target::Nats(_) => "nats",
+            Target::RedisStream(_) => "redis_stream",
+            Target::Amqp(_) => "amqp",
+        }
+    }
+
+    /// Every kind [`Target::kind`] can answer.
+    pub const KINDS: [&'static str; 9] = [
+        "webhook",
+        "queue",
+        "eventbridge",
+        "sqs",
+        "sns",
+        "lambda",
+        "nats",
+        "redis_stream",
+        "amqp",
+    ];
+
+    /// The operator's named connection a bus or cloud target publishes through; `None` for
+    /// webhooks and queues.
+    pub fn connection(&self) -> Option<&str> {
+        match self {
+            Target::Webhook(_) | Target::Queue(_) => None,
+            Target::Eventbridge(t) => Some(&t.connection),
+            Target::Sqs(t) => Some(&t.connection),
+            Target::Sns(t) => Some(&t.connection),
+            Target::Lambda(t) => Some(&t.connection),
+            Target::Nats(t) => Some(&t.connection),
+            Target::RedisStream(t) => Some(&t.connection),
+            Target::Amqp(t) => Some(&t.connection),
         }
     }
 
     /// Where a fired occurrence goes, as one key per receiving service: a webhook's scheme, host
-    /// and port (`https://api.example.com:443`). Deliveries are capped per destination, so one
-    /// slow receiver cannot hold every delivery slot. `None` for queues: workers pull them.
+    /// and port (`https://api.example.com:443`); for a connection target its kind, connection
+    /// and the resource it names (`sqs://aws/https://sqs.../orders`). Deliveries are capped per
+    /// destination, so one slow receiver cannot hold every delivery slot. `None` for queues:
+    /// workers pull them.
     pub fn destination(&self) -> Option<String> {
+        let at = |connection: &str, resource: &str| {
+            Some(format!("{}://{connection}/{resource}", self.kind()))
+        };
         match self {
             Target::Webhook(w) => Some(format!(
                 "{}://{}:{}",
@@ -105,6 +159,13 @@ impl Target {
                 w.url.port_or_known_default().unwrap_or_default()
             )),
             Target::Queue(_) => None,
+            Target::Eventbridge(t) => at(&t.connection, &t.bus),
+            Target::Sqs(t) => at(&t.connection, &t.queue_url),
+            Target::Sns(t) => at(&t.connection, &t.topic_arn),
+            Target::Lambda(t) => at(&t.connection, &t.function),
+            Target::Nats(t) => at(&t.connection, &t.subject),
+            Target::RedisStream(t) => at(&t.connection, &t.stream),
+            Target::Amqp(t) => at(&t.connection, &t.exchange),
         }
     }
 
@@ -112,9 +173,78 @@ impl Target {
     pub fn queue(&self) -> Option<&str> {
         match self {
             Target::Queue(q) => Some(&q.name),
-            Target::Webhook(_) => None,
+            _ => None,
         }
     }
+}
+
+/// `{"eventbridge": {"connection": "events", "bus": "orders", "source": "hourglass",
+/// "detail_type": "job-reminder"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventBridgeTarget {
+    pub connection: String,
+    /// The event bus's name or ARN.
+    pub bus: String,
+    pub source: String,
+    pub detail_type: String,
+}
+
+/// `{"sqs": {"connection": "aws", "queue_url": "https://...", "group_id": "..."}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqsTarget {
+    pub connection: String,
+    pub queue_url: String,
+    /// The message group of a FIFO queue (the job id when left out); not sent to standard queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+}
+
+/// `{"sns": {"connection": "aws", "topic_arn": "arn:aws:sns:..."}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnsTarget {
+    pub connection: String,
+    pub topic_arn: String,
+    /// The message group of a FIFO topic (the job id when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+}
+
+/// `{"lambda": {"connection": "aws", "function": "name or ARN"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LambdaTarget {
+    pub connection: String,
+    pub function: String,
+}
+
+/// `{"nats": {"connection": "bus", "subject": "jobs.reminder"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsTarget {
+    pub connection: String,
+    pub subject: String,
+}
+
+/// `{"redis_stream": {"connection": "r", "stream": "jobs"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisStreamTarget {
+    pub connection: String,
+    pub stream: String,
+}
+
+/// `{"amqp": {"connection": "rmq", "exchange": "jobs", "routing_key": "reminder"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmqpTarget {
+    pub connection: String,
+    /// The exchange; `""` is the default exchange, which routes by queue name.
+    pub exchange: String,
+    #[serde(default)]
+    pub routing_key: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,10 @@ pub mod schedule;
 pub mod validation;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use job::{JobId, JobSpec, JobState, QueueTarget, Target, WebhookTarget};
+pub use job::{
+    AmqpTarget, EventBridgeTarget, JobId, JobSpec, JobState, LambdaTarget, NatsTarget, QueueTarget,
+    RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookTarget,
+};
 pub use misfire::MisfirePolicy;
 pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Occurrence};
 pub use retry::RetryPolicy;

@@ -1,0 +1,127 @@
+//! SNS: PublishBatch, up to 10 messages and 256 KiB a request, per topic. The message is the
+//! payload; the occurrence's facts are message attributes (subscribers' filter policies can
+//! match them, and raw delivery to SQS keeps them as SQS attributes). A FIFO topic (`.fifo`)
+//! gets the delivery id as deduplication id and `group_id` (else the job id) as message group.
+
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+use hourglass_core::{Occurrence, SnsTarget};
+use hourglass_engine::Verdict;
+
+use super::{all, entry_verdict, verdict_of};
+use crate::batch::{Batches, Shape};
+use crate::envelope::{Meta, payload};
+
+const SHAPE: Shape = Shape {
+    max_entries: 10,
+    max_bytes: 256 * 1024,
+    in_flight: 8,
+};
+
+pub struct Sns {
+    batches: Batches<PublishBatchRequestEntry>,
+}
+
+impl Sns {
+    pub fn new(_connection: &str, sdk: &SdkConfig) -> Self {
+        let client = aws_sdk_sns::Client::new(sdk);
+        let send = Arc::new(
+            move |topic_arn: String, entries: Vec<PublishBatchRequestEntry>| {
+                let client = client.clone();
+                Box::pin(async move { send(&client, topic_arn, entries).await })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Verdict>> + Send>>
+            },
+        );
+        Self {
+            batches: Batches::new(SHAPE, send),
+        }
+    }
+
+    pub async fn publish(&self, target: &SnsTarget, occ: &Occurrence) -> Verdict {
+        let meta = Meta::of(occ);
+        let message = payload(occ).to_string();
+        let mut size = message.len();
+        let mut entry = PublishBatchRequestEntry::builder().id("0").message(message);
+        for (name, value) in meta.pairs("hourglass-") {
+            size += name.len() + value.len() + 6;
+            match MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+            {
+                Ok(value) => entry = entry.message_attributes(name, value),
+                Err(e) => {
+                    return Verdict::GiveUp {
+                        reason: format!("sns attribute: {e}"),
+                    };
+                }
+            }
+        }
+        if target.topic_arn.ends_with(".fifo") {
+            entry = entry
+                .message_deduplication_id(meta.delivery_id.clone())
+                .message_group_id(target.group_id.clone().unwrap_or(meta.job_id.clone()));
+        }
+        match entry.build() {
+            Ok(entry) => self.batches.submit(&target.topic_arn, entry, size).await,
+            Err(e) => Verdict::GiveUp {
+                reason: format!("the sns message could not be built: {e}"),
+            },
+        }
+    }
+}
+
+async fn send(
+    client: &aws_sdk_sns::Client,
+    topic_arn: String,
+    mut entries: Vec<PublishBatchRequestEntry>,
+) -> Vec<Verdict> {
+    let count = entries.len();
+    for (i, entry) in entries.iter_mut().enumerate() {
+        entry.id = i.to_string();
+    }
+    let answer = client
+        .publish_batch()
+        .topic_arn(topic_arn)
+        .set_publish_batch_request_entries(Some(entries))
+        .send()
+        .await;
+    let out = match answer {
+        Ok(out) => out,
+        Err(e) => return all(count, verdict_of("sns", &e)),
+    };
+    let mut verdicts = vec![
+        Verdict::Retry {
+            after: None,
+            reason: "sns did not report this entry".into(),
+        };
+        count
+    ];
+    for ok in out.successful() {
+        if let Some(v) = ok
+            .id()
+            .and_then(|id| id.parse::<usize>().ok())
+            .and_then(|i| verdicts.get_mut(i))
+        {
+            *v = Verdict::Delivered;
+        }
+    }
+    for failed in out.failed() {
+        if let Some(v) = failed
+            .id()
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| verdicts.get_mut(i))
+        {
+            *v = entry_verdict(
+                "sns",
+                failed.code(),
+                failed.message().unwrap_or_default(),
+                failed.sender_fault(),
+            );
+        }
+    }
+    verdicts
+}

@@ -1,0 +1,130 @@
+//! SQS: SendMessageBatch, up to 10 messages and 1 MiB a request, per queue. The body is the
+//! payload; the occurrence's facts are message attributes. A FIFO queue (its URL ends in
+//! `.fifo`) gets the delivery id as its deduplication id, so a redelivery within SQS's five
+//! minutes is dropped, and the target's `group_id` (else the job id) as message group.
+
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use hourglass_core::{Occurrence, SqsTarget};
+use hourglass_engine::Verdict;
+
+use super::{all, entry_verdict, verdict_of};
+use crate::batch::{Batches, Shape};
+use crate::envelope::{Meta, payload};
+
+const SHAPE: Shape = Shape {
+    max_entries: 10,
+    max_bytes: 1024 * 1024,
+    in_flight: 8,
+};
+
+pub struct Sqs {
+    batches: Batches<SendMessageBatchRequestEntry>,
+}
+
+impl Sqs {
+    pub fn new(_connection: &str, sdk: &SdkConfig) -> Self {
+        let client = aws_sdk_sqs::Client::new(sdk);
+        let send = Arc::new(
+            move |queue_url: String, entries: Vec<SendMessageBatchRequestEntry>| {
+                let client = client.clone();
+                Box::pin(async move { send(&client, queue_url, entries).await })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Verdict>> + Send>>
+            },
+        );
+        Self {
+            batches: Batches::new(SHAPE, send),
+        }
+    }
+
+    pub async fn publish(&self, target: &SqsTarget, occ: &Occurrence) -> Verdict {
+        let meta = Meta::of(occ);
+        let body = payload(occ).to_string();
+        let mut size = body.len();
+        let mut entry = SendMessageBatchRequestEntry::builder()
+            .id("0")
+            .message_body(body);
+        for (name, value) in meta.pairs("hourglass-") {
+            size += name.len() + value.len() + 6;
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build();
+            match value {
+                Ok(value) => entry = entry.message_attributes(name, value),
+                Err(e) => {
+                    return Verdict::GiveUp {
+                        reason: format!("sqs attribute: {e}"),
+                    };
+                }
+            }
+        }
+        if target.queue_url.ends_with(".fifo") {
+            entry = entry
+                .message_deduplication_id(meta.delivery_id.clone())
+                .message_group_id(target.group_id.clone().unwrap_or(meta.job_id.clone()));
+        }
+        match entry.build() {
+            Ok(entry) => self.batches.submit(&target.queue_url, entry, size).await,
+            Err(e) => Verdict::GiveUp {
+                reason: format!("the sqs message could not be built: {e}"),
+            },
+        }
+    }
+}
+
+async fn send(
+    client: &aws_sdk_sqs::Client,
+    queue_url: String,
+    mut entries: Vec<SendMessageBatchRequestEntry>,
+) -> Vec<Verdict> {
+    let count = entries.len();
+    for (i, entry) in entries.iter_mut().enumerate() {
+        entry.id = i.to_string();
+    }
+    let answer = client
+        .send_message_batch()
+        .queue_url(queue_url)
+        .set_entries(Some(entries))
+        .send()
+        .await;
+    let out = match answer {
+        Ok(out) => out,
+        Err(e) => return all(count, verdict_of("sqs", &e)),
+    };
+    let mut verdicts = vec![
+        Verdict::Retry {
+            after: None,
+            reason: "sqs did not report this entry".into(),
+        };
+        count
+    ];
+    for ok in out.successful() {
+        if let Some(v) = ok
+            .id()
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| verdicts.get_mut(i))
+        {
+            *v = Verdict::Delivered;
+        }
+    }
+    for failed in out.failed() {
+        if let Some(v) = failed
+            .id()
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| verdicts.get_mut(i))
+        {
+            *v = entry_verdict(
+                "sqs",
+                failed.code(),
+                failed.message().unwrap_or_default(),
+                failed.sender_fault(),
+            );
+        }
+    }
+    verdicts
+}

@@ -1,0 +1,271 @@
+//! Natural batching for services whose API takes batches (PutEvents, SendMessageBatch,
+//! PublishBatch: 10 entries each). Each delivery still runs as its own task and gets its own
+//! verdict; it hands its entry to the line for its batch key (a queue, a topic, a connection)
+//! and waits for its entry's result. A line sends what has gathered as soon as one of its
+//! batches in flight finishes: nothing waits for a batch to fill, so a lone occurrence goes out
+//! at once, and under load batches fill while earlier ones are on the wire. One entry's failure
+//! is that entry's verdict only.
+//!
+//! A line that stays idle ends by itself, so keys that tenants choose (queue URLs, topic ARNs)
+//! cannot pile up tasks.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hourglass_engine::Verdict;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// Sends one batch under its key and answers one verdict per entry, in order.
+pub type SendBatch<I> =
+    Arc<dyn Fn(String, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<Verdict>> + Send>> + Send + Sync>;
+
+/// How a service batches.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Most entries in one request.
+    pub max_entries: usize,
+    /// Most bytes of entries in one request (as [`Batches::submit`]'s `size` counts them).
+    pub max_bytes: usize,
+    /// Requests in flight at once per key.
+    pub in_flight: usize,
+}
+
+/// A line ends after this long without an entry.
+const IDLE: Duration = Duration::from_secs(60);
+
+struct Entry<I> {
+    item: I,
+    size: usize,
+    reply: oneshot::Sender<Verdict>,
+}
+
+pub struct Batches<I: Send + 'static> {
+    lines: Mutex<HashMap<String, mpsc::Sender<Entry<I>>>>,
+    send: SendBatch<I>,
+    shape: Shape,
+}
+
+impl<I: Send + 'static> Batches<I> {
+    pub fn new(shape: Shape, send: SendBatch<I>) -> Self {
+        Self {
+            lines: Mutex::new(HashMap::new()),
+            send,
+            shape,
+        }
+    }
+
+    /// Queues `item` (of `size` bytes) into the next batch for `key` and waits for its verdict.
+    pub async fn submit(&self, key: &str, item: I, size: usize) -> Verdict {
+        let mut entry = Some(item);
+        // A line that just ended for idleness refuses the entry; the second try makes a new one.
+        for _ in 0..2 {
+            let Some(item) = entry.take() else { break };
+            let line = self.line(key);
+            let (reply, answer) = oneshot::channel();
+            match line.send(Entry { item, size, reply }).await {
+                Ok(()) => {
+                    return answer.await.unwrap_or_else(|_| Verdict::Retry {
+                        after: None,
+                        reason: "the batch was dropped before it was sent".into(),
+                    });
+                }
+                Err(mpsc::error::SendError(back)) => {
+                    self.forget(key, &line);
+                    entry = Some(back.item);
+                }
+            }
+        }
+        Verdict::Retry {
+            after: None,
+            reason: "no batch line could be opened".into(),
+        }
+    }
+
+    fn line(&self, key: &str) -> mpsc::Sender<Entry<I>> {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(line) = lines.get(key)
+            && !line.is_closed()
+        {
+            return line.clone();
+        }
+        let (tx, rx) = mpsc::channel(self.shape.max_entries * self.shape.in_flight * 4);
+        tokio::spawn(run_line(key.to_string(), rx, self.send.clone(), self.shape));
+        lines.insert(key.to_string(), tx.clone());
+        tx
+    }
+
+    fn forget(&self, key: &str, line: &mpsc::Sender<Entry<I>>) {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.get(key).is_some_and(|l| l.same_channel(line)) {
+            lines.remove(key);
+        }
+    }
+}
+
+async fn run_line<I: Send + 'static>(
+    key: String,
+    mut rx: mpsc::Receiver<Entry<I>>,
+    send: SendBatch<I>,
+    shape: Shape,
+) {
+    let slots = Arc::new(Semaphore::new(shape.in_flight));
+    let mut held: Option<Entry<I>> = None;
+    let mut closing = false;
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let first = match held.take() {
+            Some(entry) => entry,
+            None if closing => match rx.try_recv() {
+                Ok(entry) => entry,
+                Err(_) => return,
+            },
+            None => match tokio::time::timeout(IDLE, rx.recv()).await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => return,
+                Err(_) => {
+                    // Idle: refuse new entries, then send whatever slipped in before that.
+                    rx.close();
+                    closing = true;
+                    continue;
+                }
+            },
+        };
+        // Let deliveries released in the same instant reach the line before it sends.
+        tokio::task::yield_now().await;
+        let mut bytes = first.size;
+        let mut batch = vec![first];
+        while batch.len() < shape.max_entries {
+            match rx.try_recv() {
+                Ok(entry) if bytes + entry.size > shape.max_bytes => {
+                    held = Some(entry);
+                    break;
+                }
+                Ok(entry) => {
+                    bytes += entry.size;
+                    batch.push(entry);
+                }
+                Err(_) => break,
+            }
+        }
+        let send = send.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let (items, replies): (Vec<I>, Vec<oneshot::Sender<Verdict>>) =
+                batch.into_iter().map(|e| (e.item, e.reply)).unzip();
+            let count = items.len();
+            let mut verdicts = send(key, items).await.into_iter();
+            for reply in replies {
+                let verdict = verdicts.next().unwrap_or_else(|| Verdict::Retry {
+                    after: None,
+                    reason: format!("the service answered fewer results than the {count} sent"),
+                });
+                let _ = reply.send(verdict);
+            }
+            drop(slot);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn recording(sizes: Arc<Mutex<Vec<usize>>>, gate: Arc<Semaphore>) -> SendBatch<u32> {
+        Arc::new(move |_key, items: Vec<u32>| {
+            let sizes = sizes.clone();
+            let gate = gate.clone();
+            Box::pin(async move {
+                let _open = gate.acquire().await;
+                sizes.lock().unwrap().push(items.len());
+                items
+                    .into_iter()
+                    .map(|i| {
+                        if i % 2 == 0 {
+                            Verdict::Delivered
+                        } else {
+                            Verdict::GiveUp {
+                                reason: format!("odd {i}"),
+                            }
+                        }
+                    })
+                    .collect()
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn entries_gather_while_a_batch_is_in_flight_and_each_gets_its_own_verdict() {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        // Closed at first: the first batch stays in flight while the rest queue up.
+        let gate = Arc::new(Semaphore::new(0));
+        let shape = Shape {
+            max_entries: 10,
+            max_bytes: 1_000,
+            in_flight: 1,
+        };
+        let batches = Arc::new(Batches::new(shape, recording(sizes.clone(), gate.clone())));
+        let mut tasks = Vec::new();
+        for i in 0..25u32 {
+            let batches = batches.clone();
+            tasks.push(tokio::spawn(async move {
+                (i, batches.submit("q", i, 10).await)
+            }));
+        }
+        // Wait until every entry is queued or in the first batch, then open the gate.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        gate.add_permits(100);
+        for task in tasks {
+            let (i, verdict) = task.await.unwrap();
+            if i % 2 == 0 {
+                assert_eq!(verdict, Verdict::Delivered);
+            } else {
+                assert_eq!(
+                    verdict,
+                    Verdict::GiveUp {
+                        reason: format!("odd {i}")
+                    }
+                );
+            }
+        }
+        let sizes = sizes.lock().unwrap().clone();
+        assert_eq!(sizes.iter().sum::<usize>(), 25);
+        assert!(sizes.iter().all(|&n| n <= 10), "{sizes:?}");
+        // The queued 24 (or 25) went in full batches of ten, not one by one.
+        assert!(sizes.len() <= 4, "{sizes:?}");
+    }
+
+    #[tokio::test]
+    async fn a_batch_stops_at_its_byte_budget() {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new(Semaphore::new(0));
+        let shape = Shape {
+            max_entries: 10,
+            max_bytes: 250,
+            in_flight: 1,
+        };
+        let batches = Arc::new(Batches::new(shape, recording(sizes.clone(), gate.clone())));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..10u32 {
+            let (batches, sent) = (batches.clone(), sent.clone());
+            tasks.push(tokio::spawn(async move {
+                batches.submit("q", i * 2, 100).await;
+                sent.fetch_add(1, Ordering::Relaxed);
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        gate.add_permits(100);
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(sent.load(Ordering::Relaxed), 10);
+        let sizes = sizes.lock().unwrap().clone();
+        assert!(sizes.iter().all(|&n| n <= 2), "{sizes:?}");
+    }
+}

@@ -1,0 +1,237 @@
+//! Bus and cloud targets behind the engine's `Deliverer` seam. The operator declares named
+//! connections (`config.rs`); a job names one and what to publish to (`hourglass_core::Target`);
+//! [`Router`] sends webhooks to the webhook deliverer and everything else to the connection's
+//! publisher: `aws/` (EventBridge, SQS, SNS, Lambda), `nats.rs` (JetStream), `redis.rs` (streams),
+//! `amqp.rs` (RabbitMQ). Services that take batches get them through `batch.rs`.
+//!
+//! Every publisher answers the engine's verdicts: delivered only once the system acknowledged the
+//! message; throttling, timeouts and unreachable servers are retried under the job's retry policy;
+//! refusals that no retry can change (no such queue or exchange, access denied, a message the
+//! service will not take) give up, which dead-letters the occurrence with the reason.
+//!
+//! Architecture Invariant: a tenant never supplies an endpoint or a credential. A target names a
+//! connection the operator configured, and the namespace must be allowed to use it, both when the
+//! job is created and when each occurrence is published.
+
+mod amqp;
+mod aws;
+mod batch;
+pub mod config;
+mod envelope;
+mod nats;
+mod redis;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hourglass_core::Occurrence;
+use hourglass_engine::{Deliverer, DeliveryResult, Verdict};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+pub use config::{ConnectionConfig, ConnectionKind, ConnectionRefused, Connections};
+
+/// One opened connection.
+enum Publisher {
+    Aws(aws::AwsConnection),
+    Nats(nats::Nats),
+    Redis(redis::Redis),
+    Amqp(amqp::Amqp),
+}
+
+impl Publisher {
+    async fn publish(&self, occ: &Occurrence) -> Verdict {
+        use hourglass_core::Target;
+        match (self, &occ.spec.target) {
+            (Publisher::Aws(aws), _) => aws.publish(occ).await,
+            (Publisher::Nats(nats), Target::Nats(t)) => nats.publish(t, occ).await,
+            (Publisher::Redis(redis), Target::RedisStream(t)) => redis.publish(t, occ).await,
+            (Publisher::Amqp(amqp), Target::Amqp(t)) => amqp.publish(t, occ).await,
+            (_, other) => Verdict::GiveUp {
+                reason: format!("the connection cannot deliver a {} target", other.kind()),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PublishLabels {
+    kind: &'static str,
+    connection: String,
+    /// `delivered`, `retry` or `rejected`.
+    result: &'static str,
+}
+
+/// A connection's publishes on this node since it started.
+#[derive(Debug, Default)]
+struct Counts {
+    delivered: AtomicU64,
+    retried: AtomicU64,
+    rejected: AtomicU64,
+}
+
+/// What the API shows of a connection: its name, kind and this node's publish counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionFigures {
+    pub name: String,
+    pub kind: &'static str,
+    pub delivered: u64,
+    pub retried: u64,
+    pub rejected: u64,
+}
+
+/// The node's deliverer: webhooks to the webhook deliverer, connection targets to their
+/// connection's publisher.
+pub struct Router {
+    webhook: Arc<dyn Deliverer>,
+    connections: Connections,
+    publishers: HashMap<String, Publisher>,
+    counts: HashMap<String, Counts>,
+    publishes: Family<PublishLabels, Counter>,
+}
+
+impl Router {
+    /// Opens every connection (network connections are made in the background or on first use:
+    /// a bus that is down at start fails its deliveries transiently, not the node's start) and
+    /// registers `hourglass_target_publishes_total`.
+    pub async fn open(
+        connections: Connections,
+        webhook: Arc<dyn Deliverer>,
+        timeout: Duration,
+        registry: &mut Registry,
+    ) -> Result<Self, String> {
+        let mut publishers = HashMap::new();
+        let mut counts = HashMap::new();
+        let publishes = Family::<PublishLabels, Counter>::default();
+        for (name, config) in connections.iter() {
+            let publisher = match config.kind {
+                kind if kind.is_aws() => {
+                    Publisher::Aws(aws::AwsConnection::open(name, config, timeout).await)
+                }
+                ConnectionKind::Nats => Publisher::Nats(
+                    nats::Nats::open(config.url.as_deref().unwrap_or_default(), timeout).await?,
+                ),
+                ConnectionKind::Redis => Publisher::Redis(redis::Redis::open(
+                    config.url.as_deref().unwrap_or_default(),
+                    timeout,
+                )?),
+                _ => Publisher::Amqp(amqp::Amqp::open(
+                    config.url.as_deref().unwrap_or_default(),
+                    timeout,
+                )),
+            };
+            tracing::info!(
+                connection = name,
+                kind = config.kind.as_str(),
+                "connection opened"
+            );
+            for kind in hourglass_core::Target::KINDS {
+                if config.kind.serves(kind) {
+                    for result in ["delivered", "retry", "rejected"] {
+                        drop(publishes.get_or_create(&PublishLabels {
+                            kind,
+                            connection: name.to_string(),
+                            result,
+                        }));
+                    }
+                }
+            }
+            publishers.insert(name.to_string(), publisher);
+            counts.insert(name.to_string(), Counts::default());
+        }
+        registry.register(
+            "hourglass_target_publishes",
+            "Publishes to bus and cloud targets by target kind, connection and result (delivered, retry, rejected)",
+            publishes.clone(),
+        );
+        Ok(Self {
+            webhook,
+            connections,
+            publishers,
+            counts,
+            publishes,
+        })
+    }
+
+    pub fn connections(&self) -> &Connections {
+        &self.connections
+    }
+
+    /// The connections `namespace` may use, with this node's publish counts.
+    pub fn figures(&self, namespace: &str) -> Vec<ConnectionFigures> {
+        self.connections
+            .visible_to(namespace)
+            .map(|(name, config)| {
+                let counts = self.counts.get(name);
+                let read = |f: fn(&Counts) -> &AtomicU64| {
+                    counts.map_or(0, |c| f(c).load(Ordering::Relaxed))
+                };
+                ConnectionFigures {
+                    name: name.to_string(),
+                    kind: config.kind.as_str(),
+                    delivered: read(|c| &c.delivered),
+                    retried: read(|c| &c.retried),
+                    rejected: read(|c| &c.rejected),
+                }
+            })
+            .collect()
+    }
+
+    async fn publish(&self, name: &str, occ: &Occurrence) -> Verdict {
+        let kind = occ.spec.target.kind();
+        // Checked again at each publish: the operator may have taken the namespace off the
+        // connection (or the connection out of the file) since the job was created.
+        if let Err(refused) = self.connections.check(&occ.namespace, name, kind) {
+            return Verdict::GiveUp {
+                reason: format!("{refused} on this node"),
+            };
+        }
+        match self.publishers.get(name) {
+            Some(publisher) => publisher.publish(occ).await,
+            None => Verdict::GiveUp {
+                reason: format!("the connection {name:?} is not open on this node"),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl Deliverer for Router {
+    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+        let Some(name) = occ.spec.target.connection() else {
+            return self.webhook.deliver(occ).await;
+        };
+        let started = tokio::time::Instant::now();
+        let verdict = self.publish(name, occ).await;
+        let result = match verdict {
+            Verdict::Delivered => "delivered",
+            Verdict::Retry { .. } => "retry",
+            Verdict::GiveUp { .. } => "rejected",
+        };
+        if let Some(counts) = self.counts.get(name) {
+            let counter = match result {
+                "delivered" => &counts.delivered,
+                "retry" => &counts.retried,
+                _ => &counts.rejected,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            self.publishes
+                .get_or_create(&PublishLabels {
+                    kind: occ.spec.target.kind(),
+                    connection: name.to_string(),
+                    result,
+                })
+                .inc();
+        }
+        DeliveryResult {
+            status: None,
+            latency: started.elapsed(),
+            verdict,
+        }
+    }
+}
