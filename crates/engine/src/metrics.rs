@@ -31,7 +31,7 @@ pub struct StageLabels {
 /// The outcomes a delivery attempt (or a misfire skip) is counted under.
 pub const OUTCOMES: [&str; 4] = ["delivered", "retry", "dead_letter", "skipped"];
 /// Target kinds, as `Target::kind` names them.
-const TARGET_KINDS: [&str; 2] = ["webhook", "queue"];
+const TARGET_KINDS: [&str; 9] = hourglass_core::Target::KINDS;
 
 #[derive(Clone)]
 pub struct Metrics {

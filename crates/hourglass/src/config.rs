@@ -164,6 +164,9 @@ struct FileConfig {
     /// Per-namespace quotas: defaults for every namespace, and `[quotas.namespaces.NAME]`.
     #[serde(default)]
     quotas: QuotasFile,
+    /// Bus and cloud connections jobs may publish through, by name: `[connections.NAME]`.
+    #[serde(default)]
+    connections: std::collections::BTreeMap<String, hourglass_targets::ConnectionConfig>,
     /// How long a webhook may take to answer, e.g. "10s".
     delivery_timeout: Option<String>,
     /// Largest job payload in bytes.
@@ -318,6 +321,8 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         .unwrap_or_default();
     node.api_keys = file.api_keys;
     node.quotas = quotas(file.quotas)?;
+    node.connections = hourglass_targets::Connections::new(file.connections)
+        .map_err(|e| anyhow::anyhow!("config {e}"))?;
     node.delivery_timeout = duration(
         file.delivery_timeout.as_deref(),
         "delivery_timeout",
@@ -539,6 +544,18 @@ mod tests {
                 "[quotas.namespaces.{name}]"
             );
         }
+        let connections = table["connections"].as_table().expect("[connections.NAME]");
+        let connection_keys: BTreeSet<&str> = connections
+            .values()
+            .flat_map(|c| c.as_table().expect("a connection").keys())
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            connection_keys,
+            names(serde_fields::<hourglass_targets::ConnectionConfig>()),
+            "[connections.NAME]"
+        );
+        assert_eq!(on.node.connections.iter().count(), connections.len());
         let api_keys: BTreeSet<&str> = table["api_keys"]
             .as_array()
             .expect("[[api_keys]]")

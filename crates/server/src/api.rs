@@ -57,6 +57,19 @@ pub struct AppState {
     pub create_quota: Arc<CreateLimiter>,
     /// The operator's per-namespace stored-jobs quotas.
     pub jobs_quota: Arc<JobsLimiter>,
+    /// The bus and cloud connections, with this node's publish counts.
+    pub targets: Arc<hourglass_targets::Router>,
+}
+
+impl AppState {
+    /// What a target in `namespace` is checked against.
+    pub fn target_rules<'a>(&'a self, namespace: &'a str) -> wire::TargetRules<'a> {
+        wire::TargetRules {
+            policy: &self.policy,
+            connections: self.targets.connections(),
+            namespace,
+        }
+    }
 }
 
 pub fn router(state: AppState) -> Router {
@@ -78,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/dead-letters/{id}/replay", post(replay_dead_letter))
         .route("/v1/breakers", get(list_open_breakers))
+        .route("/v1/connections", get(list_connections))
         .route("/v1/signing-secret", post(rotate_signing_secret))
         .route("/v1/schedules/preview", post(preview_schedule))
         .route("/v1/openapi.json", get(openapi))
@@ -173,7 +187,7 @@ async fn validate_create(
     };
     let now = state.scheduler.now();
     let valid = req
-        .validate(now, &state.limits, &state.policy)
+        .validate(now, &state.limits, state.target_rules(&principal.namespace))
         .map_err(within)?;
     if let hourglass_core::Target::Webhook(webhook) = &valid.spec.target {
         let host = (
@@ -394,7 +408,10 @@ async fn patch_job(
         edit.schedule = Some((schedule, first_due));
     }
     if let Some(target) = &patch.target {
-        let target = target.validate(&state.policy, &state.limits)?;
+        let target = target.validate(state.target_rules(&principal.namespace), &state.limits)?;
+        if let Some(Some(payload)) = &patch.payload {
+            wire::check_payload(&target, Some(payload))?;
+        }
         if let hourglass_core::Target::Webhook(webhook) = &target {
             state
                 .policy
@@ -595,6 +612,28 @@ async fn list_open_breakers(State(state): State<AppState>, headers: HeaderMap) -
     Ok(json_response(
         StatusCode::OK,
         json!({ "breakers": breakers }),
+    ))
+}
+
+/// The bus and cloud connections the namespace may use, with this node's publish counts since
+/// it started. Names and kinds only: endpoints, regions and credentials stay the operator's.
+async fn list_connections(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let connections: Vec<Value> = state
+        .targets
+        .figures(&principal.namespace)
+        .into_iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "kind": c.kind,
+                "published": {"delivered": c.delivered, "retry": c.retried, "rejected": c.rejected},
+            })
+        })
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        json!({ "connections": connections }),
     ))
 }
 

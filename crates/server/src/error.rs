@@ -88,6 +88,7 @@ error_codes! {
     ScheduleNeverFires = "schedule_never_fires" => UNPROCESSABLE_ENTITY,
     StoreUnavailable = "store_unavailable" => SERVICE_UNAVAILABLE,
     Unauthorized = "unauthorized" => UNAUTHORIZED,
+    UnknownConnection = "unknown_connection" => UNPROCESSABLE_ENTITY,
     UnknownField = "unknown_field" => UNPROCESSABLE_ENTITY,
     UnknownTimezone = "unknown_timezone" => UNPROCESSABLE_ENTITY,
     UnsupportedMediaType = "unsupported_media_type" => UNSUPPORTED_MEDIA_TYPE,

@@ -11,6 +11,7 @@ use hourglass_core::Clock;
 use hourglass_engine::instrumented::InstrumentedStore;
 use hourglass_engine::{Engine, EngineConfig, Metrics, Secrets, TargetPolicy, WebhookDeliverer};
 use hourglass_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
+use hourglass_targets::Connections;
 use ipnet::IpNet;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
@@ -66,6 +67,8 @@ pub struct NodeConfig {
     /// before reading them from the store again, which may scan it. Default
     /// [`crate::metrics::STORE_FIGURES_TTL`] (10 s); tests set it to zero to see every change.
     pub store_figures_ttl: Duration,
+    /// The bus and cloud connections jobs may publish through (`[connections.NAME]`).
+    pub connections: Connections,
 }
 
 impl Default for NodeConfig {
@@ -84,6 +87,7 @@ impl Default for NodeConfig {
             quotas: Quotas::default(),
             delivery_timeout: Duration::from_secs(10),
             store_figures_ttl: crate::metrics::STORE_FIGURES_TTL,
+            connections: Connections::default(),
         }
     }
 }
@@ -158,13 +162,25 @@ impl Node {
             );
         }
         let secrets = Secrets::new(store.clone(), clock.clone());
-        let deliverer = Arc::new(WebhookDeliverer::new(
+        let webhooks = Arc::new(WebhookDeliverer::new(
             secrets.clone(),
             clock.clone(),
             policy.clone(),
             config.delivery_timeout,
             config.engine.delivery_concurrency,
         ));
+        // Webhooks go to the webhook deliverer, bus and cloud targets to their connection.
+        let targets = Arc::new(
+            hourglass_targets::Router::open(
+                config.connections.clone(),
+                webhooks,
+                config.delivery_timeout,
+                &mut registry,
+            )
+            .await
+            .map_err(StartError)?,
+        );
+        let deliverer: Arc<dyn hourglass_engine::Deliverer> = targets.clone();
         let mut engine_config = config.engine.clone();
         engine_config.delivery_quotas = config.quotas.deliveries();
         engine_config.destination_concurrency_by_namespace = config.quotas.destination_caps();
@@ -218,6 +234,7 @@ impl Node {
             ready: ready.clone(),
             create_quota: Arc::new(CreateLimiter::new(config.quotas.clone())),
             jobs_quota: Arc::new(JobsLimiter::new(config.quotas.clone())),
+            targets,
         };
         let stop_http = CancellationToken::new();
         let mut http = Vec::new();

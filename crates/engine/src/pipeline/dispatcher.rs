@@ -316,13 +316,15 @@ async fn deliver(
     let attempt = async {
         let started_at = ctx.clock.now();
         let result = ctx.deliverer.deliver(&occ).await;
-        let code = result
-            .status
-            .map_or_else(|| "none".to_string(), |s| s.to_string());
-        ctx.metrics
-            .webhook_responses
-            .get_or_create(&crate::metrics::CodeLabels { code })
-            .inc();
+        if let Target::Webhook(_) = occ.spec.target {
+            let code = result
+                .status
+                .map_or_else(|| "none".to_string(), |s| s.to_string());
+            ctx.metrics
+                .webhook_responses
+                .get_or_create(&crate::metrics::CodeLabels { code })
+                .inc();
+        }
         if let Some(route) = &route {
             let failed = matches!(result.verdict, Verdict::Retry { .. })
                 && result.status.is_none_or(|s| s >= 500 || s == 429);

@@ -7,15 +7,19 @@ use std::time::Duration;
 use hourglass_core::duration::{format_duration, parse_duration};
 use hourglass_core::schedule::CronSchedule;
 use hourglass_core::{
-    JobSpec, MisfirePolicy, QueueTarget, RetryPolicy, Schedule, ScheduleKind, Target,
+    AmqpTarget, EventBridgeTarget, JobSpec, LambdaTarget, MisfirePolicy, NatsTarget, QueueTarget,
+    RedisStreamTarget, RetryPolicy, Schedule, ScheduleKind, SnsTarget, SqsTarget, Target,
     ValidationError, WebhookTarget,
 };
 use hourglass_engine::TargetPolicy;
 use hourglass_engine::deliver::{RESERVED_HEADER_PREFIXES, RESERVED_HEADERS};
+use hourglass_targets::Connections;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod connection;
+pub use connection::check_payload;
 mod out;
 pub use out::{
     JobOut, MisfireOut, RetryOut, TargetOut, WebhookOut, dead_letter_out, job_out, payload_out,
@@ -128,6 +132,24 @@ pub struct TargetIn {
     pub webhook: Option<WebhookIn>,
     /// A pull queue's name: `{"queue": "emails"}`.
     pub queue: Option<String>,
+    /// The bus and cloud targets, each through a connection the operator configured. Their
+    /// stored shape is their wire shape.
+    pub eventbridge: Option<EventBridgeTarget>,
+    pub sqs: Option<SqsTarget>,
+    pub sns: Option<SnsTarget>,
+    pub lambda: Option<LambdaTarget>,
+    pub nats: Option<NatsTarget>,
+    pub redis_stream: Option<RedisStreamTarget>,
+    pub amqp: Option<AmqpTarget>,
+}
+
+/// What a target is checked against: the webhook address policy, and the connections the
+/// job's namespace may use.
+#[derive(Clone, Copy)]
+pub struct TargetRules<'a> {
+    pub policy: &'a TargetPolicy,
+    pub connections: &'a Connections,
+    pub namespace: &'a str,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -434,31 +456,62 @@ impl ScheduleIn {
 }
 
 impl TargetIn {
-    pub fn validate(
-        &self,
-        policy: &TargetPolicy,
-        limits: &Limits,
-    ) -> Result<Target, ValidationError> {
-        let webhook = match (&self.webhook, &self.queue) {
-            (Some(webhook), None) => webhook,
-            (None, Some(name)) => {
-                if !valid_queue_name(name) {
-                    return Err(ValidationError::new(
-                        "invalid_queue",
-                        "target.queue",
-                        QUEUE_NAME_RULE,
-                    ));
-                }
-                return Ok(Target::Queue(QueueTarget { name: name.clone() }));
-            }
-            _ => {
+    pub fn validate(&self, rules: TargetRules, limits: &Limits) -> Result<Target, ValidationError> {
+        let given = [
+            self.webhook.is_some(),
+            self.queue.is_some(),
+            self.eventbridge.is_some(),
+            self.sqs.is_some(),
+            self.sns.is_some(),
+            self.lambda.is_some(),
+            self.nats.is_some(),
+            self.redis_stream.is_some(),
+            self.amqp.is_some(),
+        ];
+        if given.iter().filter(|&&g| g).count() != 1 {
+            return Err(ValidationError::new(
+                "invalid_target",
+                "target",
+                "give one target: {\"webhook\": {\"url\": \"https://...\"}}, {\"queue\": \"name\"}, or one of eventbridge, sqs, sns, lambda, nats, redis_stream, amqp with its connection",
+            ));
+        }
+        if let Some(name) = &self.queue {
+            if !valid_queue_name(name) {
                 return Err(ValidationError::new(
-                    "invalid_target",
-                    "target",
-                    "give one target: {\"webhook\": {\"url\": \"https://...\"}} or {\"queue\": \"name\"}",
+                    "invalid_queue",
+                    "target.queue",
+                    QUEUE_NAME_RULE,
                 ));
             }
+            return Ok(Target::Queue(QueueTarget { name: name.clone() }));
+        }
+        let connection_target = if let Some(t) = &self.eventbridge {
+            Some(Target::Eventbridge(t.clone()))
+        } else if let Some(t) = &self.sqs {
+            Some(Target::Sqs(t.clone()))
+        } else if let Some(t) = &self.sns {
+            Some(Target::Sns(t.clone()))
+        } else if let Some(t) = &self.lambda {
+            Some(Target::Lambda(t.clone()))
+        } else if let Some(t) = &self.nats {
+            Some(Target::Nats(t.clone()))
+        } else if let Some(t) = &self.redis_stream {
+            Some(Target::RedisStream(t.clone()))
+        } else {
+            self.amqp.clone().map(Target::Amqp)
         };
+        if let Some(target) = connection_target {
+            connection::validate(&target, rules, limits)?;
+            return Ok(target);
+        }
+        let Some(webhook) = &self.webhook else {
+            return Err(ValidationError::new(
+                "invalid_target",
+                "target",
+                "give one target",
+            ));
+        };
+        let policy = rules.policy;
         let url_too_long = |len: usize| {
             ValidationError::new(
                 "invalid_url",
@@ -686,7 +739,7 @@ impl CreateJob {
         &self,
         now: Timestamp,
         limits: &Limits,
-        policy: &TargetPolicy,
+        rules: TargetRules,
     ) -> Result<ValidJob, ValidationError> {
         if let Some(key) = &self.key {
             validate_name(key, "key", limits.max_key_len)?;
@@ -695,7 +748,8 @@ impl CreateJob {
             validate_name(job_type, "type", 128)?;
         }
         let schedule = self.schedule.validate(now, limits)?;
-        let target = self.target.validate(policy, limits)?;
+        let target = self.target.validate(rules, limits)?;
+        connection::check_payload(&target, self.payload.as_ref())?;
         let retry = self
             .retry
             .as_ref()

@@ -66,6 +66,9 @@ fn misfire_out(m: MisfirePolicy) -> MisfireOut {
 pub enum TargetOut<'a> {
     Webhook(WebhookOut<'a>),
     Queue(&'a str),
+    /// A bus or cloud target, shown as it was given (it holds no secret: the connection does).
+    #[serde(untagged)]
+    Connection(&'a Target),
 }
 
 #[derive(Serialize)]
@@ -89,6 +92,7 @@ fn target_out(t: &Target) -> TargetOut<'_> {
             rate_limit: w.rate_limit,
         }),
         Target::Queue(q) => TargetOut::Queue(&q.name),
+        other => TargetOut::Connection(other),
     }
 }
 

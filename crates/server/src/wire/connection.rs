@@ -1,0 +1,252 @@
+//! Validation of the bus and cloud targets: the connection must be one the job's namespace may
+//! use, and every name must be one the service can take, so a job that would only ever
+//! dead-letter is refused when it is created, with the field that is wrong.
+
+use hourglass_core::{Target, ValidationError};
+use hourglass_targets::ConnectionRefused;
+use serde_json::Value;
+
+use super::{Limits, TargetRules};
+
+pub(super) fn validate(
+    target: &Target,
+    rules: TargetRules,
+    limits: &Limits,
+) -> Result<(), ValidationError> {
+    let kind = target.kind();
+    let field = |name: &str| format!("target.{kind}.{name}");
+    let name = target.connection().unwrap_or_default();
+    match rules.connections.check(rules.namespace, name, kind) {
+        Ok(_) => {}
+        Err(refused @ ConnectionRefused::Unavailable(_)) => {
+            return Err(ValidationError::new(
+                "unknown_connection",
+                field("connection"),
+                format!(
+                    "{refused}; connections are set up by the node's operator (GET /v1/connections lists yours)"
+                ),
+            ));
+        }
+        Err(refused @ ConnectionRefused::WrongKind { .. }) => {
+            return Err(ValidationError::new(
+                "invalid_field",
+                field("connection"),
+                refused.to_string(),
+            ));
+        }
+    }
+    match target {
+        Target::Eventbridge(t) => {
+            text(
+                &t.bus,
+                &field("bus"),
+                1,
+                1600,
+                is_arn_byte,
+                "letters, digits and / . _ - :",
+            )?;
+            text(
+                &t.source,
+                &field("source"),
+                1,
+                256,
+                is_printable,
+                "printable characters",
+            )?;
+            if t.source.starts_with("aws.") {
+                return Err(ValidationError::new(
+                    "invalid_field",
+                    field("source"),
+                    "sources starting with \"aws.\" are reserved for AWS services",
+                ));
+            }
+            text(
+                &t.detail_type,
+                &field("detail_type"),
+                1,
+                128,
+                is_printable,
+                "printable characters",
+            )?;
+        }
+        Target::Sqs(t) => {
+            url(&t.queue_url, &field("queue_url"), limits)?;
+            if let Some(group) = &t.group_id {
+                text(
+                    group,
+                    &field("group_id"),
+                    1,
+                    128,
+                    is_visible,
+                    "visible ASCII characters",
+                )?;
+            }
+        }
+        Target::Sns(t) => {
+            text(
+                &t.topic_arn,
+                &field("topic_arn"),
+                1,
+                256,
+                is_arn_byte,
+                "an ARN: arn:aws:sns:REGION:ACCOUNT:NAME",
+            )?;
+            if !t.topic_arn.starts_with("arn:") || t.topic_arn.split(':').count() < 6 {
+                return Err(ValidationError::new(
+                    "invalid_field",
+                    field("topic_arn"),
+                    "not a topic ARN: arn:aws:sns:REGION:ACCOUNT:NAME",
+                ));
+            }
+            if let Some(group) = &t.group_id {
+                text(
+                    group,
+                    &field("group_id"),
+                    1,
+                    128,
+                    is_visible,
+                    "visible ASCII characters",
+                )?;
+            }
+        }
+        Target::Lambda(t) => {
+            text(
+                &t.function,
+                &field("function"),
+                1,
+                170,
+                is_arn_byte,
+                "a function name or ARN (letters, digits and / . _ - :)",
+            )?;
+        }
+        Target::Nats(t) => {
+            text(
+                &t.subject,
+                &field("subject"),
+                1,
+                256,
+                is_visible,
+                "visible ASCII characters",
+            )?;
+            if t.subject
+                .split('.')
+                .any(|token| token.is_empty() || token == "*" || token == ">")
+            {
+                return Err(ValidationError::new(
+                    "invalid_field",
+                    field("subject"),
+                    "a subject is dot-separated tokens, none empty, and no wildcards (* or >)",
+                ));
+            }
+        }
+        Target::RedisStream(t) => {
+            text(
+                &t.stream,
+                &field("stream"),
+                1,
+                512,
+                is_printable,
+                "printable characters",
+            )?;
+        }
+        Target::Amqp(t) => {
+            // "" is the default exchange, which routes by queue name.
+            text(
+                &t.exchange,
+                &field("exchange"),
+                0,
+                255,
+                is_exchange_byte,
+                "letters, digits and - _ . :",
+            )?;
+            text(
+                &t.routing_key,
+                &field("routing_key"),
+                0,
+                255,
+                is_printable,
+                "printable characters",
+            )?;
+        }
+        Target::Webhook(_) | Target::Queue(_) => {}
+    }
+    Ok(())
+}
+
+/// EventBridge takes only a JSON object as an event's `detail`.
+pub fn check_payload(target: &Target, payload: Option<&Value>) -> Result<(), ValidationError> {
+    if let Target::Eventbridge(_) = target
+        && !matches!(payload, Some(Value::Object(_)))
+    {
+        return Err(ValidationError::new(
+            "invalid_field",
+            "payload",
+            "an eventbridge target takes a JSON object as payload: it becomes the event's detail",
+        ));
+    }
+    Ok(())
+}
+
+fn text(
+    value: &str,
+    field: &str,
+    min: usize,
+    max: usize,
+    allowed: fn(char) -> bool,
+    rule: &str,
+) -> Result<(), ValidationError> {
+    if value.len() < min || value.len() > max {
+        return Err(ValidationError::new(
+            "invalid_field",
+            field,
+            format!("{} bytes; it takes {min} to {max}", value.len()),
+        ));
+    }
+    if let Some(bad) = value.chars().find(|&c| !allowed(c)) {
+        return Err(ValidationError::new(
+            "invalid_field",
+            field,
+            format!("{bad:?} is not allowed here: use {rule}"),
+        ));
+    }
+    Ok(())
+}
+
+fn url(value: &str, field: &str, limits: &Limits) -> Result<(), ValidationError> {
+    if value.len() > limits.max_url_bytes {
+        return Err(ValidationError::new(
+            "invalid_url",
+            field,
+            format!(
+                "the url is {} bytes; the limit is {}",
+                value.len(),
+                limits.max_url_bytes
+            ),
+        ));
+    }
+    match url::Url::parse(value) {
+        Ok(u) if matches!(u.scheme(), "https" | "http") && u.host().is_some() => Ok(()),
+        Ok(_) => Err(ValidationError::new("invalid_url", field, "an https url")),
+        Err(e) => Err(ValidationError::new(
+            "invalid_url",
+            field,
+            format!("not a valid url: {e}"),
+        )),
+    }
+}
+
+fn is_printable(c: char) -> bool {
+    !c.is_control()
+}
+
+fn is_visible(c: char) -> bool {
+    c.is_ascii_graphic()
+}
+
+fn is_arn_byte(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | ':')
+}
+
+fn is_exchange_byte(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':')
+}
