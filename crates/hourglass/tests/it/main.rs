@@ -16,4 +16,5 @@ mod listen;
 mod logs;
 mod multinode;
 mod pg_outage;
+mod targets;
 mod version;
