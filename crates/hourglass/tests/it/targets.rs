@@ -4,6 +4,7 @@
 //!   payload as `detail`;
 //! - the crash guarantee on NATS JetStream: a SIGKILL mid-run loses no acknowledged job, a
 //!   redelivery carries the same delivery id, and the stream keeps one message per delivery id.
+//!
 //! The servers come from `scripts/with-buses` (`HOURGLASS_TEST_NATS_URL`,
 //! `HOURGLASS_TEST_MOTO_URL`).
 
