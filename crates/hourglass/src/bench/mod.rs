@@ -10,6 +10,7 @@
 
 mod accounting;
 mod blackhole;
+mod consumers;
 mod receiver;
 mod recorder;
 mod report;
@@ -48,9 +49,17 @@ pub struct BenchArgs {
     /// `bench`, leased by the bench's workers (lateness is then due → leased).
     #[arg(long, value_enum, default_value_t = Target::Webhook)]
     target: Target,
-    /// --target queue: long-polling lease loops (and as many tasks acking their receipts).
+    /// --target queue: long-polling lease loops (and as many tasks acking their receipts);
+    /// --target sqs: receive loops.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// --target nats|redis|sqs: the server the node publishes to and the bench reads from: a
+    /// NATS URL [default nats://127.0.0.1:4222], a Redis URL [default redis://127.0.0.1:6379],
+    /// or an SQS endpoint that takes any credentials, such as moto's server (required for sqs:
+    /// the bench creates and deletes a queue there). The bench writes the node's
+    /// `[connections.bench]` itself.
+    #[arg(long)]
+    bus_url: Option<String>,
     /// --target queue: most messages one lease asks for (the API takes 1 to 1000).
     #[arg(long, default_value_t = 1000)]
     lease_max: usize,
@@ -151,6 +160,12 @@ pub enum Target {
     Webhook,
     /// The pull queue `bench`, leased and acked by the bench's workers.
     Queue,
+    /// A JetStream stream on --bus-url, read by a core NATS subscriber.
+    Nats,
+    /// A Redis stream on --bus-url, read with XREAD.
+    Redis,
+    /// An SQS queue at --bus-url (an emulator such as moto), read by --workers receive loops.
+    Sqs,
 }
 
 impl Target {
@@ -158,7 +173,14 @@ impl Target {
         match self {
             Target::Webhook => "webhook",
             Target::Queue => "queue",
+            Target::Nats => "nats",
+            Target::Redis => "redis",
+            Target::Sqs => "sqs",
         }
+    }
+
+    fn is_bus(self) -> bool {
+        matches!(self, Target::Nats | Target::Redis | Target::Sqs)
     }
 }
 
@@ -253,6 +275,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.nodes == 0 {
         bail!("--nodes must be at least 1");
     }
+    if args.target.is_bus() && args.server_config.is_some() {
+        bail!(
+            "with --target {} the bench writes the node's config file itself (its [connections.bench]); leave out --server-config",
+            args.target.name()
+        );
+    }
+    if args.target == Target::Sqs && args.bus_url.is_none() {
+        bail!(
+            "--target sqs needs --bus-url: an SQS endpoint such as moto's server (http://127.0.0.1:PORT)"
+        );
+    }
     if args.nodes > 1 && args.store.is_none() {
         bail!("--nodes above 1 needs a shared --store (the embedded store is one node's)");
     }
@@ -276,15 +309,54 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
             (Some(receiver), Some(ceiling))
         }
-        Target::Queue => (None, None),
+        _ => (None, None),
     };
+    // A bus target: the consumer first (it makes the stream or queue), then the node's config
+    // file naming the connection `bench`.
+    let consumer = match args.target {
+        Target::Nats => Some(
+            consumers::Consumer::nats(
+                args.bus_url.as_deref().unwrap_or("nats://127.0.0.1:4222"),
+                recorder.clone(),
+            )
+            .await?,
+        ),
+        Target::Redis => Some(
+            consumers::Consumer::redis(
+                args.bus_url.as_deref().unwrap_or("redis://127.0.0.1:6379"),
+                recorder.clone(),
+            )
+            .await?,
+        ),
+        Target::Sqs => Some(
+            consumers::Consumer::sqs(
+                args.bus_url.as_deref().unwrap_or_default(),
+                recorder.clone(),
+                args.workers,
+            )
+            .await?,
+        ),
+        _ => None,
+    };
+    let config_dir = tempfile::tempdir()?;
+    let mut server_config = args.server_config.clone();
+    if let Some(consumer) = &consumer {
+        let toml = format!("[connections.bench]\n{}", consumer.connection_toml);
+        if args.url.is_some() {
+            eprintln!("the node at --url needs this connection in its config file:\n{toml}");
+        } else {
+            let path = config_dir.path().join("bench.toml");
+            std::fs::write(&path, toml)?;
+            server_config = Some(path);
+        }
+    }
 
     let options = ServerOptions {
         url: args.url.clone(),
         server_pid: args.server_pid,
         data_dir: args.data_dir.clone(),
         in_process: args.in_process,
-        server_config: args.server_config.clone(),
+        server_config,
         store: args.store.clone(),
     };
     let mut server = Server::start(&options).await?;
@@ -310,8 +382,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     } else {
         format!(" and {} more on the same store", more_servers.len())
     };
-    let (target, workers) = match &receiver {
-        Some(receiver) => {
+    let (target, workers) = match (&receiver, &consumer) {
+        (_, Some(consumer)) => {
+            eprintln!(
+                "node: {} ({}){more}; publishing to {} through [connections.bench]",
+                server.base_url,
+                server.mode.name(),
+                args.target.name()
+            );
+            (consumer.target_json.clone(), None)
+        }
+        (Some(receiver), None) => {
             eprintln!(
                 "node: {} ({}){more}; receiver: {}",
                 server.base_url,
@@ -320,7 +401,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
             (submit::webhook_target(&receiver.url()), None)
         }
-        None => {
+        (None, None) => {
             // With several nodes the workers take turns: worker i leases from (and acks on)
             // node i mod n.
             eprintln!(
@@ -397,6 +478,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         report.foreign_requests = stats.foreign;
         report.queue = Some(stats);
     }
+    if let Some(consumer) = consumer {
+        report.foreign_requests = consumer.foreign();
+        consumer.stop().await;
+    }
+    drop(config_dir);
     if let Some(log) = log? {
         report.server_log_lines = Some(log.lines as u64 + more_log_lines);
         report.server_log_head = log.head;
