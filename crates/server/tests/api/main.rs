@@ -26,3 +26,4 @@ mod postgres_nodes;
 mod preview;
 mod queues;
 mod retries;
+mod targets;
