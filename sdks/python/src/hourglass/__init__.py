@@ -60,11 +60,13 @@ from ._models import (
     cron,
     every,
 )
+from ._webhooks import DEFAULT_TOLERANCE, Delivery, WebhookVerifier, sign
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "DEFAULT_TOLERANCE",
     "JSON",
     "UNSET",
     "AfterSchedule",
@@ -80,6 +82,7 @@ __all__ = [
     "DeadLetter",
     "DeadLetterList",
     "DecodeError",
+    "Delivery",
     "ErrorCode",
     "EverySchedule",
     "HourglassError",
@@ -113,9 +116,11 @@ __all__ = [
     "Webhook",
     "WebhookOut",
     "WebhookVerificationError",
+    "WebhookVerifier",
     "after",
     "at",
     "cron",
     "every",
     "job_ref",
+    "sign",
 ]
