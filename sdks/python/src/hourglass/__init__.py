@@ -61,6 +61,7 @@ from ._models import (
     every,
 )
 from ._webhooks import DEFAULT_TOLERANCE, Delivery, WebhookVerifier, sign
+from ._worker import Handler, RetryLater, Worker
 
 __version__ = "0.1.0"
 
@@ -85,6 +86,7 @@ __all__ = [
     "Delivery",
     "ErrorCode",
     "EverySchedule",
+    "Handler",
     "HourglassError",
     "HttpError",
     "Job",
@@ -103,6 +105,7 @@ __all__ = [
     "ReceiptFailure",
     "ReceiptResults",
     "Retry",
+    "RetryLater",
     "Run",
     "RunList",
     "RunOutcome",
@@ -117,6 +120,7 @@ __all__ = [
     "WebhookOut",
     "WebhookVerificationError",
     "WebhookVerifier",
+    "Worker",
     "after",
     "at",
     "cron",
