@@ -81,9 +81,7 @@ def test_create_get_list_patch_cancel(client: Client, namespace: str) -> None:
     assert len(first.jobs) == 1 and first.next_cursor is not None
     assert {j.id for j in client.iter_jobs(page_size=1)} == {one_off.id, nightly.id}
 
-    patched = client.update_job(
-        one_off.id, JobPatch(payload={"article": 43}, schedule=after("2h"))
-    )
+    patched = client.update_job(one_off.id, JobPatch(payload={"article": 43}, schedule=after("2h")))
     assert patched.payload == {"article": 43}
     assert patched.type == "article.publish"
     assert patched.next_due_at is not None and patched.next_due_at > due
@@ -155,9 +153,8 @@ def test_retry_after_is_read_in_both_forms() -> None:
 
 
 def test_unreachable_node_is_a_retryable_transport_error() -> None:
-    with Client("http://127.0.0.1:9", timeout=2) as dead:
-        with pytest.raises(TransportError) as e:
-            dead.healthz()
+    with Client("http://127.0.0.1:9", timeout=2) as dead, pytest.raises(TransportError) as e:
+        dead.healthz()
     assert e.value.is_retryable
 
 
