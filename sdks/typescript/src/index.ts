@@ -23,3 +23,5 @@ export {
 export { operations } from "./operations.js";
 export type { Operation, OperationId } from "./operations.js";
 export type * from "./types.js";
+export { DEFAULT_TOLERANCE_SECONDS, deliveryHeaders, WebhookVerifier, sign } from "./webhooks.js";
+export type { Delivery, HeadersLike } from "./webhooks.js";
