@@ -32,6 +32,18 @@ from ._models import JSON, parse_instant
 DEFAULT_TOLERANCE = 300.0
 """Seconds a delivery's timestamp may be from the receiver's clock (Standard Webhooks: 5 min)."""
 
+HEADER_FIELDS: Mapping[str, str | None] = {
+    "webhook-id": "delivery_id",
+    "webhook-timestamp": "timestamp",
+    "webhook-signature": None,
+    "hourglass-job-id": "job_id",
+    "hourglass-due-at": "due_at",
+    "hourglass-attempt": "attempt",
+    "hourglass-job-type": "type",
+}
+"""The headers of a delivery (the OpenAPI document's ``jobOccurrence`` webhook) and the
+``Delivery`` field each one fills; ``None``: read to verify the delivery only."""
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DELIVERY_ID = re.compile(r"^([0-9a-f]{32})_(-?[0-9]+)$")
 
