@@ -1,0 +1,642 @@
+"""``Client`` (blocking) and ``AsyncClient``: one method per endpoint of the node's API."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from ._errors import DecodeError, HourglassError, TransportError, error_from_answer
+from ._errors import parse_retry_after as _parse_retry_after
+from ._models import (
+    BatchCreated,
+    Breaker,
+    BreakerList,
+    DeadLetter,
+    DeadLetterList,
+    Job,
+    JobList,
+    JobPatch,
+    JobState,
+    LeaseResult,
+    Message,
+    NewJob,
+    Queue,
+    QueueList,
+    ReceiptResults,
+    RunList,
+    Schedule,
+    SchedulePreview,
+    SigningSecret,
+    Status,
+    TriggeredJob,
+    instant_text,
+    jobs_json,
+)
+from ._operations import OPERATIONS
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a request gets by default; a lease gets its ``wait_ms`` on top."""
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def job_ref(job: str) -> str:
+    """The path segment for a job: its id (a UUID) as it is, ``key:...`` as it is (the key
+    percent-encoded), and anything else as a key. A key that looks like a UUID is written with
+    its ``key:`` prefix."""
+    if _UUID.match(job):
+        return job
+    key = job[4:] if job.startswith("key:") else job
+    return "key:" + quote(key, safe="")
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+class _Request:
+    """A request built from the operation table, before a transport sends it."""
+
+    __slots__ = ("body", "extra_timeout", "headers", "method", "path", "query")
+
+    def __init__(
+        self,
+        op: str,
+        path_params: Mapping[str, str] | None = None,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        extra_timeout: float = 0.0,
+    ) -> None:
+        operation = OPERATIONS[op]
+        path = operation.path
+        for name, value in (path_params or {}).items():
+            path = path.replace("{" + name + "}", value)
+        self.method = operation.method
+        self.path = path
+        self.query = {k: _query_value(v) for k, v in (query or {}).items() if v is not None}
+        self.body = body
+        self.headers = dict(headers or {})
+        self.extra_timeout = extra_timeout
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, datetime):
+        return instant_text(value)
+    return str(value)
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None,
+        namespace: str | None,
+        timeout: float,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base url {base_url!r} is not an http(s) url")
+        self.base_url = base_url.rstrip("/")
+        self._timeout = timeout
+        self._headers = {"accept": "application/json", "user-agent": "hourglass-python/0.1.0"}
+        if api_key is not None:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        if namespace is not None:
+            self._headers["hourglass-namespace"] = namespace
+
+    def __repr__(self) -> str:
+        # The API key stays out of logs.
+        return f"{type(self).__name__}({self.base_url!r})"
+
+    def _build(self, http: httpx.Client | httpx.AsyncClient, req: _Request) -> httpx.Request:
+        headers = {**self._headers, **req.headers}
+        content = None
+        if req.body is not None:
+            content = json.dumps(req.body, separators=(",", ":")).encode()
+            headers["content-type"] = "application/json"
+        timeout = self._timeout + req.extra_timeout
+        return http.build_request(
+            req.method,
+            self.base_url + req.path,
+            params=req.query or None,
+            content=content,
+            headers=headers,
+            timeout=timeout,
+        )
+
+    @staticmethod
+    def _result(response: httpx.Response, raw: bool = False) -> Any:
+        if response.is_success:
+            if raw or response.status_code == 204:
+                return response.text
+            try:
+                return response.json()
+            except ValueError as e:
+                raise DecodeError(f"unexpected answer from {response.url}: {e}") from e
+        retry_after = _parse_retry_after(response.headers.get("retry-after"))
+        raise error_from_answer(
+            response.status_code, str(response.url), response.content, retry_after
+        )
+
+
+def _decode(build: Callable[[Any], T], data: Any) -> T:
+    try:
+        return build(data)
+    except (KeyError, TypeError, ValueError) as e:
+        raise DecodeError(f"unexpected answer shape: {e!r}") from e
+
+
+# The request of each endpoint, shared by both clients.
+
+
+def _list_jobs(
+    state: JobState | None,
+    type: str | None,
+    due_before: datetime | str | None,
+    due_after: datetime | str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> _Request:
+    query = {
+        "state": state,
+        "type": type,
+        "due_before": due_before,
+        "due_after": due_after,
+        "limit": limit,
+        "cursor": cursor,
+    }
+    return _Request("listJobs", query=query)
+
+
+def _trigger(job: str, idempotency_key: str | None) -> _Request:
+    headers = {"idempotency-key": idempotency_key} if idempotency_key is not None else None
+    return _Request("triggerJob", {"id": job_ref(job)}, headers=headers)
+
+
+def _lease(
+    queue: str, max: int | None, wait_ms: int | None, visibility_ms: int | None, types: Any
+) -> _Request:
+    body: dict[str, Any] = {}
+    if max is not None:
+        body["max"] = max
+    if wait_ms is not None:
+        body["wait_ms"] = wait_ms
+    if visibility_ms is not None:
+        body["visibility_ms"] = visibility_ms
+    if types:
+        body["types"] = list(types)
+    extra = (wait_ms or 0) / 1000
+    return _Request("leaseMessages", {"name": _segment(queue)}, body=body, extra_timeout=extra)
+
+
+def _receipts(op: str, queue: str, receipts: Sequence[str], **extra: int | None) -> _Request:
+    body: dict[str, Any] = {"receipts": list(receipts)}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return _Request(op, {"name": _segment(queue)}, body=body)
+
+
+def _page(limit: int | None, cursor: str | None) -> dict[str, Any]:
+    return {"limit": limit, "cursor": cursor}
+
+
+def _preview(schedule: Schedule, count: int | None) -> _Request:
+    body: dict[str, Any] = {"schedule": schedule.to_json()}
+    if count is not None:
+        body["count"] = count
+    return _Request("previewSchedule", body=body)
+
+
+def _rotate(overlap: str | None) -> _Request:
+    return _Request("rotateSigningSecret", body={} if overlap is None else {"overlap": overlap})
+
+
+class Client(_Base):
+    """A blocking client for one node.
+
+    >>> client = Client("http://127.0.0.1:7070", api_key="...")
+    >>> job = client.create_job(NewJob(after("5s"), Target.to_queue("emails")))
+
+    Every method raises ``ApiError`` when the node refuses the request (``code``, ``message``,
+    ``field``, ``status``, ``retry_after``), ``TransportError`` when it cannot be reached.
+    Jobs are named by id or by key (``"nightly-export"`` or ``"key:nightly-export"``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        namespace: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key=api_key, namespace=namespace, timeout=timeout)
+        self._http = http_client or httpx.Client()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, req: _Request, raw: bool = False) -> Any:
+        request = self._build(self._http, req)
+        try:
+            response = self._http.send(request)
+        except httpx.HTTPError as e:
+            raise TransportError(str(request.url), e) from e
+        return self._result(response, raw)
+
+    # Jobs
+
+    def create_job(self, job: NewJob) -> Job:
+        """Creates a job. With a ``key`` already used by a job with the same body, answers that
+        job (an idempotent repeat); with another body, raises ``ApiError`` ``key_conflict``."""
+        return _decode(Job.from_json, self._send(_Request("createJob", body=job.to_json())))
+
+    def create_jobs(self, jobs: Sequence[NewJob]) -> BatchCreated:
+        """Creates up to 1,000 jobs in one transaction: all or none."""
+        data = self._send(_Request("createJobs", body=jobs_json(jobs)))
+        return _decode(BatchCreated.from_json, data)
+
+    def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        type: str | None = None,
+        due_before: datetime | str | None = None,
+        due_after: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobList:
+        """One page of jobs; pass ``next_cursor`` as ``cursor`` for the next (or use
+        ``iter_jobs``)."""
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor)
+        return _decode(JobList.from_json, self._send(req))
+
+    def iter_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        type: str | None = None,
+        due_before: datetime | str | None = None,
+        due_after: datetime | str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[Job]:
+        """Every job matching the filters, fetching pages as needed."""
+        cursor = None
+        while True:
+            page = self.list_jobs(
+                state=state,
+                type=type,
+                due_before=due_before,
+                due_after=due_after,
+                limit=page_size,
+                cursor=cursor,
+            )
+            yield from page.jobs
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def get_job(self, id: str) -> Job:
+        return _decode(Job.from_json, self._send(_Request("getJob", {"id": job_ref(id)})))
+
+    def update_job(self, id: str, patch: JobPatch) -> Job:
+        """Replaces the fields ``patch`` sets."""
+        req = _Request("updateJob", {"id": job_ref(id)}, body=patch.to_json())
+        return _decode(Job.from_json, self._send(req))
+
+    def cancel_job(self, id: str) -> Job:
+        """Cancels the job; an occurrence being delivered at this instant may still arrive."""
+        return _decode(Job.from_json, self._send(_Request("cancelJob", {"id": job_ref(id)})))
+
+    def pause_job(self, id: str) -> Job:
+        return _decode(Job.from_json, self._send(_Request("pauseJob", {"id": job_ref(id)})))
+
+    def resume_job(self, id: str) -> Job:
+        """Resumes a paused job (a recurring job continues from now)."""
+        return _decode(Job.from_json, self._send(_Request("resumeJob", {"id": job_ref(id)})))
+
+    def trigger_job(self, id: str, *, idempotency_key: str | None = None) -> TriggeredJob:
+        """Fires an occurrence now. With ``idempotency_key``, a retry of this call changes
+        nothing and answers the first trigger's ``delivery_id``."""
+        return _decode(TriggeredJob.from_json, self._send(_trigger(id, idempotency_key)))
+
+    def list_job_runs(
+        self, id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> RunList:
+        """Delivery attempts of a job, newest first."""
+        req = _Request("listJobRuns", {"id": job_ref(id)}, query=_page(limit, cursor))
+        return _decode(RunList.from_json, self._send(req))
+
+    # Dead letters
+
+    def list_dead_letters(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> DeadLetterList:
+        req = _Request("listDeadLetters", query=_page(limit, cursor))
+        return _decode(DeadLetterList.from_json, self._send(req))
+
+    def get_dead_letter(self, id: str | int) -> DeadLetter:
+        req = _Request("getDeadLetter", {"id": _segment(str(id))})
+        return _decode(DeadLetter.from_json, self._send(req))
+
+    def delete_dead_letter(self, id: str | int) -> None:
+        self._send(_Request("deleteDeadLetter", {"id": _segment(str(id))}))
+
+    def replay_dead_letter(self, id: str | int) -> Job:
+        """Replays a dead letter as a new one-off job due now, and removes the dead letter."""
+        req = _Request("replayDeadLetter", {"id": _segment(str(id))})
+        return _decode(Job.from_json, self._send(req))
+
+    def list_open_breakers(self) -> list[Breaker]:
+        return _decode(BreakerList.from_json, self._send(_Request("listOpenBreakers"))).breakers
+
+    # Queues
+
+    def list_queues(self) -> list[Queue]:
+        return _decode(QueueList.from_json, self._send(_Request("listQueues"))).queues
+
+    def get_queue(self, name: str) -> Queue:
+        """One queue's counts (zeros for a queue no job targets)."""
+        req = _Request("getQueue", {"name": _segment(name)})
+        return _decode(Queue.from_json, self._send(req))
+
+    def lease(
+        self,
+        queue: str,
+        *,
+        max: int | None = None,
+        wait_ms: int | None = None,
+        visibility_ms: int | None = None,
+        types: Sequence[str] | None = None,
+    ) -> list[Message]:
+        """Leases up to ``max`` due messages (node default 10), long-polling up to ``wait_ms``
+        (at most 20,000) when none is available; an empty list means the wait ran out."""
+        req = _lease(queue, max, wait_ms, visibility_ms, types)
+        return _decode(LeaseResult.from_json, self._send(req)).messages
+
+    def ack(self, queue: str, receipts: Sequence[str]) -> ReceiptResults:
+        """Completes the messages (a recurring job moves on to its next occurrence)."""
+        req = _receipts("ackMessages", queue, receipts)
+        return _decode(ReceiptResults.from_json, self._send(req))
+
+    def nack(
+        self, queue: str, receipts: Sequence[str], *, delay_ms: int | None = None
+    ) -> ReceiptResults:
+        """A failed attempt: the messages come back after ``delay_ms`` (default: the job's
+        retry backoff), or are dead-lettered after the job's last attempt."""
+        req = _receipts("nackMessages", queue, receipts, delay_ms=delay_ms)
+        return _decode(ReceiptResults.from_json, self._send(req))
+
+    def extend(self, queue: str, receipts: Sequence[str], *, visibility_ms: int) -> ReceiptResults:
+        """Keeps the messages invisible to other consumers for ``visibility_ms`` from now."""
+        req = _receipts("extendMessages", queue, receipts, visibility_ms=visibility_ms)
+        return _decode(ReceiptResults.from_json, self._send(req))
+
+    # The rest
+
+    def rotate_signing_secret(self, *, overlap: str | None = None) -> SigningSecret:
+        """Rotates the namespace's webhook signing secret and returns it (shown only now). The
+        replaced one keeps signing for ``overlap`` (node default ``24h``; ``0s`` drops it)."""
+        return _decode(SigningSecret.from_json, self._send(_rotate(overlap)))
+
+    def preview_schedule(self, schedule: Schedule, *, count: int | None = None) -> SchedulePreview:
+        """The next due times of a schedule, and the schedule in words; stores nothing."""
+        return _decode(SchedulePreview.from_json, self._send(_preview(schedule, count)))
+
+    def openapi(self) -> dict[str, Any]:
+        """The node's OpenAPI document."""
+        data: dict[str, Any] = self._send(_Request("getOpenApi"))
+        return data
+
+    def healthz(self) -> Status:
+        return _decode(Status.from_json, self._send(_Request("healthz")))
+
+    def readyz(self) -> Status:
+        """``ready``, or ``ApiError`` 503 while the node is not ready."""
+        return _decode(Status.from_json, self._send(_Request("readyz")))
+
+    def metrics(self) -> str:
+        """Prometheus/OpenMetrics text (an admin key when keys are configured)."""
+        text: str = self._send(_Request("metrics"), raw=True)
+        return text
+
+
+class AsyncClient(_Base):
+    """The asyncio twin of ``Client``: the same methods, awaited.
+
+    >>> async with AsyncClient("http://127.0.0.1:7070") as client:
+    ...     job = await client.get_job("nightly-export")
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        namespace: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key=api_key, namespace=namespace, timeout=timeout)
+        self._http = http_client or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, req: _Request, raw: bool = False) -> Any:
+        request = self._build(self._http, req)
+        try:
+            response = await self._http.send(request)
+        except httpx.HTTPError as e:
+            raise TransportError(str(request.url), e) from e
+        return self._result(response, raw)
+
+    # Jobs
+
+    async def create_job(self, job: NewJob) -> Job:
+        """See ``Client.create_job``."""
+        data = await self._send(_Request("createJob", body=job.to_json()))
+        return _decode(Job.from_json, data)
+
+    async def create_jobs(self, jobs: Sequence[NewJob]) -> BatchCreated:
+        data = await self._send(_Request("createJobs", body=jobs_json(jobs)))
+        return _decode(BatchCreated.from_json, data)
+
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        type: str | None = None,
+        due_before: datetime | str | None = None,
+        due_after: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobList:
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor)
+        return _decode(JobList.from_json, await self._send(req))
+
+    async def iter_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        type: str | None = None,
+        due_before: datetime | str | None = None,
+        due_after: datetime | str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Job]:
+        """Every job matching the filters, fetching pages as needed (``async for``)."""
+        cursor = None
+        while True:
+            page = await self.list_jobs(
+                state=state,
+                type=type,
+                due_before=due_before,
+                due_after=due_after,
+                limit=page_size,
+                cursor=cursor,
+            )
+            for job in page.jobs:
+                yield job
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def get_job(self, id: str) -> Job:
+        return _decode(Job.from_json, await self._send(_Request("getJob", {"id": job_ref(id)})))
+
+    async def update_job(self, id: str, patch: JobPatch) -> Job:
+        req = _Request("updateJob", {"id": job_ref(id)}, body=patch.to_json())
+        return _decode(Job.from_json, await self._send(req))
+
+    async def cancel_job(self, id: str) -> Job:
+        data = await self._send(_Request("cancelJob", {"id": job_ref(id)}))
+        return _decode(Job.from_json, data)
+
+    async def pause_job(self, id: str) -> Job:
+        data = await self._send(_Request("pauseJob", {"id": job_ref(id)}))
+        return _decode(Job.from_json, data)
+
+    async def resume_job(self, id: str) -> Job:
+        data = await self._send(_Request("resumeJob", {"id": job_ref(id)}))
+        return _decode(Job.from_json, data)
+
+    async def trigger_job(self, id: str, *, idempotency_key: str | None = None) -> TriggeredJob:
+        data = await self._send(_trigger(id, idempotency_key))
+        return _decode(TriggeredJob.from_json, data)
+
+    async def list_job_runs(
+        self, id: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> RunList:
+        req = _Request("listJobRuns", {"id": job_ref(id)}, query=_page(limit, cursor))
+        return _decode(RunList.from_json, await self._send(req))
+
+    # Dead letters
+
+    async def list_dead_letters(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> DeadLetterList:
+        req = _Request("listDeadLetters", query=_page(limit, cursor))
+        return _decode(DeadLetterList.from_json, await self._send(req))
+
+    async def get_dead_letter(self, id: str | int) -> DeadLetter:
+        req = _Request("getDeadLetter", {"id": _segment(str(id))})
+        return _decode(DeadLetter.from_json, await self._send(req))
+
+    async def delete_dead_letter(self, id: str | int) -> None:
+        await self._send(_Request("deleteDeadLetter", {"id": _segment(str(id))}))
+
+    async def replay_dead_letter(self, id: str | int) -> Job:
+        req = _Request("replayDeadLetter", {"id": _segment(str(id))})
+        return _decode(Job.from_json, await self._send(req))
+
+    async def list_open_breakers(self) -> list[Breaker]:
+        data = await self._send(_Request("listOpenBreakers"))
+        return _decode(BreakerList.from_json, data).breakers
+
+    # Queues
+
+    async def list_queues(self) -> list[Queue]:
+        return _decode(QueueList.from_json, await self._send(_Request("listQueues"))).queues
+
+    async def get_queue(self, name: str) -> Queue:
+        req = _Request("getQueue", {"name": _segment(name)})
+        return _decode(Queue.from_json, await self._send(req))
+
+    async def lease(
+        self,
+        queue: str,
+        *,
+        max: int | None = None,
+        wait_ms: int | None = None,
+        visibility_ms: int | None = None,
+        types: Sequence[str] | None = None,
+    ) -> list[Message]:
+        req = _lease(queue, max, wait_ms, visibility_ms, types)
+        return _decode(LeaseResult.from_json, await self._send(req)).messages
+
+    async def ack(self, queue: str, receipts: Sequence[str]) -> ReceiptResults:
+        req = _receipts("ackMessages", queue, receipts)
+        return _decode(ReceiptResults.from_json, await self._send(req))
+
+    async def nack(
+        self, queue: str, receipts: Sequence[str], *, delay_ms: int | None = None
+    ) -> ReceiptResults:
+        req = _receipts("nackMessages", queue, receipts, delay_ms=delay_ms)
+        return _decode(ReceiptResults.from_json, await self._send(req))
+
+    async def extend(
+        self, queue: str, receipts: Sequence[str], *, visibility_ms: int
+    ) -> ReceiptResults:
+        req = _receipts("extendMessages", queue, receipts, visibility_ms=visibility_ms)
+        return _decode(ReceiptResults.from_json, await self._send(req))
+
+    # The rest
+
+    async def rotate_signing_secret(self, *, overlap: str | None = None) -> SigningSecret:
+        return _decode(SigningSecret.from_json, await self._send(_rotate(overlap)))
+
+    async def preview_schedule(
+        self, schedule: Schedule, *, count: int | None = None
+    ) -> SchedulePreview:
+        return _decode(SchedulePreview.from_json, await self._send(_preview(schedule, count)))
+
+    async def openapi(self) -> dict[str, Any]:
+        data: dict[str, Any] = await self._send(_Request("getOpenApi"))
+        return data
+
+    async def healthz(self) -> Status:
+        return _decode(Status.from_json, await self._send(_Request("healthz")))
+
+    async def readyz(self) -> Status:
+        return _decode(Status.from_json, await self._send(_Request("readyz")))
+
+    async def metrics(self) -> str:
+        text: str = await self._send(_Request("metrics"), raw=True)
+        return text
+
+
+__all__ = ["DEFAULT_TIMEOUT", "AsyncClient", "Client", "HourglassError", "job_ref"]

@@ -1,0 +1,268 @@
+"""The blocking and async clients against a real node."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hourglass import (
+    ApiError,
+    AsyncClient,
+    Client,
+    JobPatch,
+    Misfire,
+    NewJob,
+    Retry,
+    Target,
+    TransportError,
+    Webhook,
+    after,
+    at,
+    cron,
+    every,
+)
+from hourglass._errors import parse_retry_after
+
+from .conftest import Node
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_create_get_list_patch_cancel(client: Client, namespace: str) -> None:
+    due = datetime.now(timezone.utc) + timedelta(hours=1)
+    one_off = client.create_job(
+        NewJob(
+            at(due),
+            Target.to_webhook("https://example.com/hook", headers={"X-Token": "s3cret"}),
+            payload={"article": 42},
+            type="article.publish",
+            retry=Retry(max_attempts=3, initial_backoff=timedelta(seconds=2), max_backoff="1m"),
+        )
+    )
+    assert one_off.namespace == namespace
+    assert one_off.state == "active"
+    assert one_off.type == "article.publish"
+    assert one_off.payload == {"article": 42}
+    assert one_off.next_due_at is not None
+    assert abs((one_off.next_due_at - due).total_seconds()) < 0.002
+    assert one_off.retry == Retry(3, "2s", "1m")
+    assert one_off.target.webhook is not None
+    assert one_off.target.webhook.url == "https://example.com/hook"
+    assert one_off.target.webhook.headers == {"x-token": "<redacted>"}
+    assert one_off.misfire == Misfire("once")
+
+    nightly = client.create_job(
+        NewJob(
+            cron("0 30 9 * * MON-FRI", "Europe/Berlin"),
+            Target.to_queue("digests"),
+            key="digest-acme",
+            misfire=Misfire("all", window="2h"),
+        )
+    )
+    assert nightly.schedule.cron == "0 30 9 * * MON-FRI"
+    assert nightly.schedule.timezone == "Europe/Berlin"
+    assert nightly.target.queue == "digests"
+    assert nightly.misfire == Misfire("all", "2h")
+    assert nightly.payload is None
+
+    assert client.get_job(one_off.id) == one_off
+    assert client.get_job("digest-acme").id == nightly.id
+    assert client.get_job("key:digest-acme").id == nightly.id
+
+    listed = client.list_jobs()
+    assert {j.id for j in listed.jobs} == {one_off.id, nightly.id}
+    assert listed.next_cursor is None
+    assert [j.id for j in client.list_jobs(type="article.publish").jobs] == [one_off.id]
+    first = client.list_jobs(limit=1)
+    assert len(first.jobs) == 1 and first.next_cursor is not None
+    assert {j.id for j in client.iter_jobs(page_size=1)} == {one_off.id, nightly.id}
+
+    patched = client.update_job(one_off.id, JobPatch(payload={"article": 43}, schedule=after("2h")))
+    assert patched.payload == {"article": 43}
+    assert patched.type == "article.publish"
+    assert patched.next_due_at is not None and patched.next_due_at > due
+    cleared = client.update_job(one_off.id, JobPatch(payload=None))
+    assert cleared.payload is None
+
+    paused = client.pause_job("digest-acme")
+    assert paused.state == "paused"
+    assert client.resume_job("digest-acme").state == "active"
+
+    cancelled = client.cancel_job(one_off.id)
+    assert cancelled.state == "cancelled"
+    assert client.get_job(one_off.id).state == "cancelled"
+    assert [j.id for j in client.list_jobs(state="cancelled").jobs] == [one_off.id]
+    with pytest.raises(ApiError) as refused:
+        client.pause_job(one_off.id)
+    assert refused.value.status == 409
+    assert refused.value.code == "invalid_state"
+
+
+def test_idempotent_create(client: Client) -> None:
+    job = NewJob(every("15m", max_runs=3), Target.to_queue("polls"), key="poll-1", payload=[1])
+    first = client.create_job(job)
+    again = client.create_job(job)
+    assert again.id == first.id
+    assert len(client.list_jobs().jobs) == 1
+
+    with pytest.raises(ApiError) as conflict:
+        client.create_job(NewJob(every("15m"), Target.to_queue("polls"), key="poll-1"))
+    assert conflict.value.status == 409
+    assert conflict.value.code == "key_conflict"
+    assert conflict.value.field == "key"
+    assert not conflict.value.is_retryable
+
+    batch = client.create_jobs([job, NewJob(after("1h"), Target.to_queue("polls"), key="poll-2")])
+    assert batch.created == 1
+    assert [(j.id == first.id, j.created) for j in batch.jobs] == [(True, False), (False, True)]
+
+
+def test_errors_keep_code_message_field_and_status(client: Client) -> None:
+    with pytest.raises(ApiError) as bad_zone:
+        client.create_job(NewJob(cron("0 0 * * *", "Mars/Olympus"), Target.to_queue("q")))
+    assert bad_zone.value.status == 422
+    assert bad_zone.value.code == "unknown_timezone"
+    assert bad_zone.value.field == "schedule.timezone"
+    assert "Mars/Olympus" in bad_zone.value.message
+
+    with pytest.raises(ApiError) as missing:
+        client.get_job("no-such-key")
+    assert missing.value.status == 404
+    assert missing.value.code == "not_found"
+    assert missing.value.is_not_found
+
+    with pytest.raises(ApiError) as bad_limit:
+        client.list_jobs(limit=5000)
+    assert (bad_limit.value.status, bad_limit.value.code) == (400, "invalid_query")
+    assert bad_limit.value.field == "limit"
+
+    with pytest.raises(ValueError):
+        NewJob(at(datetime(2030, 1, 1)), Target.to_queue("q")).to_json()  # naive datetime
+
+
+def test_retry_after_is_read_in_both_forms() -> None:
+    assert parse_retry_after("1") == 1.0
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert parse_retry_after("Thu, 01 Jan 2026 00:00:30 GMT", now) == 30.0
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after(None) is None
+
+
+def test_unreachable_node_is_a_retryable_transport_error() -> None:
+    with Client("http://127.0.0.1:9", timeout=2) as dead, pytest.raises(TransportError) as e:
+        dead.healthz()
+    assert e.value.is_retryable
+
+
+def test_trigger_runs_and_queues(client: Client) -> None:
+    job = client.create_job(
+        NewJob(after("1h"), Target.to_queue("reports"), type="report", payload={"n": 1})
+    )
+    triggered = client.trigger_job(job.id, idempotency_key="try-1")
+    assert triggered.delivery_id.startswith(job.id.replace("-", "") + "_")
+    again = client.trigger_job(job.id, idempotency_key="try-1")
+    assert again.delivery_id == triggered.delivery_id
+
+    queue = client.get_queue("reports")
+    assert (queue.name, queue.available) == ("reports", 1)
+    assert [q.name for q in client.list_queues()] == ["reports"]
+    messages = client.lease("reports", max=5, visibility_ms=5000)
+    assert [m.delivery_id for m in messages] == [triggered.delivery_id]
+    message = messages[0]
+    assert (message.job_id, message.type, message.payload) == (job.id, "report", {"n": 1})
+    assert message.attempt == 1 and not message.is_last_attempt
+    extended = client.extend("reports", [message.receipt], visibility_ms=10_000)
+    assert extended.succeeded == [message.receipt]
+    assert extended.visible_until is not None
+    nacked = client.nack("reports", [message.receipt], delay_ms=0)
+    assert nacked.succeeded == [message.receipt]
+    redelivered = client.lease("reports", wait_ms=5000)
+    assert [(m.delivery_id, m.attempt) for m in redelivered] == [(triggered.delivery_id, 2)]
+    stale = client.ack("reports", [message.receipt])
+    assert stale.succeeded == []
+    assert [(f.receipt, f.is_stale_receipt) for f in stale.failed] == [(message.receipt, True)]
+    assert client.ack("reports", [redelivered[0].receipt]).succeeded == [redelivered[0].receipt]
+    assert client.lease("reports") == []
+
+    runs = client.list_job_runs(job.id)
+    assert [r.delivery_id for r in runs.runs] == [triggered.delivery_id] * len(runs.runs)
+    assert runs.runs[0].outcome == "delivered"
+
+
+def test_dead_letters_replay_and_delete(client: Client) -> None:
+    job = client.create_job(
+        NewJob(after("1h"), Target.to_queue("flaky"), retry=Retry(max_attempts=1))
+    )
+    client.trigger_job(job.id)
+    [message] = client.lease("flaky", wait_ms=5000)
+    client.nack("flaky", [message.receipt])
+    [dead] = client.list_dead_letters().dead_letters
+    assert (dead.job_id, dead.delivery_id, dead.attempts) == (job.id, message.delivery_id, 1)
+    assert dead.target.queue == "flaky"
+    assert client.get_dead_letter(dead.id) == dead
+    assert client.get_job(job.id).state == "failed"
+    replayed = client.replay_dead_letter(dead.id)
+    assert replayed.id != job.id and replayed.state == "active"
+    assert client.list_dead_letters().dead_letters == []
+
+    client.trigger_job(replayed.id)
+    [again] = client.lease("flaky", wait_ms=5000)
+    client.nack("flaky", [again.receipt])
+    [dead2] = client.list_dead_letters().dead_letters
+    client.delete_dead_letter(dead2.id)
+    with pytest.raises(ApiError) as gone:
+        client.get_dead_letter(dead2.id)
+    assert gone.value.status == 404
+
+
+def test_preview_health_breakers_metrics_secret(client: Client, namespace: str) -> None:
+    preview = client.preview_schedule(every("15m", max_runs=3), count=5)
+    assert len(preview.fire_times) == 3
+    assert preview.fire_times[1] - preview.fire_times[0] == timedelta(minutes=15)
+    assert "15m" in preview.description
+    assert client.healthz().status == "ok"
+    assert client.readyz().status == "ready"
+    assert client.list_open_breakers() == []
+    assert "hourglass_build_info" in client.metrics()
+    secret = client.rotate_signing_secret(overlap="0s")
+    assert secret.namespace == namespace
+    assert secret.signing_secret.startswith("whsec_")
+    assert secret.previous_valid_until is None
+    assert "whsec_" not in repr(secret)
+
+
+def test_the_served_openapi_document_is_the_one_the_sdk_is_checked_against(client: Client) -> None:
+    served = client.openapi()
+    on_disk = json.loads((REPO / "crates/server/openapi.json").read_text())
+    assert served == on_disk
+
+
+def test_async_client(node: Node, namespace: str) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(node.url, namespace=namespace) as client:
+            created = await asyncio.gather(
+                *(
+                    client.create_job(
+                        NewJob(after("1h"), Target(webhook=Webhook("https://example.com/a")))
+                    )
+                    for _ in range(3)
+                )
+            )
+            ids = {j.id for j in created}
+            assert len(ids) == 3
+            assert {j.id async for j in client.iter_jobs(page_size=2)} == ids
+            one = created[0]
+            assert (await client.get_job(one.id)).id == one.id
+            patched = await client.update_job(one.id, JobPatch(type="renamed"))
+            assert patched.type == "renamed"
+            assert (await client.cancel_job(one.id)).state == "cancelled"
+            with pytest.raises(ApiError) as e:
+                await client.create_job(NewJob(after("-5s"), Target.to_queue("q")))
+            assert e.value.code == "invalid_duration"
+            assert e.value.field == "schedule.after"
+
+    asyncio.run(scenario())

@@ -1,0 +1,344 @@
+/** `Client`: one method per endpoint of the node's API, over the global `fetch`. */
+
+import { DecodeError, errorFromAnswer, parseRetryAfter, TransportError } from "./errors.js";
+import { type OperationId, operations } from "./operations.js";
+import type {
+  BatchCreated,
+  Breaker,
+  BreakerList,
+  DeadLetter,
+  DeadLetterList,
+  ExtendOptions,
+  Job,
+  JobList,
+  JobPatch,
+  LeaseRequest,
+  LeaseResult,
+  ListJobsQuery,
+  Message,
+  NackOptions,
+  NewJob,
+  PageQuery,
+  PreviewOptions,
+  Queue,
+  QueueList,
+  ReceiptResults,
+  RotateOptions,
+  RunList,
+  Schedule,
+  SchedulePreview,
+  SigningSecret,
+  Status,
+  TriggeredJob,
+} from "./types.js";
+
+export interface ClientOptions {
+  /** Sent as `Authorization: Bearer <key>`. */
+  apiKey?: string;
+  /** Sent as `hourglass-namespace` (admin keys and development mode). */
+  namespace?: string;
+  /** Milliseconds each request may take (default 30000); a lease gets its `wait_ms` on top. */
+  timeoutMs?: number;
+  /** A `fetch` to use instead of the global one. */
+  fetch?: typeof fetch;
+}
+
+/** Per call: an `AbortSignal` that cancels the request. */
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The path segment for a job: its id (a UUID) as it is, and anything else as a key (`key:` and
+ * the percent-encoded key; a leading `key:` is taken as that prefix). A key that looks like a
+ * UUID is written with its `key:` prefix.
+ */
+export function jobRef(job: string): string {
+  if (UUID.test(job)) return job;
+  const key = job.startsWith("key:") ? job.slice(4) : job;
+  return `key:${encodeURIComponent(key)}`;
+}
+
+interface Request {
+  op: OperationId;
+  params?: Record<string, string>;
+  query?: Record<string, unknown>;
+  body?: unknown;
+  headers?: Record<string, string>;
+  extraTimeoutMs?: number;
+  signal?: AbortSignal | undefined;
+  raw?: boolean;
+}
+
+/**
+ * A client for one node.
+ *
+ * ```ts
+ * const client = new Client("http://127.0.0.1:7070", { apiKey: process.env.HOURGLASS_API_KEY });
+ * const job = await client.createJob({ schedule: { after: "5s" }, target: { queue: "emails" } });
+ * ```
+ *
+ * Every method rejects with `ApiError` when the node refuses the request (`status`, `code`,
+ * `field`, `retryAfterMs`), `TransportError` when it cannot be reached. Jobs are named by id or
+ * by key (`"nightly-export"` or `"key:nightly-export"`).
+ */
+export class Client {
+  readonly baseUrl: string;
+  readonly #headers: Record<string, string>;
+  readonly #timeoutMs: number;
+  readonly #fetch: typeof fetch;
+
+  constructor(baseUrl: string, options: ClientOptions = {}) {
+    if (!/^https?:\/\//.test(baseUrl)) throw new TypeError(`base url ${JSON.stringify(baseUrl)} is not an http(s) url`);
+    this.baseUrl = baseUrl.replace(/\/+$/, "");
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
+    this.#fetch = options.fetch ?? globalThis.fetch;
+    this.#headers = { accept: "application/json", "user-agent": "hourglass-typescript/0.1.0" };
+    if (options.apiKey !== undefined) this.#headers["authorization"] = `Bearer ${options.apiKey}`;
+    if (options.namespace !== undefined) this.#headers["hourglass-namespace"] = options.namespace;
+  }
+
+  // Jobs
+
+  /** Creates a job (an idempotent repeat when `key` and body match an existing job). */
+  createJob(job: NewJob, options?: CallOptions): Promise<Job> {
+    return this.#send({ op: "createJob", body: job, signal: options?.signal });
+  }
+
+  /** Creates up to 1,000 jobs in one transaction: all or none. */
+  createJobs(jobs: NewJob[], options?: CallOptions): Promise<BatchCreated> {
+    return this.#send({ op: "createJobs", body: { jobs }, signal: options?.signal });
+  }
+
+  /** One page of jobs; pass `next_cursor` as `cursor` for the next (or use `jobs()`). */
+  listJobs(query: ListJobsQuery = {}, options?: CallOptions): Promise<JobList> {
+    return this.#send({ op: "listJobs", query: { ...query }, signal: options?.signal });
+  }
+
+  /** Every job matching the filters, fetching pages as needed: `for await (const job of client.jobs())`. */
+  async *jobs(query: Omit<ListJobsQuery, "cursor"> = {}, options?: CallOptions): AsyncGenerator<Job, void, undefined> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.listJobs(cursor === undefined ? query : { ...query, cursor }, options);
+      yield* page.jobs;
+      if (page.next_cursor === null) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  getJob(id: string, options?: CallOptions): Promise<Job> {
+    return this.#send({ op: "getJob", params: { id: jobRef(id) }, signal: options?.signal });
+  }
+
+  /** Replaces the fields `patch` sets. */
+  updateJob(id: string, patch: JobPatch, options?: CallOptions): Promise<Job> {
+    return this.#send({ op: "updateJob", params: { id: jobRef(id) }, body: patch, signal: options?.signal });
+  }
+
+  /** Cancels the job; an occurrence being delivered at this instant may still arrive. */
+  cancelJob(id: string, options?: CallOptions): Promise<Job> {
+    return this.#send({ op: "cancelJob", params: { id: jobRef(id) }, signal: options?.signal });
+  }
+
+  pauseJob(id: string, options?: CallOptions): Promise<Job> {
+    return this.#send({ op: "pauseJob", params: { id: jobRef(id) }, signal: options?.signal });
+  }
+
+  /** Resumes a paused job (a recurring job continues from now). */
+  resumeJob(id: string, options?: CallOptions): Promise<Job> {
+    return this.#send({ op: "resumeJob", params: { id: jobRef(id) }, signal: options?.signal });
+  }
+
+  /**
+   * Fires an occurrence now. With `idempotencyKey`, a retry of this call changes nothing and
+   * answers the first trigger's `delivery_id`.
+   */
+  triggerJob(id: string, options: CallOptions & { idempotencyKey?: string } = {}): Promise<TriggeredJob> {
+    const headers: Record<string, string> = {};
+    if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
+    return this.#send({ op: "triggerJob", params: { id: jobRef(id) }, headers, signal: options.signal });
+  }
+
+  /** Delivery attempts of a job, newest first. */
+  listJobRuns(id: string, query: PageQuery = {}, options?: CallOptions): Promise<RunList> {
+    return this.#send({ op: "listJobRuns", params: { id: jobRef(id) }, query: { ...query }, signal: options?.signal });
+  }
+
+  // Dead letters
+
+  listDeadLetters(query: PageQuery = {}, options?: CallOptions): Promise<DeadLetterList> {
+    return this.#send({ op: "listDeadLetters", query: { ...query }, signal: options?.signal });
+  }
+
+  getDeadLetter(id: string | number, options?: CallOptions): Promise<DeadLetter> {
+    return this.#send({ op: "getDeadLetter", params: { id: encodeURIComponent(String(id)) }, signal: options?.signal });
+  }
+
+  async deleteDeadLetter(id: string | number, options?: CallOptions): Promise<void> {
+    await this.#send({ op: "deleteDeadLetter", params: { id: encodeURIComponent(String(id)) }, signal: options?.signal, raw: true });
+  }
+
+  /** Replays a dead letter as a new one-off job due now, and removes the dead letter. */
+  replayDeadLetter(id: string | number, options?: CallOptions): Promise<Job> {
+    return this.#send({ op: "replayDeadLetter", params: { id: encodeURIComponent(String(id)) }, signal: options?.signal });
+  }
+
+  async listOpenBreakers(options?: CallOptions): Promise<Breaker[]> {
+    const list: BreakerList = await this.#send({ op: "listOpenBreakers", signal: options?.signal });
+    return list.breakers;
+  }
+
+  // Queues
+
+  async listQueues(options?: CallOptions): Promise<Queue[]> {
+    const list: QueueList = await this.#send({ op: "listQueues", signal: options?.signal });
+    return list.queues;
+  }
+
+  /** One queue's counts (zeros for a queue no job targets). */
+  getQueue(name: string, options?: CallOptions): Promise<Queue> {
+    return this.#send({ op: "getQueue", params: { name: encodeURIComponent(name) }, signal: options?.signal });
+  }
+
+  /**
+   * Leases up to `max` due messages, long-polling up to `wait_ms` when none is available; an
+   * empty array means the wait ran out.
+   */
+  async lease(queue: string, request: LeaseRequest = {}, options?: CallOptions): Promise<Message[]> {
+    const result: LeaseResult = await this.#send({
+      op: "leaseMessages",
+      params: { name: encodeURIComponent(queue) },
+      body: request,
+      extraTimeoutMs: request.wait_ms ?? 0,
+      signal: options?.signal,
+    });
+    return result.messages;
+  }
+
+  /**
+   * Leased messages as they become due, long-polling, until `signal` aborts:
+   * `for await (const m of client.messages("emails", { signal })) { ...; await client.ack(...) }`.
+   * Each message must be acked or nacked by the caller (or it comes back after its visibility).
+   */
+  async *messages(
+    queue: string,
+    request: LeaseRequest & CallOptions = {},
+  ): AsyncGenerator<Message, void, undefined> {
+    const { signal, ...lease } = request;
+    const body: LeaseRequest = { wait_ms: 20_000, ...lease };
+    while (!signal?.aborted) {
+      let batch: Message[];
+      try {
+        batch = await this.lease(queue, body, { signal });
+      } catch (e) {
+        if (signal?.aborted) return;
+        throw e;
+      }
+      yield* batch;
+    }
+  }
+
+  /** Completes the messages (a recurring job moves on to its next occurrence). */
+  ack(queue: string, receipts: string[], options?: CallOptions): Promise<ReceiptResults> {
+    return this.#send({ op: "ackMessages", params: { name: encodeURIComponent(queue) }, body: { receipts }, signal: options?.signal });
+  }
+
+  /**
+   * A failed attempt: the messages come back after `delay_ms` (default: the job's retry
+   * backoff), or are dead-lettered after the job's last attempt.
+   */
+  nack(queue: string, receipts: string[], options: NackOptions & CallOptions = {}): Promise<ReceiptResults> {
+    const body: Record<string, unknown> = { receipts };
+    if (options.delay_ms !== undefined) body["delay_ms"] = options.delay_ms;
+    return this.#send({ op: "nackMessages", params: { name: encodeURIComponent(queue) }, body, signal: options.signal });
+  }
+
+  /** Keeps the messages invisible to other consumers for `visibility_ms` from now. */
+  extend(queue: string, receipts: string[], options: ExtendOptions & CallOptions): Promise<ReceiptResults> {
+    return this.#send({
+      op: "extendMessages",
+      params: { name: encodeURIComponent(queue) },
+      body: { receipts, visibility_ms: options.visibility_ms },
+      signal: options.signal,
+    });
+  }
+
+  // The rest
+
+  /**
+   * Rotates the namespace's webhook signing secret and returns it (shown only now). The replaced
+   * one keeps signing for `overlap` (node default `24h`; `0s` drops it).
+   */
+  rotateSigningSecret(options: RotateOptions & CallOptions = {}): Promise<SigningSecret> {
+    const body = options.overlap === undefined ? {} : { overlap: options.overlap };
+    return this.#send({ op: "rotateSigningSecret", body, signal: options.signal });
+  }
+
+  /** The next due times of a schedule, and the schedule in words; stores nothing. */
+  previewSchedule(schedule: Schedule, options: PreviewOptions & CallOptions = {}): Promise<SchedulePreview> {
+    const body: Record<string, unknown> = { schedule };
+    if (options.count !== undefined) body["count"] = options.count;
+    return this.#send({ op: "previewSchedule", body, signal: options.signal });
+  }
+
+  /** The node's OpenAPI document. */
+  openapi(options?: CallOptions): Promise<Record<string, unknown>> {
+    return this.#send({ op: "getOpenApi", signal: options?.signal });
+  }
+
+  healthz(options?: CallOptions): Promise<Status> {
+    return this.#send({ op: "healthz", signal: options?.signal });
+  }
+
+  /** `ready`, or `ApiError` 503 while the node is not ready. */
+  readyz(options?: CallOptions): Promise<Status> {
+    return this.#send({ op: "readyz", signal: options?.signal });
+  }
+
+  /** Prometheus/OpenMetrics text (an admin key when keys are configured). */
+  metrics(options?: CallOptions): Promise<string> {
+    return this.#send({ op: "metrics", signal: options?.signal, raw: true });
+  }
+
+  // Plumbing
+
+  async #send<T>(req: Request): Promise<T> {
+    const operation = operations[req.op];
+    let path: string = operation.path;
+    for (const [name, value] of Object.entries(req.params ?? {})) path = path.replace(`{${name}}`, value);
+    const url = new URL(this.baseUrl + path);
+    for (const [name, value] of Object.entries(req.query ?? {})) {
+      if (value === undefined || value === null) continue;
+      url.searchParams.set(name, value instanceof Date ? value.toISOString() : String(value));
+    }
+    const headers: Record<string, string> = { ...this.#headers, ...req.headers };
+    let body: string | undefined;
+    if (req.body !== undefined) {
+      body = JSON.stringify(req.body);
+      headers["content-type"] = "application/json";
+    }
+    const timeout = AbortSignal.timeout(this.#timeoutMs + (req.extraTimeoutMs ?? 0));
+    const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
+    let response: Response;
+    let text: string;
+    try {
+      response = await this.#fetch(url, { method: operation.method, headers, body, signal });
+      text = await response.text();
+    } catch (e) {
+      if (req.signal?.aborted) throw req.signal.reason ?? e;
+      throw new TransportError(url.toString(), e);
+    }
+    if (!response.ok) {
+      const retryAfter = parseRetryAfter(response.headers.get("retry-after"));
+      throw errorFromAnswer(response.status, url.toString(), text, retryAfter);
+    }
+    if (req.raw) return text as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch (e) {
+      throw new DecodeError(`unexpected answer from ${url.toString()}: ${String(e)}`, { cause: e });
+    }
+  }
+}

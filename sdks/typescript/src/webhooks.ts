@@ -1,0 +1,197 @@
+/**
+ * Verifying webhook deliveries: the Standard Webhooks signature and the timestamp tolerance.
+ *
+ * The node signs `<webhook-id>.<webhook-timestamp>.<body>` with HMAC-SHA256 keyed by the
+ * namespace's `whsec_` secret (the base64 after the prefix, decoded) and sends
+ * `webhook-signature: v1,<base64>`; during a rotation's overlap, two space-separated signatures,
+ * one per secret. A delivery is genuine when any of them matches any secret the receiver knows.
+ *
+ * The `hourglass-*` headers are not covered by the signature. The job id and the due time are
+ * also inside the signed `webhook-id` (`<job id without hyphens>_<due unix ms>`): the verifier
+ * takes them from there and refuses a delivery whose headers disagree. The job type and the
+ * attempt come from their headers only.
+ */
+
+import { createHmac, timingSafeEqual } from "node:crypto";
+
+import { WebhookVerificationError } from "./errors.js";
+import type { Json } from "./types.js";
+
+/** Seconds a delivery's timestamp may be from the receiver's clock (Standard Webhooks: 5 min). */
+export const DEFAULT_TOLERANCE_SECONDS = 300;
+
+/**
+ * The headers of a delivery (the OpenAPI document's `jobOccurrence` webhook) and the `Delivery`
+ * field each one fills; `null`: read to verify the delivery only.
+ */
+export const deliveryHeaders = {
+  "webhook-id": "deliveryId",
+  "webhook-timestamp": "timestamp",
+  "webhook-signature": null,
+  "hourglass-job-id": "jobId",
+  "hourglass-due-at": "dueAt",
+  "hourglass-attempt": "attempt",
+  "hourglass-job-type": "type",
+} as const satisfies Record<string, keyof Delivery | null>;
+
+const DELIVERY_ID = /^([0-9a-f]{32})_(-?[0-9]+)$/;
+
+/** A verified delivery. */
+export interface Delivery {
+  /** The `webhook-id`: identical on every retry of this occurrence. Deduplicate on it. */
+  deliveryId: string;
+  jobId: string;
+  /** The job's `type` (`hourglass-job-type`; not covered by the signature). */
+  type: string | null;
+  /** 1-based (`hourglass-attempt`; not covered by the signature). */
+  attempt: number;
+  /** The occurrence's nominal due instant. */
+  dueAt: Date;
+  /** When this attempt was sent (unix seconds, signed). */
+  timestamp: number;
+  /** The job's payload, decoded (`null` when the job has none). */
+  payload: Json;
+}
+
+/** Headers as `fetch` gives them, or as Node's `IncomingMessage` and Lambda events do. */
+export type HeadersLike = Headers | Record<string, string | string[] | undefined>;
+
+function key(secret: string): Buffer {
+  const encoded = secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret;
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) throw new TypeError("a signing secret is whsec_ followed by base64");
+  const bytes = Buffer.from(encoded, "base64");
+  if (bytes.length < 16) throw new TypeError("a signing secret decodes to at least 16 bytes");
+  return bytes;
+}
+
+function toBytes(body: string | Uint8Array): Buffer {
+  return typeof body === "string" ? Buffer.from(body, "utf8") : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+}
+
+/** The `webhook-signature` value the node sends for this delivery with this secret. */
+export function sign(secret: string, deliveryId: string, timestamp: number, body: string | Uint8Array): string {
+  const mac = createHmac("sha256", key(secret));
+  mac.update(`${deliveryId}.${timestamp}.`);
+  mac.update(toBytes(body));
+  return `v1,${mac.digest("base64")}`;
+}
+
+function lower(headers: HeadersLike): Map<string, string> {
+  const found = new Map<string, string>();
+  if (typeof (headers as Headers).forEach === "function" && typeof (headers as Headers).get === "function") {
+    (headers as Headers).forEach((value, name) => found.set(name.toLowerCase(), value));
+    return found;
+  }
+  for (const [name, value] of Object.entries(headers as Record<string, string | string[] | undefined>)) {
+    if (value === undefined) continue;
+    found.set(name.toLowerCase(), Array.isArray(value) ? value.join(", ") : value);
+  }
+  return found;
+}
+
+/**
+ * Checks that a request is a genuine, fresh delivery from the node.
+ *
+ * ```ts
+ * const verifier = new WebhookVerifier(process.env.HOURGLASS_SIGNING_SECRET!);
+ * const delivery = verifier.verify(rawBody, request.headers);
+ * ```
+ *
+ * Give several secrets during your own move to a new one.
+ */
+export class WebhookVerifier {
+  readonly #keys: Buffer[];
+  readonly toleranceSeconds: number;
+
+  constructor(secrets: string | string[], options: { toleranceSeconds?: number } = {}) {
+    const listed = typeof secrets === "string" ? [secrets] : secrets;
+    if (listed.length === 0) throw new TypeError("a verifier needs at least one secret");
+    this.#keys = listed.map(key);
+    this.toleranceSeconds = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+  }
+
+  /**
+   * The delivery, or a `WebhookVerificationError`. `body` must be the raw request body, byte for
+   * byte as received. `now` (unix seconds) is for tests.
+   */
+  verify(body: string | Uint8Array, headers: HeadersLike, options: { now?: number } = {}): Delivery {
+    const raw = toBytes(body);
+    const found = lower(headers);
+    const deliveryId = required(found, "webhook-id");
+    const stamp = required(found, "webhook-timestamp");
+    const signatures = required(found, "webhook-signature");
+    if (!/^-?\d+$/.test(stamp)) throw new WebhookVerificationError("webhook-timestamp is not unix seconds");
+    const timestamp = Number(stamp);
+    const now = options.now ?? Date.now() / 1000;
+    if (timestamp < now - this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is too old");
+    if (timestamp > now + this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is in the future");
+    const signed = Buffer.concat([Buffer.from(`${deliveryId}.${stamp}.`), raw]);
+    if (!this.#matches(signed, signatures)) throw new WebhookVerificationError("no signature matches");
+    return delivery(deliveryId, timestamp, raw, found);
+  }
+
+  #matches(signed: Buffer, header: string): boolean {
+    const expected = this.#keys.map((k) => createHmac("sha256", k).update(signed).digest());
+    for (const candidate of header.split(/\s+/)) {
+      const comma = candidate.indexOf(",");
+      if (comma < 0 || candidate.slice(0, comma) !== "v1") continue;
+      const encoded = candidate.slice(comma + 1);
+      if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) continue;
+      const given = Buffer.from(encoded, "base64");
+      let match = false;
+      for (const e of expected) {
+        // Every key is compared; the comparison itself takes constant time.
+        if (e.length === given.length && timingSafeEqual(e, given)) match = true;
+      }
+      if (match) return true;
+    }
+    return false;
+  }
+
+  /** `[object]` rather than the secrets when logged. */
+  toJSON(): Record<string, unknown> {
+    return { secrets: this.#keys.length, toleranceSeconds: this.toleranceSeconds };
+  }
+}
+
+function required(headers: Map<string, string>, name: string): string {
+  const value = headers.get(name)?.trim();
+  if (!value) throw new WebhookVerificationError(`missing header ${name}`);
+  return value;
+}
+
+function delivery(deliveryId: string, timestamp: number, raw: Buffer, headers: Map<string, string>): Delivery {
+  const match = DELIVERY_ID.exec(deliveryId);
+  if (!match) throw new WebhookVerificationError("webhook-id is not an hourglass delivery id");
+  const hex = match[1]!;
+  const jobId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  const dueAt = new Date(Number(match[2]));
+  const headerJob = headers.get("hourglass-job-id");
+  if (headerJob !== undefined && headerJob.trim().toLowerCase() !== jobId) {
+    throw new WebhookVerificationError("hourglass-job-id does not match the signed webhook-id");
+  }
+  const headerDue = headers.get("hourglass-due-at");
+  if (headerDue !== undefined && Date.parse(headerDue.trim()) !== dueAt.getTime()) {
+    throw new WebhookVerificationError("hourglass-due-at does not match the signed webhook-id");
+  }
+  const attemptText = headers.get("hourglass-attempt") ?? "1";
+  if (!/^\d+$/.test(attemptText.trim())) throw new WebhookVerificationError("hourglass-attempt is not a number");
+  let payload: Json = null;
+  const text = raw.toString("utf8");
+  if (text.trim() !== "") {
+    try {
+      payload = JSON.parse(text) as Json;
+    } catch {
+      throw new WebhookVerificationError("the body is not JSON");
+    }
+  }
+  return {
+    deliveryId,
+    jobId,
+    type: headers.get("hourglass-job-type") ?? null,
+    attempt: Number(attemptText.trim()),
+    dueAt,
+    timestamp,
+    payload,
+  };
+}

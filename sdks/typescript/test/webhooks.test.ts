@@ -1,0 +1,137 @@
+/** The webhook verifier against deliveries a real node sent to a receiver in this process. */
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { sign, WebhookVerificationError, WebhookVerifier } from "@hourglass/client";
+
+import { handler } from "../examples/lambda.js";
+import { clientFor, type Node, Receiver, startNode } from "./helpers.js";
+
+let node: Node;
+before(async () => {
+  node = await startNode();
+});
+after(async () => {
+  await node.stop();
+});
+
+function refuses(fn: () => unknown, pattern: RegExp): void {
+  assert.throws(fn, (e: unknown) => e instanceof WebhookVerificationError && pattern.test(e.message));
+}
+
+describe("webhook verifier", () => {
+  it("signs the Standard Webhooks reference vector", () => {
+    const signature = sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}');
+    assert.equal(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  });
+
+  it("accepts a real delivery and refuses forgeries", async () => {
+    const client = clientFor(node);
+    const receiver = await new Receiver().start();
+    try {
+      const secret = (await client.rotateSigningSecret({ overlap: "0s" })).signing_secret;
+      receiver.status = 503; // the first attempt fails, so the second carries attempt 2
+      const job = await client.createJob({
+        schedule: { after: "50ms" },
+        target: { webhook: { url: `${receiver.url}/hooks/reminder` } },
+        type: "reminder.flight",
+        payload: { passenger: "p-123", flight: "LH 400" },
+        retry: { initial_backoff: "50ms", max_backoff: "100ms" },
+      });
+      const first = await receiver.next();
+      receiver.status = 200;
+      const second = await receiver.next();
+      assert.equal(second.path, "/hooks/reminder");
+      assert.equal(second.headers["webhook-id"], first.headers["webhook-id"]);
+
+      const verifier = new WebhookVerifier(secret);
+      const delivery = verifier.verify(second.body, second.headers);
+      assert.equal(delivery.deliveryId, second.headers["webhook-id"]);
+      assert.equal(delivery.jobId, job.id);
+      assert.equal(delivery.type, "reminder.flight");
+      assert.equal(delivery.attempt, 2);
+      assert.deepEqual(delivery.payload, { passenger: "p-123", flight: "LH 400" });
+      assert.equal(delivery.dueAt.toISOString(), job.next_due_at);
+      assert.equal(verifier.verify(first.body, first.headers).attempt, 1);
+      // A fetch Headers object and a string body work too.
+      const headers = new Headers();
+      for (const [k, v] of Object.entries(second.headers)) if (typeof v === "string") headers.set(k, v);
+      assert.equal(verifier.verify(second.body.toString("utf8"), headers).deliveryId, delivery.deliveryId);
+
+      const timestamp = Number(second.headers["webhook-timestamp"]);
+      const tampered = Buffer.from(second.body.toString("utf8").replace("LH 400", "LH 401"));
+      assert.notDeepEqual(tampered, second.body);
+      refuses(() => verifier.verify(tampered, second.headers), /signature/);
+      const stranger = new WebhookVerifier("whsec_QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=");
+      refuses(() => stranger.verify(second.body, second.headers), /signature/);
+      refuses(() => verifier.verify(second.body, second.headers, { now: timestamp + 301 }), /too old/);
+      refuses(() => verifier.verify(second.body, second.headers, { now: timestamp - 301 }), /future/);
+      assert.equal(verifier.verify(second.body, second.headers, { now: timestamp + 299 }).attempt, 2);
+      refuses(() => verifier.verify(second.body, { ...second.headers, "webhook-timestamp": String(timestamp + 1) }), /signature/);
+      refuses(
+        () => verifier.verify(second.body, { ...second.headers, "hourglass-job-id": "01a1fee1-265e-739b-9809-3d3692d507c6" }),
+        /hourglass-job-id/,
+      );
+      const { "webhook-signature": _, ...unsigned } = second.headers;
+      refuses(() => verifier.verify(second.body, unsigned), /missing header webhook-signature/);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("verifies with either secret during a rotation", async () => {
+    const client = clientFor(node);
+    const receiver = await new Receiver().start();
+    try {
+      const old = (await client.rotateSigningSecret({ overlap: "0s" })).signing_secret;
+      const rotated = await client.rotateSigningSecret({ overlap: "1h" });
+      assert.notEqual(rotated.previous_valid_until, null);
+      await client.createJob({ schedule: { after: "10ms" }, target: { webhook: { url: `${receiver.url}/r` } }, payload: [1] });
+      const delivery = await receiver.next();
+      assert.equal(String(delivery.headers["webhook-signature"]).split(" ").length, 2);
+      for (const secrets of [[old], [rotated.signing_secret], [old, rotated.signing_secret]]) {
+        assert.deepEqual(new WebhookVerifier(secrets).verify(delivery.body, delivery.headers).payload, [1]);
+      }
+      refuses(() => new WebhookVerifier("whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=").verify(delivery.body, delivery.headers), /signature/);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("refuses malformed secrets", () => {
+    assert.throws(() => new WebhookVerifier("whsec_short"), TypeError);
+    assert.throws(() => new WebhookVerifier("whsec_%%%"), TypeError);
+    assert.throws(() => new WebhookVerifier([]), TypeError);
+  });
+
+  it("runs the Lambda example on a real delivery as a function URL event", async () => {
+    const client = clientFor(node);
+    const receiver = await new Receiver().start();
+    try {
+      const secret = (await client.rotateSigningSecret({ overlap: "0s" })).signing_secret;
+      process.env["HOURGLASS_SIGNING_SECRET"] = secret;
+      await client.createJob({
+        schedule: { after: "10ms" },
+        target: { webhook: { url: `${receiver.url}/lambda` } },
+        type: "reminder.flight",
+        payload: { passenger: "p-9", flight: "LH 401" },
+      });
+      await client.createJob({ schedule: { after: "10ms" }, target: { webhook: { url: `${receiver.url}/lambda` } }, type: "unknown.type" });
+      const deliveries = [await receiver.next(), await receiver.next()];
+      const byType = new Map(deliveries.map((d) => [String(d.headers["hourglass-job-type"]), d]));
+      const event = (d: (typeof deliveries)[number], body = d.body) => ({
+        headers: Object.fromEntries(Object.entries(d.headers).map(([k, v]) => [k, String(v)])),
+        body: body.toString("base64"),
+        isBase64Encoded: true,
+      });
+      const flight = byType.get("reminder.flight")!;
+      assert.deepEqual(await handler(event(flight)), { statusCode: 200, body: "ok" });
+      assert.equal((await handler(event(byType.get("unknown.type")!))).statusCode, 422);
+      assert.equal((await handler(event(flight, Buffer.from('{"forged":true}')))).statusCode, 401);
+    } finally {
+      delete process.env["HOURGLASS_SIGNING_SECRET"];
+      await receiver.close();
+    }
+  });
+});
