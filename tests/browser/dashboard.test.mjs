@@ -392,6 +392,39 @@ step("overview: a destination that keeps failing shows its open breaker", async 
   await noInjection();
 });
 
+step("overview: a bus connection shows what it published; a job page names its target", async () => {
+  // scripts/browser-test configures [connections.streams], a Redis URL nothing listens on: a
+  // job publishing there is retried, which the connection's row counts.
+  await testid("nav-overview").click();
+  await ready("overview");
+  const row = testid("connection-row");
+  await row.waitFor();
+  const cells = row.locator("td");
+  assert.equal(await cells.nth(0).textContent(), "streams");
+  assert.equal(await cells.nth(1).textContent(), "redis");
+  const job = await api("POST", "/v1/jobs", {
+    type: "stream.publish",
+    schedule: { after: "100ms" },
+    target: { redis_stream: { connection: "streams", stream: "jobs" } },
+    payload: { n: 1 },
+  });
+  await until("a retried publish", async () => {
+    const { connections } = await api("GET", "/v1/connections");
+    return connections[0].published.retry > 0;
+  });
+  await page.goto(`${BASE}/#/dead-letters`);
+  await ready("dead-letters");
+  await testid("nav-overview").click();
+  await ready("overview");
+  await testid("connection-row").waitFor();
+  assert.notEqual(await testid("connection-row").locator("td").nth(3).textContent(), "0");
+  await shot("11-connections");
+  await page.goto(`${BASE}/#/jobs/${job.id}`);
+  await ready("job");
+  assert.equal(await testid("job-detail-target").textContent(), "redis_stream via streams: stream jobs");
+  await noInjection();
+});
+
 // ---------------------------------------------------------------------------------------------
 
 let passed = 0;

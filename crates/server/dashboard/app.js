@@ -184,9 +184,23 @@ function stateBadge(state) {
   return el("span", { class: `badge state-${state}`, "data-testid": "job-state" }, state);
 }
 
+// What each bus or cloud target kind publishes to, by its field.
+const RESOURCE_FIELDS = {
+  eventbridge: (t) => `bus ${t.bus} (${t.detail_type})`,
+  sqs: (t) => t.queue_url,
+  sns: (t) => t.topic_arn,
+  lambda: (t) => `function ${t.function}`,
+  nats: (t) => `subject ${t.subject}`,
+  redis_stream: (t) => `stream ${t.stream}`,
+  amqp: (t) => `exchange ${t.exchange || "(default)"} ${t.routing_key || ""}`.trim(),
+};
+
 function targetText(target) {
   if (target && target.webhook) return target.webhook.url;
   if (target && target.queue) return `queue ${target.queue}`;
+  for (const [kind, text] of Object.entries(RESOURCE_FIELDS)) {
+    if (target && target[kind]) return `${kind} via ${target[kind].connection}: ${text(target[kind])}`;
+  }
   return JSON.stringify(target);
 }
 
@@ -513,10 +527,39 @@ async function renderOverview() {
       "Deliveries to a destination that keeps failing wait, without spending attempts, until a probe gets an answer. Per node.",
     ),
   );
+  const { connections } = await api("GET", "/v1/connections");
+  const buses = el(
+    "div",
+    { class: "card connections", "data-testid": "connections" },
+    el("span", { class: "stat-label", id: "connections-label" }, "Bus and cloud connections"),
+    connections.length
+      ? el(
+          "table",
+          { "data-testid": "connections-table", "aria-labelledby": "connections-label" },
+          el("thead", {}, el("tr", {}, ["Name", "Kind", "Sent", "Retried", "Refused"].map((h) => el("th", { scope: "col" }, h)))),
+          el(
+            "tbody",
+            {},
+            connections.map((c) =>
+              el(
+                "tr",
+                { "data-testid": "connection-row" },
+                el("td", { class: "mono" }, c.name),
+                el("td", {}, c.kind),
+                el("td", {}, fmtNumber(c.published.delivered)),
+                el("td", {}, fmtNumber(c.published.retry)),
+                el("td", {}, fmtNumber(c.published.rejected)),
+              ),
+            ),
+          ),
+        )
+      : el("p", { class: "muted", "data-testid": "connections-none" }, "None configured for this namespace (see README, Targets)."),
+    el("p", { class: "muted small" }, "Publishes through each connection on this node since it started."),
+  );
   const stats = el("div", { id: "overview-stats" });
   const content = [
     el("h1", {}, "Overview"),
-    el("section", { class: "grid", "aria-label": "Failures" }, failures, held),
+    el("section", { class: "grid", "aria-label": "Failures" }, failures, held, buses),
     stats,
   ];
   queueMicrotask(renderOverviewStats);
