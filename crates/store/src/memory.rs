@@ -102,6 +102,8 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
             }
         }
         job.lease = None;
+        // A completion ends its claim: the same token cannot settle the occurrence again.
+        job.token += 1;
         job.updated = now;
     });
     if let Some(run) = &plan.run {

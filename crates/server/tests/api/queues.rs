@@ -260,6 +260,45 @@ async fn nack_retries_after_its_delay_and_dead_letters_after_the_last_attempt() 
     node.shutdown().await;
 }
 
+/// A nacked message's receipt is spent: acking it afterwards must not complete the job the worker
+/// handed back, and nacking it again must not spend another attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nacked_receipt_is_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let created = api
+        .create(json!({
+            "schedule": {"after": "1ms"},
+            "target": {"queue": "q"},
+            "payload": {"n": 1}
+        }))
+        .await;
+    let leased = lease(&api, "q", json!({"wait_ms": 2000})).await;
+    let receipt = leased[0]["receipt"].clone();
+    let out = settle(
+        &api,
+        "q",
+        "nack",
+        json!({"receipts": [receipt], "delay_ms": 60000}),
+    )
+    .await;
+    assert_eq!(out["succeeded"], json!([receipt]));
+    for verb in ["ack", "nack", "extend"] {
+        let body = if verb == "extend" {
+            json!({"receipts": [receipt], "visibility_ms": 30000})
+        } else {
+            json!({"receipts": [receipt]})
+        };
+        let out = settle(&api, "q", verb, body).await;
+        assert_eq!(out["failed"][0]["code"], "stale_receipt", "{verb}: {out}");
+    }
+    let job = job(&api, &created["id"]).await;
+    assert_eq!(job["state"], "active", "{job}");
+    assert_eq!(job["attempt"], 1, "one nack, one attempt spent: {job}");
+    node.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_whose_leases_lapse_every_time_are_dead_lettered() {
     let dir = tempfile::tempdir().unwrap();

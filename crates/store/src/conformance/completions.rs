@@ -33,6 +33,62 @@ pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
     );
 }
 
+/// A completion ends its claim: the same token cannot settle the occurrence a second time. (A
+/// queue worker's receipt is that token: a message nacked once must not be acked, or nacked
+/// again, with it; a recurring job acked twice must not skip an occurrence.)
+pub async fn a_completion_ends_its_claim(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base), every_second("a", base)]).await;
+    let claimed = claim(&*store, ClaimScope::Fired, base + ms(1), 10, "n1").await;
+    assert_eq!(claimed.len(), 2);
+    let retry = |occ| {
+        done(
+            occ,
+            Action::Retry {
+                at: base + ms(60_000),
+            },
+        )
+    };
+    let first: Vec<_> = claimed.iter().map(|occ| retry(occ)).collect();
+    assert_eq!(
+        store.complete(first, base + ms(2)).await.unwrap(),
+        vec![Applied::Yes, Applied::Yes]
+    );
+    // The same tokens again: a retry counted twice, and a delivery of a message already
+    // handed back.
+    let again: Vec<_> = claimed.iter().map(|occ| retry(occ)).collect();
+    assert_eq!(
+        store.complete(again, base + ms(3)).await.unwrap(),
+        vec![Applied::StaleLease, Applied::StaleLease]
+    );
+    let delivered_now: Vec<_> = claimed.iter().map(delivered).collect();
+    assert_eq!(
+        store.complete(delivered_now, base + ms(4)).await.unwrap(),
+        vec![Applied::StaleLease, Applied::StaleLease]
+    );
+    for occ in &claimed {
+        let job = store.get_job(Some("a"), occ.job_id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Active, "{job:?}");
+        assert_eq!(job.attempt, 1, "one retry counted: {job:?}");
+        assert_eq!(
+            store
+                .runs(Some("a"), occ.job_id, None, 10)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+    // Claimed again when the retry is due, a fresh token settles it.
+    let retried = claim(&*store, ClaimScope::Fired, base + ms(60_000), 10, "n1").await;
+    assert_eq!(retried.len(), 2);
+    let fresh: Vec<_> = retried.iter().map(delivered).collect();
+    assert_eq!(
+        store.complete(fresh, base + ms(60_001)).await.unwrap(),
+        vec![Applied::Yes, Applied::Yes]
+    );
+}
+
 pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;

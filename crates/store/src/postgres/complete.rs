@@ -105,7 +105,8 @@ pub(super) async fn complete(
                                                ELSE COALESCE(c.final_attempt, j.attempt) END,
                          runs = j.runs + c.ran,
                          skipped = j.skipped + c.skipped,
-                         lease_owner = NULL, lease_fire_ms = NULL, updated_ms = $16
+                         lease_owner = NULL, lease_fire_ms = NULL, updated_ms = $16,
+                         lease_token = j.lease_token + 1
                      FROM c
                      WHERE j.id = c.id AND j.lease_token = c.token AND j.state = 0
                      RETURNING c.ord, j.namespace, j.queue, j.spec, j.payload

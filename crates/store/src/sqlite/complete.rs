@@ -85,7 +85,8 @@ fn complete_in_tx(
     let mut retry = conn
         .prepare_cached(
             "UPDATE jobs SET fire_ms = ?3, attempt = attempt + 1, lease_owner = NULL,
-                             lease_fire_ms = NULL, updated_ms = ?4
+                             lease_fire_ms = NULL, updated_ms = ?4,
+                             lease_token = lease_token + 1
              WHERE seq = COALESCE(?5, (SELECT seq FROM jobs WHERE id = ?1))
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
@@ -94,7 +95,7 @@ fn complete_in_tx(
         .prepare_cached(
             "UPDATE jobs SET due_ms = ?3, fire_ms = ?3, attempt = 0,
                  runs = runs + ?4, skipped = skipped + ?5, lease_owner = NULL,
-                 lease_fire_ms = NULL, updated_ms = ?6
+                 lease_fire_ms = NULL, updated_ms = ?6, lease_token = lease_token + 1
              WHERE seq = COALESCE(?7, (SELECT seq FROM jobs WHERE id = ?1))
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
@@ -103,7 +104,8 @@ fn complete_in_tx(
         .prepare_cached(
             "UPDATE jobs SET state = ?3, fire_ms = NULL, runs = runs + ?4,
                  skipped = skipped + ?5, lease_owner = NULL, lease_fire_ms = NULL,
-                 updated_ms = ?6, attempt = COALESCE(?8, attempt)
+                 updated_ms = ?6, attempt = COALESCE(?8, attempt),
+                 lease_token = lease_token + 1
              WHERE seq = COALESCE(?7, (SELECT seq FROM jobs WHERE id = ?1))
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
