@@ -174,7 +174,7 @@ pub struct Connections {
 pub enum ConnectionRefused {
     #[error("no connection named {0:?} is available to this namespace")]
     Unavailable(String),
-    #[error("the connection {name:?} is a {kind} connection; a {target} target needs {needs}")]
+    #[error("the connection {name:?} is of kind {kind}; {target} targets need {needs}")]
     WrongKind {
         name: String,
         kind: &'static str,
