@@ -1,6 +1,7 @@
 """Fixtures: a real node (the ``hourglass`` binary from ``HOURGLASS_BIN``, default
 ``../../target/debug/hourglass`` from the SDK's directory) on a free loopback port, in
-development mode, and a fresh namespace per test so tests never see each other's jobs."""
+development mode, and a fresh namespace per test so tests never see each other's jobs.
+``running_node(config)`` starts another node with a config file of its own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,14 +49,20 @@ class Node:
     log: list[str]
 
 
-@pytest.fixture(scope="session")
-def node() -> Iterator[Node]:
-    """One node for the session (tests use namespaces of their own)."""
+@contextmanager
+def running_node(config: str | None = None) -> Iterator[Node]:
+    """A node on a free loopback port until the block ends; ``config``: the text of a config
+    file (TOML) to start it with."""
     data = tempfile.TemporaryDirectory(prefix="hourglass-pytest-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOURGLASS_")}
     env["HOURGLASS_LOG"] = "warn"
+    args = [str(hourglass_bin()), "serve", "--listen", "127.0.0.1:0", "--data-dir", data.name]
+    if config is not None:
+        config_file = Path(data.name) / "hourglass.toml"
+        config_file.write_text(config)
+        args += ["--config", str(config_file)]
     process = subprocess.Popen(
-        [str(hourglass_bin()), "serve", "--listen", "127.0.0.1:0", "--data-dir", data.name],
+        args,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -74,19 +82,30 @@ def node() -> Iterator[Node]:
             url = match.group(1)
     if url is None:
         process.kill()
+        process.wait()
+        data.cleanup()
         pytest.exit("the node did not start:\n" + "".join(log), returncode=2)
     stdout = process.stdout
     drain = threading.Thread(target=lambda: log.extend(stdout), daemon=True)
     drain.start()
-    yield Node(url, process, log)
-    process.terminate()
     try:
-        process.wait(timeout=15)
+        yield Node(url, process, log)
     finally:
-        if process.poll() is None:
-            process.kill()
-        data.cleanup()
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            data.cleanup()
     assert not any("panicked" in line for line in log), "".join(log)
+
+
+@pytest.fixture(scope="session")
+def node() -> Iterator[Node]:
+    """One node for the session (tests use namespaces of their own)."""
+    with running_node() as started:
+        yield started
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ import type {
   BatchCreated,
   Breaker,
   BreakerList,
+  Connection,
+  ConnectionList,
   DeadLetter,
   DeadLetterList,
   ExtendOptions,
@@ -188,6 +190,15 @@ export class Client {
   async listOpenBreakers(options?: CallOptions): Promise<Breaker[]> {
     const list: BreakerList = await this.#send({ op: "listOpenBreakers", signal: options?.signal });
     return list.breakers;
+  }
+
+  /**
+   * The bus and cloud connections this namespace may name in targets (names and kinds), with
+   * this node's publish counts.
+   */
+  async listConnections(options?: CallOptions): Promise<Connection[]> {
+    const list: ConnectionList = await this.#send({ op: "listConnections", signal: options?.signal });
+    return list.connections;
   }
 
   // Queues

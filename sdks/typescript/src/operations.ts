@@ -25,6 +25,7 @@ export const operations = {
   deleteDeadLetter: { method: "DELETE", path: "/v1/dead-letters/{id}", client: "deleteDeadLetter" },
   replayDeadLetter: { method: "POST", path: "/v1/dead-letters/{id}/replay", client: "replayDeadLetter" },
   listOpenBreakers: { method: "GET", path: "/v1/breakers", client: "listOpenBreakers" },
+  listConnections: { method: "GET", path: "/v1/connections", client: "listConnections" },
   listQueues: { method: "GET", path: "/v1/queues", client: "listQueues" },
   getQueue: { method: "GET", path: "/v1/queues/{name}", client: "getQueue" },
   leaseMessages: { method: "POST", path: "/v1/queues/{name}/lease", client: "lease" },

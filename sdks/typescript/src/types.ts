@@ -30,6 +30,9 @@ export type ReceiptFailureCode = "stale_receipt";
 /** @schema Status.status */
 export type HealthStatus = "ok" | "ready";
 
+/** @schema ConnectionList.connections[].kind */
+export type ConnectionKind = "aws" | "eventbridge" | "sqs" | "sns" | "lambda" | "nats" | "redis" | "amqp";
+
 /**
  * The node's error codes when this package was made. `ApiError.code` is a `string`: a newer
  * node may send one that is not listed here.
@@ -75,6 +78,7 @@ export type ErrorCode =
   | "schedule_never_fires"
   | "store_unavailable"
   | "unauthorized"
+  | "unknown_connection"
   | "unknown_field"
   | "unknown_timezone"
   | "unsupported_media_type";
@@ -135,8 +139,97 @@ export interface Webhook {
   rate_limit?: number;
 }
 
-/** Where occurrences go: a webhook, or a pull queue. @schema Target */
-export type Target = { webhook: Webhook; queue?: never } | { queue: string; webhook?: never };
+// The bus and cloud targets. Each names a connection the node's operator configured
+// (`[connections.NAME]` in its config file) for this namespace; `listConnections()` lists them.
+
+/**
+ * PutEvents to an EventBridge bus (a name or ARN): the payload, a JSON object, is the event's
+ * `detail`; the occurrence's facts are in its `resources`.
+ *
+ * @schema EventBridgeTarget
+ */
+export interface EventBridgeTarget {
+  connection: string;
+  bus: string;
+  source: string;
+  detail_type: string;
+}
+
+/** A message to an SQS queue: the body is the payload. @schema SqsTarget */
+export interface SqsTarget {
+  connection: string;
+  queue_url: string;
+  /** FIFO queues only: the message group (default: the job id). */
+  group_id?: string;
+}
+
+/** A message published to an SNS topic: the message is the payload. @schema SnsTarget */
+export interface SnsTarget {
+  connection: string;
+  topic_arn: string;
+  /** FIFO topics only: the message group (default: the job id). */
+  group_id?: string;
+}
+
+/**
+ * An asynchronous invocation of a Lambda function (a name or ARN); the event is
+ * `{ delivery_id, job_id, type, due_at, attempt, payload }`.
+ *
+ * @schema LambdaTarget
+ */
+export interface LambdaTarget {
+  connection: string;
+  function: string;
+}
+
+/** A NATS JetStream publish of the payload (`Nats-Msg-Id`: the delivery id). @schema NatsTarget */
+export interface NatsTarget {
+  connection: string;
+  subject: string;
+}
+
+/** An `XADD` to a Redis stream (fields `payload`, `delivery_id`, `job_id`, ...). @schema RedisStreamTarget */
+export interface RedisStreamTarget {
+  connection: string;
+  stream: string;
+}
+
+/** A persistent, confirmed AMQP 0-9-1 publish. @schema AmqpTarget */
+export interface AmqpTarget {
+  connection: string;
+  /** `""` is the default exchange. */
+  exchange: string;
+  routing_key?: string;
+}
+
+/**
+ * Each kind of target, by its key in a target: a `Target` has exactly one of them.
+ *
+ * @schema Target
+ */
+export interface TargetKinds {
+  webhook: Webhook;
+  /** A pull queue's name. */
+  queue: string;
+  eventbridge: EventBridgeTarget;
+  sqs: SqsTarget;
+  sns: SnsTarget;
+  lambda: LambdaTarget;
+  nats: NatsTarget;
+  redis_stream: RedisStreamTarget;
+  amqp: AmqpTarget;
+}
+
+/** The name of a kind of target: `"webhook"`, `"queue"`, `"nats"`, ... */
+export type TargetKind = keyof TargetKinds;
+
+/**
+ * Where occurrences go: exactly one of a webhook, a pull queue, or a bus or cloud service
+ * through a connection (`{ nats: { connection: "bus", subject: "jobs.reminder" } }`).
+ */
+export type Target = {
+  [K in TargetKind]: { [P in K]: TargetKinds[K] } & { [P in Exclude<TargetKind, K>]?: never };
+}[TargetKind];
 
 /** A webhook target as the node shows it: header values are `<redacted>`. @schema TargetOut.webhook */
 export interface WebhookOut {
@@ -145,10 +238,17 @@ export interface WebhookOut {
   rate_limit?: number;
 }
 
-/** A job's target as the node shows it. @schema TargetOut */
+/** A job's target as the node shows it: one of these is set. @schema TargetOut */
 export interface JobTarget {
   webhook?: WebhookOut;
   queue?: string;
+  eventbridge?: EventBridgeTarget;
+  sqs?: SqsTarget;
+  sns?: SnsTarget;
+  lambda?: LambdaTarget;
+  nats?: NatsTarget;
+  redis_stream?: RedisStreamTarget;
+  amqp?: AmqpTarget;
 }
 
 /** A retry policy; left-out fields take the node's defaults (10 attempts, 1s, 15m). @schema Retry */
@@ -398,6 +498,36 @@ export interface Breaker {
 /** @schema BreakerList */
 export interface BreakerList {
   breakers: Breaker[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connections
+
+/** This node's publishes through a connection since it started. @schema ConnectionList.connections[].published */
+export interface PublishCounts {
+  /** Acknowledged by the service. */
+  delivered: number;
+  /** Failed, to be retried. */
+  retry: number;
+  /** Refused for good (dead-lettered). */
+  rejected: number;
+}
+
+/**
+ * A bus or cloud connection the namespace may use: the name a target's `connection` gives, and
+ * its kind (endpoints and credentials stay in the operator's config file).
+ *
+ * @schema ConnectionList.connections[]
+ */
+export interface Connection {
+  name: string;
+  kind: ConnectionKind;
+  published: PublishCounts;
+}
+
+/** @schema ConnectionList */
+export interface ConnectionList {
+  connections: Connection[];
 }
 
 /** The options of `rotateSigningSecret`. */

@@ -1,12 +1,13 @@
 /**
  * Test fixtures: a real node (the `hourglass` binary from `HOURGLASS_BIN`, default
  * `../../target/debug/hourglass` from the SDK's directory) on a free loopback port, in
- * development mode; a fresh namespace per test; a webhook receiver on 127.0.0.1.
+ * development mode (with a config file of its own when given one); a fresh namespace per test; a
+ * webhook receiver on 127.0.0.1.
  */
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { accessSync, constants, mkdtempSync, rmSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -34,13 +35,24 @@ export interface Node {
   stop(): Promise<void>;
 }
 
+export interface NodeOptions {
+  /** The text of a config file (TOML) to start the node with. */
+  config?: string;
+}
+
 /** Starts a node and resolves with its address once it listens. */
-export async function startNode(): Promise<Node> {
+export async function startNode(options: NodeOptions = {}): Promise<Node> {
   const dataDir = mkdtempSync(join(tmpdir(), "hourglass-node-test-"));
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("HOURGLASS_")) env[k] = v;
   env["HOURGLASS_LOG"] = "warn";
-  const child: ChildProcess = spawn(hourglassBin(), ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir], {
+  const args = ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir];
+  if (options.config !== undefined) {
+    const configFile = join(dataDir, "hourglass.toml");
+    writeFileSync(configFile, options.config);
+    args.push("--config", configFile);
+  }
+  const child: ChildProcess = spawn(hourglassBin(), args, {
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -17,6 +17,8 @@ from ._models import (
     BatchCreated,
     Breaker,
     BreakerList,
+    Connection,
+    ConnectionList,
     DeadLetter,
     DeadLetterList,
     Job,
@@ -366,6 +368,12 @@ class Client(_Base):
     def list_open_breakers(self) -> list[Breaker]:
         return _decode(BreakerList.from_json, self._send(_Request("listOpenBreakers"))).breakers
 
+    def list_connections(self) -> list[Connection]:
+        """The bus and cloud connections this namespace may name in targets (names and kinds),
+        with this node's publish counts."""
+        data = self._send(_Request("listConnections"))
+        return _decode(ConnectionList.from_json, data).connections
+
     # Queues
 
     def list_queues(self) -> list[Queue]:
@@ -576,6 +584,10 @@ class AsyncClient(_Base):
     async def list_open_breakers(self) -> list[Breaker]:
         data = await self._send(_Request("listOpenBreakers"))
         return _decode(BreakerList.from_json, data).breakers
+
+    async def list_connections(self) -> list[Connection]:
+        data = await self._send(_Request("listConnections"))
+        return _decode(ConnectionList.from_json, data).connections
 
     # Queues
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar, Literal, TypeAlias, cast
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 
 JSON: TypeAlias = Any
 """Any JSON value: a payload as ``json.loads`` returns it."""
@@ -26,6 +26,7 @@ MisfirePolicy = Literal["skip", "once", "all"]
 RunOutcome = Literal["delivered", "retry", "dead_letter"]
 ReceiptFailureCode = Literal["stale_receipt"]
 HealthStatus = Literal["ok", "ready"]
+ConnectionKind = Literal["aws", "eventbridge", "sqs", "sns", "lambda", "nats", "redis", "amqp"]
 ErrorCode = Literal[
     "body_timeout",
     "body_too_large",
@@ -65,6 +66,7 @@ ErrorCode = Literal[
     "schedule_never_fires",
     "store_unavailable",
     "unauthorized",
+    "unknown_connection",
     "unknown_field",
     "unknown_timezone",
     "unsupported_media_type",
@@ -79,6 +81,7 @@ ENUMS: Mapping[str, object] = {
     "Run.outcome": RunOutcome,
     "ReceiptResults.failed[].code": ReceiptFailureCode,
     "Status.status": HealthStatus,
+    "ConnectionList.connections[].kind": ConnectionKind,
 }
 """Which OpenAPI enum each ``Literal`` above mirrors (for the OpenAPI check)."""
 
@@ -324,17 +327,149 @@ class Webhook:
         return out
 
 
+_C = TypeVar("_C", bound="_ConnectionTarget")
+
+
+@dataclass(frozen=True)
+class _ConnectionTarget:
+    """The field every bus and cloud target has: ``connection`` names one the node's operator
+    configured (``[connections.NAME]`` in its config file) for this namespace;
+    ``Client.list_connections()`` lists them."""
+
+    connection: str
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls: type[_C], data: Mapping[str, Any]) -> _C:
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            required = f.default is MISSING
+            values[f.name] = str(data[f.name]) if required else _opt_str(data.get(f.name))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class EventBridgeTarget(_ConnectionTarget):
+    """PutEvents to an EventBridge bus (a name or ARN): the payload, a JSON object, is the
+    event's ``detail``; the occurrence's facts are in its ``resources``."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("EventBridgeTarget",)
+    bus: str
+    source: str
+    detail_type: str
+
+
+@dataclass(frozen=True)
+class SqsTarget(_ConnectionTarget):
+    """A message to an SQS queue: the body is the payload. ``group_id`` is for FIFO queues
+    (default: the job id)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("SqsTarget",)
+    queue_url: str
+    group_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SnsTarget(_ConnectionTarget):
+    """A message published to an SNS topic: the message is the payload. ``group_id`` is for
+    FIFO topics (default: the job id)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("SnsTarget",)
+    topic_arn: str
+    group_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LambdaTarget(_ConnectionTarget):
+    """An asynchronous invocation of a Lambda function (a name or ARN); the event is
+    ``{"delivery_id", "job_id", "type", "due_at", "attempt", "payload"}``."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("LambdaTarget",)
+    function: str
+
+
+@dataclass(frozen=True)
+class NatsTarget(_ConnectionTarget):
+    """A NATS JetStream publish of the payload on ``subject`` (``Nats-Msg-Id``: the delivery
+    id)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("NatsTarget",)
+    subject: str
+
+
+@dataclass(frozen=True)
+class RedisStreamTarget(_ConnectionTarget):
+    """An ``XADD`` to a Redis stream, with fields ``payload``, ``delivery_id``, ``job_id``,
+    ``due_at``, ``attempt`` and ``job_type``."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("RedisStreamTarget",)
+    stream: str
+
+
+@dataclass(frozen=True)
+class AmqpTarget(_ConnectionTarget):
+    """A persistent, confirmed AMQP 0-9-1 publish to ``exchange`` (``""``: the default
+    exchange) with ``routing_key``."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AmqpTarget",)
+    exchange: str
+    routing_key: str | None = None
+
+
+ConnectionTarget: TypeAlias = (
+    EventBridgeTarget
+    | SqsTarget
+    | SnsTarget
+    | LambdaTarget
+    | NatsTarget
+    | RedisStreamTarget
+    | AmqpTarget
+)
+"""A target published through one of the operator's connections."""
+
+
+def _target_kind(target: Target | JobTarget) -> str | None:
+    """The API's name of the kind a target has (the field ``lambda_`` is ``lambda``)."""
+    for f in fields(target):
+        if getattr(target, f.name) is not None:
+            return f.name.rstrip("_")
+    return None
+
+
 @dataclass(frozen=True)
 class Target:
-    """Where occurrences go: exactly one of a webhook or a pull queue."""
+    """Where occurrences go: exactly one of a webhook, a pull queue, or a bus or cloud service
+    through a connection the operator configured (``Target.to_nats("bus", "jobs.reminder")``).
+    The field ``lambda_`` is the API's ``lambda`` (a Python keyword)."""
 
     __schema__: ClassVar[tuple[str, ...]] = ("Target",)
     webhook: Webhook | None = None
     queue: str | None = None
+    eventbridge: EventBridgeTarget | None = None
+    sqs: SqsTarget | None = None
+    sns: SnsTarget | None = None
+    lambda_: LambdaTarget | None = None
+    nats: NatsTarget | None = None
+    redis_stream: RedisStreamTarget | None = None
+    amqp: AmqpTarget | None = None
 
     def __post_init__(self) -> None:
-        if (self.webhook is None) == (self.queue is None):
-            raise ValueError("a target is exactly one of webhook or queue")
+        chosen = [f.name for f in fields(self) if getattr(self, f.name) is not None]
+        if len(chosen) != 1:
+            kinds = ", ".join(f.name for f in fields(self))
+            raise ValueError(f"a target is exactly one of {kinds}; got {chosen or 'none'}")
+
+    @property
+    def kind(self) -> str:
+        """The API's name of this target's kind: ``webhook``, ``queue``, ``nats``, ..."""
+        return _target_kind(self) or ""
 
     @classmethod
     def to_webhook(
@@ -346,10 +481,40 @@ class Target:
     def to_queue(cls, name: str) -> Target:
         return cls(queue=name)
 
+    @classmethod
+    def to_eventbridge(cls, connection: str, bus: str, source: str, detail_type: str) -> Target:
+        return cls(eventbridge=EventBridgeTarget(connection, bus, source, detail_type))
+
+    @classmethod
+    def to_sqs(cls, connection: str, queue_url: str, group_id: str | None = None) -> Target:
+        return cls(sqs=SqsTarget(connection, queue_url, group_id))
+
+    @classmethod
+    def to_sns(cls, connection: str, topic_arn: str, group_id: str | None = None) -> Target:
+        return cls(sns=SnsTarget(connection, topic_arn, group_id))
+
+    @classmethod
+    def to_lambda(cls, connection: str, function: str) -> Target:
+        return cls(lambda_=LambdaTarget(connection, function))
+
+    @classmethod
+    def to_nats(cls, connection: str, subject: str) -> Target:
+        return cls(nats=NatsTarget(connection, subject))
+
+    @classmethod
+    def to_redis_stream(cls, connection: str, stream: str) -> Target:
+        return cls(redis_stream=RedisStreamTarget(connection, stream))
+
+    @classmethod
+    def to_amqp(cls, connection: str, exchange: str, routing_key: str | None = None) -> Target:
+        return cls(amqp=AmqpTarget(connection, exchange, routing_key))
+
     def to_json(self) -> dict[str, Any]:
-        if self.webhook is not None:
-            return {"webhook": self.webhook.to_json()}
-        return {"queue": self.queue}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                return {f.name.rstrip("_"): value if isinstance(value, str) else value.to_json()}
+        raise ValueError("a target without a kind")
 
 
 @dataclass(frozen=True)
@@ -362,13 +527,30 @@ class WebhookOut:
     rate_limit: int | None = None
 
 
+def _opt_target(cls: type[_C], value: Any) -> _C | None:
+    return cls.from_json(value) if isinstance(value, Mapping) else None
+
+
 @dataclass(frozen=True)
 class JobTarget:
-    """A job's target as the node shows it."""
+    """A job's target as the node shows it: one field is set (none for a kind this package
+    does not know yet). The field ``lambda_`` is the API's ``lambda``."""
 
     __schema__: ClassVar[tuple[str, ...]] = ("TargetOut",)
     webhook: WebhookOut | None = None
     queue: str | None = None
+    eventbridge: EventBridgeTarget | None = None
+    sqs: SqsTarget | None = None
+    sns: SnsTarget | None = None
+    lambda_: LambdaTarget | None = None
+    nats: NatsTarget | None = None
+    redis_stream: RedisStreamTarget | None = None
+    amqp: AmqpTarget | None = None
+
+    @property
+    def kind(self) -> str | None:
+        """The API's name of this target's kind (``None``: one this package does not know)."""
+        return _target_kind(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JobTarget:
@@ -380,7 +562,17 @@ class JobTarget:
                 headers={str(k): str(v) for k, v in (hook.get("headers") or {}).items()},
                 rate_limit=_opt_int(hook.get("rate_limit")),
             )
-        return cls(webhook=webhook, queue=_opt_str(data.get("queue")))
+        return cls(
+            webhook=webhook,
+            queue=_opt_str(data.get("queue")),
+            eventbridge=_opt_target(EventBridgeTarget, data.get("eventbridge")),
+            sqs=_opt_target(SqsTarget, data.get("sqs")),
+            sns=_opt_target(SnsTarget, data.get("sns")),
+            lambda_=_opt_target(LambdaTarget, data.get("lambda")),
+            nats=_opt_target(NatsTarget, data.get("nats")),
+            redis_stream=_opt_target(RedisStreamTarget, data.get("redis_stream")),
+            amqp=_opt_target(AmqpTarget, data.get("amqp")),
+        )
 
 
 @dataclass(frozen=True)
@@ -879,6 +1071,57 @@ class BreakerList:
                 for b in data["breakers"]
             ]
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Connections
+
+
+@dataclass(frozen=True)
+class PublishCounts:
+    """This node's publishes through a connection since it started: acknowledged, failed and
+    to be retried, refused for good (dead-lettered)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("ConnectionList.connections[].published",)
+    delivered: int
+    retry: int
+    rejected: int
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A bus or cloud connection the namespace may use: its name (what a target's
+    ``connection`` names) and kind. Endpoints and credentials stay in the operator's config."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("ConnectionList.connections[]",)
+    name: str
+    kind: ConnectionKind
+    published: PublishCounts
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Connection:
+        published = data["published"]
+        return cls(
+            name=str(data["name"]),
+            kind=data["kind"],
+            published=PublishCounts(
+                delivered=int(published["delivered"]),
+                retry=int(published["retry"]),
+                rejected=int(published["rejected"]),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class ConnectionList:
+    """The namespace's connections (``Client.list_connections`` returns its ``connections``)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("ConnectionList",)
+    connections: list[Connection]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConnectionList:
+        return cls([Connection.from_json(c) for c in data["connections"]])
 
 
 def jobs_json(jobs: Sequence[NewJob]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ OPERATIONS = _ops(
     ("deleteDeadLetter", "DELETE", "/v1/dead-letters/{id}", "delete_dead_letter"),
     ("replayDeadLetter", "POST", "/v1/dead-letters/{id}/replay", "replay_dead_letter"),
     ("listOpenBreakers", "GET", "/v1/breakers", "list_open_breakers"),
+    ("listConnections", "GET", "/v1/connections", "list_connections"),
     ("listQueues", "GET", "/v1/queues", "list_queues"),
     ("getQueue", "GET", "/v1/queues/{name}", "get_queue"),
     ("leaseMessages", "POST", "/v1/queues/{name}/lease", "lease"),
