@@ -67,6 +67,11 @@ pub struct EngineConfig {
     /// More wait for one of that destination's deliveries to end while others go ahead, so a
     /// receiver that hangs holds at most this many of the `delivery_concurrency` slots.
     pub destination_concurrency: usize,
+    /// `destination_concurrency` for bus and cloud targets (a connection with its queue, topic,
+    /// subject, stream or exchange). Their servers are the operator's, answer in about a
+    /// millisecond and pipeline, so at 64 in flight one subject tops out near 50,000 publishes a
+    /// second; a stalled one still holds at most this many slots, for at most the delivery timeout.
+    pub connection_concurrency: usize,
     /// `destination_concurrency` for namespaces the operator gave one of their own.
     pub destination_concurrency_by_namespace: std::collections::HashMap<String, usize>,
     /// Consecutive failed deliveries to one namespace's destination (no answer, a timeout, a
@@ -97,6 +102,7 @@ impl Default for EngineConfig {
             max_in_flight: 20_000,
             delivery_concurrency: 512,
             destination_concurrency: 64,
+            connection_concurrency: 256,
             destination_concurrency_by_namespace: Default::default(),
             breaker_failures: 10,
             breaker_open_for: Duration::from_secs(30),

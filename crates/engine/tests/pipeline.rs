@@ -1152,6 +1152,55 @@ async fn a_hanging_destination_holds_only_its_cap_of_the_slots() {
     );
 }
 
+/// Bus and cloud targets have a cap of their own (`connection_concurrency`): a stalled subject
+/// holds exactly that many slots, not the webhooks' `destination_concurrency`.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_connection_target_holds_the_connection_cap() {
+    let rig = rig_with(EngineConfig {
+        delivery_concurrency: 8,
+        destination_concurrency: 2,
+        connection_concurrency: 3,
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let stalled: Vec<NewJob> = (0..20)
+        .map(|_| {
+            let mut job = job("hang", Schedule::at(due), due, now);
+            job.spec.target = hourglass_core::Target::Nats(hourglass_core::NatsTarget {
+                connection: "bus".into(),
+                subject: "jobs.stalled".into(),
+            });
+            job
+        })
+        .collect();
+    let healthy_due = due + SignedDuration::from_millis(1);
+    let healthy: Vec<NewJob> = (0..10)
+        .map(|_| {
+            to(
+                "https://fast.example:8443/hook",
+                job("ok", Schedule::at(healthy_due), healthy_due, now),
+            )
+        })
+        .collect();
+    let healthy_ids: std::collections::HashSet<_> = healthy.iter().map(|j| j.id).collect();
+    rig.add(stalled).await;
+    rig.add(healthy).await;
+    rig.run_until(|s| s.iter().filter(|s| healthy_ids.contains(&s.job_id)).count() == 10)
+        .await;
+    let started = rig
+        .seen()
+        .iter()
+        .filter(|s| !healthy_ids.contains(&s.job_id))
+        .count();
+    assert_eq!(
+        started, 3,
+        "the stalled subject holds exactly the connection cap"
+    );
+    assert_eq!(rig.metrics.destination_waiting.get(), 17);
+    rig.engine.shutdown().await;
+}
+
 fn in_namespace(namespace: &str, mut job: NewJob) -> NewJob {
     job.namespace = namespace.into();
     job

@@ -183,6 +183,8 @@ struct FileConfig {
     delivery_concurrency: Option<usize>,
     /// Deliveries running at once to one destination (scheme, host and port).
     destination_concurrency: Option<usize>,
+    /// Publishes running at once from one namespace to one bus or cloud destination.
+    connection_concurrency: Option<usize>,
     /// Consecutive failed deliveries to a destination that open its breaker; 0 turns them off.
     breaker_failures: Option<u32>,
     /// How long an open breaker holds deliveries back before a probe, e.g. "30s".
@@ -386,6 +388,12 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             bail!("config destination_concurrency must be at least 1");
         }
         engine.destination_concurrency = n;
+    }
+    if let Some(n) = file.connection_concurrency {
+        if n == 0 {
+            bail!("config connection_concurrency must be at least 1");
+        }
+        engine.connection_concurrency = n;
     }
     if let Some(n) = file.max_in_flight {
         if n == 0 {

@@ -199,13 +199,20 @@ impl Stage for Dispatcher {
     }
 }
 
-/// The cap on the occurrence's namespace's deliveries to one destination.
+/// The cap on the occurrence's namespace's deliveries to one destination: the namespace's own
+/// when the operator gave it one, else `connection_concurrency` for bus and cloud targets and
+/// `destination_concurrency` for webhooks.
 fn destination_cap(ctx: &Context, occ: &Occurrence) -> usize {
+    let default = if occ.spec.target.connection().is_some() {
+        ctx.config.connection_concurrency
+    } else {
+        ctx.config.destination_concurrency
+    };
     ctx.config
         .destination_concurrency_by_namespace
         .get(&*occ.namespace)
         .copied()
-        .unwrap_or(ctx.config.destination_concurrency)
+        .unwrap_or(default)
 }
 
 /// Where an occurrence goes: its namespace and destination, the key of its destination slots and

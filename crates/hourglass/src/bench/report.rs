@@ -148,10 +148,12 @@ impl Report {
 
     /// What a lateness figure measures, from due time to where.
     fn lateness_definition(&self) -> &'static str {
-        if self.queue.is_some() {
-            "due → leased (lease answer received by a worker)"
-        } else {
-            "due → received by the webhook receiver"
+        match self.target {
+            _ if self.queue.is_some() => "due → leased (lease answer received by a worker)",
+            "nats" => "due → seen by a core NATS subscriber on the subject",
+            "redis" => "due → returned by XREAD BLOCK",
+            "sqs" => "due → the message's SentTimestamp (accepted by the queue)",
+            _ => "due → received by the webhook receiver",
         }
     }
 }
