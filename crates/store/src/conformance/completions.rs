@@ -49,14 +49,14 @@ pub async fn a_completion_ends_its_claim(store: Arc<dyn Store>) {
             },
         )
     };
-    let first: Vec<_> = claimed.iter().map(|occ| retry(occ)).collect();
+    let first: Vec<_> = claimed.iter().map(retry).collect();
     assert_eq!(
         store.complete(first, base + ms(2)).await.unwrap(),
         vec![Applied::Yes, Applied::Yes]
     );
     // The same tokens again: a retry counted twice, and a delivery of a message already
     // handed back.
-    let again: Vec<_> = claimed.iter().map(|occ| retry(occ)).collect();
+    let again: Vec<_> = claimed.iter().map(retry).collect();
     assert_eq!(
         store.complete(again, base + ms(3)).await.unwrap(),
         vec![Applied::StaleLease, Applied::StaleLease]
