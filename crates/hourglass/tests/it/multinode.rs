@@ -253,6 +253,11 @@ async fn kill_and_pause(run: Run) {
         survivors[0].delivered(),
         survivors[1].delivered(),
     ];
+    let claimed = [
+        killed_metrics.claimed(),
+        survivors[0].claimed(),
+        survivors[1].claimed(),
+    ];
 
     // Fencing: every occurrence has exactly one `delivered` run, duplicates included. The runs
     // endpoint is asked for every job delivered more than once and a sample of the others.
@@ -356,6 +361,10 @@ async fn kill_and_pause(run: Run) {
         delivered[0], delivered[1], delivered[2]
     );
     println!(
+        "claimed per node (hourglass_claimed_occurrences_total): node-0 {} (until the kill), node-1 {}, node-2 {}",
+        claimed[0], claimed[1], claimed[2]
+    );
+    println!(
         "stale completions refused (hourglass_stale_completions_total): node-1 (paused) {}, node-2 {}",
         survivors[0].stale_completions(),
         survivors[1].stale_completions()
@@ -414,10 +423,13 @@ async fn kill_and_pause(run: Run) {
         sql_wrong == 0 && sql_jobs == run.jobs as i64,
         "{sql_wrong} of {sql_jobs} jobs in the database do not have exactly one run, `delivered`"
     );
-    for (name, count) in [("node-1", delivered[1]), ("node-2", delivered[2])] {
+    // Spread is judged by claims, not deliveries: node-1 is stopped for a third of the run and
+    // the claims it held are delivered by node-2, so its deliveries measure the pause (64 of
+    // 1,500 in one loaded CI run) rather than whether the nodes share the work.
+    for (name, count) in [("node-1", claimed[1]), ("node-2", claimed[2])] {
         assert!(
             count >= run.jobs as f64 * 0.05,
-            "{name} delivered only {count} of {}: work does not spread over the nodes",
+            "{name} claimed only {count} of {}: work does not spread over the nodes",
             run.jobs
         );
     }

@@ -66,6 +66,7 @@ async fn sdk(endpoint: &str) -> SdkConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eventbridge_events_reach_the_rules_queue_at_their_due_times() {
+    let _heavy = one_heavy_test_at_a_time().await;
     let moto = server("HOURGLASS_TEST_MOTO_URL");
     let sdk = sdk(&moto).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);

@@ -322,6 +322,11 @@ impl Metrics {
         )
     }
 
+    /// Occurrences this node claimed from the store (a claim taken over later counts too).
+    pub fn claimed(&self) -> f64 {
+        self.sum("hourglass_claimed_occurrences_total", &[])
+    }
+
     pub fn stale_completions(&self) -> f64 {
         self.sum("hourglass_stale_completions_total", &[])
     }
