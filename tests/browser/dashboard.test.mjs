@@ -233,7 +233,7 @@ step("job list, upcoming timeline and pagination", async () => {
   assert.equal(rows, 50, "the first page holds 50 jobs");
   // Ids are told apart by their random tail (their first characters are a shared time prefix),
   // and a keyed job by its key.
-  const labels = await page.$$eval('[data-testid="job-row"] td:first-child a', (links) => links.map((a) => a.textContent));
+  const labels = await page.$$eval('[data-testid="job-row"] td a.mono', (links) => links.map((a) => a.textContent));
   assert.equal(new Set(labels).size, labels.length, `distinct row labels: ${labels.join(" ")}`);
   assert.ok(labels.includes("nightly-report"), "the keyed job shows its key");
   assert.equal(await testid("next-page").isEnabled(), true);
@@ -301,6 +301,24 @@ step("job page: runs of a completed job", async () => {
   await ready("job");
   assert.equal(await testid("job-detail-type").textContent(), XSS_TYPE);
   await shot("06-job-untrusted-text");
+  await noInjection();
+});
+
+step("job page: a failed job lists its dead letter; times show the job's zone", async () => {
+  await page.goto(`${BASE}/#/jobs/${seeded.failed.id}`);
+  await ready("job");
+  const section = testid("job-dead-letters");
+  await section.waitFor();
+  assert.equal(await section.getByTestId("dead-letter-row").count(), 1);
+  assert.match(await section.textContent(), /410/);
+  // The Berlin cron job, viewed from UTC: each fire time also in Berlin's zone.
+  await page.goto(`${BASE}/#/jobs/${seeded.cron.id}`);
+  await ready("job");
+  assert.match(await testid("times-zone").textContent(), /UTC.*Europe\/Berlin/);
+  const berlin = await testid("fire-time-job-zone").first().textContent();
+  assert.match(berlin, /:30/, berlin);
+  assert.match(berlin, /GMT\+[12]|CET|CEST/, berlin);
+  await shot("12-job-zones");
   await noInjection();
 });
 
@@ -422,6 +440,81 @@ step("overview: a bus connection shows what it published; a job page names its t
   await page.goto(`${BASE}/#/jobs/${job.id}`);
   await ready("job");
   assert.equal(await testid("job-detail-target").textContent(), "redis_stream via streams: stream jobs");
+  await noInjection();
+});
+
+step("overview: jobs by state; jobs: bulk pause and cancel; dead letters: replay all", async () => {
+  await testid("nav-overview").click();
+  await ready("overview");
+  await page.waitForFunction(
+    () => Number((document.querySelector('[data-testid="state-count-active"] .stat-value')?.textContent || "").replace(/\D/g, "")) > 0,
+  );
+  const paused = await testid("state-count-paused").locator(".stat-value").textContent();
+  assert.notEqual(paused.trim(), "—");
+
+  // Two of the bulk items, paused then cancelled from the list.
+  await testid("nav-jobs").click();
+  await ready("jobs");
+  const boxes = page.locator('[data-testid="job-table"] [data-testid="select-job"]');
+  const ids = [await boxes.nth(0).getAttribute("value"), await boxes.nth(1).getAttribute("value")];
+  await boxes.nth(0).check();
+  await boxes.nth(1).check();
+  await testid("bulk-pause").click();
+  await until("both jobs paused", async () => {
+    const jobs = await Promise.all(ids.map((id) => api("GET", `/v1/jobs/${id}`)));
+    return jobs.every((j) => j.state === "paused");
+  });
+  await ready("jobs");
+  page.once("dialog", (dialog) => dialog.accept());
+  for (const id of ids) await page.locator(`[data-testid="job-table"] [data-testid="select-job"][value="${id}"]`).check();
+  await testid("bulk-cancel").click();
+  await until("both jobs cancelled", async () => {
+    const jobs = await Promise.all(ids.map((id) => api("GET", `/v1/jobs/${id}`)));
+    return jobs.every((j) => j.state === "cancelled");
+  });
+  await shot("13-bulk-cancelled");
+
+  // Two more failures, replayed at once.
+  const failing = await Promise.all(
+    [1, 2].map((n) =>
+      create({
+        type: "licence.expire",
+        schedule: { after: "100ms" },
+        target: { webhook: { url: `${HOOK}/gone` } },
+        retry: { max_attempts: 1 },
+        payload: { licence: `L-${n}` },
+      }),
+    ),
+  );
+  const letters = await until("two dead letters", async () => {
+    const page = await api("GET", "/v1/dead-letters");
+    const found = page.dead_letters.filter((d) => failing.some((job) => job.id === d.job_id));
+    return found.length === 2 && found;
+  });
+  await testid("nav-dead-letters").click();
+  await ready("dead-letters");
+  page.once("dialog", (dialog) => dialog.accept());
+  await testid("replay-all").click();
+  await page.waitForFunction(() => /Replayed \d+ dead letters/.test(document.querySelector('[data-testid="status"]')?.textContent || ""));
+  // Each letter became a new job (its receiver still answers 410, so each fails again, as a new
+  // dead letter with a new id): the replayed ones are gone.
+  const left = await api("GET", "/v1/dead-letters?limit=1000");
+  assert.equal(left.dead_letters.filter((d) => letters.some((l) => l.id === d.id)).length, 0);
+  await noInjection();
+});
+
+step("job page: a job in backoff says it is retrying, why, and when", async () => {
+  // The breaker step left partner.sync jobs failing against a 503 receiver.
+  const { jobs } = await api("GET", "/v1/jobs?type=partner.sync&limit=50");
+  const retrying = jobs.find((j) => j.next_attempt_at && j.attempt >= 1);
+  assert.ok(retrying, `a partner.sync job waiting to retry: ${JSON.stringify(jobs.map((j) => [j.attempt, j.next_attempt_at]))}`);
+  await page.goto(`${BASE}/#/jobs/${retrying.id}`);
+  await ready("job");
+  const text = await testid("job-detail-retrying").textContent();
+  assert.match(text, /attempt \d+ failed/);
+  assert.match(text, /503|refused|connect/i, text);
+  assert.equal(await page.locator("main").evaluate((m) => /(^|\n)null(\n|$)/.test(m.innerText)), false, "no stray null");
+  await shot("14-job-retrying");
   await noInjection();
 });
 

@@ -141,6 +141,20 @@ function fmtTime(iso) {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
 }
 
+// The viewer's zone, as the browser names it ("Europe/Berlin").
+const VIEWER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+
+// An instant in an IANA zone, with the zone's abbreviation or offset ("09:30 CET").
+function fmtTimeIn(iso, zone) {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  try {
+    return d.toLocaleString(undefined, { timeZone: zone, timeZoneName: "short" });
+  } catch {
+    return fmtTime(iso);
+  }
+}
+
 function fmtRelative(iso) {
   if (!iso) return "";
   const ms = new Date(iso).getTime() - Date.now();
@@ -244,6 +258,8 @@ function parseMetrics(text) {
   return out;
 }
 
+const JOB_STATES = ["active", "paused", "completed", "failed", "cancelled"];
+
 function summarize(series) {
   const sum = (name, filter = () => true) =>
     series.filter((s) => s.name === name && filter(s.labels)).reduce((a, s) => a + s.value, 0);
@@ -271,6 +287,9 @@ function summarize(series) {
     timerQueue: sum("hourglass_timer_queue"),
     backlog: sum("hourglass_due_backlog"),
     backlogAgeMs: sum("hourglass_due_backlog_age_seconds") * 1000,
+    jobsByState: Object.fromEntries(
+      JOB_STATES.map((state) => [state, sum("hourglass_jobs", (l) => l.state === state)]),
+    ),
     queueAvailable: sum("hourglass_queue_messages", (l) => l.state === "available"),
     queueInFlight: sum("hourglass_queue_messages", (l) => l.state === "in_flight"),
   };
@@ -475,9 +494,21 @@ function renderOverviewStats() {
       stat("Overall lateness", "stat-lateness-overall", latest && latest.latenessCount > 0 ? `${fmtNumber((latest.latenessSum / latest.latenessCount) * 1000, 1)} ms` : "—", "mean since start"),
     ),
     el(
+      "section",
+      { class: "grid stats", "aria-label": "Jobs by state", "data-testid": "jobs-by-state" },
+      JOB_STATES.map((state) =>
+        el(
+          "a",
+          { class: "card stat", href: `#/jobs?state=${state}`, "data-testid": `state-count-${state}` },
+          el("span", { class: "stat-label" }, `Jobs ${state}`),
+          el("span", { class: "stat-value" }, n(latest && latest.jobsByState[state])),
+        ),
+      ),
+    ),
+    el(
       "p",
       { class: "muted small" },
-      `Sampled from /metrics every ${SAMPLE_EVERY_MS / 1000} s in this tab; charts show the last ${SAMPLE_WINDOW_MS / 60000} minutes (${series.length} intervals). Counters are node-wide.`,
+      `Jobs by state count the whole store (every namespace), read at most every 10 s. Sampled from /metrics every ${SAMPLE_EVERY_MS / 1000} s in this tab; charts show the last ${SAMPLE_WINDOW_MS / 60000} minutes (${series.length} intervals). Counters are node-wide.`,
     ),
   );
 }
@@ -610,10 +641,17 @@ function filterForm(params) {
   return form;
 }
 
-function jobRow(job) {
+function jobRow(job, selectable) {
   return el(
     "tr",
     { "data-testid": "job-row", "data-id": job.id },
+    selectable
+      ? el(
+          "td",
+          {},
+          el("input", { type: "checkbox", class: "select-job", "data-testid": "select-job", value: job.id, "aria-label": `Select job ${job.key || job.id}` }),
+        )
+      : null,
     el(
       "td",
       {},
@@ -628,7 +666,7 @@ function jobRow(job) {
   );
 }
 
-function jobTable(jobs, testid) {
+function jobTable(jobs, testid, selectable = false) {
   if (!jobs.length) return el("p", { class: "muted", "data-testid": `${testid}-empty` }, "No jobs match.");
   return el(
     "table",
@@ -639,10 +677,12 @@ function jobTable(jobs, testid) {
       el(
         "tr",
         {},
-        ["Job", "Type", "State", "Schedule", "Next due", "Runs"].map((h) => el("th", { scope: "col" }, h)),
+        [selectable ? "" : null, "Job", "Type", "State", "Schedule", "Next due", "Runs"]
+          .filter((h) => h !== null)
+          .map((h) => el("th", { scope: "col" }, h)),
       ),
     ),
-    el("tbody", {}, jobs.map(jobRow)),
+    el("tbody", {}, jobs.map((job) => jobRow(job, selectable))),
   );
 }
 
@@ -723,7 +763,40 @@ async function renderJobs(params) {
     limit: PAGE_SIZE,
   };
   const [upcoming, first] = await Promise.all([renderUpcoming(), api("GET", `/v1/jobs${query(filters)}`)]);
-  const tableBox = el("div", { id: "job-table" }, jobTable(first.jobs, "job-table"));
+  const tableBox = el("div", { id: "job-table" }, jobTable(first.jobs, "job-table", true));
+  // Bulk actions on the checked rows of this page: one request per job, the failures listed.
+  const bulk = (name, label, method, suffix) => {
+    const button = el("button", { type: "button", class: name === "cancel" ? "danger" : undefined, "data-testid": `bulk-${name}` }, label);
+    button.addEventListener("click", async () => {
+      const ids = [...tableBox.querySelectorAll("input.select-job:checked")].map((c) => c.value);
+      if (!ids.length) {
+        setStatus("Select jobs first.");
+        return;
+      }
+      if (name === "cancel" && !window.confirm(`Cancel ${ids.length} jobs? They will not fire again.`)) return;
+      button.disabled = true;
+      const failed = [];
+      for (const id of ids) {
+        try {
+          await api(method, `/v1/jobs/${encodeURIComponent(id)}${suffix}`);
+        } catch (err) {
+          failed.push(`${shortId(id)}: ${err.message}`);
+        }
+      }
+      button.disabled = false;
+      await render();
+      if (failed.length) showError(new Error(`${label}: ${ids.length - failed.length} done; ${failed.length} failed: ${failed.join("; ")}`));
+      else setStatus(`${label}: ${ids.length} jobs.`);
+    });
+    return button;
+  };
+  const bulkBar = el(
+    "div",
+    { class: "actions", role: "group", "aria-label": "Bulk actions on the selected jobs" },
+    bulk("pause", "Pause selected", "POST", "/pause"),
+    bulk("resume", "Resume selected", "POST", "/resume"),
+    bulk("cancel", "Cancel selected", "DELETE", ""),
+  );
   const pageInfo = el("span", { class: "muted small", "data-testid": "page-info" }, `Page 1 · ${first.jobs.length} jobs`);
   let cursor = first.next_cursor;
   let pageNo = 1;
@@ -732,7 +805,7 @@ async function renderJobs(params) {
   const prev = el("button", { type: "button", "data-testid": "prev-page", disabled: true }, "← Previous page");
   const load = async (at) => {
     const page = await api("GET", `/v1/jobs${query({ ...filters, cursor: at })}`);
-    tableBox.replaceChildren(jobTable(page.jobs, "job-table"));
+    tableBox.replaceChildren(jobTable(page.jobs, "job-table", true));
     pageInfo.textContent = `Page ${pageNo} · ${page.jobs.length} jobs`;
     cursor = page.next_cursor;
     next.disabled = !cursor;
@@ -756,6 +829,7 @@ async function renderJobs(params) {
       { class: "card", "aria-labelledby": "jobs-title" },
       el("h2", { id: "jobs-title" }, "All jobs"),
       filterForm(params),
+      bulkBar,
       tableBox,
       el("div", { class: "pager" }, prev, pageInfo, next),
     ),
@@ -806,9 +880,24 @@ function runsTable(runs) {
   );
 }
 
+// Why the last failed attempt failed: its error, else the status the target answered.
+function failureText(run) {
+  if (!run) return "";
+  if (run.error) return `: ${run.error}`;
+  if (run.status_code != null) return `: answered ${run.status_code}`;
+  return "";
+}
+
 async function renderJob(id) {
   const path = `/v1/jobs/${encodeURIComponent(id)}`;
-  const [job, runs] = await Promise.all([api("GET", path), api("GET", `${path}/runs${query({ limit: 100 })}`)]);
+  const [job, runs, letters] = await Promise.all([
+    api("GET", path),
+    api("GET", `${path}/runs${query({ limit: 100 })}`),
+    api("GET", `/v1/dead-letters${query({ limit: 1000 })}`),
+  ]);
+  const ownLetters = letters.dead_letters.filter((d) => d.job_id === job.id);
+  const lastFailure = runs.runs.find((r) => r.outcome !== "delivered");
+  const jobZone = job.schedule && job.schedule.timezone;
 
   let preview;
   if (job.state === "active" || job.state === "paused") {
@@ -868,6 +957,17 @@ async function renderJob(id) {
           ["Namespace", job.namespace, "job-detail-namespace"],
           ["Target", targetText(job.target), "job-detail-target"],
           ["Next due", job.next_due_at ? `${fmtTime(job.next_due_at)} (${fmtRelative(job.next_due_at)})` : "—", "job-detail-next"],
+          job.next_attempt_at
+            ? [
+                "Retrying",
+                el(
+                  "span",
+                  {},
+                  `attempt ${job.attempt} failed${failureText(lastFailure)}; next attempt ${fmtTime(job.next_attempt_at)} (${fmtRelative(job.next_attempt_at)})`,
+                ),
+                "job-detail-retrying",
+              ]
+            : null,
           ["Runs / skipped", `${job.runs} / ${job.skipped}`, "job-detail-runs"],
           ["Retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.initial_backoff}–${job.retry.max_backoff}`, "job-detail-retry"],
           ["Created", fmtTime(job.created_at), "job-detail-created"],
@@ -879,6 +979,13 @@ async function renderJob(id) {
         { class: "card", "aria-labelledby": "schedule-title" },
         el("h2", { id: "schedule-title" }, "Schedule"),
         el("p", { class: "lead", "data-testid": "schedule-description" }, preview.description),
+        el(
+          "p",
+          { class: "muted small", "data-testid": "times-zone" },
+          jobZone && jobZone !== VIEWER_ZONE
+            ? `Times in your zone (${VIEWER_ZONE}), and in the job's (${jobZone}).`
+            : `Times in your zone (${VIEWER_ZONE}).`,
+        ),
         el("pre", { class: "code small" }, JSON.stringify(job.schedule, null, 2)),
         preview.note ? el("p", { class: "muted small", "data-testid": "fire-times-note" }, preview.note) : null,
         preview.times.length
@@ -887,7 +994,18 @@ async function renderJob(id) {
               el(
                 "ol",
                 { class: "fire-times", "data-testid": "fire-times" },
-                preview.times.map((t) => el("li", { "data-testid": "fire-time" }, timeCell(t), " ", el("span", { class: "muted small" }, fmtRelative(t)))),
+                preview.times.map((t) =>
+                  el(
+                    "li",
+                    { "data-testid": "fire-time" },
+                    timeCell(t),
+                    " ",
+                    jobZone && jobZone !== VIEWER_ZONE
+                      ? el("span", { class: "small", "data-testid": "fire-time-job-zone" }, `· ${fmtTimeIn(t, jobZone)} `)
+                      : null,
+                    el("span", { class: "muted small" }, fmtRelative(t)),
+                  ),
+                ),
               ),
             ]
           : null,
@@ -905,15 +1023,28 @@ async function renderJob(id) {
       el("h2", { id: "runs-title" }, `Runs (${runs.runs.length}${runs.runs.length === 100 ? ", newest" : ""})`),
       runsTable(runs.runs),
     ),
-  ];
+    ownLetters.length
+      ? el(
+          "section",
+          { class: "card", "aria-labelledby": "job-letters-title", "data-testid": "job-dead-letters" },
+          el("h2", { id: "job-letters-title" }, `Dead letters (${ownLetters.length})`),
+          deadLetterTable(ownLetters),
+        )
+      : null,
+  ].filter(Boolean);
 }
 
 // Dead letters -------------------------------------------------------------------------------
 
-async function renderDeadLetters(params) {
-  const cursor = params.get("cursor") || undefined;
-  const page = await api("GET", `/v1/dead-letters${query({ limit: PAGE_SIZE, cursor })}`);
-  const rows = page.dead_letters.map((d) => {
+// Rows of dead letters with replay and delete buttons; an emptied table gives way to a note.
+function deadLetterTable(letters) {
+  const empty = () => el("p", { class: "muted", "data-testid": "dead-letters-empty" }, "No dead letters. Nothing failed for good.");
+  const removed = (row) => {
+    const tbody = row.parentElement;
+    row.remove();
+    if (tbody && !tbody.children.length) tbody.closest("table").replaceWith(empty());
+  };
+  const rows = letters.map((d) => {
     const replay = el("button", { type: "button", "data-testid": "replay", "aria-label": `Replay dead letter ${d.id}` }, "Replay");
     const remove = el("button", { type: "button", class: "danger", "data-testid": "delete", "aria-label": `Delete dead letter ${d.id}` }, "Delete");
     const row = el(
@@ -954,32 +1085,52 @@ async function renderDeadLetters(params) {
     });
     return row;
   });
-  const empty = () => el("p", { class: "muted", "data-testid": "dead-letters-empty" }, "No dead letters. Nothing failed for good.");
-  // Called once a row is gone: an emptied table gives way to the empty-state text.
-  const removed = (row) => {
-    const tbody = row.parentElement;
-    row.remove();
-    if (tbody && !tbody.children.length) tbody.closest("table").replaceWith(empty());
-  };
-  const table = rows.length
-    ? el(
-        "table",
-        { "data-testid": "dead-letters-table" },
-        el(
-          "thead",
-          {},
-          el("tr", {}, ["Id", "Job", "Type", "Due", "Attempts", "Reason", ""].map((h) => el("th", { scope: "col" }, h))),
-        ),
-        el("tbody", {}, rows),
-      )
-    : empty();
+  if (!rows.length) return empty();
+  return el(
+    "table",
+    { "data-testid": "dead-letters-table" },
+    el(
+      "thead",
+      {},
+      el("tr", {}, ["Id", "Job", "Type", "Due", "Attempts", "Reason", ""].map((h) => el("th", { scope: "col" }, h))),
+    ),
+    el("tbody", {}, rows),
+  );
+}
+
+async function renderDeadLetters(params) {
+  const cursor = params.get("cursor") || undefined;
+  const page = await api("GET", `/v1/dead-letters${query({ limit: PAGE_SIZE, cursor })}`);
+  const replayAll = el(
+    "button",
+    { type: "button", "data-testid": "replay-all", disabled: !page.dead_letters.length },
+    `Replay all ${page.dead_letters.length} on this page`,
+  );
+  replayAll.addEventListener("click", async () => {
+    if (!window.confirm(`Replay ${page.dead_letters.length} dead letters? Each becomes a new one-off job due now.`)) return;
+    replayAll.disabled = true;
+    let done = 0;
+    const failed = [];
+    for (const d of page.dead_letters) {
+      try {
+        await api("POST", `/v1/dead-letters/${encodeURIComponent(d.id)}/replay`);
+        done += 1;
+      } catch (err) {
+        failed.push(`${d.id}: ${err.message}`);
+      }
+    }
+    await render();
+    if (failed.length) showError(new Error(`Replayed ${done}; ${failed.length} failed: ${failed.join("; ")}`));
+    else setStatus(`Replayed ${done} dead letters.`);
+  });
   return [
     el("h1", {}, "Dead letters"),
     el(
       "section",
       { class: "card" },
       el("p", { class: "muted small" }, "Occurrences whose last delivery attempt failed. Replay creates a new one-off job due now; delete drops the occurrence."),
-      table,
+      el("div", { class: "actions", role: "group", "aria-label": "Bulk actions" }, replayAll),
+      deadLetterTable(page.dead_letters),
       el(
         "div",
         { class: "pager" },
