@@ -21,15 +21,21 @@ if (!BASE) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Webhook receiver: /ok answers 204, /gone answers 410 (permanent: one attempt, then dead letter).
+// Webhook receiver: /ok answers 204, /gone answers 410 with a short JSON reason (permanent: one
+// attempt, then dead letter).
 
 const hits = [];
 const receiver = http.createServer((req, res) => {
   req.resume();
   req.on("end", () => {
     hits.push(req.url);
-    res.statusCode = req.url === "/gone" ? 410 : 204;
-    res.end();
+    if (req.url === "/gone") {
+      res.statusCode = 410;
+      res.end('{"error": "licence unknown"}');
+    } else {
+      res.statusCode = 204;
+      res.end();
+    }
   });
 });
 await new Promise((resolve) => receiver.listen(0, "127.0.0.1", resolve));
@@ -311,6 +317,8 @@ step("job page: a failed job lists its dead letter; times show the job's zone", 
   await section.waitFor();
   assert.equal(await section.getByTestId("dead-letter-row").count(), 1);
   assert.match(await section.textContent(), /410/);
+  // The run keeps what the receiver answered.
+  assert.equal(await testid("run-response").first().textContent(), '{"error": "licence unknown"}');
   // The Berlin cron job, viewed from UTC: each fire time also in Berlin's zone.
   await page.goto(`${BASE}/#/jobs/${seeded.cron.id}`);
   await ready("job");

@@ -63,7 +63,14 @@ pub struct AttemptRecord {
     pub status: Option<u16>,
     /// Why the attempt failed, when it did. Never contains secrets.
     pub error: Option<String>,
+    /// The start of what the target answered to a failed attempt (a webhook's response body, at
+    /// most [`RESPONSE_SNIPPET_BYTES`]), so a failure can be read without the receiver's logs.
+    /// Never request headers or payloads.
+    pub response: Option<String>,
 }
+
+/// The most bytes of a failed attempt's response kept with its run.
+pub const RESPONSE_SNIPPET_BYTES: usize = 1024;
 
 /// What the store must do with a claimed occurrence.
 #[derive(Debug, Clone, PartialEq)]

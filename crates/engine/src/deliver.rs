@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use async_trait::async_trait;
+use hourglass_core::occurrence::RESPONSE_SNIPPET_BYTES;
 use hourglass_core::{Clock, Occurrence, Target};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
@@ -33,6 +34,9 @@ pub struct DeliveryResult {
     pub status: Option<u16>,
     pub latency: Duration,
     pub verdict: Verdict,
+    /// The start of the target's answer to a failed attempt, kept with its run (see
+    /// `AttemptRecord::response`); `None` for a delivered one.
+    pub response: Option<String>,
 }
 
 /// Sends one occurrence to its target.
@@ -100,6 +104,7 @@ impl WebhookDeliverer {
             verdict: Verdict::GiveUp {
                 reason: reason.into(),
             },
+            response: None,
         }
     }
 }
@@ -116,6 +121,7 @@ impl Deliverer for WebhookDeliverer {
                 verdict: Verdict::GiveUp {
                     reason: format!("not a webhook target: {}", occ.spec.target.kind()),
                 },
+                response: None,
             };
         };
         // IP-literal URLs never reach the resolver, so check them here.
@@ -137,6 +143,7 @@ impl Deliverer for WebhookDeliverer {
                         after: None,
                         reason: format!("signing key unavailable: {e}"),
                     },
+                    response: None,
                 };
             }
         };
@@ -186,13 +193,22 @@ impl Deliverer for WebhookDeliverer {
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| parse_retry_after(v, self.clock.now()));
-                // Drain a little of the body so the connection can be reused, without letting a
-                // receiver stall us.
-                let _ = tokio::time::timeout(Duration::from_millis(100), response.bytes()).await;
+                let verdict = classify(status.as_u16(), retry_after);
+                // Read a little of the body, so the connection can be reused and a failure's
+                // answer kept with its run, without letting a receiver stall us or fill memory.
+                let keep = !matches!(verdict, Verdict::Delivered);
+                let mut head = Vec::new();
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(100),
+                    read_head(response, keep, &mut head),
+                )
+                .await;
                 DeliveryResult {
                     status: Some(status.as_u16()),
                     latency,
-                    verdict: classify(status.as_u16(), retry_after),
+                    verdict,
+                    response: (!head.is_empty())
+                        .then(|| String::from_utf8_lossy(&head).into_owned()),
                 }
             }
             Err(e) if forbidden_cause(&e).is_some() => {
@@ -213,8 +229,30 @@ impl Deliverer for WebhookDeliverer {
                         after: None,
                         reason,
                     },
+                    response: None,
                 }
             }
+        }
+    }
+}
+
+/// Most bytes of a response body read to keep its connection alive; past this the connection is
+/// dropped instead of drained (a receiver cannot make the node buffer a large answer).
+const DRAIN_LIMIT: usize = 64 * 1024;
+
+/// Reads the start of a response body: the first [`RESPONSE_SNIPPET_BYTES`] into `head` when
+/// `keep`, and at most [`DRAIN_LIMIT`] bytes in all. The caller bounds it in time, and keeps what
+/// arrived by then.
+async fn read_head(mut response: reqwest::Response, keep: bool, head: &mut Vec<u8>) {
+    let mut read = 0usize;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        if keep && head.len() < RESPONSE_SNIPPET_BYTES {
+            let take = (RESPONSE_SNIPPET_BYTES - head.len()).min(chunk.len());
+            head.extend_from_slice(&chunk[..take]);
+        }
+        read += chunk.len();
+        if read >= DRAIN_LIMIT {
+            break;
         }
     }
 }

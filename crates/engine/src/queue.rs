@@ -374,6 +374,7 @@ impl Queues {
                     status: None,
                     latency: Duration::ZERO,
                     verdict: Verdict::GiveUp { reason },
+                    response: None,
                 },
             ));
         }
@@ -501,6 +502,7 @@ impl Queues {
                         status: None,
                         latency: Duration::from_millis(held_for as u64),
                         verdict: verdict(occ),
+                        response: None,
                     };
                     slots.push(Some(batch.len()));
                     batch.push(settle(

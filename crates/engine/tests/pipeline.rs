@@ -99,6 +99,7 @@ impl Deliverer for FakeDeliverer {
                     after: None,
                     reason: "http 503".into(),
                 },
+                response: None,
             };
         }
         let verdict = match occ.spec.job_type.as_deref() {
@@ -115,6 +116,7 @@ impl Deliverer for FakeDeliverer {
             status: Some(200),
             latency: Duration::from_millis(1),
             verdict,
+            response: None,
         }
     }
 }

@@ -872,7 +872,19 @@ function runsTable(runs) {
           el("td", { class: "num" }, String(r.attempt)),
           el("td", { class: "num", "data-testid": "run-status" }, r.status_code == null ? "—" : String(r.status_code)),
           el("td", { class: "num" }, r.latency_ms == null ? "—" : `${r.latency_ms} ms`),
-          el("td", { class: "error-text" }, r.error || ""),
+          el(
+            "td",
+            { class: "error-text" },
+            r.error || "",
+            r.response
+              ? el(
+                  "details",
+                  {},
+                  el("summary", { class: "small" }, "answer"),
+                  el("pre", { class: "code small", "data-testid": "run-response" }, r.response),
+                )
+              : null,
+          ),
           el("td", {}, el("span", { class: `badge outcome-${r.outcome}`, "data-testid": "run-outcome" }, String(r.outcome))),
         ),
       ),

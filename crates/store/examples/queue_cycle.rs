@@ -87,6 +87,7 @@ async fn main() -> anyhow::Result<()> {
                     latency_ms: 1,
                     status: None,
                     error: None,
+                    response: None,
                 }),
                 action: Action::Delivered {
                     next: None,

@@ -341,6 +341,8 @@ pub struct RunRecord {
     pub latency_ms: u32,
     pub status: Option<u16>,
     pub error: Option<String>,
+    /// The start of what the target answered to a failed attempt (at most 1 KiB).
+    pub response: Option<String>,
     /// `delivered`, `retry`, `dead_letter`.
     pub outcome: String,
 }

@@ -115,6 +115,7 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
             latency_ms: run.attempt.latency_ms,
             status: run.attempt.status,
             error: run.attempt.error.clone(),
+            response: run.attempt.response.clone(),
             outcome: run.outcome.as_str(),
         });
     }
@@ -585,6 +586,7 @@ impl Store for MemoryStore {
                     latency_ms: run.latency_ms,
                     status: run.status,
                     error: run.error.clone(),
+                    response: run.response.clone(),
                     outcome: run.outcome.to_owned(),
                 })
             })

@@ -298,6 +298,7 @@ mod tests {
                 latency_ms: 4,
                 status: Some(500),
                 error: Some("boom".into()),
+                response: None,
             }),
             action,
         }

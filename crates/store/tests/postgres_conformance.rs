@@ -582,6 +582,7 @@ async fn measure_batches() {
                     latency_ms: 1,
                     status: Some(200),
                     error: None,
+                    response: None,
                 }),
                 action: Action::Delivered {
                     next: None,

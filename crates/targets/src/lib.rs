@@ -232,6 +232,7 @@ impl Deliverer for Router {
             status: None,
             latency: started.elapsed(),
             verdict,
+            response: None,
         }
     }
 }

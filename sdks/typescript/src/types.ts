@@ -368,6 +368,8 @@ export interface Run {
   latency_ms: number;
   status_code: number | null;
   error: string | null;
+  /** The start (1 KiB) of what the target answered to a failed attempt. */
+  response: string | null;
   outcome: RunOutcome;
 }
 

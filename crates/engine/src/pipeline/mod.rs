@@ -232,6 +232,7 @@ pub(crate) fn quarantined(
             latency_ms: 0,
             status: None,
             error: Some(format!("{INTERNAL_ERROR}: {message}")),
+            response: None,
         }),
         action: Action::DeadLetter {
             next: None,
@@ -286,6 +287,7 @@ pub(crate) fn settle(
         latency_ms: result.latency.as_millis().min(u32::MAX as u128) as u32,
         status: result.status,
         error,
+        response: result.response.clone(),
     };
     let label = |outcome| crate::metrics::OutcomeLabels {
         target: spec.target.kind(),

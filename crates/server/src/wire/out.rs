@@ -184,6 +184,7 @@ pub fn run_out(r: &RunRecord) -> Value {
         "latency_ms": r.latency_ms,
         "status_code": r.status,
         "error": r.error,
+        "response": r.response,
         "outcome": r.outcome,
     })
 }

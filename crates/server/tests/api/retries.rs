@@ -57,3 +57,67 @@ async fn a_job_in_backoff_shows_its_next_attempt() {
     );
     node.shutdown().await;
 }
+
+/// A failed attempt keeps the start of what the receiver answered: the first 1 KiB of its body,
+/// so the reason for a 500 can be read from the job's runs. A delivered attempt keeps nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_keeps_the_start_of_the_answer() {
+    use axum::http::StatusCode;
+    let answer = format!(
+        "{{\"error\": \"quota exceeded\", \"detail\": \"{}\"}}",
+        "x".repeat(3000)
+    );
+    let body = answer.clone();
+    let app = axum::Router::new()
+        .route(
+            "/fail",
+            axum::routing::post(move || {
+                let body = body.clone();
+                async move { (StatusCode::INTERNAL_SERVER_ERROR, body) }
+            }),
+        )
+        .route("/ok", axum::routing::post(|| async { "fine, and ignored" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let failing = api
+        .create(json!({
+            "schedule": {"after": "1ms"},
+            "target": {"webhook": {"url": format!("http://{addr}/fail")}},
+            "retry": {"max_attempts": 3, "initial_backoff": "1h", "max_backoff": "1h"},
+        }))
+        .await;
+    let fine = api
+        .create(json!({
+            "schedule": {"after": "1ms"},
+            "target": {"webhook": {"url": format!("http://{addr}/ok")}},
+        }))
+        .await;
+    let runs_of = |id: &serde_json::Value| format!("/v1/jobs/{}/runs", id.as_str().unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (failed, delivered) = loop {
+        let (_, failed) = api.call("GET", &runs_of(&failing["id"]), None).await;
+        let (_, delivered) = api.call("GET", &runs_of(&fine["id"]), None).await;
+        if failed["runs"].as_array().is_some_and(|r| !r.is_empty())
+            && delivered["runs"].as_array().is_some_and(|r| !r.is_empty())
+        {
+            break (failed["runs"][0].clone(), delivered["runs"][0].clone());
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no runs recorded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(failed["status_code"], 500, "{failed}");
+    assert_eq!(failed["outcome"], "retry");
+    assert_eq!(failed["response"].as_str().unwrap(), &answer[..1024]);
+    assert_eq!(delivered["outcome"], "delivered");
+    assert_eq!(
+        delivered["response"],
+        serde_json::Value::Null,
+        "{delivered}"
+    );
+    node.shutdown().await;
+}

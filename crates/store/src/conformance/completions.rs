@@ -89,6 +89,51 @@ pub async fn a_completion_ends_its_claim(store: Arc<dyn Store>) {
     );
 }
 
+/// A failed attempt's answer is kept with its run, as given (multi-byte text included), and a
+/// delivered one keeps none.
+pub async fn a_runs_response_is_kept(store: Arc<dyn Store>) {
+    let base = t(T0);
+    create(&*store, vec![one_off("a", base)]).await;
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    let mut failed = done(
+        &occ,
+        Action::Retry {
+            at: base + ms(1_000),
+        },
+    );
+    let answer = "{\"error\": \"quota exceeded für Kunde 42\"}".to_string();
+    if let Some(a) = failed.attempt.as_mut() {
+        a.status = Some(503);
+        a.error = Some("http 503".into());
+        a.response = Some(answer.clone());
+    }
+    assert_eq!(
+        store.complete(vec![failed], base + ms(2)).await.unwrap(),
+        vec![Applied::Yes]
+    );
+    let again = claim(&*store, ClaimScope::Fired, base + ms(1_000), 10, "n1")
+        .await
+        .remove(0);
+    assert_eq!(
+        store
+            .complete(vec![delivered(&again)], base + ms(1_001))
+            .await
+            .unwrap(),
+        vec![Applied::Yes]
+    );
+    let runs = store.runs(Some("a"), occ.job_id, None, 10).await.unwrap();
+    assert_eq!(runs.len(), 2);
+    // Newest first.
+    assert_eq!(
+        (runs[0].outcome.as_str(), runs[0].response.as_deref()),
+        ("delivered", None)
+    );
+    assert_eq!(runs[1].outcome, "retry");
+    assert_eq!(runs[1].response.as_deref(), Some(answer.as_str()));
+}
+
 pub async fn delivered_one_off_completes_with_run_history(store: Arc<dyn Store>) {
     let base = t(T0);
     create(&*store, vec![one_off("a", base)]).await;

@@ -35,7 +35,7 @@ macro_rules! conformance_tests {
             a_job_is_found_by_its_key_in_its_namespace,
             claim_respects_horizon_order_and_limit, claims_are_exclusive_until_lease_expiry,
             a_live_lease_is_not_claimed_within_the_horizon, events_announce_due_work,
-            stale_token_cannot_complete, a_completion_ends_its_claim,
+            stale_token_cannot_complete, a_completion_ends_its_claim, a_runs_response_is_kept,
             delivered_one_off_completes_with_run_history,
             recurring_advances_in_the_same_transaction, retry_moves_fire_time_and_counts_attempts,
             dead_letters_are_recorded_listed_and_deleted, release_restores_fire_time,
@@ -146,6 +146,7 @@ fn attempt(n: u32, at: Timestamp) -> Option<AttemptRecord> {
         latency_ms: 3,
         status: Some(200),
         error: None,
+        response: None,
     })
 }
 

@@ -138,6 +138,7 @@ pub(super) struct Run {
     pub(super) latency_ms: u32,
     pub(super) status: Option<u16>,
     pub(super) error: Option<String>,
+    pub(super) response: Option<String>,
     pub(super) outcome: &'static str,
 }
 

@@ -39,6 +39,7 @@ pub(super) async fn complete(
             let mut latencies: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut statuses: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut errors: Vec<Option<&str>> = Vec::with_capacity(n);
+            let mut responses: Vec<Option<&str>> = Vec::with_capacity(n);
             let mut outcomes: Vec<Option<&str>> = Vec::with_capacity(n);
             let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
             let mut letter_attempts: Vec<Option<i64>> = Vec::with_capacity(n);
@@ -75,6 +76,7 @@ pub(super) async fn complete(
                 latencies.push(attempt.map(|a| a.latency_ms as i64));
                 statuses.push(attempt.and_then(|a| a.status.map(i64::from)));
                 errors.push(attempt.and_then(|a| a.error.as_deref()));
+                responses.push(attempt.and_then(|a| a.response.as_deref()));
             }
             let mut client = store.client().await?;
             let tx = client.transaction().await?;
@@ -89,11 +91,11 @@ pub(super) async fn complete(
                                           $7::bigint[], $8::smallint[], $9::bigint[],
                                           $10::bigint[], $11::bigint[], $12::bigint[],
                                           $13::text[], $14::text[], $15::text[],
-                                          $17::bigint[], $18::bigint[])
+                                          $17::bigint[], $18::bigint[], $19::text[])
                          WITH ORDINALITY
                          AS c(id, token, due_ms, kind, at_ms, ran, skipped, final_state,
                               attempt, started_ms, latency_ms, status, error, outcome,
-                              reason, final_attempt, letter_attempts, ord)
+                              reason, final_attempt, letter_attempts, response, ord)
                  ),
                  done AS (
                      UPDATE jobs j SET
@@ -113,9 +115,9 @@ pub(super) async fn complete(
                  ),
                  recorded AS (
                      INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status,
-                                       error, outcome)
+                                       error, outcome, response)
                      SELECT c.id, c.due_ms, c.attempt, c.started_ms, c.latency_ms, c.status,
-                            c.error, c.outcome
+                            c.error, c.outcome, c.response
                      FROM c JOIN done ON done.ord = c.ord
                      WHERE c.attempt IS NOT NULL
                  ),
@@ -152,6 +154,7 @@ pub(super) async fn complete(
                         &now,
                         &final_attempts,
                         &letter_attempts,
+                        &responses,
                     ],
                 )
                 .await?;

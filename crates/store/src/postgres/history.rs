@@ -24,7 +24,8 @@ pub(super) async fn runs(
             }
             let stmt = client
                 .prepare_cached(
-                    "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome, id
+                    "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome, id,
+                        response
                  FROM runs WHERE job_id = $1 AND (started_ms, id) < ($3, $4)
                  ORDER BY started_ms DESC, id DESC LIMIT $2",
                 )
@@ -49,6 +50,7 @@ pub(super) async fn runs(
                         latency_ms: col::<i64>(row, 3)? as u32,
                         status: col::<Option<i64>>(row, 4)?.map(|s| s as u16),
                         error: col(row, 5)?,
+                        response: col(row, 8)?,
                         outcome: col(row, 6)?,
                     })
                 })

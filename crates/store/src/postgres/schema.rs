@@ -85,6 +85,8 @@ const MIGRATIONS: &[&str] = &[
     // it made, so a retried trigger answers the same delivery id instead of firing again.
     "ALTER TABLE jobs ADD COLUMN trigger_key TEXT;
      ALTER TABLE jobs ADD COLUMN trigger_due_ms BIGINT;",
+    // 3: the start of what the target answered to a failed attempt, kept with its run.
+    "ALTER TABLE runs ADD COLUMN response TEXT;",
 ];
 
 /// Applies pending migrations and returns the schema the tables live in.

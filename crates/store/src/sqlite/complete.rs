@@ -20,12 +20,13 @@ struct RunRow<'a> {
 /// Runs rows go in by this many a statement, the rest one by one: one statement per row cost
 /// about as much again as the row's own insert.
 const RUNS_PER_INSERT: usize = 64;
-const RUN_COLUMNS: usize = 8;
+const RUN_COLUMNS: usize = 9;
 
 fn insert_runs_sql(rows: usize) -> String {
     let row = format!("({})", ["?"; RUN_COLUMNS].join(", "));
     format!(
-        "INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status, error, outcome)
+        "INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status, error, outcome,
+                           response)
          VALUES {}",
         vec![row; rows].join(", ")
     )
@@ -45,7 +46,8 @@ fn bind_run(
     stmt.raw_bind_parameter(at + 5, a.latency_ms)?;
     stmt.raw_bind_parameter(at + 6, a.status)?;
     stmt.raw_bind_parameter(at + 7, a.error.as_deref())?;
-    stmt.raw_bind_parameter(at + 8, r.run.outcome.as_str())
+    stmt.raw_bind_parameter(at + 8, r.run.outcome.as_str())?;
+    stmt.raw_bind_parameter(at + 9, a.response.as_deref())
 }
 
 fn insert_runs(conn: &Connection, rows: &[RunRow<'_>]) -> Result<()> {

@@ -19,7 +19,8 @@ pub(super) fn runs(
     }
     let mut stmt = conn
         .prepare_cached(
-            "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome, rowid
+            "SELECT due_ms, attempt, started_ms, latency_ms, status, error, outcome, rowid,
+                    response
              FROM runs WHERE job_id = ?1 AND (started_ms, rowid) < (?3, ?4)
              ORDER BY started_ms DESC, rowid DESC LIMIT ?2",
         )
@@ -46,6 +47,7 @@ pub(super) fn runs(
             latency_ms: row.get(3).map_err(corrupt)?,
             status: row.get(4).map_err(corrupt)?,
             error: row.get(5).map_err(corrupt)?,
+            response: row.get(8).map_err(corrupt)?,
             outcome: row.get(6).map_err(corrupt)?,
         });
     }

@@ -161,6 +161,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // it made, so a retried trigger answers the same delivery id instead of firing again.
     "ALTER TABLE jobs ADD COLUMN trigger_key TEXT;
      ALTER TABLE jobs ADD COLUMN trigger_due_ms INTEGER;",
+    // 8: the start of what the target answered to a failed attempt, kept with its run.
+    "ALTER TABLE runs ADD COLUMN response TEXT;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

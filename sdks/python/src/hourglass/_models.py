@@ -802,6 +802,8 @@ class Run:
     latency_ms: int
     status_code: int | None
     error: str | None
+    #: The start (1 KiB) of what the target answered to a failed attempt.
+    response: str | None
     outcome: RunOutcome
 
     @classmethod
@@ -814,6 +816,7 @@ class Run:
             latency_ms=int(data["latency_ms"]),
             status_code=_opt_int(data.get("status_code")),
             error=_opt_str(data.get("error")),
+            response=_opt_str(data.get("response")),
             outcome=data["outcome"],
         )
 
