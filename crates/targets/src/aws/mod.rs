@@ -200,6 +200,35 @@ pub(crate) fn entry_verdict(
     }
 }
 
+/// The verdicts of a batch whose entries were sent with ids `"0"`, `"1"`, …: delivered for the
+/// ids the service lists as successful, the entry's own verdict for those it lists as failed
+/// (id, code, message, sender fault), and a retry for any it does not mention.
+pub(crate) fn batch_verdicts<'a>(
+    service: &str,
+    count: usize,
+    successful: impl Iterator<Item = &'a str>,
+    failed: impl Iterator<Item = (&'a str, &'a str, &'a str, bool)>,
+) -> Vec<Verdict> {
+    let mut verdicts = vec![
+        Verdict::Retry {
+            after: None,
+            reason: format!("{service} did not report this entry"),
+        };
+        count
+    ];
+    for id in successful {
+        if let Some(v) = id.parse::<usize>().ok().and_then(|i| verdicts.get_mut(i)) {
+            *v = Verdict::Delivered;
+        }
+    }
+    for (id, code, message, sender_fault) in failed {
+        if let Some(v) = id.parse::<usize>().ok().and_then(|i| verdicts.get_mut(i)) {
+            *v = entry_verdict(service, code, message, sender_fault);
+        }
+    }
+    verdicts
+}
+
 /// Every entry of a batch gets the verdict of the request that carried them.
 pub(crate) fn all(count: usize, verdict: Verdict) -> Vec<Verdict> {
     vec![verdict; count]

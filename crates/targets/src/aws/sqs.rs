@@ -10,7 +10,7 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use hourglass_core::{Occurrence, SqsTarget};
 use hourglass_engine::Verdict;
 
-use super::{all, entry_verdict, verdict_of};
+use super::{all, batch_verdicts, verdict_of};
 use crate::batch::{Batches, Shape};
 use crate::envelope::{Meta, payload};
 
@@ -94,37 +94,17 @@ async fn send(
         Ok(out) => out,
         Err(e) => return all(count, verdict_of("sqs", &e)),
     };
-    let mut verdicts = vec![
-        Verdict::Retry {
-            after: None,
-            reason: "sqs did not report this entry".into(),
-        };
-        count
-    ];
-    for ok in out.successful() {
-        if let Some(v) = ok
-            .id()
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| verdicts.get_mut(i))
-        {
-            *v = Verdict::Delivered;
-        }
-    }
-    for failed in out.failed() {
-        if let Some(v) = failed
-            .id()
-            .parse::<usize>()
-            .ok()
-            .and_then(|i| verdicts.get_mut(i))
-        {
-            *v = entry_verdict(
-                "sqs",
-                failed.code(),
-                failed.message().unwrap_or_default(),
-                failed.sender_fault(),
-            );
-        }
-    }
-    verdicts
+    batch_verdicts(
+        "sqs",
+        count,
+        out.successful().iter().map(|ok| ok.id()),
+        out.failed().iter().map(|f| {
+            (
+                f.id(),
+                f.code(),
+                f.message().unwrap_or_default(),
+                f.sender_fault(),
+            )
+        }),
+    )
 }
