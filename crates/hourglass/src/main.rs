@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -55,7 +55,20 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
+
+const COMPLETIONS_HELP: &str = "\
+Install:
+  bash  hourglass completions bash > ~/.local/share/bash-completion/completions/hourglass
+  zsh   hourglass completions zsh > ~/.zfunc/_hourglass   (with fpath+=(~/.zfunc) before compinit)
+  fish  hourglass completions fish > ~/.config/fish/completions/hourglass.fish";
 
 #[derive(Subcommand)]
 enum KeyCommand {
@@ -127,6 +140,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("[[api_keys]]");
             println!("namespace = \"default\"");
             println!("sha256 = \"{}\"", hourglass_server::auth::hash_key(&key));
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "hourglass", &mut std::io::stdout());
             Ok(())
         }
     }

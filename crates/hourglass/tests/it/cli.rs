@@ -62,3 +62,23 @@ async fn failures_print_one_line_and_exit_with_their_kind() {
     assert_eq!(code, 2, "usage");
     node.kill().await;
 }
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    let completions = |shell: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hourglass"))
+            .args(["completions", shell])
+            .output()
+            .expect("run hourglass")
+    };
+    for shell in ["bash", "zsh", "fish"] {
+        let out = completions(shell);
+        assert!(out.status.success(), "{shell}: {out:?}");
+        let script = String::from_utf8(out.stdout).expect("utf-8");
+        // The script completes the subcommands and their flags, at every level.
+        for word in ["next-fires", "dead-letters", "max-attempts"] {
+            assert!(script.contains(word), "{shell} script lacks {word}");
+        }
+    }
+    assert_eq!(completions("tcsh").status.code(), Some(2), "usage");
+}
