@@ -1,25 +1,139 @@
-//! The client half of the binary: thin commands over the HTTP API that print its JSON answers.
+//! The client half of the binary: thin commands over the HTTP API that print its answers, as
+//! JSON or as tables (`--output`).
+
+use std::io::IsTerminal;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-#[derive(Args, Debug, Clone)]
+use crate::table::Style;
+use crate::views::{self, View};
+
+/// How to reach a node: flags or environment variables, over a profile of the client config file
+/// (`--profile`), over the defaults.
+#[derive(Args, Clone)]
 pub struct Connection {
-    /// Base URL of a node.
-    #[arg(
-        long,
-        env = "HOURGLASS_URL",
-        default_value = "http://127.0.0.1:7070",
-        global = true
-    )]
-    url: String,
-    /// API key (sent as a Bearer token).
+    /// Base URL of the node [default: the profile's, else http://127.0.0.1:7070].
+    #[arg(long, env = "HOURGLASS_URL", global = true)]
+    url: Option<String>,
+    /// API key, sent as a Bearer token [default: the profile's].
     #[arg(long, env = "HOURGLASS_API_KEY", global = true, hide_env_values = true)]
     api_key: Option<String>,
-    /// Namespace to act in (admin keys and development mode).
+    /// Namespace to act in, for admin keys and development mode [default: the profile's, else
+    /// the key's own].
     #[arg(long, env = "HOURGLASS_NAMESPACE", global = true)]
     namespace: Option<String>,
+    /// Take the URL, API key and namespace from this profile of the client config file
+    /// (~/.config/hourglass/client.toml, or HOURGLASS_CLIENT_CONFIG); flags and environment
+    /// variables override its values.
+    #[arg(long, env = "HOURGLASS_PROFILE", global = true)]
+    profile: Option<String>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("url", &self.url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("namespace", &self.namespace)
+            .field("profile", &self.profile)
+            .finish()
+    }
+}
+
+const DEFAULT_URL: &str = "http://127.0.0.1:7070";
+
+/// A node to talk to, as the flags, the environment and the profile settled it.
+pub struct Endpoint {
+    url: String,
+    api_key: Option<String>,
+    namespace: Option<String>,
+}
+
+impl Connection {
+    /// Each of URL, key and namespace from its flag or environment variable, else from the
+    /// profile (when one is named), else the default. A profile that cannot be read or is not
+    /// in the file fails with a [`crate::profile::Usage`] error.
+    pub fn resolve(&self) -> anyhow::Result<Endpoint> {
+        let profile = match &self.profile {
+            Some(name) => crate::profile::load(name)?,
+            None => crate::profile::Profile::default(),
+        };
+        Ok(Endpoint {
+            url: self
+                .url
+                .clone()
+                .or(profile.url)
+                .unwrap_or_else(|| DEFAULT_URL.to_string()),
+            api_key: self.api_key.clone().or(profile.api_key),
+            namespace: self.namespace.clone().or(profile.namespace),
+        })
+    }
+}
+
+/// How answers are printed: `--output`, else a table on a terminal and JSON elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    // The API's JSON answer, pretty-printed (the default when stdout is not a terminal).
+    Json,
+    // A table or a key/value view for people (the default on a terminal).
+    Table,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Output {
+    format: Format,
+    /// `--output` or `HOURGLASS_OUTPUT` chose the format (not the terminal test).
+    explicit: bool,
+    style: Style,
+}
+
+impl Output {
+    pub fn new(chosen: Option<Format>) -> Self {
+        let terminal = std::io::stdout().is_terminal();
+        Self {
+            format: chosen.unwrap_or(if terminal {
+                Format::Table
+            } else {
+                Format::Json
+            }),
+            explicit: chosen.is_some(),
+            style: Style::detect(),
+        }
+    }
+
+    /// Prints an answer's body: as it came, pretty (JSON), or in its view (table).
+    fn body(&self, view: View, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        match self.format {
+            Format::Json => println!("{}", pretty(text.to_string())),
+            Format::Table => match serde_json::from_str::<Value>(text) {
+                Ok(value) => self.table(view, &value),
+                Err(_) => println!("{text}"),
+            },
+        }
+    }
+
+    /// Prints a typed answer: serialized as it is (JSON), or in its view (table).
+    fn value(&self, view: View, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        match self.format {
+            Format::Json => print_json(value),
+            Format::Table => {
+                self.table(view, &serde_json::to_value(value)?);
+                Ok(())
+            }
+        }
+    }
+
+    fn table(&self, view: View, value: &Value) {
+        print!(
+            "{}",
+            views::render(view, value, self.style, jiff::Timestamp::now())
+        );
+    }
 }
 
 #[derive(Args, Debug)]
@@ -33,29 +147,40 @@ pub struct JobArgs {
 #[derive(Subcommand, Debug)]
 enum JobCommand {
     /// Create a job from flags, or from a full JSON body with --json.
+    #[command(after_help = CREATE_EXAMPLES)]
     Create(Box<CreateArgs>),
+    /// Show one job: its schedule, target, state, next due time and retry state.
     Get {
         /// The job's id, or the key it was created with.
         id: String,
     },
+    /// List the namespace's jobs, oldest first, a page at a time.
+    #[command(after_help = LIST_EXAMPLES)]
     List {
+        /// Only jobs in this state: active, paused, completed, failed or cancelled.
         #[arg(long)]
         state: Option<String>,
+        /// Only jobs of this type.
         #[arg(long = "type")]
         job_type: Option<String>,
+        /// Jobs per page (1 to 1000) [default: the node's, 100].
         #[arg(long)]
         limit: Option<usize>,
+        /// The previous page's `next_cursor`, for the page after it.
         #[arg(long)]
         cursor: Option<String>,
     },
+    /// Cancel a job: no occurrence that is not yet sent fires.
     Cancel {
         /// The job's id, or the key it was created with.
         id: String,
     },
+    /// Pause a job: its occurrences wait until it is resumed.
     Pause {
         /// The job's id, or the key it was created with.
         id: String,
     },
+    /// Resume a paused job; a recurring one continues from now.
     Resume {
         /// The job's id, or the key it was created with.
         id: String,
@@ -69,16 +194,39 @@ enum JobCommand {
     Runs {
         /// The job's id, or the key it was created with.
         id: String,
+        /// Runs per page (1 to 1000) [default: the node's, 100].
         #[arg(long)]
         limit: Option<usize>,
         /// The previous page's `next_cursor`.
         #[arg(long)]
         cursor: Option<String>,
     },
-    /// Print the next due times of a cron expression (or an interval) and describe it in words.
+    /// Print the next due times of a cron expression or an interval, and describe it in words.
+    ///
     /// Creates nothing: it asks the node, which validates the schedule as a create would.
+    #[command(after_help = NEXT_FIRES_EXAMPLES)]
     NextFires(NextFiresArgs),
 }
+
+const CREATE_EXAMPLES: &str = "\
+Examples:
+  hourglass job create --webhook https://example.com/hook --after 10m --payload '{\"id\": 7}'
+  hourglass job create --webhook https://example.com/export --cron \"0 0 2 * * *\" \\
+      --timezone Europe/Paris --key nightly-export --header authorization='Bearer s3cret'
+  hourglass job create --queue emails --every 15m --max-runs 10 --payload @mail.json \\
+      --max-attempts 5 --initial-backoff 30s --misfire skip
+  hourglass job create --json '{\"schedule\": {\"after\": \"5s\"}, \"target\": {\"queue\": \"q\"}}'";
+
+const LIST_EXAMPLES: &str = "\
+Examples:
+  hourglass job list --state active --type reminder.flight
+  hourglass job list --limit 50 --cursor 01a20c9b-fb01-7736-a59e-0a3ac367d4f9
+  hourglass job list --output json | jq -r '.jobs[].id'";
+
+const NEXT_FIRES_EXAMPLES: &str = "\
+Examples:
+  hourglass job next-fires \"0 30 9 * * MON-FRI\" --timezone Europe/Berlin -n 5
+  hourglass job next-fires --every 15m --start 2027-01-01T00:00:00Z --max-runs 3";
 
 #[derive(Args, Debug)]
 struct NextFiresArgs {
@@ -205,13 +353,17 @@ enum QueueCommand {
     },
     /// Complete leased messages.
     Ack {
+        /// The queue's name.
         name: String,
+        /// Receipts from `queue lease`.
         #[arg(required = true)]
         receipts: Vec<String>,
     },
     /// Hand leased messages back for another attempt.
     Nack {
+        /// The queue's name.
         name: String,
+        /// Receipts from `queue lease`.
         #[arg(required = true)]
         receipts: Vec<String>,
         /// Retry after this many milliseconds instead of the job's retry backoff.
@@ -220,15 +372,28 @@ enum QueueCommand {
     },
     /// Keep leased messages invisible for another --visibility-ms from now.
     Extend {
+        /// The queue's name.
         name: String,
+        /// Receipts from `queue lease`.
         #[arg(required = true)]
         receipts: Vec<String>,
+        /// How long from now the messages stay leased (1000 to 43200000).
         #[arg(long, default_value_t = 30_000)]
         visibility_ms: u64,
     },
     /// Counts of one queue, or of every queue.
-    Stats { name: Option<String> },
+    Stats {
+        /// The queue's name [default: every queue of the namespace].
+        name: Option<String>,
+    },
 }
+
+pub const QUEUE_EXAMPLES: &str = "\
+Examples:
+  hourglass queue stats
+  hourglass queue lease emails --max 10 --wait-ms 20000
+  hourglass queue ack emails RECEIPT...
+  hourglass queue nack emails RECEIPT --delay-ms 60000";
 
 #[derive(Args, Debug)]
 pub struct DeadLetterArgs {
@@ -240,12 +405,27 @@ pub struct DeadLetterArgs {
 
 #[derive(Subcommand, Debug)]
 enum DeadLetterCommand {
+    /// List the namespace's dead letters: occurrences that used up their attempts.
     List,
-    Replay { id: String },
-    Delete { id: String },
+    /// Deliver a dead letter again, as a new one-off job due now.
+    Replay {
+        /// The dead letter's id (a number, from `dead-letters list`).
+        id: String,
+    },
+    /// Delete a dead letter for good.
+    Delete {
+        /// The dead letter's id (a number, from `dead-letters list`).
+        id: String,
+    },
 }
 
-impl Connection {
+pub const DEAD_LETTER_EXAMPLES: &str = "\
+Examples:
+  hourglass dead-letters list
+  hourglass dead-letters replay 7
+  hourglass dead-letters delete 7";
+
+impl Endpoint {
     /// The typed client from `hourglass-client`, for the commands built on it.
     fn api_client(&self) -> anyhow::Result<hourglass_client::Client> {
         let mut client = hourglass_client::Client::new(&self.url)?;
@@ -264,17 +444,17 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sends a request and prints its JSON answer, pretty.
+/// Sends a request and prints its answer.
 async fn call(
-    conn: &Connection,
+    conn: &Endpoint,
+    out: Output,
+    view: View,
     method: reqwest::Method,
-    path: &str,
+    path: String,
     body: Option<Value>,
 ) -> anyhow::Result<()> {
-    let text = send(conn, method, path, body).await?;
-    if !text.is_empty() {
-        println!("{}", pretty(text));
-    }
+    let text = send(conn, method, &path, body).await?;
+    out.body(view, &text);
     Ok(())
 }
 
@@ -357,7 +537,7 @@ impl std::error::Error for Unreachable {
 /// Sends a request and returns the body of a successful answer; an error answer fails the
 /// command with a [`Refused`].
 async fn send(
-    conn: &Connection,
+    conn: &Endpoint,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
@@ -388,17 +568,24 @@ async fn send(
     }
 }
 
-pub async fn job(args: JobArgs) -> anyhow::Result<()> {
+pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
     use reqwest::Method;
-    let conn = &args.conn;
+    let conn = &args.conn.resolve()?;
+    let one = |method: Method, path: String| call(conn, out, View::Job, method, path, None);
     match args.command {
         JobCommand::Create(create) => {
-            call(conn, Method::POST, "/v1/jobs", Some(create_body(*create)?)).await
+            let body = create_body(*create)?;
+            call(
+                conn,
+                out,
+                View::Job,
+                Method::POST,
+                "/v1/jobs".into(),
+                Some(body),
+            )
+            .await
         }
-        JobCommand::Get { id } => {
-            let job = job_segment(&id);
-            call(conn, Method::GET, &format!("/v1/jobs/{job}"), None).await
-        }
+        JobCommand::Get { id } => one(Method::GET, format!("/v1/jobs/{}", job_segment(&id))).await,
         JobCommand::List {
             state,
             job_type,
@@ -411,35 +598,35 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
                 ("limit", limit.map(|l| l.to_string())),
                 ("cursor", cursor),
             ]);
-            call(conn, Method::GET, &format!("/v1/jobs{query}"), None).await
+            let path = format!("/v1/jobs{query}");
+            call(conn, out, View::Jobs, Method::GET, path, None).await
         }
         JobCommand::Cancel { id } => {
-            let job = job_segment(&id);
-            call(conn, Method::DELETE, &format!("/v1/jobs/{job}"), None).await
+            one(Method::DELETE, format!("/v1/jobs/{}", job_segment(&id))).await
         }
         JobCommand::Pause { id } => {
-            let job = job_segment(&id);
-            call(conn, Method::POST, &format!("/v1/jobs/{job}/pause"), None).await
+            one(Method::POST, format!("/v1/jobs/{}/pause", job_segment(&id))).await
         }
         JobCommand::Resume { id } => {
-            let job = job_segment(&id);
-            call(conn, Method::POST, &format!("/v1/jobs/{job}/resume"), None).await
-        }
-        JobCommand::Trigger { id } => {
-            let job = job_segment(&id);
-            call(conn, Method::POST, &format!("/v1/jobs/{job}/trigger"), None).await
-        }
-        JobCommand::Runs { id, limit, cursor } => {
-            let query = query_string([("limit", limit.map(|l| l.to_string())), ("cursor", cursor)]);
-            call(
-                conn,
-                Method::GET,
-                &format!("/v1/jobs/{}/runs{query}", job_segment(&id)),
-                None,
+            one(
+                Method::POST,
+                format!("/v1/jobs/{}/resume", job_segment(&id)),
             )
             .await
         }
-        JobCommand::NextFires(args) => next_fires(conn, args).await,
+        JobCommand::Trigger { id } => {
+            one(
+                Method::POST,
+                format!("/v1/jobs/{}/trigger", job_segment(&id)),
+            )
+            .await
+        }
+        JobCommand::Runs { id, limit, cursor } => {
+            let query = query_string([("limit", limit.map(|l| l.to_string())), ("cursor", cursor)]);
+            let path = format!("/v1/jobs/{}/runs{query}", job_segment(&id));
+            call(conn, out, View::Runs, Method::GET, path, None).await
+        }
+        JobCommand::NextFires(args) => next_fires(conn, out, args).await,
     }
 }
 
@@ -474,8 +661,10 @@ fn query_string<const N: usize>(params: [(&str, Option<String>); N]) -> String {
 
 /// Prints the description, then one due time per line: the instant in UTC as the API gives it
 /// and, for a cron expression, the wall-clock time in its zone beside it, since that is the
-/// clock the expression is written for (and where DST shows).
-async fn next_fires(conn: &Connection, args: NextFiresArgs) -> anyhow::Result<()> {
+/// clock the expression is written for (and where DST shows). That text is the answer on a
+/// terminal and in a pipe alike (it always was); only an explicit `--output json` prints the
+/// node's JSON instead.
+async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow::Result<()> {
     let mut schedule = match (&args.cron, &args.every) {
         (Some(cron), None) => {
             json!({"cron": cron, "timezone": args.timezone.as_deref().unwrap_or("UTC")})
@@ -499,6 +688,10 @@ async fn next_fires(conn: &Connection, args: NextFiresArgs) -> anyhow::Result<()
         Some(body),
     )
     .await?;
+    if out.explicit && out.format == Format::Json {
+        println!("{}", pretty(text));
+        return Ok(());
+    }
     let preview: Value = serde_json::from_str(&text).context("the node's answer is not JSON")?;
     // Only a cron with --timezone gets the wall-clock column, read with the tz database bundled
     // in this binary as the node reads it. Should this binary's database lack a zone the node
@@ -609,45 +802,73 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
     Ok(body)
 }
 
-pub async fn dead_letters(args: DeadLetterArgs) -> anyhow::Result<()> {
+pub async fn dead_letters(args: DeadLetterArgs, out: Output) -> anyhow::Result<()> {
     use reqwest::Method;
-    let conn = &args.conn;
+    let conn = &args.conn.resolve()?;
     match args.command {
-        DeadLetterCommand::List => call(conn, Method::GET, "/v1/dead-letters", None).await,
+        DeadLetterCommand::List => {
+            let path = "/v1/dead-letters".to_string();
+            call(conn, out, View::DeadLetters, Method::GET, path, None).await
+        }
         DeadLetterCommand::Replay { id } => {
-            call(
-                conn,
-                Method::POST,
-                &format!("/v1/dead-letters/{id}/replay"),
-                None,
-            )
-            .await
+            // The answer is the new job.
+            let path = format!("/v1/dead-letters/{id}/replay");
+            call(conn, out, View::Job, Method::POST, path, None).await
         }
         DeadLetterCommand::Delete { id } => {
-            call(
+            send(
                 conn,
                 Method::DELETE,
                 &format!("/v1/dead-letters/{id}"),
                 None,
             )
-            .await
+            .await?;
+            // The answer is empty: JSON output prints nothing, as it always did.
+            if out.format == Format::Table {
+                println!("dead letter {id} deleted");
+            }
+            Ok(())
         }
     }
 }
 
-pub async fn rotate_secret(conn: Connection) -> anyhow::Result<()> {
-    call(&conn, reqwest::Method::POST, "/v1/signing-secret", None).await
+pub async fn rotate_secret(conn: Connection, out: Output) -> anyhow::Result<()> {
+    let conn = &conn.resolve()?;
+    let path = "/v1/signing-secret".to_string();
+    call(conn, out, View::Secret, reqwest::Method::POST, path, None).await
 }
 
-pub async fn queue(args: QueueArgs) -> anyhow::Result<()> {
+/// The namespace's destinations whose circuit breaker is open on this node.
+pub async fn breakers(conn: Connection, out: Output) -> anyhow::Result<()> {
+    let conn = &conn.resolve()?;
+    let path = "/v1/breakers".to_string();
+    call(conn, out, View::Breakers, reqwest::Method::GET, path, None).await
+}
+
+/// The bus and cloud connections the namespace may use, with this node's publish counts.
+pub async fn connections(conn: Connection, out: Output) -> anyhow::Result<()> {
+    let conn = &conn.resolve()?;
+    let path = "/v1/connections".to_string();
+    call(
+        conn,
+        out,
+        View::Connections,
+        reqwest::Method::GET,
+        path,
+        None,
+    )
+    .await
+}
+
+pub async fn queue(args: QueueArgs, out: Output) -> anyhow::Result<()> {
     use hourglass_client::{LeaseOptions, Receipt, ReceiptResults};
     use std::time::Duration;
 
-    let client = args.conn.api_client()?;
+    let client = args.conn.resolve()?.api_client()?;
     let receipts = |r: Vec<String>| r.into_iter().map(Receipt).collect::<Vec<_>>();
     // Prints the per-receipt results; any refused receipt fails the command.
     let results = |r: ReceiptResults| -> anyhow::Result<()> {
-        print_json(&r)?;
+        out.value(View::Receipts, &r)?;
         if !r.failed.is_empty() {
             bail!("{} of the receipts failed", r.failed.len());
         }
@@ -668,7 +889,7 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<()> {
                 types,
             };
             let messages = client.lease(&name, &options).await?;
-            print_json(&json!({ "messages": messages }))
+            out.value(View::Messages, &json!({ "messages": messages }))
         }
         QueueCommand::Ack { name, receipts: r } => results(client.ack(&name, &receipts(r)).await?),
         QueueCommand::Nack {
@@ -689,10 +910,13 @@ pub async fn queue(args: QueueArgs) -> anyhow::Result<()> {
                 .extend(&name, &receipts(r), Duration::from_millis(visibility_ms))
                 .await?,
         ),
-        QueueCommand::Stats { name: Some(name) } => print_json(&client.queue_stats(&name).await?),
-        QueueCommand::Stats { name: None } => {
-            print_json(&json!({ "queues": client.list_queues().await? }))
+        QueueCommand::Stats { name: Some(name) } => {
+            out.value(View::Queue, &client.queue_stats(&name).await?)
         }
+        QueueCommand::Stats { name: None } => out.value(
+            View::Queues,
+            &json!({ "queues": client.list_queues().await? }),
+        ),
     }
 }
 

@@ -10,12 +10,15 @@ mod bench;
 mod client;
 mod config;
 mod listen;
+mod profile;
+mod table;
+mod views;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -23,12 +26,32 @@ use tracing_subscriber::EnvFilter;
     name = "hourglass",
     // `hourglass --version` / `-V`: the release and the commit it was built from (build.rs).
     version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HOURGLASS_GIT_COMMIT"), ")"),
-    about = "Durable job scheduler: fires every occurrence on time, at least once"
+    about = "Durable job scheduler: fires every occurrence on time, at least once",
+    after_help = MAIN_HELP,
 )]
 struct Cli {
+    /// How the client commands print answers: a table, or the API's JSON [default: table when
+    /// stdout is a terminal, else json].
+    #[arg(long, global = true, env = "HOURGLASS_OUTPUT", value_enum)]
+    output: Option<client::Format>,
     #[command(subcommand)]
     command: Command,
 }
+
+const MAIN_HELP: &str = "\
+Examples:
+  hourglass serve                                  a node on http://127.0.0.1:7070
+  hourglass listen                                 print the webhooks it delivers to 127.0.0.1:9000
+  hourglass job create --webhook http://127.0.0.1:9000/hook --after 5s --payload '{\"n\": 1}'
+  hourglass job list --state active
+  hourglass job get nightly-export --profile prod --output json
+
+The client commands (job, dead-letters, queue, breakers, connections, signing-secret) take
+--url, --api-key and --namespace (HOURGLASS_URL, HOURGLASS_API_KEY, HOURGLASS_NAMESPACE), or a
+--profile of ~/.config/hourglass/client.toml (HOURGLASS_PROFILE, HOURGLASS_CLIENT_CONFIG).
+
+Exit codes: 0 success, 1 other failure, 2 usage (a bad flag or profile), 3 refused by the node
+(4xx), 4 not found, 5 node unreachable or unavailable (5xx).";
 
 #[derive(Subcommand)]
 enum Command {
@@ -37,32 +60,56 @@ enum Command {
     /// Create, inspect and control jobs on a running node.
     Job(client::JobArgs),
     /// List, replay and delete dead letters.
+    #[command(after_help = client::DEAD_LETTER_EXAMPLES)]
     DeadLetters(client::DeadLetterArgs),
     /// Lease, ack and nack messages of pull queues by hand, and show queue counts.
+    #[command(after_help = client::QUEUE_EXAMPLES)]
     Queue(client::QueueArgs),
+    /// List the destinations whose circuit breaker is open on this node.
+    Breakers(client::Connection),
+    /// List the bus and cloud connections the namespace may use, with this node's publishes.
+    Connections(client::Connection),
     /// Rotate the namespace's webhook signing secret and print it (shown once).
     SigningSecret(client::Connection),
     /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
     Listen(listen::ListenArgs),
-    /// Copy a running node's embedded store to a new file, consistently (run it on the node's
-    /// machine, as the user the node runs as).
+    /// Copy a running node's embedded store to a new file, consistently.
+    ///
+    /// Run it on the node's machine, as the user the node runs as.
     Backup(backup::BackupArgs),
-    /// Load-test a node over its HTTP API and account for every fire (burst, sustained,
-    /// far-future, cron); starts its own node unless given --url.
+    /// Load-test a node over its HTTP API and account for every fire.
+    ///
+    /// Scenarios: burst, sustained, far-future, cron, noisy-neighbour. Starts its own node unless
+    /// given --url.
     Bench(bench::BenchArgs),
     /// Generate an API key and the SHA-256 hash to put in the config file.
     Key {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
+
+const COMPLETIONS_HELP: &str = "\
+Install:
+  bash  hourglass completions bash > ~/.local/share/bash-completion/completions/hourglass
+  zsh   hourglass completions zsh > ~/.zfunc/_hourglass   (with fpath+=(~/.zfunc) before compinit)
+  fish  hourglass completions fish > ~/.config/fish/completions/hourglass.fish";
 
 #[derive(Subcommand)]
 enum KeyCommand {
+    /// Print a new random API key and the hash the node's config file stores.
     Generate,
 }
 
-/// Exit codes, as README documents them: 0 success, 1 any other failure, 2 usage (clap's own),
+/// Exit codes, as README documents them: 0 success, 1 any other failure, 2 usage (clap's own,
+/// and a profile that cannot be used),
 /// 3 the node refused the request (4xx), 4 not found (404), 5 the node is unreachable or
 /// unavailable (5xx, a connection that failed).
 fn main() -> std::process::ExitCode {
@@ -84,6 +131,9 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         _ => 3,
     };
     for cause in e.chain() {
+        if cause.downcast_ref::<profile::Usage>().is_some() {
+            return 2;
+        }
         if let Some(refused) = cause.downcast_ref::<client::Refused>() {
             return by_status(refused.status);
         }
@@ -107,12 +157,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let out = client::Output::new(cli.output);
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
-        Command::Job(args) => runtime.block_on(client::job(args)),
-        Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args)),
-        Command::Queue(args) => runtime.block_on(client::queue(args)),
-        Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn)),
+        Command::Job(args) => runtime.block_on(client::job(args, out)),
+        Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args, out)),
+        Command::Queue(args) => runtime.block_on(client::queue(args, out)),
+        Command::Breakers(conn) => runtime.block_on(client::breakers(conn, out)),
+        Command::Connections(conn) => runtime.block_on(client::connections(conn, out)),
+        Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
@@ -127,6 +180,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("[[api_keys]]");
             println!("namespace = \"default\"");
             println!("sha256 = \"{}\"", hourglass_server::auth::hash_key(&key));
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "hourglass", &mut std::io::stdout());
             Ok(())
         }
     }
@@ -200,5 +258,41 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every subcommand and every argument, at every level, says what it is for in `--help`.
+    #[test]
+    fn every_command_and_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let help = arg.get_help().or(arg.get_long_help());
+                if !arg.is_hide_set() && help.is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let sub_path = format!("{path} {}", sub.get_name());
+                let about = sub.get_about().or(sub.get_long_about());
+                if about.is_none_or(|a| a.to_string().trim().is_empty()) {
+                    missing.push(sub_path.clone());
+                }
+                walk(sub, &sub_path, missing);
+            }
+        }
+        let mut command = Cli::command();
+        // Built, as `--help` shows it: global arguments copied down, help flags added.
+        command.build();
+        let mut missing = Vec::new();
+        walk(&command, "hourglass", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:#?}");
+        // The walk saw the tree (and not, say, an empty command).
+        assert!(command.find_subcommand("job").is_some());
     }
 }

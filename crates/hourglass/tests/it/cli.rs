@@ -1,6 +1,11 @@
-//! The client subcommands' failures: one line on stderr (no second copy, no backtrace even with
-//! `RUST_BACKTRACE=1`), and an exit code that says what kind of failure it was, as README
-//! documents: 3 refused, 4 not found, 5 unreachable or unavailable, 2 usage.
+//! The client subcommands: failures are one line on stderr (no second copy, no backtrace even
+//! with `RUST_BACKTRACE=1`) with an exit code that says what kind of failure it was, as README
+//! documents (3 refused, 4 not found, 5 unreachable or unavailable, 2 usage); answers print as
+//! tables or as the API's JSON (`--output`); profiles of a client config file; completions.
+
+use std::path::Path;
+
+use serde_json::Value;
 
 use crate::support::{NodeOptions, Nodes};
 
@@ -61,4 +66,322 @@ async fn failures_print_one_line_and_exit_with_their_kind() {
     let (code, _) = hourglass(&["job", "frobnicate"]);
     assert_eq!(code, 2, "usage");
     node.kill().await;
+}
+
+/// What a run of the binary left: exit code, stdout, stderr.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `hourglass ARGS` with `env` set and none of the client's own variables inherited (a
+/// developer's HOURGLASS_URL or HOURGLASS_PROFILE must not steer a test). Its stdout is a pipe,
+/// so the default output is JSON.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Ran {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hourglass"));
+    command.args(args);
+    for var in [
+        "HOURGLASS_URL",
+        "HOURGLASS_API_KEY",
+        "HOURGLASS_NAMESPACE",
+        "HOURGLASS_PROFILE",
+        "HOURGLASS_CLIENT_CONFIG",
+        "HOURGLASS_OUTPUT",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    let out = command.output().expect("run hourglass");
+    Ran {
+        code: out.status.code().expect("exited"),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs a command that must succeed; answers its stdout.
+fn ok(args: &[&str], env: &[(&str, &str)]) -> String {
+    let ran = run(args, env);
+    assert_eq!(ran.code, 0, "hourglass {args:?}: {}", ran.stderr);
+    ran.stdout
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// A table line's cells: the text between runs of two or more spaces.
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+#[tokio::test]
+async fn answers_print_as_tables_or_as_the_apis_json() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-output")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+
+    let created = json(&ok(
+        &[
+            "job",
+            "create",
+            "--queue",
+            "emails",
+            "--after",
+            "10m",
+            "--key",
+            "welcome-ada",
+            "--type",
+            "email.send",
+        ],
+        &env,
+    ));
+    let id = created["id"].as_str().expect("an id").to_string();
+    ok(
+        &[
+            "job",
+            "create",
+            "--webhook",
+            "http://127.0.0.1:9/hook",
+            "--every",
+            "15m",
+        ],
+        &env,
+    );
+
+    // JSON, the default when stdout is not a terminal, is the API's answer pretty-printed, and
+    // --output json (or HOURGLASS_OUTPUT=json) prints exactly the same bytes.
+    let default = ok(&["job", "get", "welcome-ada"], &env);
+    assert!(default.starts_with("{\n  \""), "pretty JSON: {default}");
+    let (status, from_api) = node.api.call("GET", &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(json(&default), from_api);
+    assert_eq!(
+        ok(&["job", "get", "welcome-ada", "--output", "json"], &env),
+        default
+    );
+    let env_json = [
+        ("HOURGLASS_URL", url.as_str()),
+        ("HOURGLASS_OUTPUT", "json"),
+    ];
+    assert_eq!(ok(&["job", "get", "welcome-ada"], &env_json), default);
+    let list = json(&ok(&["job", "list"], &env));
+    assert_eq!(list["jobs"].as_array().map(Vec::len), Some(2), "{list}");
+
+    // The job list as a table: headings, then one row per job, by key or by the id's tail.
+    let table = ok(&["job", "list", "--output", "table"], &env);
+    let rows: Vec<Vec<&str>> = table.lines().map(cells).collect();
+    assert_eq!(
+        rows[0],
+        ["JOB", "TYPE", "STATE", "NEXT DUE", "TARGET"],
+        "{table}"
+    );
+    assert_eq!(rows.len(), 3, "{table}");
+    let keyed = rows
+        .iter()
+        .find(|r| r[0] == "welcome-ada")
+        .expect("the keyed job");
+    assert_eq!(keyed[1..3], ["email.send", "active"], "{table}");
+    assert!(
+        keyed[3].contains(" (in 9m ") || keyed[3].ends_with(" (in 10m)"),
+        "next due with relative time: {table}"
+    );
+    assert_eq!(keyed[4], "queue emails", "{table}");
+    let other = rows
+        .iter()
+        .find(|r| r[0] != "welcome-ada" && r[0] != "JOB")
+        .unwrap();
+    assert!(
+        other[0].starts_with('…') && other[0].chars().count() == 13,
+        "{table}"
+    );
+    assert_eq!(other[1], "-", "no type: {table}");
+    assert_eq!(other[4], "http://127.0.0.1:9/hook", "{table}");
+    // No colour when stdout is not a terminal, even for a forced table.
+    assert!(!table.contains('\x1b'), "{table:?}");
+
+    // One job: a key/value view.
+    let view = ok(&["job", "get", &id, "--output", "table"], &env);
+    for line in [
+        format!("id         {id}"),
+        "key        welcome-ada".to_string(),
+        "state      active".to_string(),
+        "target     queue emails".to_string(),
+    ] {
+        assert!(view.lines().any(|l| l == line), "{line:?} in:\n{view}");
+    }
+
+    // Queues and runs have their tables too; an empty list says so.
+    let queues = ok(&["queue", "stats", "--output", "table"], &env);
+    let rows: Vec<Vec<&str>> = queues.lines().map(cells).collect();
+    assert_eq!(
+        rows,
+        [
+            vec![
+                "QUEUE",
+                "AVAILABLE",
+                "IN FLIGHT",
+                "SCHEDULED",
+                "OLDEST WAITING"
+            ],
+            vec!["emails", "0", "0", "1", "-"],
+        ],
+        "{queues}"
+    );
+    assert_eq!(
+        ok(&["job", "runs", &id, "--output", "table"], &env),
+        "no runs\n"
+    );
+    assert_eq!(
+        ok(&["dead-letters", "list", "--output", "table"], &env),
+        "no dead letters\n"
+    );
+    let bad = run(&["job", "list", "--output", "yaml"], &env);
+    assert_eq!(bad.code, 2, "usage: {}", bad.stderr);
+    node.kill().await;
+}
+
+fn write_client_config(dir: &Path, text: &str) -> String {
+    let path = dir.join("client.toml");
+    std::fs::write(&path, text).expect("write the client config");
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn a_profile_supplies_url_and_namespace_and_flags_override_it() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-profiles")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_client_config(
+        dir.path(),
+        &format!(
+            "[profiles.team-a]\nurl = \"http://{}\"\nnamespace = \"team-a\"\n\n\
+             [profiles.nowhere]\nurl = \"http://127.0.0.1:9\"\napi_key = \"hg_do_not_print\"\n",
+            node.addr
+        ),
+    );
+    let env = [("HOURGLASS_CLIENT_CONFIG", config.as_str())];
+    let create = ["job", "create", "--queue", "q", "--after", "1h"];
+
+    // --profile picks the node and the namespace.
+    let job = json(&ok(&[&create[..], &["--profile", "team-a"]].concat(), &env));
+    assert_eq!(job["namespace"], "team-a", "{job}");
+    // So does HOURGLASS_PROFILE.
+    let by_env = [
+        ("HOURGLASS_CLIENT_CONFIG", config.as_str()),
+        ("HOURGLASS_PROFILE", "team-a"),
+    ];
+    let listed = json(&ok(&["job", "list"], &by_env));
+    assert_eq!(listed["jobs"][0]["id"], job["id"], "{listed}");
+    // A flag overrides the profile's value; the profile still supplies the rest (the URL).
+    let job = json(&ok(
+        &[
+            &create[..],
+            &["--profile", "team-a", "--namespace", "team-b"],
+        ]
+        .concat(),
+        &env,
+    ));
+    assert_eq!(job["namespace"], "team-b", "{job}");
+    // And so does the flag's environment variable.
+    let url = format!("http://{}", node.addr);
+    let env_url = [
+        ("HOURGLASS_CLIENT_CONFIG", config.as_str()),
+        ("HOURGLASS_PROFILE", "nowhere"),
+        ("HOURGLASS_URL", url.as_str()),
+        ("HOURGLASS_NAMESPACE", "team-a"),
+    ];
+    let listed = json(&ok(&["job", "list"], &env_url));
+    assert_eq!(listed["jobs"].as_array().map(Vec::len), Some(1), "{listed}");
+
+    // The profile's URL is used: nothing listens there, and the key is not printed.
+    let ran = run(&["job", "list", "--profile", "nowhere"], &env);
+    assert_eq!(ran.code, 5, "unreachable: {}", ran.stderr);
+    one_error_line(
+        &ran.stderr,
+        "error: cannot reach http://127.0.0.1:9/v1/jobs",
+    );
+
+    // A profile that is not there, a file that is not there, a broken file: one line, usage.
+    let ran = run(&["job", "list", "--profile", "team-c"], &env);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    one_error_line(
+        &ran.stderr,
+        &format!(
+            "error: profile \"team-c\" is not in the client config file {config} (it has nowhere, team-a)"
+        ),
+    );
+    let missing = dir.path().join("missing.toml").display().to_string();
+    let ran = run(
+        &["job", "list", "--profile", "team-a"],
+        &[("HOURGLASS_CLIENT_CONFIG", missing.as_str())],
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    one_error_line(
+        &ran.stderr,
+        "error: profile \"team-a\": cannot read the client config file",
+    );
+    let broken = write_client_config(
+        dir.path(),
+        "[profiles.x]\nurl = \"http://127.0.0.1:9\"\napikey = \"hg_do_not_print\"\n",
+    );
+    let ran = run(
+        &["job", "list", "--profile", "x"],
+        &[("HOURGLASS_CLIENT_CONFIG", broken.as_str())],
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    one_error_line(
+        &ran.stderr,
+        &format!("error: client config file {broken}:3: unknown field `apikey`"),
+    );
+    assert!(!ran.stderr.contains("hg_do_not_print"), "{}", ran.stderr);
+    // Without a profile the file is not read at all, broken or not.
+    let ran = run(
+        &["job", "list", "--url", &url, "--namespace", "team-a"],
+        &[("HOURGLASS_CLIENT_CONFIG", broken.as_str())],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    node.kill().await;
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok(&["completions", shell], &[]);
+        // The script completes the subcommands and their flags, at every level (fish writes a
+        // long flag as `-l profile`).
+        for word in [
+            "next-fires",
+            "dead-letters",
+            "max-attempts",
+            "profile",
+            "output",
+        ] {
+            assert!(script.contains(word), "{shell} script lacks {word}");
+        }
+    }
+    let ran = run(&["completions", "tcsh"], &[]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+}
+
+#[test]
+fn help_shows_examples_for_the_main_commands() {
+    for args in [
+        vec!["--help"],
+        vec!["job", "create", "--help"],
+        vec!["job", "list", "--help"],
+        vec!["queue", "--help"],
+        vec!["dead-letters", "--help"],
+    ] {
+        let help = ok(&args, &[]);
+        assert!(
+            help.contains("\nExamples:\n  hourglass "),
+            "{args:?}:\n{help}"
+        );
+    }
 }
