@@ -109,10 +109,10 @@ impl Output {
             return;
         }
         match self.format {
-            Format::Json => println!("{}", pretty(text.to_string())),
+            Format::Json => outln!("{}", pretty(text.to_string())),
             Format::Table => match serde_json::from_str::<Value>(text) {
                 Ok(value) => self.table(view, &value),
-                Err(_) => println!("{text}"),
+                Err(_) => outln!("{text}"),
             },
         }
     }
@@ -129,7 +129,7 @@ impl Output {
     }
 
     fn table(&self, view: View, value: &Value) {
-        print!(
+        out!(
             "{}",
             views::render(view, value, self.style, jiff::Timestamp::now())
         );
@@ -440,7 +440,7 @@ impl Endpoint {
 }
 
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -689,7 +689,7 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
     )
     .await?;
     if out.explicit && out.format == Format::Json {
-        println!("{}", pretty(text));
+        outln!("{}", pretty(text));
         return Ok(());
     }
     let preview: Value = serde_json::from_str(&text).context("the node's answer is not JSON")?;
@@ -700,7 +700,7 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
         (Some(_), Some(name)) => hourglass_core::cron::time_zone(name).ok(),
         _ => None,
     };
-    println!("{}", preview["description"].as_str().unwrap_or_default());
+    outln!("{}", preview["description"].as_str().unwrap_or_default());
     for time in preview["fire_times"].as_array().into_iter().flatten() {
         let time = time.as_str().context("fire time is not a string")?;
         match &zone {
@@ -710,9 +710,9 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
                     .context("fire time is not an instant")?
                     .to_zoned(zone.clone())
                     .strftime("%a %Y-%m-%d %H:%M:%S %Z");
-                println!("{time}  {local}");
+                outln!("{time}  {local}");
             }
-            None => println!("{time}"),
+            None => outln!("{time}"),
         }
     }
     Ok(())
@@ -825,7 +825,7 @@ pub async fn dead_letters(args: DeadLetterArgs, out: Output) -> anyhow::Result<(
             .await?;
             // The answer is empty: JSON output prints nothing, as it always did.
             if out.format == Format::Table {
-                println!("dead letter {id} deleted");
+                outln!("dead letter {id} deleted");
             }
             Ok(())
         }

@@ -63,8 +63,8 @@ pub async fn run(args: ListenArgs) -> anyhow::Result<()> {
         key,
         style: Style::detect(),
     });
-    println!("hourglass listen: receiving webhooks on http://{addr}/ (any path)");
-    println!(
+    outln!("hourglass listen: receiving webhooks on http://{addr}/ (any path)");
+    outln!(
         "  answering {}; signatures {}; Ctrl-C to stop",
         status,
         if state.key.is_some() {

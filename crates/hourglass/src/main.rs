@@ -5,6 +5,17 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `print!` through [`write_stdout`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*)) };
+}
+
+/// `println!` through [`write_stdout`].
+macro_rules! outln {
+    () => { $crate::write_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod backup;
 mod bench;
 mod client;
@@ -112,6 +123,20 @@ enum KeyCommand {
 /// and a profile that cannot be used),
 /// 3 the node refused the request (4xx), 4 not found (404), 5 the node is unreachable or
 /// unavailable (5xx, a connection that failed).
+/// Writes to stdout; a reader that went away (`hourglass job list | head`) ends the process
+/// quietly with success, as `cat` does, instead of the panic `println!` raises on a broken pipe.
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -173,18 +198,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             command: KeyCommand::Generate,
         } => {
             let key = hourglass_server::auth::generate_key();
-            println!("key:    {key}");
-            println!("sha256: {}", hourglass_server::auth::hash_key(&key));
-            println!();
-            println!("Add to the config file (the key itself is not stored anywhere):");
-            println!("[[api_keys]]");
-            println!("namespace = \"default\"");
-            println!("sha256 = \"{}\"", hourglass_server::auth::hash_key(&key));
+            outln!("key:    {key}");
+            outln!("sha256: {}", hourglass_server::auth::hash_key(&key));
+            outln!();
+            outln!("Add to the config file (the key itself is not stored anywhere):");
+            outln!("[[api_keys]]");
+            outln!("namespace = \"default\"");
+            outln!("sha256 = \"{}\"", hourglass_server::auth::hash_key(&key));
             Ok(())
         }
         Command::Completions { shell } => {
             let mut command = Cli::command();
-            clap_complete::generate(shell, &mut command, "hourglass", &mut std::io::stdout());
+            // Into memory first: clap_complete panics when stdout is a closed pipe.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "hourglass", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
             Ok(())
         }
     }
@@ -198,15 +226,15 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
         .await
         .context("cannot start the node")?;
     // Tests and scripts read the address from this first line: keep its shape.
-    println!("hourglass listening on http://{}", node.addr());
+    outln!("hourglass listening on http://{}", node.addr());
     // With JSON logs every later stdout line is a JSON object, for log collectors.
     if text_logs {
-        println!("dashboard: http://{}/", node.addr());
+        outln!("dashboard: http://{}/", node.addr());
     } else {
         tracing::info!(url = %format!("http://{}/", node.addr()), "dashboard");
     }
     if let Some(metrics) = node.metrics_addr() {
-        println!("hourglass serving metrics on http://{metrics}/metrics");
+        outln!("hourglass serving metrics on http://{metrics}/metrics");
     }
     let failed = node.failed();
     tokio::select! {

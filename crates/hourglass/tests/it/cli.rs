@@ -385,3 +385,34 @@ fn help_shows_examples_for_the_main_commands() {
         );
     }
 }
+
+/// A reader that stops early (`hourglass … | head`) ends the command quietly with success, not
+/// with a panic about a broken pipe. The bash script is about 84 KB, more than a pipe holds, so
+/// the command is still writing when the reader goes away.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    use std::io::Read as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hourglass"))
+        .args(["completions", "bash"])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn hourglass");
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_exact(&mut first)
+        .expect("the start of the script");
+    // The read end is dropped here: the rest of the script meets a closed pipe.
+    let output = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {:?}, stderr: {stderr}",
+        output.status
+    );
+    assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
+}
