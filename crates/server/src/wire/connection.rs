@@ -6,7 +6,7 @@ use hourglass_core::{Target, ValidationError};
 use hourglass_targets::ConnectionRefused;
 use serde_json::Value;
 
-use super::{Limits, TargetRules};
+use super::{Limits, TargetRules, parse_url};
 
 pub(super) fn validate(
     target: &Target,
@@ -70,17 +70,8 @@ pub(super) fn validate(
             )?;
         }
         Target::Sqs(t) => {
-            url(&t.queue_url, &field("queue_url"), limits)?;
-            if let Some(group) = &t.group_id {
-                text(
-                    group,
-                    &field("group_id"),
-                    1,
-                    128,
-                    is_visible,
-                    "visible ASCII characters",
-                )?;
-            }
+            queue_url(&t.queue_url, &field("queue_url"), limits)?;
+            group_id(t.group_id.as_ref(), &field("group_id"))?;
         }
         Target::Sns(t) => {
             text(
@@ -98,16 +89,7 @@ pub(super) fn validate(
                     "not a topic ARN: arn:aws:sns:REGION:ACCOUNT:NAME",
                 ));
             }
-            if let Some(group) = &t.group_id {
-                text(
-                    group,
-                    &field("group_id"),
-                    1,
-                    128,
-                    is_visible,
-                    "visible ASCII characters",
-                )?;
-            }
+            group_id(t.group_id.as_ref(), &field("group_id"))?;
         }
         Target::Lambda(t) => {
             text(
@@ -212,26 +194,21 @@ fn text(
     Ok(())
 }
 
-fn url(value: &str, field: &str, limits: &Limits) -> Result<(), ValidationError> {
-    if value.len() > limits.max_url_bytes {
-        return Err(ValidationError::new(
-            "invalid_url",
-            field,
-            format!(
-                "the url is {} bytes; the limit is {}",
-                value.len(),
-                limits.max_url_bytes
-            ),
-        ));
+/// An SQS queue URL: http(s) with a host.
+fn queue_url(value: &str, field: &str, limits: &Limits) -> Result<(), ValidationError> {
+    let url = parse_url(value, field, limits)?;
+    if matches!(url.scheme(), "https" | "http") && url.host().is_some() {
+        Ok(())
+    } else {
+        Err(ValidationError::new("invalid_url", field, "an https url"))
     }
-    match url::Url::parse(value) {
-        Ok(u) if matches!(u.scheme(), "https" | "http") && u.host().is_some() => Ok(()),
-        Ok(_) => Err(ValidationError::new("invalid_url", field, "an https url")),
-        Err(e) => Err(ValidationError::new(
-            "invalid_url",
-            field,
-            format!("not a valid url: {e}"),
-        )),
+}
+
+/// A FIFO queue's or topic's message group.
+fn group_id(group: Option<&String>, field: &str) -> Result<(), ValidationError> {
+    match group {
+        Some(group) => text(group, field, 1, 128, is_visible, "visible ASCII characters"),
+        None => Ok(()),
     }
 }
 

@@ -511,32 +511,13 @@ impl TargetIn {
                 "give one target",
             ));
         };
-        let policy = rules.policy;
-        let url_too_long = |len: usize| {
-            ValidationError::new(
-                "invalid_url",
-                "target.webhook.url",
-                format!(
-                    "the url is {len} bytes; the limit is {}",
-                    limits.max_url_bytes
-                ),
-            )
-        };
-        if webhook.url.len() > limits.max_url_bytes {
-            return Err(url_too_long(webhook.url.len()));
-        }
-        let url: url::Url = webhook.url.parse().map_err(|e| {
-            ValidationError::new(
-                "invalid_url",
-                "target.webhook.url",
-                format!("not a valid url: {e}"),
-            )
-        })?;
+        const FIELD: &str = "target.webhook.url";
+        let url = parse_url(&webhook.url, FIELD, limits)?;
         // Normalizing percent-encodes and punycodes, which can lengthen what was sent.
         if url.as_str().len() > limits.max_url_bytes {
-            return Err(url_too_long(url.as_str().len()));
+            return Err(url_too_long(FIELD, url.as_str().len(), limits));
         }
-        policy.check_url(&url, "target.webhook.url")?;
+        rules.policy.check_url(&url, FIELD)?;
         let headers = validate_headers(&webhook.headers, limits)?;
         if let Some(rate) = webhook.rate_limit
             && !(1..=MAX_RATE_LIMIT).contains(&rate)
@@ -555,6 +536,26 @@ impl TargetIn {
             rate_limit: webhook.rate_limit,
         }))
     }
+}
+
+/// A URL the API takes (a webhook's, an SQS queue's): within the length limit, and parsed.
+fn parse_url(text: &str, field: &str, limits: &Limits) -> Result<url::Url, ValidationError> {
+    if text.len() > limits.max_url_bytes {
+        return Err(url_too_long(field, text.len(), limits));
+    }
+    text.parse()
+        .map_err(|e| ValidationError::new("invalid_url", field, format!("not a valid url: {e}")))
+}
+
+fn url_too_long(field: &str, len: usize, limits: &Limits) -> ValidationError {
+    ValidationError::new(
+        "invalid_url",
+        field,
+        format!(
+            "the url is {len} bytes; the limit is {}",
+            limits.max_url_bytes
+        ),
+    )
 }
 
 /// A webhook's extra headers, with their names lowercased: valid HTTP, none that Hourglass sets
