@@ -130,15 +130,21 @@ impl Target {
     /// The operator's named connection a bus or cloud target publishes through; `None` for
     /// webhooks and queues.
     pub fn connection(&self) -> Option<&str> {
+        self.published_to().map(|(connection, _)| connection)
+    }
+
+    /// A bus or cloud target's connection and the resource it names there (bus, queue URL,
+    /// topic, function, subject, stream or exchange).
+    fn published_to(&self) -> Option<(&str, &str)> {
         match self {
             Target::Webhook(_) | Target::Queue(_) => None,
-            Target::Eventbridge(t) => Some(&t.connection),
-            Target::Sqs(t) => Some(&t.connection),
-            Target::Sns(t) => Some(&t.connection),
-            Target::Lambda(t) => Some(&t.connection),
-            Target::Nats(t) => Some(&t.connection),
-            Target::RedisStream(t) => Some(&t.connection),
-            Target::Amqp(t) => Some(&t.connection),
+            Target::Eventbridge(t) => Some((&t.connection, &t.bus)),
+            Target::Sqs(t) => Some((&t.connection, &t.queue_url)),
+            Target::Sns(t) => Some((&t.connection, &t.topic_arn)),
+            Target::Lambda(t) => Some((&t.connection, &t.function)),
+            Target::Nats(t) => Some((&t.connection, &t.subject)),
+            Target::RedisStream(t) => Some((&t.connection, &t.stream)),
+            Target::Amqp(t) => Some((&t.connection, &t.exchange)),
         }
     }
 
@@ -148,9 +154,6 @@ impl Target {
     /// destination, so one slow receiver cannot hold every delivery slot. `None` for queues:
     /// workers pull them.
     pub fn destination(&self) -> Option<String> {
-        let at = |connection: &str, resource: &str| {
-            Some(format!("{}://{connection}/{resource}", self.kind()))
-        };
         match self {
             Target::Webhook(w) => Some(format!(
                 "{}://{}:{}",
@@ -158,14 +161,9 @@ impl Target {
                 w.url.host_str().unwrap_or_default(),
                 w.url.port_or_known_default().unwrap_or_default()
             )),
-            Target::Queue(_) => None,
-            Target::Eventbridge(t) => at(&t.connection, &t.bus),
-            Target::Sqs(t) => at(&t.connection, &t.queue_url),
-            Target::Sns(t) => at(&t.connection, &t.topic_arn),
-            Target::Lambda(t) => at(&t.connection, &t.function),
-            Target::Nats(t) => at(&t.connection, &t.subject),
-            Target::RedisStream(t) => at(&t.connection, &t.stream),
-            Target::Amqp(t) => at(&t.connection, &t.exchange),
+            _ => self
+                .published_to()
+                .map(|(connection, resource)| format!("{}://{connection}/{resource}", self.kind())),
         }
     }
 
@@ -264,4 +262,43 @@ pub struct WebhookTarget {
     /// with limits of its own. `None`: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_targets_destination_is_its_kind_connection_and_resource() {
+        let nats = Target::Nats(NatsTarget {
+            connection: "bus".into(),
+            subject: "jobs.reminder".into(),
+        });
+        assert_eq!(nats.connection(), Some("bus"));
+        assert_eq!(
+            nats.destination().as_deref(),
+            Some("nats://bus/jobs.reminder")
+        );
+        let sqs = Target::Sqs(SqsTarget {
+            connection: "aws".into(),
+            queue_url: "https://sqs.example/1/q".into(),
+            group_id: None,
+        });
+        assert_eq!(
+            sqs.destination().as_deref(),
+            Some("sqs://aws/https://sqs.example/1/q")
+        );
+        let webhook = Target::Webhook(WebhookTarget {
+            url: "https://api.example.com/hook".parse().unwrap(),
+            headers: BTreeMap::new(),
+            rate_limit: None,
+        });
+        assert_eq!(webhook.connection(), None);
+        assert_eq!(
+            webhook.destination().as_deref(),
+            Some("https://api.example.com:443")
+        );
+        let queue = Target::Queue(QueueTarget { name: "q".into() });
+        assert_eq!((queue.connection(), queue.destination()), (None, None));
+    }
 }
