@@ -19,7 +19,7 @@ use hourglass_engine::Verdict;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Sends one batch under its key and answers one verdict per entry, in order.
-pub type SendBatch<I> =
+type SendBatch<I> =
     Arc<dyn Fn(String, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<Verdict>> + Send>> + Send + Sync>;
 
 /// How a service batches.
@@ -49,10 +49,15 @@ pub struct Batches<I: Send + 'static> {
 }
 
 impl<I: Send + 'static> Batches<I> {
-    pub fn new(shape: Shape, send: SendBatch<I>) -> Self {
+    /// `send` sends one batch under its key and answers one verdict per entry, in order.
+    pub fn new<F, Fut>(shape: Shape, send: F) -> Self
+    where
+        F: Fn(String, Vec<I>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<Verdict>> + Send + 'static,
+    {
         Self {
             lines: Mutex::new(HashMap::new()),
-            send,
+            send: Arc::new(move |key, items| Box::pin(send(key, items))),
             shape,
         }
     }
@@ -176,8 +181,14 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn recording(sizes: Arc<Mutex<Vec<usize>>>, gate: Arc<Semaphore>) -> SendBatch<u32> {
-        Arc::new(move |_key, items: Vec<u32>| {
+    fn recording(
+        sizes: Arc<Mutex<Vec<usize>>>,
+        gate: Arc<Semaphore>,
+    ) -> impl Fn(String, Vec<u32>) -> Pin<Box<dyn Future<Output = Vec<Verdict>> + Send>>
+    + Send
+    + Sync
+    + 'static {
+        move |_key, items: Vec<u32>| {
             let sizes = sizes.clone();
             let gate = gate.clone();
             Box::pin(async move {
@@ -196,7 +207,7 @@ mod tests {
                     })
                     .collect()
             })
-        })
+        }
     }
 
     #[tokio::test]

@@ -4,8 +4,6 @@
 //! strings that rules can match by prefix. EventBridge reports failures per entry, so only the
 //! entries it refused are retried.
 
-use std::sync::Arc;
-
 use aws_config::SdkConfig;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use hourglass_core::{EventBridgeTarget, Occurrence};
@@ -28,13 +26,11 @@ pub struct EventBridge {
 impl EventBridge {
     pub fn new(_connection: &str, sdk: &SdkConfig) -> Self {
         let client = aws_sdk_eventbridge::Client::new(sdk);
-        let send = Arc::new(move |_bus: String, entries: Vec<PutEventsRequestEntry>| {
-            let client = client.clone();
-            Box::pin(async move { send(&client, entries).await })
-                as std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Verdict>> + Send>>
-        });
         Self {
-            batches: Batches::new(SHAPE, send),
+            batches: Batches::new(SHAPE, move |_bus: String, entries| {
+                let client = client.clone();
+                async move { send(&client, entries).await }
+            }),
         }
     }
 
@@ -62,15 +58,13 @@ impl EventBridge {
             .source(&target.source)
             .detail_type(&target.detail_type)
             .detail(detail)
-            .time(aws_smithy_types_time(occ))
+            .time(aws_sdk_eventbridge::primitives::DateTime::from_millis(
+                occ.due.as_millisecond(),
+            ))
             .set_resources(Some(resources))
             .build();
         self.batches.submit(&target.bus, entry, size).await
     }
-}
-
-fn aws_smithy_types_time(occ: &Occurrence) -> aws_sdk_eventbridge::primitives::DateTime {
-    aws_sdk_eventbridge::primitives::DateTime::from_millis(occ.due.as_millisecond())
 }
 
 async fn send(

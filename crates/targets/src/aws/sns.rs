@@ -3,8 +3,6 @@
 //! match them, and raw delivery to SQS keeps them as SQS attributes). A FIFO topic (`.fifo`)
 //! gets the delivery id as deduplication id and `group_id` (else the job id) as message group.
 
-use std::sync::Arc;
-
 use aws_config::SdkConfig;
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use hourglass_core::{Occurrence, SnsTarget};
@@ -27,15 +25,11 @@ pub struct Sns {
 impl Sns {
     pub fn new(_connection: &str, sdk: &SdkConfig) -> Self {
         let client = aws_sdk_sns::Client::new(sdk);
-        let send = Arc::new(
-            move |topic_arn: String, entries: Vec<PublishBatchRequestEntry>| {
-                let client = client.clone();
-                Box::pin(async move { send(&client, topic_arn, entries).await })
-                    as std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Verdict>> + Send>>
-            },
-        );
         Self {
-            batches: Batches::new(SHAPE, send),
+            batches: Batches::new(SHAPE, move |topic_arn: String, entries| {
+                let client = client.clone();
+                async move { send(&client, topic_arn, entries).await }
+            }),
         }
     }
 

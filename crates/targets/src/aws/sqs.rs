@@ -3,8 +3,6 @@
 //! `.fifo`) gets the delivery id as its deduplication id, so a redelivery within SQS's five
 //! minutes is dropped, and the target's `group_id` (else the job id) as message group.
 
-use std::sync::Arc;
-
 use aws_config::SdkConfig;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use hourglass_core::{Occurrence, SqsTarget};
@@ -27,15 +25,11 @@ pub struct Sqs {
 impl Sqs {
     pub fn new(_connection: &str, sdk: &SdkConfig) -> Self {
         let client = aws_sdk_sqs::Client::new(sdk);
-        let send = Arc::new(
-            move |queue_url: String, entries: Vec<SendMessageBatchRequestEntry>| {
-                let client = client.clone();
-                Box::pin(async move { send(&client, queue_url, entries).await })
-                    as std::pin::Pin<Box<dyn std::future::Future<Output = Vec<Verdict>> + Send>>
-            },
-        );
         Self {
-            batches: Batches::new(SHAPE, send),
+            batches: Batches::new(SHAPE, move |queue_url: String, entries| {
+                let client = client.clone();
+                async move { send(&client, queue_url, entries).await }
+            }),
         }
     }
 
