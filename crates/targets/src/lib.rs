@@ -33,6 +33,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+pub use aws::sdk_config;
 pub use config::{ConnectionConfig, ConnectionKind, ConnectionRefused, Connections};
 
 /// One opened connection.

@@ -152,20 +152,15 @@ impl Consumer {
 
     /// `endpoint` is an SQS endpoint with test credentials, such as moto's server.
     pub async fn sqs(endpoint: &str, recorder: Recorder, loops: usize) -> anyhow::Result<Self> {
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-            ))
-            .build_https();
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(http)
-            .region(aws_config::Region::new("us-east-1"))
-            .endpoint_url(endpoint)
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "bench", "bench", None, None, "bench",
-            ))
-            .load()
-            .await;
+        let connection: hourglass_targets::ConnectionConfig =
+            serde_json::from_value(serde_json::json!({
+                "kind": "sqs",
+                "region": "us-east-1",
+                "endpoint_url": endpoint,
+                "access_key_id": "bench",
+                "secret_access_key": "bench",
+            }))?;
+        let sdk = hourglass_targets::sdk_config(&connection, Duration::from_secs(10)).await;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let queue_url = sqs
             .create_queue()

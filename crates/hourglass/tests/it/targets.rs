@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use serde_json::{Value, json};
 
@@ -48,20 +48,15 @@ fn config_file(nodes_dir: &std::path::Path, name: &str, connections: &str) -> Pa
 }
 
 async fn sdk(endpoint: &str) -> SdkConfig {
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https();
-    aws_config::defaults(BehaviorVersion::latest())
-        .http_client(http)
-        .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .load()
-        .await
+    let connection: hourglass_targets::ConnectionConfig = serde_json::from_value(json!({
+        "kind": "aws",
+        "region": "us-east-1",
+        "endpoint_url": endpoint,
+        "access_key_id": "testing",
+        "secret_access_key": "testing",
+    }))
+    .unwrap();
+    hourglass_targets::sdk_config(&connection, Duration::from_secs(10)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

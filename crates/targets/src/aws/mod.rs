@@ -61,8 +61,8 @@ impl AwsConnection {
 /// The SDK's configuration for one connection: region, endpoint and credentials from the
 /// connection when it gives them, else from the standard chain (environment, profile, container
 /// or instance role); the HTTP client on rustls with ring; no SDK retries; the delivery timeout
-/// on every request.
-async fn sdk_config(config: &ConnectionConfig, timeout: Duration) -> SdkConfig {
+/// on every request. Public for the bench and the tests, which read back what was published.
+pub async fn sdk_config(config: &ConnectionConfig, timeout: Duration) -> SdkConfig {
     let http = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
             tls::rustls_provider::CryptoMode::Ring,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_sqs::types::QueueAttributeName;
 use hourglass_core::{EventBridgeTarget, LambdaTarget, SnsTarget, SqsTarget, Target};
 use hourglass_engine::Verdict;
@@ -32,20 +32,8 @@ async fn aws() -> hourglass_targets::Router {
 
 /// The test's own SDK configuration, to set up and read queues, topics and buses.
 async fn sdk() -> SdkConfig {
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https();
-    aws_config::defaults(BehaviorVersion::latest())
-        .http_client(http)
-        .region(Region::new("us-east-1"))
-        .endpoint_url(moto())
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .load()
-        .await
+    let connection = serde_json::from_value(connection(&moto())).unwrap();
+    hourglass_targets::sdk_config(&connection, Duration::from_secs(10)).await
 }
 
 async fn queue(sqs: &aws_sdk_sqs::Client, fifo: bool) -> String {
