@@ -20,7 +20,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use tokio::sync::Mutex;
 
-use crate::envelope::{Meta, payload};
+use crate::envelope::{HEADER_NAMES, Meta, payload};
 
 pub struct Amqp {
     url: String,
@@ -83,7 +83,7 @@ impl Amqp {
         };
         let meta = Meta::of(occ);
         let mut headers = FieldTable::default();
-        for (name, value) in meta.pairs("hourglass-") {
+        for (name, value) in meta.pairs(&HEADER_NAMES) {
             headers.insert(
                 ShortString::from(name),
                 AMQPValue::LongString(LongString::from(value.as_bytes().to_vec())),

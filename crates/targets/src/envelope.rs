@@ -25,22 +25,49 @@ impl Meta {
         }
     }
 
-    /// The facts as (name, value) pairs, with `prefix` before each name (`hourglass-` for
-    /// headers, `hourglass_` for attribute names that may not contain '-'). The type is left out
-    /// when the job has none.
-    pub fn pairs(&self, prefix: &str) -> Vec<(String, &str)> {
-        let mut out = vec![
-            (format!("{prefix}delivery-id"), self.delivery_id.as_str()),
-            (format!("{prefix}job-id"), self.job_id.as_str()),
-            (format!("{prefix}due-at"), self.due_at.as_str()),
-            (format!("{prefix}attempt"), self.attempt.as_str()),
+    /// The facts as (name, value) pairs under one of the naming schemes below, in the order
+    /// delivery id, job id, due at, attempt, job type; the type is left out when the job has none.
+    pub fn pairs(&self, names: &'static Names) -> impl Iterator<Item = (&'static str, &str)> {
+        let values = [
+            Some(self.delivery_id.as_str()),
+            Some(self.job_id.as_str()),
+            Some(self.due_at.as_str()),
+            Some(self.attempt.as_str()),
+            self.job_type.as_deref(),
         ];
-        if let Some(job_type) = &self.job_type {
-            out.push((format!("{prefix}job-type"), job_type.as_str()));
-        }
-        out
+        names
+            .iter()
+            .zip(values)
+            .filter_map(|(name, value)| Some((*name, value?)))
     }
 }
+
+/// The names the facts go under in one system, in [`Meta::pairs`]' order.
+pub type Names = [&'static str; 5];
+
+/// Message attributes and AMQP headers.
+pub const HEADER_NAMES: Names = [
+    "hourglass-delivery-id",
+    "hourglass-job-id",
+    "hourglass-due-at",
+    "hourglass-attempt",
+    "hourglass-job-type",
+];
+
+/// NATS headers, capitalised as NATS headers usually are.
+pub const NATS_NAMES: Names = [
+    "Hourglass-Delivery-Id",
+    "Hourglass-Job-Id",
+    "Hourglass-Due-At",
+    "Hourglass-Attempt",
+    "Hourglass-Job-Type",
+];
+
+/// Redis stream fields.
+pub const FIELD_NAMES: Names = ["delivery_id", "job_id", "due_at", "attempt", "job_type"];
+
+/// EventBridge `resources`, as `hourglass:<name>/<value>`.
+pub const RESOURCE_NAMES: Names = ["delivery-id", "job-id", "due-at", "attempt", "job-type"];
 
 /// The payload as the job stored it (JSON text), `null` when it has none.
 pub fn payload(occ: &Occurrence) -> &str {

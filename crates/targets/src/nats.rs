@@ -10,7 +10,7 @@ use async_nats::jetstream::{self, context::PublishErrorKind};
 use hourglass_core::{NatsTarget, Occurrence};
 use hourglass_engine::Verdict;
 
-use crate::envelope::{Meta, payload};
+use crate::envelope::{Meta, NATS_NAMES, payload};
 
 pub struct Nats {
     js: jetstream::Context,
@@ -36,8 +36,8 @@ impl Nats {
         let meta = Meta::of(occ);
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", meta.delivery_id.as_str());
-        for (name, value) in meta.pairs("Hourglass-") {
-            headers.insert(title_case(&name).as_str(), value);
+        for (name, value) in meta.pairs(&NATS_NAMES) {
+            headers.insert(name, value);
         }
         let body = bytes::Bytes::copy_from_slice(payload(occ).as_bytes());
         let acked = match self
@@ -53,20 +53,6 @@ impl Nats {
             Err(e) => verdict_of(&e),
         }
     }
-}
-
-/// `Hourglass-delivery-id` → `Hourglass-Delivery-Id`, as NATS headers are usually written.
-fn title_case(name: &str) -> String {
-    name.split('-')
-        .map(|part| {
-            let mut chars = part.chars();
-            match chars.next() {
-                Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
-                None => String::new(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("-")
 }
 
 fn verdict_of(e: &jetstream::context::PublishError) -> Verdict {
@@ -95,17 +81,5 @@ fn verdict_of(e: &jetstream::context::PublishError) -> Verdict {
             after: None,
             reason,
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn header_names_are_title_cased() {
-        assert_eq!(
-            super::title_case("Hourglass-delivery-id"),
-            "Hourglass-Delivery-Id"
-        );
-        assert_eq!(super::title_case("Hourglass-attempt"), "Hourglass-Attempt");
     }
 }

@@ -10,7 +10,7 @@ use hourglass_engine::Verdict;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
-use crate::envelope::{Meta, payload};
+use crate::envelope::{FIELD_NAMES, Meta, payload};
 
 pub struct Redis {
     client: redis::Client,
@@ -30,12 +30,14 @@ impl Redis {
     }
 
     async fn connection(&self) -> Result<ConnectionManager, redis::RedisError> {
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout.min(Duration::from_secs(5))))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(1);
         self.connection
-            .get_or_try_init(|| self.client.get_connection_manager_with_config(config))
+            .get_or_try_init(|| {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout.min(Duration::from_secs(5))))
+                    .set_response_timeout(Some(self.timeout))
+                    .set_number_of_retries(1);
+                self.client.get_connection_manager_with_config(config)
+            })
             .await
             .cloned()
     }
@@ -51,8 +53,8 @@ impl Redis {
             .arg("*")
             .arg("payload")
             .arg(payload(occ));
-        for (name, value) in meta.pairs("") {
-            cmd.arg(name.replace('-', "_")).arg(value);
+        for (name, value) in meta.pairs(&FIELD_NAMES) {
+            cmd.arg(name).arg(value);
         }
         match cmd.query_async::<String>(&mut connection).await {
             Ok(_id) => Verdict::Delivered,

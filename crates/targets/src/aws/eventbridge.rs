@@ -11,7 +11,7 @@ use hourglass_engine::Verdict;
 
 use super::{all, transient_code, verdict_of};
 use crate::batch::{Batches, Shape};
-use crate::envelope::{Meta, payload};
+use crate::envelope::{Meta, RESOURCE_NAMES, payload};
 
 const SHAPE: Shape = Shape {
     max_entries: 10,
@@ -43,8 +43,7 @@ impl EventBridge {
             };
         }
         let resources: Vec<String> = meta
-            .pairs("")
-            .into_iter()
+            .pairs(&RESOURCE_NAMES)
             .map(|(name, value)| format!("hourglass:{name}/{value}"))
             .collect();
         // The entry size as EventBridge counts it: 14 bytes for the time, then each text.

@@ -10,7 +10,7 @@ use hourglass_engine::Verdict;
 
 use super::{all, batch_verdicts, verdict_of};
 use crate::batch::{Batches, Shape};
-use crate::envelope::{Meta, payload};
+use crate::envelope::{HEADER_NAMES, Meta, payload};
 
 const SHAPE: Shape = Shape {
     max_entries: 10,
@@ -38,7 +38,7 @@ impl Sns {
         let message = payload(occ).to_string();
         let mut size = message.len();
         let mut entry = PublishBatchRequestEntry::builder().id("0").message(message);
-        for (name, value) in meta.pairs("hourglass-") {
+        for (name, value) in meta.pairs(&HEADER_NAMES) {
             size += name.len() + value.len() + 6;
             match MessageAttributeValue::builder()
                 .data_type("String")

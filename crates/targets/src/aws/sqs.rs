@@ -10,7 +10,7 @@ use hourglass_engine::Verdict;
 
 use super::{all, batch_verdicts, verdict_of};
 use crate::batch::{Batches, Shape};
-use crate::envelope::{Meta, payload};
+use crate::envelope::{HEADER_NAMES, Meta, payload};
 
 const SHAPE: Shape = Shape {
     max_entries: 10,
@@ -40,7 +40,7 @@ impl Sqs {
         let mut entry = SendMessageBatchRequestEntry::builder()
             .id("0")
             .message_body(body);
-        for (name, value) in meta.pairs("hourglass-") {
+        for (name, value) in meta.pairs(&HEADER_NAMES) {
             size += name.len() + value.len() + 6;
             let value = MessageAttributeValue::builder()
                 .data_type("String")
