@@ -1106,25 +1106,7 @@ async fn a_hanging_destination_holds_only_its_cap_of_the_slots() {
             )
         })
         .collect();
-    let healthy_due = due + SignedDuration::from_millis(1);
-    let healthy: Vec<NewJob> = (0..10)
-        .map(|_| {
-            to(
-                "https://fast.example:8443/hook",
-                job("ok", Schedule::at(healthy_due), healthy_due, now),
-            )
-        })
-        .collect();
-    let healthy_ids: std::collections::HashSet<_> = healthy.iter().map(|j| j.id).collect();
-    rig.add(hanging).await;
-    rig.add(healthy).await;
-    rig.run_until(|s| s.iter().filter(|s| healthy_ids.contains(&s.job_id)).count() == 10)
-        .await;
-    let started_hanging = rig
-        .seen()
-        .iter()
-        .filter(|s| !healthy_ids.contains(&s.job_id))
-        .count();
+    let started_hanging = started_beside_a_healthy_destination(&rig, hanging, due).await;
     assert_eq!(
         started_hanging, 2,
         "the hanging destination holds exactly its cap"
@@ -1176,6 +1158,24 @@ async fn a_stalled_connection_target_holds_the_connection_cap() {
             job
         })
         .collect();
+    let started = started_beside_a_healthy_destination(&rig, stalled, due).await;
+    assert_eq!(
+        started, 3,
+        "the stalled subject holds exactly the connection cap"
+    );
+    assert_eq!(rig.metrics.destination_waiting.get(), 17);
+    rig.engine.shutdown().await;
+}
+
+/// Adds `stuck` (due at `due`, to a destination that never answers) and ten jobs to a healthy
+/// destination due a millisecond later, runs until all ten healthy ones were delivered, and
+/// answers how many of `stuck` had started by then.
+async fn started_beside_a_healthy_destination(
+    rig: &Rig,
+    stuck: Vec<NewJob>,
+    due: Timestamp,
+) -> usize {
+    let now = rig.now();
     let healthy_due = due + SignedDuration::from_millis(1);
     let healthy: Vec<NewJob> = (0..10)
         .map(|_| {
@@ -1186,21 +1186,14 @@ async fn a_stalled_connection_target_holds_the_connection_cap() {
         })
         .collect();
     let healthy_ids: std::collections::HashSet<_> = healthy.iter().map(|j| j.id).collect();
-    rig.add(stalled).await;
+    rig.add(stuck).await;
     rig.add(healthy).await;
     rig.run_until(|s| s.iter().filter(|s| healthy_ids.contains(&s.job_id)).count() == 10)
         .await;
-    let started = rig
-        .seen()
+    rig.seen()
         .iter()
         .filter(|s| !healthy_ids.contains(&s.job_id))
-        .count();
-    assert_eq!(
-        started, 3,
-        "the stalled subject holds exactly the connection cap"
-    );
-    assert_eq!(rig.metrics.destination_waiting.get(), 17);
-    rig.engine.shutdown().await;
+        .count()
 }
 
 fn in_namespace(namespace: &str, mut job: NewJob) -> NewJob {
