@@ -10,6 +10,8 @@
 
 #[cfg(feature = "testsuite")]
 pub mod conformance;
+#[cfg(feature = "dynamodb")]
+pub mod dynamodb;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -23,6 +25,8 @@ use async_trait::async_trait;
 use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
+#[cfg(feature = "dynamodb")]
+pub use dynamodb::{DynamoOptions, DynamoStore};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};

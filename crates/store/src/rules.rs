@@ -257,8 +257,8 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
     }
 }
 
-/// A state as the SQL backends store it.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+/// A state as the backends store it.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "dynamodb"))]
 pub(crate) fn state_code(state: JobState) -> i64 {
     match state {
         JobState::Active => 0,
@@ -269,7 +269,7 @@ pub(crate) fn state_code(state: JobState) -> i64 {
     }
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "dynamodb"))]
 pub(crate) fn state_from_code(code: i64) -> Result<JobState> {
     Ok(match code {
         0 => JobState::Active,

@@ -1,0 +1,489 @@
+//! Everything besides jobs and claims: run history, dead letters, retention, counts for metrics
+//! and queues, signing secrets, and the poller that stands in for `NOTIFY`.
+
+use std::collections::HashSet;
+use std::sync::Weak;
+use std::time::Duration;
+
+use hourglass_core::{JobId, JobState, from_ms};
+use jiff::Timestamp;
+
+use super::Inner;
+use super::item::{
+    AGE_INDEX, Attrs, DUE_INDEX, Item, LETTER_SK, Lane, NAMESPACE_INDEX, SECRETS_SK,
+    fire_of_due_sk, job_id, job_key, key, letter_from_item, letter_pk, letters_pk, n, ord,
+    queues_pk, run_from_item, run_pk, run_sk, s, secrets_pk,
+};
+use super::jobs::key_item_of;
+use super::table::{Change, Query};
+use crate::rules::state_from_code;
+use crate::{
+    DeadLetter, Purged, QueueStats, Result, RunCursor, RunRecord, SigningSecrets, StoreError,
+    StoreEvent, StoreGauges,
+};
+
+pub(super) async fn runs(
+    inner: &Inner,
+    namespace: Option<&str>,
+    id: JobId,
+    before: Option<RunCursor>,
+    limit: usize,
+) -> Result<Vec<RunRecord>> {
+    if super::jobs::get_job(inner, namespace, id).await?.is_none() {
+        return Err(StoreError::NotFound);
+    }
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let before = before.unwrap_or(RunCursor::NEWEST);
+    let items = inner
+        .query(
+            &Query::new(None, run_pk(id))
+                .below(run_sk(before))
+                .backward()
+                .limit(limit),
+        )
+        .await?;
+    items.iter().map(run_from_item).collect()
+}
+
+pub(super) async fn dead_letters(
+    inner: &Inner,
+    namespace: Option<&str>,
+    after: Option<i64>,
+    limit: usize,
+) -> Result<Vec<DeadLetter>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let after = ord(after.unwrap_or(0));
+    let (entries, sort_key) = match namespace {
+        Some(ns) => (
+            inner
+                .query(
+                    &Query::new(Some(NAMESPACE_INDEX), letters_pk(ns))
+                        .above(after)
+                        .limit(limit),
+                )
+                .await?,
+            "nsk",
+        ),
+        None => (
+            inner
+                .query_shards(
+                    |shard| format!("d#{shard}"),
+                    |partition| {
+                        Query::new(Some(AGE_INDEX), partition)
+                            .above(after.clone())
+                            .limit(limit)
+                    },
+                )
+                .await?,
+            "ask",
+        ),
+    };
+    let mut ids = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        ids.push(
+            entry
+                .str(sort_key)?
+                .parse::<i64>()
+                .map_err(|_| StoreError::Corrupt(format!("dead letter index entry {entry:?}")))?,
+        );
+    }
+    let keys = ids
+        .iter()
+        .map(|id| key(letter_pk(*id), LETTER_SK))
+        .collect();
+    let mut letters = Vec::with_capacity(ids.len());
+    for item in inner.get_many(keys).await? {
+        let letter = letter_from_item(&item)?;
+        if namespace.is_none_or(|ns| ns == letter.namespace) {
+            letters.push(letter);
+        }
+    }
+    letters.sort_by_key(|l| l.id);
+    Ok(letters)
+}
+
+pub(super) async fn get_dead_letter(
+    inner: &Inner,
+    namespace: Option<&str>,
+    id: i64,
+) -> Result<Option<DeadLetter>> {
+    match inner.get(key(letter_pk(id), LETTER_SK)).await? {
+        Some(item) => {
+            let letter = letter_from_item(&item)?;
+            Ok(namespace
+                .is_none_or(|ns| ns == letter.namespace)
+                .then_some(letter))
+        }
+        None => Ok(None),
+    }
+}
+
+pub(super) async fn delete_dead_letter(
+    inner: &Inner,
+    namespace: Option<&str>,
+    id: i64,
+) -> Result<bool> {
+    let mut change = Change::new(key(letter_pk(id), LETTER_SK));
+    change.when("attribute_exists(#pk)", &["pk"], vec![]);
+    if let Some(ns) = namespace {
+        change.when("#ns = {}", &["ns"], vec![s(ns)]);
+    }
+    // A conditional delete expressed as the transaction's delete, so the namespace is checked on
+    // the item itself.
+    let action = change.into_delete(&inner.table);
+    Ok(inner.transact(vec![action]).await?.is_ok())
+}
+
+pub(super) async fn purge(inner: &Inner, before: Timestamp, limit: usize) -> Result<Purged> {
+    let before = before.as_millisecond();
+    let mut purged = Purged::default();
+    if limit == 0 {
+        return Ok(purged);
+    }
+    // Finished jobs last changed before the cutoff, longest finished first, with their runs.
+    let finished = inner
+        .query_shards(
+            |shard| format!("f#{shard}"),
+            |partition| {
+                Query::new(Some(AGE_INDEX), partition)
+                    .below(ord(before))
+                    .limit(limit)
+            },
+        )
+        .await?;
+    for entry in finished {
+        let id = job_id(entry.str("pk")?.trim_start_matches("j#"))?;
+        let Some(item) = inner.get(job_key(id)).await? else {
+            continue;
+        };
+        // Still finished before the cutoff (a cancel since may have moved it on).
+        let still = state_from_code(item.num("st")?)?.is_terminal() && item.num("up")? < before;
+        if !still {
+            continue;
+        }
+        let runs = inner.query(&Query::new(None, run_pk(id))).await?;
+        purged.runs += runs.len() as u64;
+        let mut keys: Vec<Item> = runs
+            .iter()
+            .map(|run| {
+                Ok(key(
+                    run_pk(id),
+                    &run_sk(RunCursor {
+                        started_ms: run.num("started")?,
+                        seq: run.num("seq")?,
+                    }),
+                ))
+            })
+            .collect::<Result<_>>()?;
+        if let Some(key_item) = key_item_of(inner, &item).await? {
+            keys.push(key_item);
+        }
+        keys.push(job_key(id));
+        inner.delete_many(keys).await?;
+        purged.jobs += 1;
+    }
+    // Then old runs of any job (recurring ones live on), oldest first.
+    let old = inner
+        .query_shards(
+            |shard| format!("r#{shard}"),
+            |partition| {
+                Query::new(Some(AGE_INDEX), partition)
+                    .below(ord(before))
+                    .limit(limit)
+            },
+        )
+        .await?;
+    purged.runs += old.len() as u64;
+    let keys = old
+        .iter()
+        .map(|entry| Ok(key(entry.str("pk")?.to_owned(), entry.str("sk")?)))
+        .collect::<Result<Vec<_>>>()?;
+    inner.delete_many(keys).await?;
+    // And fence entries older than any claim they could still fence.
+    for shard in 0..inner.shards {
+        let stale = inner
+            .query(
+                &Query::new(None, format!("x#{shard}"))
+                    .below(ord(before))
+                    .limit(limit),
+            )
+            .await?;
+        let keys = stale
+            .iter()
+            .map(|entry| Ok(key(entry.str("pk")?.to_owned(), entry.str("sk")?)))
+            .collect::<Result<Vec<_>>>()?;
+        inner.delete_many(keys).await?;
+    }
+    Ok(purged)
+}
+
+pub(super) async fn purge_dead_letters(
+    inner: &Inner,
+    before: Timestamp,
+    limit: usize,
+) -> Result<u64> {
+    let before = before.as_millisecond();
+    // Only the `limit` oldest letters are looked at, as the SQL sweep does.
+    let oldest = dead_letters(inner, None, None, limit).await?;
+    let keys: Vec<Item> = oldest
+        .iter()
+        .filter(|letter| letter.created_at.as_millisecond() < before)
+        .map(|letter| key(letter_pk(letter.id), LETTER_SK))
+        .collect();
+    let deleted = keys.len() as u64;
+    inner.delete_many(keys).await?;
+    Ok(deleted)
+}
+
+/// Counts of one queue (or of all), as [`QueueStats`] and [`StoreGauges`] report them.
+#[derive(Default)]
+struct Visibility {
+    available: u64,
+    in_flight: u64,
+    scheduled: u64,
+    oldest_available: Option<i64>,
+}
+
+impl Visibility {
+    /// Counts one active message whose fire time is `fire`. A lease that lapsed (its expiry is
+    /// the fire time, and it has passed) is available again since that expiry.
+    fn count(&mut self, fire: i64, leased: bool, now: i64) {
+        if fire <= now {
+            self.available += 1;
+            self.oldest_available = Some(self.oldest_available.map_or(fire, |o| o.min(fire)));
+        } else if leased {
+            self.in_flight += 1;
+        } else {
+            self.scheduled += 1;
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.available + self.in_flight + self.scheduled
+    }
+}
+
+pub(super) async fn gauges(inner: &Inner, now: Timestamp) -> Result<StoreGauges> {
+    let now = now.as_millisecond();
+    let mut gauges = StoreGauges {
+        jobs_by_state: JobState::ALL.iter().map(|s| (*s, 0)).collect(),
+        ..Default::default()
+    };
+    let mut queues = Visibility::default();
+    for item in inner
+        .scan("j#", &["pk", "st", "fire", "queue", "lowner"])
+        .await?
+    {
+        let state = state_from_code(item.num("st")?)?;
+        if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == state) {
+            slot.1 += 1;
+        }
+        let Some(fire) = item.opt_num("fire")? else {
+            continue;
+        };
+        if state != JobState::Active {
+            continue;
+        }
+        if item.opt_str("queue")?.is_some() {
+            queues.count(fire, item.opt_str("lowner")?.is_some(), now);
+        } else if fire <= now {
+            // Unclaimed occurrences, and claims whose lease lapsed (backlog again).
+            gauges.due_backlog += 1;
+            gauges.oldest_backlog = Some(
+                gauges
+                    .oldest_backlog
+                    .map_or(from_ms(fire), |o| o.min(from_ms(fire))),
+            );
+        }
+    }
+    gauges.queue_available = queues.available;
+    gauges.queue_in_flight = queues.in_flight;
+    gauges.queue_scheduled = queues.scheduled;
+    gauges.oldest_queue_available = queues.oldest_available.map(from_ms);
+    Ok(gauges)
+}
+
+pub(super) async fn queue_stats(
+    inner: &Inner,
+    namespace: &str,
+    queue: Option<&str>,
+    now: Timestamp,
+) -> Result<Vec<QueueStats>> {
+    let now = now.as_millisecond();
+    let names: Vec<String> = match queue {
+        Some(name) => vec![name.to_owned()],
+        None => {
+            let mut names = Vec::new();
+            for item in inner.query(&Query::new(None, queues_pk(namespace))).await? {
+                names.push(item.str("sk")?.to_owned());
+            }
+            names
+        }
+    };
+    let mut out = Vec::new();
+    for name in names {
+        let lane = Lane::Queue {
+            namespace,
+            queue: &name,
+        };
+        let entries = inner
+            .query_shards(
+                |shard| lane.partition(shard),
+                |partition| Query::new(Some(DUE_INDEX), partition),
+            )
+            .await?;
+        let mut counts = Visibility::default();
+        for entry in &entries {
+            let fire = fire_of_due_sk(entry.str("dsk")?)?;
+            counts.count(fire, entry.opt_str("lowner")?.is_some(), now);
+        }
+        // Every queue that has active jobs, or the one asked for even when it has none.
+        if counts.total() == 0 && queue.is_none() {
+            continue;
+        }
+        out.push(QueueStats {
+            name,
+            available: counts.available,
+            in_flight: counts.in_flight,
+            scheduled: counts.scheduled,
+            oldest_available: counts.oldest_available.map(from_ms),
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+pub(super) async fn signing_secrets(
+    inner: &Inner,
+    namespace: &str,
+) -> Result<Option<SigningSecrets>> {
+    let Some(item) = inner.get(key(secrets_pk(namespace), SECRETS_SK)).await? else {
+        return Ok(None);
+    };
+    Ok(Some(SigningSecrets {
+        current: item.str("cur")?.to_owned(),
+        previous: match (item.opt_str("prev")?, item.opt_num("until")?) {
+            (Some(previous), Some(until)) => Some((previous.to_owned(), from_ms(until))),
+            _ => None,
+        },
+    }))
+}
+
+pub(super) async fn init_signing_secret(
+    inner: &Inner,
+    namespace: &str,
+    secret: &str,
+) -> Result<String> {
+    let mut item = key(secrets_pk(namespace), SECRETS_SK);
+    item.insert("cur".into(), s(secret));
+    if inner.put_new(item).await? {
+        return Ok(secret.to_owned());
+    }
+    // Another node set it first: theirs is the secret.
+    signing_secrets(inner, namespace)
+        .await?
+        .map(|s| s.current)
+        .ok_or_else(|| StoreError::Unavailable("the signing secret vanished".into()))
+}
+
+pub(super) async fn rotate_signing_secret(
+    inner: &Inner,
+    namespace: &str,
+    secret: &str,
+    previous_until: Option<Timestamp>,
+) -> Result<()> {
+    for _ in 0..5 {
+        let old = signing_secrets(inner, namespace).await?;
+        let mut change = Change::new(key(secrets_pk(namespace), SECRETS_SK));
+        change.set("cur", s(secret));
+        match (&old, previous_until) {
+            // The replaced secret stays valid until `until`; without one it stops at once.
+            (Some(old), Some(until)) => {
+                change.set("prev", s(&old.current));
+                change.set("until", n(until.as_millisecond()));
+            }
+            _ => {
+                change.remove("prev");
+                change.remove("until");
+            }
+        }
+        // Applied only over the secret it read, so two rotations at once cannot lose one's
+        // previous secret.
+        match &old {
+            Some(old) => change.when("#cur = {}", &["cur"], vec![s(&old.current)]),
+            None => change.when("attribute_not_exists(#cur)", &["cur"], vec![]),
+        }
+        if inner.update(change, false).await?.is_some() {
+            return Ok(());
+        }
+    }
+    Err(StoreError::Unavailable(
+        "dynamodb: the signing secret kept changing under the rotation; try again".into(),
+    ))
+}
+
+/// How far back the poller reads fence entries on each pass: entries are stamped with the
+/// writer's clock, so a writer running behind this node is still heard.
+const FENCE_WINDOW: Duration = Duration::from_secs(10);
+
+/// While anyone listens, every `interval`: one [`StoreEvent::Resync`] (re-read the due index:
+/// other writers may have made something due) and a [`StoreEvent::Fenced`] for each fence entry
+/// not yet seen. Ends when the store is dropped.
+pub(super) async fn poll_events(inner: Weak<Inner>, interval: Duration) {
+    let mut seen: HashSet<(JobId, i64)> = HashSet::new();
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let events = &inner.events;
+        if events.receiver_count() == 0 {
+            seen.clear();
+            continue;
+        }
+        let since = unix_ms_now() - FENCE_WINDOW.as_millis() as i64;
+        let fences = inner
+            .query_shards(
+                |shard| format!("x#{shard}"),
+                |partition| Query::new(None, partition).above(ord(since)),
+            )
+            .await;
+        match fences {
+            Ok(entries) => {
+                let mut current = HashSet::new();
+                for entry in entries {
+                    let (Ok(Some(job)), Ok(Some(token))) =
+                        (entry.opt_str("job"), entry.opt_num("tok"))
+                    else {
+                        continue;
+                    };
+                    let Ok(job_id) = job_id(job) else { continue };
+                    current.insert((job_id, token));
+                    if !seen.contains(&(job_id, token)) {
+                        let _ = events.send(StoreEvent::Fenced { job_id, token });
+                    }
+                }
+                // Entries leave the window; forget them with it.
+                seen = current;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the fence log"),
+        }
+        let _ = events.send(StoreEvent::Resync);
+    }
+}
+
+/// The machine's clock, read directly: only to choose which fence entries to read again, never
+/// for a scheduling decision.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "picks the fence log's read window; no scheduling decision"
+)]
+fn unix_ms_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,343 @@
+//! Items to records and back: the table's key layout, the attributes of each kind of item, how
+//! each is decoded (a value that does not decode is corrupt data, not an outage), and how SDK
+//! errors become [`StoreError`]s.
+//!
+//! One table holds every kind of item, told apart by the partition key's prefix:
+//!
+//! | item | `pk` | `sk` | in index |
+//! |---|---|---|---|
+//! | job | `j#<id>` | `j` | `due` while active, `byns` always, `age` once finished |
+//! | idempotency key | `k#<len(ns)>:<ns>#<key>` | `k` | |
+//! | run | `r#<job id>` | `<started ms>#<seq>` | `age` |
+//! | dead letter | `d#<id>` | `d` | `byns`, `age` |
+//! | queue name | `qr#<ns>` | `<queue>` | |
+//! | signing secrets | `s#<ns>` | `s` | |
+//! | fence | `x#<shard>` | `<ms>#<job id>#<token>` | |
+//! | table settings | `meta` | `meta` | |
+//!
+//! Numbers inside sort keys are zero-padded to 20 digits (negative instants count as 0), so
+//! that string order is numeric order.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::types::AttributeValue;
+use hourglass_core::{JobId, JobSpec, JobState, from_ms};
+
+use crate::rules::state_from_code;
+use crate::{
+    DeadLetter, JobRecord, KeyedTrigger, NewJob, Result, RunCursor, RunRecord, StoreError,
+};
+
+pub(super) type Item = HashMap<String, AttributeValue>;
+
+/// The sort key of every single-item kind whose partition key is enough.
+pub(super) const JOB_SK: &str = "j";
+pub(super) const KEY_SK: &str = "k";
+pub(super) const LETTER_SK: &str = "d";
+pub(super) const SECRETS_SK: &str = "s";
+
+/// The global secondary indexes, by name.
+pub(super) const DUE_INDEX: &str = "due";
+pub(super) const NAMESPACE_INDEX: &str = "byns";
+pub(super) const AGE_INDEX: &str = "age";
+
+pub(super) fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+pub(super) fn n(value: i64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// A number as it sorts inside a string key.
+pub(super) fn ord(value: i64) -> String {
+    format!("{:020}", value.max(0))
+}
+
+pub(super) fn job_pk(id: JobId) -> String {
+    format!("j#{id}")
+}
+
+pub(super) fn key_pk(namespace: &str, key: &str) -> String {
+    format!("k#{}:{namespace}#{key}", namespace.len())
+}
+
+pub(super) fn run_pk(id: JobId) -> String {
+    format!("r#{id}")
+}
+
+pub(super) fn run_sk(cursor: RunCursor) -> String {
+    format!("{}#{}", ord(cursor.started_ms), ord(cursor.seq))
+}
+
+pub(super) fn letter_pk(id: i64) -> String {
+    format!("d#{id}")
+}
+
+pub(super) fn namespace_pk(namespace: &str) -> String {
+    format!("n#{namespace}")
+}
+
+pub(super) fn letters_pk(namespace: &str) -> String {
+    format!("dn#{namespace}")
+}
+
+pub(super) fn queues_pk(namespace: &str) -> String {
+    format!("qr#{namespace}")
+}
+
+pub(super) fn secrets_pk(namespace: &str) -> String {
+    format!("s#{namespace}")
+}
+
+/// The primary key of an item whose sort key is fixed.
+pub(super) fn key(pk: String, sk: &str) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+pub(super) fn job_key(id: JobId) -> Item {
+    key(job_pk(id), JOB_SK)
+}
+
+/// Which part of the due index a job's occurrences live in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lane<'a> {
+    /// Fired by the engine.
+    Fired,
+    /// One pull queue of one namespace.
+    Queue { namespace: &'a str, queue: &'a str },
+}
+
+impl<'a> Lane<'a> {
+    pub(super) fn of_spec(namespace: &'a str, spec: &'a JobSpec) -> Self {
+        match spec.target.queue() {
+            Some(queue) => Lane::Queue { namespace, queue },
+            None => Lane::Fired,
+        }
+    }
+
+    /// The due index's partition key for this lane's shard `shard`.
+    pub(super) fn partition(self, shard: u32) -> String {
+        match self {
+            Lane::Fired => format!("f#{shard}"),
+            Lane::Queue { namespace, queue } => {
+                format!("q#{shard}#{}:{namespace}#{queue}", namespace.len())
+            }
+        }
+    }
+}
+
+/// The due index's sort key of a job firing at `fire`.
+pub(super) fn due_sk(fire: i64, id: JobId) -> String {
+    format!("{}#{id}", ord(fire))
+}
+
+/// The fire time a due-index sort key starts with.
+pub(super) fn fire_of_due_sk(sk: &str) -> Result<i64> {
+    sk.split_once('#')
+        .and_then(|(fire, _)| fire.parse().ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("due index sort key {sk:?}")))
+}
+
+/// The first due-index sort key after every job firing at or before `ms`.
+pub(super) fn due_sk_after(ms: i64) -> String {
+    ord(ms.saturating_add(1))
+}
+
+pub(super) fn encode_spec(spec: &JobSpec) -> String {
+    serde_json::to_string(spec).expect("job spec serializes")
+}
+
+fn decode_spec(text: &str) -> Result<JobSpec> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("job spec: {e}")))
+}
+
+pub(super) fn state_code(state: JobState) -> i64 {
+    crate::rules::state_code(state)
+}
+
+/// Reading attributes, a missing or mistyped one being corrupt data.
+pub(super) trait Attrs {
+    fn opt_str(&self, name: &str) -> Result<Option<&str>>;
+    fn opt_num(&self, name: &str) -> Result<Option<i64>>;
+
+    fn str(&self, name: &str) -> Result<&str> {
+        self.opt_str(name)?
+            .ok_or_else(|| StoreError::Corrupt(format!("item without attribute {name}")))
+    }
+
+    fn num(&self, name: &str) -> Result<i64> {
+        self.opt_num(name)?
+            .ok_or_else(|| StoreError::Corrupt(format!("item without attribute {name}")))
+    }
+}
+
+impl Attrs for Item {
+    fn opt_str(&self, name: &str) -> Result<Option<&str>> {
+        match self.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::S(text)) => Ok(Some(text)),
+            Some(other) => Err(StoreError::Corrupt(format!(
+                "attribute {name} is not a string: {other:?}"
+            ))),
+        }
+    }
+
+    fn opt_num(&self, name: &str) -> Result<Option<i64>> {
+        match self.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::N(text)) => text.parse().map(Some).map_err(|_| {
+                StoreError::Corrupt(format!("attribute {name} is not an integer: {text}"))
+            }),
+            Some(other) => Err(StoreError::Corrupt(format!(
+                "attribute {name} is not a number: {other:?}"
+            ))),
+        }
+    }
+}
+
+pub(super) fn job_id(text: &str) -> Result<JobId> {
+    text.parse()
+        .map_err(|_| StoreError::Corrupt(format!("job id {text:?}")))
+}
+
+/// A new job's item, active with its first occurrence due; `shard` places it in the due index.
+pub(super) fn new_job_item(job: &NewJob, shard: u32) -> Item {
+    let mut item = job_key(job.id);
+    let mut put = |name: &str, value| {
+        item.insert(name.to_owned(), value);
+    };
+    put("id", s(job.id.to_string()));
+    put("ns", s(&job.namespace));
+    if let Some(key) = &job.key {
+        put("key", s(key));
+    }
+    if let Some(job_type) = &job.spec.job_type {
+        put("jtype", s(job_type));
+    }
+    if let Some(queue) = job.spec.target.queue() {
+        put("queue", s(queue));
+    }
+    put("st", n(state_code(JobState::Active)));
+    put("spec", s(encode_spec(&job.spec)));
+    if let Some(payload) = &job.payload {
+        put("payload", s(payload));
+    }
+    put("fp", n(job.fingerprint));
+    let due = job.first_due.as_millisecond();
+    put("due", n(due));
+    put("fire", n(due));
+    for counter in ["att", "runs", "skip", "tok"] {
+        put(counter, n(0));
+    }
+    put("cr", n(job.now.as_millisecond()));
+    put("up", n(job.now.as_millisecond()));
+    put("npk", s(namespace_pk(&job.namespace)));
+    put("nsk", s(job.id.to_string()));
+    let lane = Lane::of_spec(&job.namespace, &job.spec);
+    put("dpk", s(lane.partition(shard)));
+    put("dsk", s(due_sk(due, job.id)));
+    item
+}
+
+pub(super) fn job_from_item(item: &Item) -> Result<JobRecord> {
+    let state = state_from_code(item.num("st")?)?;
+    let leased = item.opt_str("lowner")?.is_some();
+    Ok(JobRecord {
+        id: job_id(item.str("id")?)?,
+        namespace: item.str("ns")?.to_owned(),
+        key: item.opt_str("key")?.map(str::to_owned),
+        state,
+        spec: decode_spec(item.str("spec")?)?,
+        payload: item.opt_str("payload")?.map(str::to_owned),
+        next_due: item.opt_num("due")?.map(from_ms),
+        next_attempt: match (state, leased) {
+            (JobState::Active, false) => item.opt_num("fire")?.map(from_ms),
+            _ => None,
+        },
+        attempt: item.num("att")? as u32,
+        runs: item.num("runs")? as u64,
+        skipped: item.num("skip")? as u64,
+        created_at: from_ms(item.num("cr")?),
+        updated_at: from_ms(item.num("up")?),
+        token: item.num("tok")?,
+        last_trigger: match (item.opt_str("tkey")?, item.opt_num("tdue")?) {
+            (Some(key), Some(due)) => Some(KeyedTrigger {
+                key: key.to_owned(),
+                due: from_ms(due),
+            }),
+            _ => None,
+        },
+    })
+}
+
+pub(super) fn run_from_item(item: &Item) -> Result<RunRecord> {
+    Ok(RunRecord {
+        cursor: RunCursor {
+            started_ms: item.num("started")?,
+            seq: item.num("seq")?,
+        },
+        job_id: job_id(item.str("job")?)?,
+        due: from_ms(item.num("due")?),
+        attempt: item.num("att")? as u32,
+        started_at: from_ms(item.num("started")?),
+        latency_ms: item.num("lat")? as u32,
+        status: item.opt_num("status")?.map(|s| s as u16),
+        error: item.opt_str("err")?.map(str::to_owned),
+        response: item.opt_str("resp")?.map(str::to_owned),
+        outcome: item.str("outcome")?.to_owned(),
+    })
+}
+
+pub(super) fn letter_from_item(item: &Item) -> Result<DeadLetter> {
+    Ok(DeadLetter {
+        id: item.num("id")?,
+        namespace: item.str("ns")?.to_owned(),
+        job_id: job_id(item.str("job")?)?,
+        due: from_ms(item.num("due")?),
+        attempts: item.num("atts")? as u32,
+        reason: item.str("reason")?.to_owned(),
+        spec: decode_spec(item.str("spec")?)?,
+        payload: item.opt_str("payload")?.map(str::to_owned),
+        created_at: from_ms(item.num("cr")?),
+    })
+}
+
+/// An SDK failure as the store reports it: the service's code and message, or why the request
+/// did not get an answer.
+pub(super) fn unavailable<E, R>(e: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError::Unavailable(format!("dynamodb: {}", DisplayErrorContext(&e)))
+}
+
+/// Whether a failed conditional write failed on its condition (a fence, a key taken), which is
+/// an answer, not an outage.
+pub(super) fn condition_failed<E, R>(e: &SdkError<E, R>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+{
+    e.as_service_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| code == "ConditionalCheckFailedException")
+}
+
+/// For a cancelled transaction: which of its actions failed their condition.
+pub(super) fn cancelled_on_condition(
+    e: &SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError>,
+) -> Option<Vec<bool>> {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancel)) => Some(
+            cancel
+                .cancellation_reasons()
+                .iter()
+                .map(|r| r.code() == Some("ConditionalCheckFailed"))
+                .collect(),
+        ),
+        _ => None,
+    }
+}

@@ -1,0 +1,474 @@
+//! The DynamoDB store: one table that many nodes, or serverless functions, share.
+//!
+//! The layout (`item.rs` has the full table of item kinds):
+//! - **Jobs by id**, one item each. Three global secondary indexes project what the store looks
+//!   jobs up by: `due` (an active job's lane and shard → its fire time and id: what claims read),
+//!   `byns` (a namespace → its jobs' ids, for listing), `age` (finished jobs, runs and dead
+//!   letters by age, for retention).
+//! - **The due index** is keyed by (lane # shard, fire ms # job id). A lane is "fired by the
+//!   engine" or one queue of one namespace; each has `shards` partitions (a job's shard comes from
+//!   its id), so that no partition takes more than its ~1,000 writes a second. Unlike the
+//!   time-bucket tables this design grew from, the partition key carries no time bucket: within a
+//!   partition the sort key already orders by fire time, so a claim reads "everything due by the
+//!   horizon, earliest first" with one Query per shard, however long ago the oldest overdue job
+//!   fell due (a time bucket would make the claimer discover the oldest non-empty bucket), and
+//!   jobs created for the next few seconds spread over every shard instead of the current
+//!   bucket's. The index is sparse: paused and finished jobs leave it.
+//! - **A claim** reads each shard's due prefix (eventually consistent, as every GSI is) and then
+//!   takes each candidate with a conditional update on the job item, which checks that it is
+//!   still active and due (or its lease lapsed) and raises its fencing token; a stale read only
+//!   costs a failed condition. As in the SQL backends the claim moves the fire time to the lease
+//!   expiry, so an abandoned claim is due again by itself.
+//! - **A completion** is conditioned on the token; when it records a run or a dead letter it is
+//!   one `TransactWriteItems` (the job and its history change together or not at all). A batch of
+//!   completions is atomic per job, not per batch: each is its own request.
+//! - **Events** (`events()`): DynamoDB has no `NOTIFY`. While anyone listens, a poller sends
+//!   [`StoreEvent::Resync`] every `poll_interval` (the planner and queue long polls re-read the
+//!   due index), and reads the fence log: edits and lifecycle changes append a fence entry in the
+//!   same transaction, which the poller turns into [`StoreEvent::Fenced`], so a node drops a
+//!   claim another node's edit made stale before firing it.
+//!
+//! What DynamoDB cannot do cheaply, and what this backend does instead (ARCHITECTURE.md lists
+//! them): listing jobs across namespaces, and `count_jobs` without a namespace, scan the table;
+//! `gauges` scans it too (the node samples it rarely on this backend); a namespace's listing with
+//! filters reads the namespace's ids and filters the jobs it fetches; queue counts read the
+//! queue's due index. A create batch that needs more than 100 writes is written in several
+//! transactions, and undone if a later one fails.
+
+mod claim;
+mod complete;
+mod history;
+mod item;
+mod jobs;
+mod table;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::Credentials;
+use aws_smithy_http_client::tls;
+use hourglass_core::{Completion, JobId, Occurrence};
+use jiff::Timestamp;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use crate::{
+    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
+    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
+    StoreEvent, StoreGauges, Transition,
+};
+
+/// Where the table is and how to use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamoOptions {
+    pub table: String,
+    /// Due-index partitions per lane, used when this store creates the table; an existing table
+    /// keeps the count it was created with (stored in the table).
+    pub shards: u32,
+    /// How often a listening store re-reads the due index and the fence log for other writers'
+    /// changes.
+    pub poll_interval: Duration,
+    /// Region, endpoint and credentials: `None` takes them from the standard AWS chain
+    /// (`AWS_REGION`, `AWS_ENDPOINT_URL`, the environment's keys, a profile, the function's or
+    /// instance's role).
+    pub region: Option<String>,
+    pub endpoint_url: Option<String>,
+    pub credentials: Option<(String, String)>,
+}
+
+/// Due-index partitions per lane when the URL does not say: 8 × ~1,000 writes a second per
+/// partition, while an idle due-time probe costs 8 small reads.
+pub const DEFAULT_SHARDS: u32 = 8;
+/// At most this many (a claim or a probe reads every shard).
+pub const MAX_SHARDS: u32 = 64;
+
+impl DynamoOptions {
+    pub fn new(table: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            shards: DEFAULT_SHARDS,
+            poll_interval: Duration::from_secs(1),
+            region: None,
+            endpoint_url: None,
+            credentials: None,
+        }
+    }
+
+    /// Reads `dynamodb://TABLE[?shards=N&poll=DURATION]`.
+    pub fn from_url(url: &str) -> std::result::Result<Self, String> {
+        let rest = url
+            .strip_prefix("dynamodb://")
+            .ok_or_else(|| format!("a DynamoDB store is named dynamodb://TABLE, not {url:?}"))?;
+        let (table, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if !table::valid_table_name(table) {
+            return Err(format!(
+                "{table:?} is not a DynamoDB table name (3 to 255 of A-Z a-z 0-9 _ - .)"
+            ));
+        }
+        let mut options = Self::new(table);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match name {
+                "shards" => {
+                    options.shards = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_SHARDS).contains(n))
+                        .ok_or_else(|| {
+                            format!("shards must be a number from 1 to {MAX_SHARDS}, not {value:?}")
+                        })?
+                }
+                "poll" => {
+                    options.poll_interval = hourglass_core::duration::parse_duration(value, "poll")
+                        .map_err(|e| e.message)?;
+                    if options.poll_interval < Duration::from_millis(100) {
+                        return Err("poll must be at least 100ms".into());
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "unknown setting {other:?} in the store URL (known: shards, poll)"
+                    ));
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// Requests this store sent, by kind: how the bench tells what one fire costs.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub transactions: AtomicU64,
+    pub queries: AtomicU64,
+    pub scans: AtomicU64,
+}
+
+impl RequestCounts {
+    /// (reads, writes, transactions, queries, scans) so far.
+    pub fn snapshot(&self) -> [u64; 5] {
+        [
+            &self.reads,
+            &self.writes,
+            &self.transactions,
+            &self.queries,
+            &self.scans,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+
+    fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub(super) struct Inner {
+    client: Client,
+    table: String,
+    shards: u32,
+    counts: RequestCounts,
+    /// Events of this store's own writes go straight to its listeners; other writers' are
+    /// polled (`history::poll_events`).
+    events: broadcast::Sender<StoreEvent>,
+    /// Queue names this process already recorded for their namespace's queue list.
+    known_queues: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+}
+
+pub struct DynamoStore {
+    inner: Arc<Inner>,
+    poller: JoinHandle<()>,
+}
+
+impl Drop for DynamoStore {
+    fn drop(&mut self) {
+        self.poller.abort();
+    }
+}
+
+impl DynamoStore {
+    /// Connects, creates the table if it is missing (on-demand capacity) or checks the one that
+    /// is there, and starts the event poller.
+    pub async fn open(options: DynamoOptions) -> Result<Self> {
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(
+                tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http)
+            // Throttling and transient failures are retried with backoff by the SDK: a store
+            // call either succeeds or reports an outage.
+            .retry_config(RetryConfig::standard().with_max_attempts(3))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(3))
+                    .operation_attempt_timeout(Duration::from_secs(5))
+                    .operation_timeout(Duration::from_secs(15))
+                    .build(),
+            );
+        if let Some(region) = &options.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(url) = &options.endpoint_url {
+            loader = loader.endpoint_url(url);
+        }
+        if let Some((id, secret)) = &options.credentials {
+            loader = loader.credentials_provider(Credentials::new(
+                id.clone(),
+                secret.clone(),
+                None,
+                None,
+                "hourglass-options",
+            ));
+        }
+        let sdk = loader.load().await;
+        if sdk.region().is_none() {
+            return Err(StoreError::Unavailable(
+                "no AWS region: set AWS_REGION (or a profile's region) for the DynamoDB store"
+                    .into(),
+            ));
+        }
+        let client = Client::new(&sdk);
+        let shards = table::prepare(&client, &options).await?;
+        let (events, _) = broadcast::channel(1024);
+        let inner = Arc::new(Inner {
+            client,
+            table: options.table.clone(),
+            shards,
+            counts: RequestCounts::default(),
+            known_queues: Default::default(),
+            events,
+        });
+        let poller = tokio::spawn(history::poll_events(
+            Arc::downgrade(&inner),
+            options.poll_interval,
+        ));
+        Ok(Self { inner, poller })
+    }
+
+    /// The requests sent so far.
+    pub fn request_counts(&self) -> &RequestCounts {
+        &self.inner.counts
+    }
+
+    /// Due-index partitions per lane.
+    pub fn shards(&self) -> u32 {
+        self.inner.shards
+    }
+}
+
+/// The earliest due time among a write's occurrences, per kind of target and per queue: what
+/// its [`StoreEvent::Due`] events carry (one per kind and queue, however many jobs it wrote).
+#[derive(Default)]
+pub(super) struct Dues {
+    fired: Option<(i64, String)>,
+    queues: std::collections::BTreeMap<(String, String), i64>,
+}
+
+impl Dues {
+    pub(super) fn add(&mut self, namespace: &str, queue: Option<&str>, at: i64) {
+        match queue {
+            None => {
+                if self.fired.as_ref().is_none_or(|(t, _)| at < *t) {
+                    self.fired = Some((at, namespace.to_owned()));
+                }
+            }
+            Some(queue) => {
+                let earliest = self
+                    .queues
+                    .entry((namespace.to_owned(), queue.to_owned()))
+                    .or_insert(at);
+                *earliest = (*earliest).min(at);
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Tells this store's listeners what its own write made due.
+    pub(super) fn announce(&self, dues: Dues) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        let due = |namespace, queue, at| {
+            StoreEvent::Due(crate::DueEvent {
+                namespace,
+                queue,
+                at: hourglass_core::from_ms(at),
+            })
+        };
+        if let Some((at, namespace)) = dues.fired {
+            let _ = self.events.send(due(namespace, None, at));
+        }
+        for ((namespace, queue), at) in dues.queues {
+            let _ = self.events.send(due(namespace, Some(queue), at));
+        }
+    }
+
+    /// Tells this store's listeners that claims on `job_id` below `token` are stale.
+    pub(super) fn fence(&self, job_id: JobId, token: i64) {
+        let _ = self.events.send(StoreEvent::Fenced { job_id, token });
+    }
+
+    /// The shard of a job's due-index entries, from its id's random bits.
+    fn shard_of(&self, id: JobId) -> u32 {
+        (id.as_u128() as u64 % u64::from(self.shards)) as u32
+    }
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    fn backend(&self) -> &'static str {
+        "dynamodb"
+    }
+
+    fn events(&self) -> Option<broadcast::Receiver<StoreEvent>> {
+        Some(self.inner.events.subscribe())
+    }
+
+    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+        jobs::create_jobs(&self.inner, jobs).await
+    }
+
+    async fn claim_due(
+        &self,
+        scope: ClaimScope<'_>,
+        horizon: Timestamp,
+        limit: usize,
+        lease: &Lease,
+    ) -> Result<Vec<Occurrence>> {
+        claim::claim_due(&self.inner, scope, horizon, limit, lease).await
+    }
+
+    async fn extend_claims(
+        &self,
+        claims: Vec<(JobId, i64)>,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<Vec<Applied>> {
+        claim::extend_claims(&self.inner, claims, until, now).await
+    }
+
+    async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
+        complete::complete(&self.inner, batch, now).await
+    }
+
+    async fn release(&self, claims: Vec<Release>) -> Result<()> {
+        claim::release(&self.inner, claims).await
+    }
+
+    async fn next_due(&self, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {
+        claim::next_due(&self.inner, scope).await
+    }
+
+    async fn queue_stats(
+        &self,
+        namespace: &str,
+        queue: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Vec<QueueStats>> {
+        history::queue_stats(&self.inner, namespace, queue, now).await
+    }
+
+    async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>> {
+        jobs::get_job(&self.inner, namespace, id).await
+    }
+
+    async fn get_job_by_key(&self, namespace: &str, key: &str) -> Result<Option<JobRecord>> {
+        jobs::get_job_by_key(&self.inner, namespace, key).await
+    }
+
+    async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
+        jobs::list_jobs(&self.inner, query).await
+    }
+
+    async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64> {
+        jobs::count_jobs(&self.inner, namespace).await
+    }
+
+    async fn update_job(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        update: JobUpdate,
+    ) -> Result<JobRecord> {
+        jobs::update_job(&self.inner, namespace, id, update).await
+    }
+
+    async fn transition(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        transition: Transition,
+    ) -> Result<JobRecord> {
+        jobs::transition(&self.inner, namespace, id, transition).await
+    }
+
+    async fn runs(
+        &self,
+        namespace: Option<&str>,
+        id: JobId,
+        before: Option<RunCursor>,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>> {
+        history::runs(&self.inner, namespace, id, before, limit).await
+    }
+
+    async fn dead_letters(
+        &self,
+        namespace: Option<&str>,
+        after: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        history::dead_letters(&self.inner, namespace, after, limit).await
+    }
+
+    async fn get_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+    ) -> Result<Option<DeadLetter>> {
+        history::get_dead_letter(&self.inner, namespace, id).await
+    }
+
+    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
+        history::delete_dead_letter(&self.inner, namespace, id).await
+    }
+
+    async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        history::purge(&self.inner, before, limit).await
+    }
+
+    async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        history::purge_dead_letters(&self.inner, before, limit).await
+    }
+
+    async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
+        history::gauges(&self.inner, now).await
+    }
+
+    async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {
+        history::signing_secrets(&self.inner, namespace).await
+    }
+
+    async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String> {
+        history::init_signing_secret(&self.inner, namespace, secret).await
+    }
+
+    async fn rotate_signing_secret(
+        &self,
+        namespace: &str,
+        secret: &str,
+        previous_until: Option<Timestamp>,
+    ) -> Result<()> {
+        history::rotate_signing_secret(&self.inner, namespace, secret, previous_until).await
+    }
+}
