@@ -132,6 +132,16 @@ struct Shared {
     /// Circuit breakers per namespace and destination: the dispatcher consults and feeds them,
     /// the scheduler shows the open ones.
     breakers: pipeline::breakers::Breakers,
+    /// Where wake-ups go when this engine does not fire (see [`Engine::start_without_firing`]).
+    due_hook: Option<Arc<dyn DueHook>>,
+}
+
+/// Told when an API call made something due that this process will not fire itself: an engine
+/// started with [`Engine::start_without_firing`] (a serverless API function) passes its
+/// wake-ups here, so that whatever fires (a tick function) can be started in time.
+pub trait DueHook: Send + Sync {
+    /// An occurrence fired by the engine became due at `at` (possibly in the past).
+    fn due(&self, at: Timestamp);
 }
 
 /// Drop a job's claimed occurrence from the timer if it has not fired yet and its token is below
@@ -147,6 +157,10 @@ pub(crate) struct Forget {
 impl Shared {
     /// Pokes the planner if `fire_at` is due before its planned look at the store.
     fn wake_for(&self, fire_at: Timestamp) {
+        if let Some(hook) = &self.due_hook {
+            hook.due(fire_at);
+            return;
+        }
         let wake_at = self.planner_wake_at.load(Ordering::Acquire);
         if fire_at.as_millisecond() - self.wake_lead_ms < wake_at {
             self.planner_wake.notify_one();
@@ -169,8 +183,33 @@ impl Engine {
         clock: Arc<dyn Clock>,
         metrics: Metrics,
     ) -> Self {
+        Self::start_inner(config, store, Some(deliverer), clock, metrics, None)
+    }
+
+    /// An engine that serves the API and pull queues but fires nothing and sweeps nothing: for a
+    /// process that lives only while it answers requests (a serverless API function). What its
+    /// API calls make due goes to `hook`, whose owner starts something that fires.
+    pub fn start_without_firing(
+        config: EngineConfig,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Metrics,
+        hook: Arc<dyn DueHook>,
+    ) -> Self {
+        Self::start_inner(config, store, None, clock, metrics, Some(hook))
+    }
+
+    fn start_inner(
+        config: EngineConfig,
+        store: Arc<dyn Store>,
+        deliverer: Option<Arc<dyn Deliverer>>,
+        clock: Arc<dyn Clock>,
+        metrics: Metrics,
+        due_hook: Option<Arc<dyn DueHook>>,
+    ) -> Self {
         let (forget_tx, forget_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
+            due_hook,
             planner_wake: Notify::new(),
             planner_wake_at: AtomicI64::new(i64::MAX),
             wake_lead_ms: hourglass_core::duration_ms(pipeline::wake_lead(config.lookahead)),
@@ -206,7 +245,8 @@ impl Engine {
             work: config.retention,
             dead_letters: config.dead_letter_retention,
         };
-        if retention.work.is_some() || retention.dead_letters.is_some() {
+        let fires = deliverer.is_some();
+        if fires && (retention.work.is_some() || retention.dead_letters.is_some()) {
             pipeline::supervise(
                 &tasks,
                 &shared.failed,
@@ -220,19 +260,21 @@ impl Engine {
             );
         }
         let (store_for_api, clock_for_api) = (store.clone(), clock.clone());
-        pipeline::spawn(
-            pipeline::Context {
-                config,
-                store,
-                deliverer,
-                clock,
-                metrics,
-                shared: shared.clone(),
-                stop: stop.clone(),
-            },
-            forget_rx,
-            &tasks,
-        );
+        if let Some(deliverer) = deliverer {
+            pipeline::spawn(
+                pipeline::Context {
+                    config,
+                    store,
+                    deliverer,
+                    clock,
+                    metrics,
+                    shared: shared.clone(),
+                    stop: stop.clone(),
+                },
+                forget_rx,
+                &tasks,
+            );
+        }
         tasks.close();
         Self {
             scheduler: Scheduler::new(store_for_api, clock_for_api, shared, queues),

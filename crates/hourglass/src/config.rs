@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use hourglass_core::duration::parse_duration;
 use hourglass_server::auth::ApiKeyConfig;
 use hourglass_server::{NodeConfig, StoreBackend};
-use hourglass_store::PostgresOptions;
+use hourglass_store::{DynamoOptions, PostgresOptions};
 use ipnet::IpNet;
 use serde::Deserialize;
 
@@ -27,10 +27,12 @@ pub struct ServeArgs {
     /// Directory of the embedded store [default: ./hourglass-data].
     #[arg(long, env = "HOURGLASS_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Where jobs live: `embedded` (the SQLite store in --data-dir) or a PostgreSQL URL
+    /// Where jobs live: `embedded` (the SQLite store in --data-dir), a PostgreSQL URL
     /// (`postgres://user:password@host:5432/db`, TLS with `?sslmode=verify-full` and optionally
-    /// `sslrootcert=/path/ca.pem`) shared by every node of a cluster; its schema is created and
-    /// migrated at start [default: embedded].
+    /// `sslrootcert=/path/ca.pem`) shared by every node of a cluster, its schema created and
+    /// migrated at start, or a DynamoDB table (`dynamodb://TABLE`, optionally `?shards=8&poll=1s`;
+    /// region and credentials from the standard AWS chain, AWS_ENDPOINT_URL honoured), created
+    /// if missing [default: embedded].
     #[arg(long, env = "HOURGLASS_STORE", hide_env_values = true)]
     store: Option<String>,
     /// How long a claimed occurrence stays exclusive without renewal (renewed every third of
@@ -237,15 +239,19 @@ pub struct Settings {
     pub log_format: LogFormat,
 }
 
-/// `embedded`, or a `postgres://` / `postgresql://` URL.
+/// `embedded`, a `postgres://` / `postgresql://` URL, or `dynamodb://TABLE`.
 fn store_backend(value: &str) -> anyhow::Result<StoreBackend> {
     let value = value.trim();
     if value.is_empty() || value == "embedded" {
         Ok(StoreBackend::Embedded)
     } else if value.starts_with("postgres://") || value.starts_with("postgresql://") {
         Ok(StoreBackend::Postgres(PostgresOptions::new(value)))
+    } else if value.starts_with("dynamodb://") {
+        DynamoOptions::from_url(value)
+            .map(StoreBackend::Dynamo)
+            .map_err(|e| anyhow::anyhow!("store: {e}"))
     } else {
-        bail!("store must be `embedded` or a postgres:// URL")
+        bail!("store must be `embedded`, a postgres:// URL or dynamodb://TABLE")
     }
 }
 

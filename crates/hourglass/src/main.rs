@@ -68,6 +68,12 @@ Exit codes: 0 success, 1 other failure, 2 usage (a bad flag or profile), 3 refus
 enum Command {
     /// Run a node: on the embedded store, or on a PostgreSQL shared by several nodes (--store).
     Serve(config::ServeArgs),
+    /// Fire what is due in one window and stop: what the serverless tick function runs.
+    ///
+    /// With nothing due before the window ends it returns at once. Otherwise it runs the engine
+    /// (no API) until nothing more is due in the window or the window ends, then hands back
+    /// the claims it did not fire. Takes serve's settings (--store, --config, ...).
+    Tick(TickArgs),
     /// Create, inspect and control jobs on a running node.
     Job(client::JobArgs),
     /// List, replay and delete dead letters.
@@ -112,6 +118,15 @@ Install:
   bash  hourglass completions bash > ~/.local/share/bash-completion/completions/hourglass
   zsh   hourglass completions zsh > ~/.zfunc/_hourglass   (with fpath+=(~/.zfunc) before compinit)
   fish  hourglass completions fish > ~/.config/fish/completions/hourglass.fish";
+
+#[derive(clap::Args)]
+struct TickArgs {
+    /// How long the tick may run, e.g. 60s.
+    #[arg(long = "for", env = "HOURGLASS_TICK_WINDOW", default_value = "60s")]
+    window: String,
+    #[command(flatten)]
+    serve: config::ServeArgs,
+}
 
 #[derive(Subcommand)]
 enum KeyCommand {
@@ -185,6 +200,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let out = client::Output::new(cli.output);
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Tick(args) => runtime.block_on(tick(args)),
         Command::Job(args) => runtime.block_on(client::job(args, out)),
         Command::DeadLetters(args) => runtime.block_on(client::dead_letters(args, out)),
         Command::Queue(args) => runtime.block_on(client::queue(args, out)),
@@ -258,6 +274,22 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
             anyhow::bail!("the engine died (a pipeline stage panicked); see the log above")
         }
     }
+}
+
+async fn tick(args: TickArgs) -> anyhow::Result<()> {
+    let window = hourglass_core::duration::parse_duration(&args.window, "for")
+        .map_err(|e| anyhow::anyhow!("--for: {}", e.message))?;
+    let settings = config::resolve(args.serve)?;
+    init_logging(&settings.log_format);
+    let outcome =
+        hourglass_server::tick(settings.node, Arc::new(hourglass_core::SystemClock), window)
+            .await
+            .context("cannot run the tick")?;
+    match outcome {
+        hourglass_server::TickOutcome::Idle => outln!("tick: nothing due in the next {window:?}"),
+        hourglass_server::TickOutcome::Ran(ran) => outln!("tick: ran for {ran:.1?}"),
+    }
+    Ok(())
 }
 
 /// How long a node whose engine died keeps answering `/readyz` with 503 before it exits.

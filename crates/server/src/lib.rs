@@ -16,5 +16,7 @@ pub mod quotas;
 pub mod serve;
 pub mod wire;
 
-pub use node::{Node, NodeConfig, SHARED_LEASE_TTL, StartError, StoreBackend};
+pub use node::{
+    ApiOnly, Node, NodeConfig, SHARED_LEASE_TTL, StartError, StoreBackend, TickOutcome, tick,
+};
 pub use serve::HttpConfig;

@@ -10,7 +10,9 @@ use std::time::Duration;
 use hourglass_core::Clock;
 use hourglass_engine::instrumented::InstrumentedStore;
 use hourglass_engine::{Engine, EngineConfig, Metrics, Secrets, TargetPolicy, WebhookDeliverer};
-use hourglass_store::{PostgresOptions, PostgresStore, SqliteStore, Store};
+use hourglass_store::{
+    DynamoOptions, DynamoStore, PostgresOptions, PostgresStore, SqliteStore, Store,
+};
 use hourglass_targets::Connections;
 use ipnet::IpNet;
 use prometheus_client::registry::Registry;
@@ -33,6 +35,9 @@ pub enum StoreBackend {
     /// A PostgreSQL database shared by any number of nodes; the schema is created and migrated
     /// at start.
     Postgres(PostgresOptions),
+    /// A DynamoDB table shared by any number of nodes and serverless functions; created (on
+    /// demand capacity) if missing, checked if present.
+    Dynamo(DynamoOptions),
 }
 
 /// Lease TTL on a shared store: a dead or paused node's claims are taken over this long after it
@@ -121,21 +126,23 @@ pub struct Node {
     store: Arc<dyn Store>,
 }
 
-impl Node {
-    pub async fn start(config: NodeConfig, clock: Arc<dyn Clock>) -> Result<Node, StartError> {
+/// What every way of running a node shares, made before anything is bound or started: the
+/// store (opened, instrumented), the deliverer, the engine's configuration, and the API's parts.
+struct Parts {
+    auth: Auth,
+    store: Arc<dyn Store>,
+    registry: Registry,
+    metrics: Metrics,
+    api_metrics: ApiMetrics,
+    policy: TargetPolicy,
+    secrets: Secrets,
+    targets: Arc<hourglass_targets::Router>,
+    engine_config: EngineConfig,
+}
+
+impl Parts {
+    async fn build(config: &NodeConfig, clock: &Arc<dyn Clock>) -> Result<Parts, StartError> {
         let auth = Auth::new(&config.api_keys).map_err(StartError)?;
-        if auth.is_open() {
-            if !config.listen.ip().is_loopback() {
-                return Err(StartError(format!(
-                    "refusing to listen on {} without api keys: configure api_keys, or listen on a loopback address for development",
-                    config.listen
-                )));
-            }
-            tracing::warn!(
-                listen = %config.listen,
-                "development mode: no api keys configured, every request is admin in the namespace it names; loopback only"
-            );
-        }
         let backend: Arc<dyn Store> = match &config.store {
             StoreBackend::Embedded => Arc::new(
                 SqliteStore::open(&config.data_dir).map_err(|e| StartError(e.to_string()))?,
@@ -144,6 +151,11 @@ impl Node {
                 PostgresStore::open(options.clone())
                     .await
                     .map_err(|e| StartError(format!("postgres store: {e}")))?,
+            ),
+            StoreBackend::Dynamo(options) => Arc::new(
+                DynamoStore::open(options.clone())
+                    .await
+                    .map_err(|e| StartError(format!("dynamodb store: {e}")))?,
             ),
         };
         // No prefix: prometheus-client joins a prefix to each name with `_` even when the prefix
@@ -180,7 +192,6 @@ impl Node {
             .await
             .map_err(StartError)?,
         );
-        let deliverer: Arc<dyn hourglass_engine::Deliverer> = targets.clone();
         let mut engine_config = config.engine.clone();
         engine_config.delivery_quotas = config.quotas.deliveries();
         engine_config.destination_concurrency_by_namespace = config.quotas.destination_caps();
@@ -189,7 +200,7 @@ impl Node {
         engine_config.node_id = unique_node_name();
         engine_config.lease_ttl = match (config.lease_ttl, &config.store) {
             (Some(ttl), _) => ttl,
-            (None, StoreBackend::Postgres(_)) => SHARED_LEASE_TTL,
+            (None, StoreBackend::Postgres(_) | StoreBackend::Dynamo(_)) => SHARED_LEASE_TTL,
             // One node, which releases every claim when it starts: a long lease only matters if
             // the process is wedged, and then a redelivery is worse than waiting.
             (None, StoreBackend::Embedded) => engine_config
@@ -204,6 +215,152 @@ impl Node {
                 engine_config.lease_ttl, engine_config.lookahead
             )));
         }
+        Ok(Parts {
+            auth,
+            store,
+            registry,
+            metrics,
+            api_metrics,
+            policy,
+            secrets,
+            targets,
+            engine_config,
+        })
+    }
+
+    /// The API's state over `engine`'s scheduler.
+    fn app_state(self, config: &NodeConfig, engine: &Engine, ready: Arc<AtomicBool>) -> AppState {
+        AppState {
+            scheduler: engine.scheduler(),
+            limits: config.limits.clone(),
+            policy: self.policy,
+            auth: Arc::new(self.auth),
+            secrets: self.secrets,
+            registry: Arc::new(self.registry),
+            metrics: self.api_metrics,
+            ready,
+            create_quota: Arc::new(CreateLimiter::new(config.quotas.clone())),
+            jobs_quota: Arc::new(JobsLimiter::new(config.quotas.clone())),
+            targets: self.targets,
+        }
+    }
+}
+
+/// What a [`tick`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TickOutcome {
+    /// Nothing was due within the window: the engine was not started.
+    Idle,
+    /// The engine ran for this long, until the window ended or nothing more was due in it.
+    Ran(Duration),
+}
+
+/// One tick, as the serverless tick function and `hourglass tick` run it: if anything the engine
+/// fires is due before `window` ends, runs the engine (no API) until nothing more is due within
+/// the window or the window ends, then shuts it down, which hands back the claims it did not
+/// fire (another tick, or any node, takes them). Overlapping ticks are safe: claims are fenced.
+pub async fn tick(
+    config: NodeConfig,
+    clock: Arc<dyn Clock>,
+    window: Duration,
+) -> Result<TickOutcome, StartError> {
+    let parts = Parts::build(&config, &clock).await?;
+    let started = tokio::time::Instant::now();
+    let end = clock.now() + window;
+    let due_in_window = |store: Arc<dyn Store>| async move {
+        match store.next_due(hourglass_store::ClaimScope::Fired).await {
+            Ok(next) => Ok(next.is_some_and(|at| at < end)),
+            Err(e) => Err(StartError(format!("cannot read the due index: {e}"))),
+        }
+    };
+    if !due_in_window(parts.store.clone()).await? {
+        tracing::info!(window = ?window, "tick: nothing due in the window");
+        return Ok(TickOutcome::Idle);
+    }
+    let store = parts.store.clone();
+    let engine = Engine::start(
+        parts.engine_config.clone(),
+        parts.store.clone(),
+        parts.targets.clone(),
+        clock.clone(),
+        parts.metrics.clone(),
+    );
+    let deadline = started + window;
+    let mut check = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = engine.failed() => break,
+            _ = check.tick() => {
+                // A claimed occurrence sits in the due index at its lease expiry, so "nothing
+                // due before the end" also means nothing of this tick's is still in flight
+                // (unless its lease runs past the end, which the shutdown's grace covers).
+                if matches!(due_in_window(store.clone()).await, Ok(false)) {
+                    break;
+                }
+            }
+        }
+    }
+    engine.shutdown().await;
+    let ran = started.elapsed();
+    tracing::info!(?ran, "tick: done");
+    Ok(TickOutcome::Ran(ran))
+}
+
+/// A node's API without its firing: for a serverless API function. Every change the API makes
+/// due is passed to `hook` (which starts a tick); nothing is claimed or fired here.
+pub struct ApiOnly {
+    pub router: axum::Router,
+    engine: Engine,
+}
+
+impl ApiOnly {
+    pub async fn start(
+        config: NodeConfig,
+        clock: Arc<dyn Clock>,
+        hook: Arc<dyn hourglass_engine::DueHook>,
+    ) -> Result<ApiOnly, StartError> {
+        let parts = Parts::build(&config, &clock).await?;
+        if parts.auth.is_open() {
+            return Err(StartError(
+                "refusing to serve the API without api keys: configure api_keys".into(),
+            ));
+        }
+        let engine = Engine::start_without_firing(
+            parts.engine_config.clone(),
+            parts.store.clone(),
+            clock,
+            parts.metrics.clone(),
+            hook,
+        );
+        let ready = Arc::new(AtomicBool::new(true));
+        let router = api::router(parts.app_state(&config, &engine, ready));
+        Ok(ApiOnly { router, engine })
+    }
+
+    pub async fn shutdown(self) {
+        self.engine.shutdown().await;
+    }
+}
+
+impl Node {
+    pub async fn start(config: NodeConfig, clock: Arc<dyn Clock>) -> Result<Node, StartError> {
+        if config.api_keys.is_empty() {
+            if !config.listen.ip().is_loopback() {
+                return Err(StartError(format!(
+                    "refusing to listen on {} without api keys: configure api_keys, or listen on a loopback address for development",
+                    config.listen
+                )));
+            }
+            tracing::warn!(
+                listen = %config.listen,
+                "development mode: no api keys configured, every request is admin in the namespace it names; loopback only"
+            );
+        }
+        let parts = Parts::build(&config, &clock).await?;
+        let store = parts.store.clone();
+        let deliverer: Arc<dyn hourglass_engine::Deliverer> = parts.targets.clone();
+        let engine_config = parts.engine_config.clone();
         // Bind before the engine starts: a taken address must fail the start without leaving a
         // running engine (claiming, firing) behind.
         let bind = |addr: SocketAddr| async move {
@@ -221,21 +378,15 @@ impl Node {
             None => None,
         };
         let node_name = engine_config.node_id.clone();
-        let engine = Engine::start(engine_config, store.clone(), deliverer, clock, metrics);
+        let engine = Engine::start(
+            engine_config,
+            store.clone(),
+            deliverer,
+            clock,
+            parts.metrics.clone(),
+        );
         let ready = Arc::new(AtomicBool::new(false));
-        let state = AppState {
-            scheduler: engine.scheduler(),
-            limits: config.limits.clone(),
-            policy,
-            auth: Arc::new(auth),
-            secrets,
-            registry: Arc::new(registry),
-            metrics: api_metrics,
-            ready: ready.clone(),
-            create_quota: Arc::new(CreateLimiter::new(config.quotas.clone())),
-            jobs_quota: Arc::new(JobsLimiter::new(config.quotas.clone())),
-            targets,
-        };
+        let state = parts.app_state(&config, &engine, ready.clone());
         let stop_http = CancellationToken::new();
         let mut http = Vec::new();
         let metrics_addr = metrics_listener.as_ref().map(|(_, bound)| *bound);
@@ -261,6 +412,9 @@ impl Node {
             }
             StoreBackend::Postgres(_) => {
                 tracing::info!(%addr, node = %node_name, store = "postgres", "hourglass node started")
+            }
+            StoreBackend::Dynamo(options) => {
+                tracing::info!(%addr, node = %node_name, store = "dynamodb", table = %options.table, "hourglass node started")
             }
         }
         Ok(Node {

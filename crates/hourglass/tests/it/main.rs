@@ -16,5 +16,6 @@ mod listen;
 mod logs;
 mod multinode;
 mod pg_outage;
+mod serverless;
 mod targets;
 mod version;
