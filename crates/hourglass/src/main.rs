@@ -20,6 +20,7 @@ mod backup;
 mod bench;
 mod client;
 mod config;
+mod lambda;
 mod listen;
 mod profile;
 mod table;
@@ -153,6 +154,18 @@ pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
 }
 
 fn main() -> std::process::ExitCode {
+    if lambda::started_by_lambda() {
+        return match tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(lambda::run()))
+        {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
