@@ -91,6 +91,7 @@ impl NewJob {
             updated_at: self.now,
             token: 0,
             last_trigger: None,
+            leased_until: None,
         }
     }
 }
@@ -126,6 +127,11 @@ pub struct JobRecord {
     pub token: i64,
     /// The job's most recent trigger that carried an idempotency key.
     pub last_trigger: Option<KeyedTrigger>,
+    /// While a claim holds the active job (`next_attempt` is `None`): when its lease lapses, the
+    /// row's fire time. A lapsed lease shows here until the job is claimed again or settled.
+    /// `None` while no claim holds it and for a job that is not active. For queue targets it is
+    /// when a worker's lease ends; the API shows it on a queue's messages.
+    pub leased_until: Option<Timestamp>,
 }
 
 /// A trigger made with an idempotency key: the key, and the due time of the occurrence it made
@@ -262,6 +268,9 @@ pub struct JobQuery {
     /// Return jobs with ids greater than this (ids are time-ordered).
     pub after: Option<JobId>,
     pub limit: usize,
+    /// Only jobs whose target is this pull queue (of the namespace each job is in): with
+    /// `state: Some(Active)`, that queue's messages, as [`Store::queue_stats`] counts them.
+    pub queue: Option<String>,
 }
 
 /// A change of a job's lifecycle state requested through the API.

@@ -466,6 +466,12 @@ impl Store for MemoryStore {
             // A job without a due time is in no due window (as NULL compares in SQL).
             .filter(|job| before.is_none_or(|b| job.due.is_some_and(|d| d < b)))
             .filter(|job| after.is_none_or(|a| job.due.is_some_and(|d| d >= a)))
+            .filter(|job| {
+                query
+                    .queue
+                    .as_deref()
+                    .is_none_or(|q| job.spec.target.queue() == Some(q))
+            })
             .take(query.limit)
             .map(Job::record)
             .collect())

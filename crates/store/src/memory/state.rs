@@ -118,6 +118,11 @@ impl Job {
                 key: key.clone(),
                 due: from_ms(*due),
             }),
+            // While claimed, the fire time is the lease's expiry.
+            leased_until: match (self.state, &self.lease) {
+                (JobState::Active, Some(_)) => self.fire.map(from_ms),
+                _ => None,
+            },
         }
     }
 
