@@ -92,9 +92,15 @@ impl NewJob {
             token: 0,
             last_trigger: None,
             leased_until: None,
+            last_error: None,
         }
     }
 }
+
+/// The most bytes of an error a job keeps as its [`JobRecord::last_error`]: a longer one is cut at
+/// the last character boundary within it. (The error texts of failed attempts come from receivers
+/// and cloud services, so nothing else bounds them.)
+pub const LAST_ERROR_BYTES: usize = 1024;
 
 /// A stored job with its progress.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +138,11 @@ pub struct JobRecord {
     /// `None` while no claim holds it and for a job that is not active. For queue targets it is
     /// when a worker's lease ends; the API shows it on a queue's messages.
     pub leased_until: Option<Timestamp>,
+    /// The error of the job's most recent failed attempt (a run recorded as `retry` or
+    /// `dead_letter`), at most [`LAST_ERROR_BYTES`]; `None` before any failure and once an
+    /// occurrence is delivered. Written by the completion that records the run, as
+    /// `plan_completion` in `rules.rs` decides; edits and transitions keep it.
+    pub last_error: Option<String>,
 }
 
 /// A trigger made with an idempotency key: the key, and the due time of the occurrence it made

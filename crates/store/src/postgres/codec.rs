@@ -17,8 +17,9 @@ pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, 
                            skipped, created_ms, updated_ms, lease_token, trigger_key, \
                            trigger_due_ms, \
                            CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END, \
+                           last_error, \
                            CASE WHEN state = 0 AND lease_owner IS NOT NULL THEN fire_ms END";
-pub(super) const JOB_COLUMN_COUNT: usize = 17;
+pub(super) const JOB_COLUMN_COUNT: usize = 18;
 pub(super) const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
 
@@ -101,7 +102,8 @@ pub(super) fn job_from_row(row: &Row) -> Result<JobRecord> {
             }),
             _ => None,
         },
-        leased_until: col::<Option<i64>>(row, 16)?.map(from_ms),
+        last_error: col(row, 16)?,
+        leased_until: col::<Option<i64>>(row, 17)?.map(from_ms),
     })
 }
 
