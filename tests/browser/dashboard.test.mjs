@@ -317,6 +317,8 @@ step("job page: a failed job lists its dead letter; times show the job's zone", 
   await section.waitFor();
   assert.equal(await section.getByTestId("dead-letter-row").count(), 1);
   assert.match(await section.textContent(), /410/);
+  // Why it failed, from the job itself.
+  assert.equal(await testid("job-detail-last-error").textContent(), "http 410");
   // The run keeps what the receiver answered.
   assert.equal(await testid("run-response").first().textContent(), '{"error": "licence unknown"}');
   // The Berlin cron job, viewed from UTC: each fire time also in Berlin's zone.

@@ -508,6 +508,10 @@ pub struct JobInfo {
     pub misfire: Value,
     pub next_due_at: Option<Timestamp>,
     pub attempt: u32,
+    /// The error of the latest failed attempt (at most 1 KiB), until an occurrence is delivered.
+    /// (`None` from a node older than this field, too.)
+    #[serde(default)]
+    pub last_error: Option<String>,
     pub runs: u64,
     pub skipped: u64,
     pub created_at: Timestamp,

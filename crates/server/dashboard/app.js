@@ -892,14 +892,6 @@ function runsTable(runs) {
   );
 }
 
-// Why the last failed attempt failed: its error, else the status the target answered.
-function failureText(run) {
-  if (!run) return "";
-  if (run.error) return `: ${run.error}`;
-  if (run.status_code != null) return `: answered ${run.status_code}`;
-  return "";
-}
-
 async function renderJob(id) {
   const path = `/v1/jobs/${encodeURIComponent(id)}`;
   const [job, runs, letters] = await Promise.all([
@@ -908,7 +900,6 @@ async function renderJob(id) {
     api("GET", `/v1/dead-letters${query({ limit: 1000 })}`),
   ]);
   const ownLetters = letters.dead_letters.filter((d) => d.job_id === job.id);
-  const lastFailure = runs.runs.find((r) => r.outcome !== "delivered");
   const jobZone = job.schedule && job.schedule.timezone;
 
   let preview;
@@ -975,10 +966,14 @@ async function renderJob(id) {
                 el(
                   "span",
                   {},
-                  `attempt ${job.attempt} failed${failureText(lastFailure)}; next attempt ${fmtTime(job.next_attempt_at)} (${fmtRelative(job.next_attempt_at)})`,
+                  `attempt ${job.attempt} failed${job.last_error ? `: ${job.last_error}` : ""}; next attempt ${fmtTime(job.next_attempt_at)} (${fmtRelative(job.next_attempt_at)})`,
                 ),
                 "job-detail-retrying",
               ]
+            : null,
+          // Outside a backoff (the job failed, or a recurring job moved on), the latest failure.
+          job.last_error && !job.next_attempt_at
+            ? ["Last error", el("span", { class: "error-text" }, job.last_error), "job-detail-last-error"]
             : null,
           ["Runs / skipped", `${job.runs} / ${job.skipped}`, "job-detail-runs"],
           ["Retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.initial_backoff}–${job.retry.max_backoff}`, "job-detail-retry"],

@@ -314,6 +314,8 @@ export interface Job {
   /** When that occurrence is next attempted, when this differs (a backoff, an open breaker). */
   next_attempt_at: string | null;
   attempt: number;
+  /** Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered. */
+  last_error: string | null;
   runs: number;
   skipped: number;
   created_at: string;

@@ -707,6 +707,8 @@ class Job:
     next_due_at: datetime | None
     next_attempt_at: datetime | None
     attempt: int
+    #: Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered.
+    last_error: str | None
     runs: int
     skipped: int
     created_at: datetime
@@ -728,6 +730,7 @@ class Job:
             "next_due_at": _opt_instant(data.get("next_due_at")),
             "next_attempt_at": _opt_instant(data.get("next_attempt_at")),
             "attempt": int(data["attempt"]),
+            "last_error": _opt_str(data.get("last_error")),
             "runs": int(data["runs"]),
             "skipped": int(data["skipped"]),
             "created_at": parse_instant(data["created_at"]),
