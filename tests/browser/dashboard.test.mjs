@@ -317,6 +317,8 @@ step("job page: a failed job lists its dead letter; times show the job's zone", 
   await section.waitFor();
   assert.equal(await section.getByTestId("dead-letter-row").count(), 1);
   assert.match(await section.textContent(), /410/);
+  // Why it failed, from the job itself.
+  assert.equal(await testid("job-detail-last-error").textContent(), "http 410");
   // The run keeps what the receiver answered.
   assert.equal(await testid("run-response").first().textContent(), '{"error": "licence unknown"}');
   // The Berlin cron job, viewed from UTC: each fire time also in Berlin's zone.
@@ -372,6 +374,26 @@ step("queues: depth, in flight and scheduled", async () => {
   assert.equal(await row.getByTestId("queue-scheduled").textContent(), "1");
   assert.notEqual(await row.getByTestId("queue-oldest").textContent(), "—");
   await shot("09-queues");
+
+  // The queue's page lists its messages: the leased one with when its lease lapses.
+  await row.getByTestId("queue-link").click();
+  await ready("queue");
+  assert.equal(await testid("queue-name").textContent(), "emails");
+  assert.equal(await testid("queue-count-in-flight").textContent(), "1");
+  assert.equal(await testid("message-row").count(), 3);
+  const statuses = await page.$$eval('[data-testid="message-row"]', (rows) => rows.map((r) => r.dataset.status).sort());
+  assert.deepEqual(statuses, ["available", "leased", "scheduled"]);
+  const held = page.locator(`[data-testid="message-row"][data-id="${leased[0].job_id}"]`);
+  assert.equal(await held.getByTestId("message-status").textContent(), "leased");
+  const lapses = await held.getByTestId("message-when").textContent();
+  assert.match(lapses, /^lease lapses .*in (9|10) min$/, lapses);
+  assert.equal(
+    await held.getByTestId("message-when").locator("time").getAttribute("datetime"),
+    leased[0].visible_until,
+    "the lease's expiry is the one the lease answered",
+  );
+  assert.equal(await held.getByTestId("message-attempts").textContent(), `0 / ${leased[0].max_attempts}`);
+  await shot("15-queue-messages");
 
   // A queue job's page names its queue as the target.
   await page.goto(`${BASE}/#/jobs/${leased[0].job_id}`);

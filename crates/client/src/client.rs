@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use crate::error::{Error, parse_retry_after};
 use crate::types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, LeaseAnswer, LeaseBody,
-    LeaseOptions, Message, NewJob, QueueList, QueueStats, Receipt, ReceiptResults, ReceiptsBody,
-    RunPage, millis,
+    LeaseOptions, Message, NewJob, QueueList, QueueMessagePage, QueueStats, Receipt,
+    ReceiptResults, ReceiptsBody, RunPage, millis,
 };
 
 /// A request without a long poll gets this long for the whole exchange.
@@ -183,6 +183,22 @@ impl Client {
     pub async fn list_queues(&self) -> Result<Vec<QueueStats>, Error> {
         let list: QueueList = self.get(&["v1", "queues"], &[]).await?;
         Ok(list.queues)
+    }
+
+    /// The queue's messages, oldest first, a page at a time: waiting or leased, each with when
+    /// it becomes available or when its lease lapses. `limit` is 1–1,000 (default 100); `cursor`
+    /// the previous page's `next_cursor`. Leases nothing.
+    pub async fn queue_messages(
+        &self,
+        queue: &str,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<QueueMessagePage, Error> {
+        self.get(
+            &["v1", "queues", queue, "messages"],
+            &page_query(limit, cursor),
+        )
+        .await
     }
 
     // -----------------------------------------------------------------------------------------

@@ -189,6 +189,54 @@ pub(crate) struct QueueList {
     pub queues: Vec<QueueStats>,
 }
 
+/// Where a queue's message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    /// Due and waiting for a lease (a lapsed lease included).
+    Available,
+    /// Not due yet, or waiting out a nack's delay.
+    Scheduled,
+    /// Held by a worker until `leased_until`.
+    Leased,
+    /// A status this client does not know yet.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A queue's message as [`Client::queue_messages`](crate::Client::queue_messages) lists it: an
+/// active job targeting the queue. It has no receipt: only the worker holding a lease settles it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueMessage {
+    pub job_id: Uuid,
+    pub key: Option<String>,
+    #[serde(rename = "type")]
+    pub job_type: Option<String>,
+    pub status: MessageStatus,
+    pub due_at: Timestamp,
+    /// When a lease can take it; `None` while leased.
+    pub available_at: Option<Timestamp>,
+    /// While leased: when the lease lapses unless its worker settles or extends it first.
+    pub leased_until: Option<Timestamp>,
+    /// Failed attempts of this occurrence so far (nacks, lapsed leases).
+    pub failed_attempts: u32,
+    pub max_attempts: u32,
+    pub delivery_id: String,
+    /// Why the latest failed attempt failed.
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub payload: Value,
+    pub created_at: Timestamp,
+}
+
+/// One page of a queue's messages, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueMessagePage {
+    pub messages: Vec<QueueMessage>,
+    /// Present when there may be more: pass it as the next call's `cursor`.
+    pub next_cursor: Option<String>,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Jobs
 
@@ -508,6 +556,10 @@ pub struct JobInfo {
     pub misfire: Value,
     pub next_due_at: Option<Timestamp>,
     pub attempt: u32,
+    /// The error of the latest failed attempt (at most 1 KiB), until an occurrence is delivered.
+    /// (`None` from a node older than this field, too.)
+    #[serde(default)]
+    pub last_error: Option<String>,
     pub runs: u64,
     pub skipped: u64,
     pub created_at: Timestamp,

@@ -1,12 +1,13 @@
 //! The typed client against a real node: jobs, queue lease/ack/nack/extend with their per-receipt
-//! results and errors, queue counts, and a dead letter made by nacking the last attempt.
+//! results and errors, queue counts and messages, and a dead letter made by nacking the last
+//! attempt.
 
 mod common;
 
 use std::time::Duration;
 
 use hourglass_client::{
-    JobFilter, JobState, LeaseOptions, NewJob, Receipt, Retry, Schedule, Target,
+    JobFilter, JobState, LeaseOptions, MessageStatus, NewJob, Receipt, Retry, Schedule, Target,
 };
 use serde_json::json;
 
@@ -200,4 +201,81 @@ async fn nacking_the_last_attempt_makes_a_dead_letter() {
             .unwrap_err()
             .is_not_found()
     );
+}
+
+/// A queue's messages: the leased one with its lease's expiry, a nacked one with its error, a
+/// page at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_lists_its_messages() {
+    let t = common::start_node().await;
+    let client = &t.client;
+    for key in ["m1", "m2"] {
+        client
+            .create_job(
+                &NewJob::new(now_due(), Target::queue("emails"))
+                    .job_type("email.send")
+                    .key(key),
+            )
+            .await
+            .unwrap();
+    }
+    let held = lease_n(client, "emails", 1).await.remove(0);
+    let page = client.queue_messages("emails", None, None).await.unwrap();
+    assert_eq!(page.messages.len(), 2);
+    assert_eq!(page.next_cursor, None);
+    let leased = page
+        .messages
+        .iter()
+        .find(|m| m.job_id == held.job_id)
+        .expect("listed");
+    assert_eq!(leased.status, MessageStatus::Leased);
+    assert_eq!(leased.leased_until, Some(held.visible_until));
+    assert_eq!(leased.delivery_id, held.delivery_id);
+    let waiting = page
+        .messages
+        .iter()
+        .find(|m| m.job_id != held.job_id)
+        .expect("listed");
+    assert_eq!(waiting.status, MessageStatus::Available);
+    assert_eq!(waiting.leased_until, None);
+
+    client
+        .nack("emails", &[held.receipt], Some(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    let first = client
+        .queue_messages("emails", Some(1), None)
+        .await
+        .unwrap();
+    assert_eq!(first.messages.len(), 1);
+    let cursor = first.next_cursor.expect("a full page has a cursor");
+    let second = client
+        .queue_messages("emails", Some(1), Some(&cursor))
+        .await
+        .unwrap();
+    let nacked = first
+        .messages
+        .iter()
+        .chain(&second.messages)
+        .find(|m| m.job_id == held.job_id)
+        .expect("listed");
+    assert_eq!(nacked.status, MessageStatus::Scheduled);
+    assert_eq!(nacked.failed_attempts, 1);
+    assert_eq!(nacked.last_error.as_deref(), Some("nacked by the worker"));
+    assert_eq!(
+        client.get_job(held.job_id).await.unwrap().last_error,
+        nacked.last_error,
+        "the job carries the same error"
+    );
+
+    let bad = client
+        .queue_messages("no spaces", None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (bad.status(), bad.field()),
+        (Some(400), Some("name")),
+        "{bad}"
+    );
+    t.stop().await;
 }

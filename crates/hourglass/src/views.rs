@@ -230,6 +230,7 @@ fn job(j: &Value, style: Style, now: Timestamp) -> Option<String> {
             ("next due", when(j, "next_due_at", now)),
             ("next attempt", when(j, "next_attempt_at", now)),
             ("failed attempts", attempt),
+            ("last error", text(j, "last_error")),
             ("runs", number(j, "runs")),
             ("skipped", number(j, "skipped").filter(|s| s != "0")),
             ("retry", retry),
@@ -476,6 +477,7 @@ mod tests {
             "next_due_at": "2026-11-24T08:30:00.000Z",
             "next_attempt_at": null,
             "attempt": 0,
+            "last_error": null,
             "runs": 2,
             "skipped": 0,
             "created_at": "2026-11-23T08:00:00.000Z",
@@ -549,6 +551,25 @@ mod tests {
         }
         assert!(!out.contains("next attempt"), "{out}");
         assert!(!out.contains("key "), "{out}");
+        assert!(!out.contains("last error"), "{out}");
+    }
+
+    #[test]
+    fn a_retrying_job_says_when_and_why() {
+        let mut retrying = a_job();
+        retrying["attempt"] = json!(2);
+        retrying["next_attempt_at"] = json!("2026-11-24T08:00:30.000Z");
+        retrying["last_error"] = json!("http 503");
+        let out = render(View::Job, &retrying, Style::default(), now());
+        let line = |key: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("{key} ")))
+                .map(|l| l[key.len()..].trim())
+                .unwrap_or_else(|| panic!("no {key} in\n{out}"))
+        };
+        assert_eq!(line("failed attempts"), "2");
+        assert_eq!(line("next attempt"), "2026-11-24 08:00:30Z (in 30s)");
+        assert_eq!(line("last error"), "http 503");
     }
 
     #[test]

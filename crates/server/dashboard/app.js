@@ -405,13 +405,17 @@ async function render() {
   } else if (parts[0] === "dead-letters") {
     name = "dead-letters";
     renderer = () => renderDeadLetters(params);
+  } else if (parts[0] === "queues" && parts[1]) {
+    name = "queue";
+    renderer = () => renderQueue(parts[1], params);
   } else if (parts[0] === "queues") {
     name = "queues";
     renderer = renderQueues;
   }
   currentView = name;
   for (const link of document.querySelectorAll("nav a[data-nav]")) {
-    const active = link.dataset.nav === name || (name === "job" && link.dataset.nav === "jobs");
+    const parent = { job: "jobs", queue: "queues" }[name];
+    const active = link.dataset.nav === name || link.dataset.nav === parent;
     if (active) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
@@ -892,14 +896,6 @@ function runsTable(runs) {
   );
 }
 
-// Why the last failed attempt failed: its error, else the status the target answered.
-function failureText(run) {
-  if (!run) return "";
-  if (run.error) return `: ${run.error}`;
-  if (run.status_code != null) return `: answered ${run.status_code}`;
-  return "";
-}
-
 async function renderJob(id) {
   const path = `/v1/jobs/${encodeURIComponent(id)}`;
   const [job, runs, letters] = await Promise.all([
@@ -908,7 +904,6 @@ async function renderJob(id) {
     api("GET", `/v1/dead-letters${query({ limit: 1000 })}`),
   ]);
   const ownLetters = letters.dead_letters.filter((d) => d.job_id === job.id);
-  const lastFailure = runs.runs.find((r) => r.outcome !== "delivered");
   const jobZone = job.schedule && job.schedule.timezone;
 
   let preview;
@@ -975,10 +970,14 @@ async function renderJob(id) {
                 el(
                   "span",
                   {},
-                  `attempt ${job.attempt} failed${failureText(lastFailure)}; next attempt ${fmtTime(job.next_attempt_at)} (${fmtRelative(job.next_attempt_at)})`,
+                  `attempt ${job.attempt} failed${job.last_error ? `: ${job.last_error}` : ""}; next attempt ${fmtTime(job.next_attempt_at)} (${fmtRelative(job.next_attempt_at)})`,
                 ),
                 "job-detail-retrying",
               ]
+            : null,
+          // Outside a backoff (the job failed, or a recurring job moved on), the latest failure.
+          job.last_error && !job.next_attempt_at
+            ? ["Last error", el("span", { class: "error-text" }, job.last_error), "job-detail-last-error"]
             : null,
           ["Runs / skipped", `${job.runs} / ${job.skipped}`, "job-detail-runs"],
           ["Retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.initial_backoff}–${job.retry.max_backoff}`, "job-detail-retry"],
@@ -1163,7 +1162,7 @@ async function renderQueues() {
     el(
       "tr",
       { "data-testid": "queue-row", "data-queue": q.name },
-      el("td", { class: "mono" }, q.name),
+      el("td", {}, el("a", { href: `#/queues/${encodeURIComponent(q.name)}`, class: "mono", "data-testid": "queue-link" }, q.name)),
       el("td", { class: "num", "data-testid": "queue-available" }, fmtNumber(q.available)),
       el("td", { class: "num", "data-testid": "queue-in-flight" }, fmtNumber(q.in_flight)),
       el("td", { class: "num", "data-testid": "queue-scheduled" }, fmtNumber(q.scheduled)),
@@ -1197,6 +1196,90 @@ async function renderQueues() {
         "Pull queues of this namespace: messages due and waiting for a worker (available), leased by a worker (in flight), and not yet due (scheduled).",
       ),
       table,
+    ),
+  ];
+}
+
+// Queue ----------------------------------------------------------------------------------------
+
+function messageRow(m) {
+  const when =
+    m.status === "leased"
+      ? ["lease lapses ", timeCell(m.leased_until), el("div", { class: "muted small" }, fmtRelative(m.leased_until))]
+      : m.available_at
+        ? [timeCell(m.available_at), el("div", { class: "muted small" }, fmtRelative(m.available_at))]
+        : "—";
+  return el(
+    "tr",
+    { "data-testid": "message-row", "data-id": m.job_id, "data-status": m.status },
+    el(
+      "td",
+      {},
+      jobLink(m.job_id, m.key || shortId(m.job_id)),
+      m.key ? el("div", { class: "muted small mono" }, shortId(m.job_id)) : null,
+    ),
+    el("td", {}, m.type || el("span", { class: "muted" }, "—")),
+    el("td", {}, el("span", { class: `badge message-${m.status}`, "data-testid": "message-status" }, String(m.status))),
+    el("td", {}, timeCell(m.due_at)),
+    el("td", { "data-testid": "message-when" }, when),
+    el("td", { class: "num", "data-testid": "message-attempts" }, `${m.failed_attempts} / ${m.max_attempts}`),
+    el("td", { class: "error-text", "data-testid": "message-error" }, m.last_error || ""),
+  );
+}
+
+async function renderQueue(name, params) {
+  const cursor = params.get("cursor") || undefined;
+  const path = `/v1/queues/${encodeURIComponent(name)}`;
+  const [counts, page] = await Promise.all([
+    api("GET", path),
+    api("GET", `${path}/messages${query({ limit: PAGE_SIZE, cursor })}`),
+  ]);
+  const table = page.messages.length
+    ? el(
+        "table",
+        { "data-testid": "messages-table" },
+        el(
+          "thead",
+          {},
+          el(
+            "tr",
+            {},
+            ["Job", "Type", "Status", "Due", "Available / lease", "Failed attempts", "Last error"].map((h) => el("th", { scope: "col" }, h)),
+          ),
+        ),
+        el("tbody", {}, page.messages.map(messageRow)),
+      )
+    : el("p", { class: "muted", "data-testid": "messages-empty" }, cursor ? "No more messages." : "No messages: no active job targets this queue.");
+  const here = `#/queues/${encodeURIComponent(name)}`;
+  return [
+    el("p", { class: "crumbs" }, el("a", { href: "#/queues" }, "← Queues")),
+    el("h1", {}, "Queue ", el("span", { class: "mono", "data-testid": "queue-name" }, name)),
+    el(
+      "section",
+      { class: "grid stats", "aria-label": "Counts" },
+      stat("Available", "queue-count-available", fmtNumber(counts.available), "due, waiting for a worker"),
+      stat("In flight", "queue-count-in-flight", fmtNumber(counts.in_flight), "leased by a worker"),
+      stat("Scheduled", "queue-count-scheduled", fmtNumber(counts.scheduled), "not due yet"),
+      stat("Oldest available", "queue-count-oldest", fmtAge(counts.oldest_available_age_ms), "waiting the longest"),
+    ),
+    el(
+      "section",
+      { class: "card", "aria-labelledby": "messages-title" },
+      el("h2", { id: "messages-title" }, "Messages"),
+      el(
+        "p",
+        { class: "muted small" },
+        `Oldest first, ${PAGE_SIZE} a page. A leased message comes back when its lease lapses unless its worker acks, nacks or extends it first.`,
+      ),
+      table,
+      el(
+        "div",
+        { class: "pager" },
+        cursor ? el("a", { href: here, "data-testid": "first-page" }, "← First page") : null,
+        page.next_cursor
+          ? el("a", { href: `${here}?cursor=${encodeURIComponent(page.next_cursor)}`, "data-testid": "next-page" }, "Next page →")
+          : null,
+      ),
     ),
   ];
 }

@@ -357,6 +357,7 @@ async fn list_jobs(
             due_after: instant(&q.due_after, "due_after")?,
             after: parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?,
             limit,
+            ..Default::default()
         })
         .await?;
     let next_cursor = (jobs.len() == limit)

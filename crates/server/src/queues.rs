@@ -1,21 +1,25 @@
-//! The pull-queue endpoints under /v1/queues: lease, ack, nack, extend and counts. A queue is
-//! named per namespace; it exists as long as jobs target it.
+//! The pull-queue endpoints under /v1/queues: lease, ack, nack, extend, counts, and the list of a
+//! queue's messages. A queue is named per namespace; it exists as long as jobs target it.
 
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
+use hourglass_core::{DeliveryId, JobId, JobState};
 use hourglass_engine::{LeaseRequest, Leased, Receipt, ReceiptOutcome};
-use hourglass_store::QueueStats;
+use hourglass_store::{JobQuery, JobRecord, QueueStats};
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::api::{ApiResult, AppState, SMALL_BODY_BYTES, typed_response};
 use crate::error::{ApiError, ErrorCode};
-use crate::extract::{Segment, parse_body, principal, read_body};
+use crate::extract::{
+    Segment, page_limit, parse_body, parse_cursor, parse_query, principal, read_body,
+};
 use crate::wire::{self, valid_queue_name, validate_name};
 
 pub const MAX_LEASE: u32 = 1000;
@@ -32,6 +36,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/queues", get(list_queues))
         .route("/v1/queues/{name}", get(get_queue))
+        .route("/v1/queues/{name}/messages", get(list_messages))
         .route("/v1/queues/{name}/lease", post(lease))
         .route("/v1/queues/{name}/ack", post(ack))
         .route("/v1/queues/{name}/nack", post(nack))
@@ -113,6 +118,52 @@ struct QueueOut {
 #[derive(Serialize)]
 struct QueuesOut {
     queues: Vec<QueueOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessagesQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// Where a listed message stands, as [`QueueStats`] counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum MessageStatus {
+    /// Due and not leased (a lapsed lease included).
+    Available,
+    /// Not due yet, or waiting out a nack's delay.
+    Scheduled,
+    /// Held by a worker whose lease has not lapsed.
+    Leased,
+}
+
+/// A queue's message as an operator sees it. Unlike [`MessageOut`] it has no receipt: only the
+/// worker holding a lease may settle the message.
+#[derive(Serialize)]
+struct QueueMessageOut<'a> {
+    job_id: JobId,
+    key: Option<&'a str>,
+    #[serde(rename = "type")]
+    job_type: Option<&'a str>,
+    status: MessageStatus,
+    due_at: String,
+    /// When a lease can take it; `None` while leased.
+    available_at: Option<String>,
+    leased_until: Option<String>,
+    failed_attempts: u32,
+    max_attempts: u32,
+    delivery_id: String,
+    last_error: Option<&'a str>,
+    payload: Option<&'a RawValue>,
+    created_at: String,
+}
+
+#[derive(Serialize)]
+struct MessagesOut<'a> {
+    messages: Vec<QueueMessageOut<'a>>,
+    next_cursor: Option<String>,
 }
 
 fn queue_name(name: &str) -> Result<&str, ApiError> {
@@ -326,6 +377,77 @@ async fn extend(
     let mut out = results(&req.receipts, &outcomes);
     out.visible_until = Some(wire::rfc3339(until));
     Ok(typed_response(StatusCode::OK, &out))
+}
+
+/// Where an active queue job stands at `now`, and since or until when: a lease that has not
+/// lapsed holds it; a lapsed one, like a message no lease holds, leaves it available from its fire
+/// time (the lapse) on. `None` for a job that is no message: not active, or without a due time.
+fn queue_message_out(j: &JobRecord, now: Timestamp) -> Option<QueueMessageOut<'_>> {
+    let due = j.next_due.filter(|_| j.state == JobState::Active)?;
+    let (status, available_at, leased_until) = match (j.leased_until, j.next_attempt) {
+        (Some(until), _) if until > now => (MessageStatus::Leased, None, Some(until)),
+        (Some(lapsed), _) => (MessageStatus::Available, Some(lapsed), None),
+        (None, Some(at)) if at <= now => (MessageStatus::Available, Some(at), None),
+        (None, at) => (MessageStatus::Scheduled, at, None),
+    };
+    Some(QueueMessageOut {
+        job_id: j.id,
+        key: j.key.as_deref(),
+        job_type: j.spec.job_type.as_deref(),
+        status,
+        due_at: wire::rfc3339(due),
+        available_at: available_at.map(wire::rfc3339),
+        leased_until: leased_until.map(wire::rfc3339),
+        failed_attempts: j.attempt,
+        max_attempts: j.spec.retry.max_attempts,
+        delivery_id: DeliveryId::new(j.id, due).to_string(),
+        last_error: j.last_error.as_deref(),
+        payload: wire::payload_out(j.payload.as_deref()),
+        created_at: wire::rfc3339(j.created_at),
+    })
+}
+
+/// The queue's messages (its active jobs) in id order, a page at a time: waiting or leased, each
+/// with when it becomes available or when its lease lapses. Reads only; nothing is leased.
+async fn list_messages(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Segment(name): Segment,
+    RawQuery(query): RawQuery,
+) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let queue = queue_name(&name)?;
+    let q: MessagesQuery = parse_query(query)?;
+    let limit = page_limit(q.limit)?;
+    let after = parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?;
+    let jobs = state
+        .scheduler
+        .list(JobQuery {
+            namespace: Some(principal.namespace),
+            state: Some(JobState::Active),
+            queue: Some(queue.to_owned()),
+            after,
+            limit,
+            ..Default::default()
+        })
+        .await?;
+    // Read after the jobs, so a lease read as held has not lapsed before this instant.
+    let now = state.scheduler.now();
+    // The cursor follows the jobs read, so a page that dropped a job (none does: every active
+    // job has a due time) still leads to the next.
+    let next_cursor = (jobs.len() == limit)
+        .then(|| jobs.last().map(|j| j.id.to_string()))
+        .flatten();
+    Ok(typed_response(
+        StatusCode::OK,
+        &MessagesOut {
+            messages: jobs
+                .iter()
+                .filter_map(|j| queue_message_out(j, now))
+                .collect(),
+            next_cursor,
+        },
+    ))
 }
 
 fn queue_out(s: QueueStats, now_ms: i64) -> QueueOut {

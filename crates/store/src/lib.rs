@@ -95,9 +95,16 @@ impl NewJob {
             updated_at: self.now,
             token: 0,
             last_trigger: None,
+            leased_until: None,
+            last_error: None,
         }
     }
 }
+
+/// The most bytes of an error a job keeps as its [`JobRecord::last_error`]: a longer one is cut at
+/// the last character boundary within it. (The error texts of failed attempts come from receivers
+/// and cloud services, so nothing else bounds them.)
+pub const LAST_ERROR_BYTES: usize = 1024;
 
 /// A stored job with its progress.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,6 +137,16 @@ pub struct JobRecord {
     pub token: i64,
     /// The job's most recent trigger that carried an idempotency key.
     pub last_trigger: Option<KeyedTrigger>,
+    /// While a claim holds the active job (`next_attempt` is `None`): when its lease lapses, the
+    /// row's fire time. A lapsed lease shows here until the job is claimed again or settled.
+    /// `None` while no claim holds it and for a job that is not active. For queue targets it is
+    /// when a worker's lease ends; the API shows it on a queue's messages.
+    pub leased_until: Option<Timestamp>,
+    /// The error of the job's most recent failed attempt (a run recorded as `retry` or
+    /// `dead_letter`), at most [`LAST_ERROR_BYTES`]; `None` before any failure and once an
+    /// occurrence is delivered. Written by the completion that records the run, as
+    /// `plan_completion` in `rules.rs` decides; edits and transitions keep it.
+    pub last_error: Option<String>,
 }
 
 /// A trigger made with an idempotency key: the key, and the due time of the occurrence it made
@@ -266,6 +283,9 @@ pub struct JobQuery {
     /// Return jobs with ids greater than this (ids are time-ordered).
     pub after: Option<JobId>,
     pub limit: usize,
+    /// Only jobs whose target is this pull queue (of the namespace each job is in): with
+    /// `state: Some(Active)`, that queue's messages, as [`Store::queue_stats`] counts them.
+    pub queue: Option<String>,
 }
 
 /// A change of a job's lifecycle state requested through the API.

@@ -38,7 +38,9 @@ use jiff::Timestamp;
 
 use self::state::{Held, Job, Lane, Run, Secrets, State};
 
-use crate::rules::{RowChange, TransitionPlan, plan_completion, plan_transition, plan_update};
+use crate::rules::{
+    LastError, RowChange, TransitionPlan, plan_completion, plan_transition, plan_update,
+};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
     Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
@@ -75,6 +77,7 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
     }
     let plan = plan_completion(&c);
     let row = plan.row.clone();
+    let last_error = plan.last_error;
     state.change(c.job_id, |job| {
         match row {
             RowChange::Retry { fire } => {
@@ -105,6 +108,9 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
         // A completion ends its claim: the same token cannot settle the occurrence again.
         job.token += 1;
         job.updated = now;
+        if let LastError::Write(error) = last_error {
+            job.last_error = error.map(str::to_owned);
+        }
     });
     if let Some(run) = &plan.run {
         state.record_run(Run {
@@ -466,6 +472,12 @@ impl Store for MemoryStore {
             // A job without a due time is in no due window (as NULL compares in SQL).
             .filter(|job| before.is_none_or(|b| job.due.is_some_and(|d| d < b)))
             .filter(|job| after.is_none_or(|a| job.due.is_some_and(|d| d >= a)))
+            .filter(|job| {
+                query
+                    .queue
+                    .as_deref()
+                    .is_none_or(|q| job.spec.target.queue() == Some(q))
+            })
             .take(query.limit)
             .map(Job::record)
             .collect())

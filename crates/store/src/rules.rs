@@ -5,7 +5,7 @@
 
 use hourglass_core::{Action, AttemptRecord, Completion, JobState};
 
-use crate::{JobRecord, JobUpdate, Result, StoreError, Transition};
+use crate::{JobRecord, JobUpdate, LAST_ERROR_BYTES, Result, StoreError, Transition};
 
 /// What a job's row becomes after a transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +194,27 @@ pub(crate) struct PlannedDeadLetter<'a> {
     pub attempts: u32,
 }
 
+/// What an applied completion does to the job's `last_error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LastError<'a> {
+    /// Left as it is: the completion records no attempt (a skipped occurrence).
+    Keep,
+    /// Replaced: by the failed attempt's error (at most [`LAST_ERROR_BYTES`]), or cleared by a
+    /// delivery (`None`).
+    Write(Option<&'a str>),
+}
+
+impl<'a> LastError<'a> {
+    /// As two values a SQL statement binds: whether to write, and what.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn as_columns(self) -> (bool, Option<&'a str>) {
+        match self {
+            LastError::Keep => (false, None),
+            LastError::Write(error) => (true, error),
+        }
+    }
+}
+
 /// Everything a completion does when its fencing token is still current. A backend checks the
 /// token, then writes exactly this; a stale completion changes and records nothing.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,6 +223,12 @@ pub(crate) struct CompletionPlan<'a> {
     /// Recorded only when the completion carries an attempt.
     pub run: Option<PlannedRun<'a>>,
     pub dead_letter: Option<PlannedDeadLetter<'a>>,
+    pub last_error: LastError<'a>,
+}
+
+/// `error` cut to at most [`LAST_ERROR_BYTES`], at a character boundary.
+fn bounded(error: &str) -> &str {
+    &error[..error.floor_char_boundary(LAST_ERROR_BYTES)]
 }
 
 /// Decides what `c` does to its job. A dead-lettered occurrence that ends its job leaves the job
@@ -247,6 +274,14 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
             (row, outcome, dead_letter)
         }
     };
+    // The job keeps the error of its latest failed attempt until an occurrence is delivered.
+    let last_error = match (outcome, &c.attempt) {
+        (RunOutcome::Delivered, _) => LastError::Write(None),
+        (RunOutcome::Retry | RunOutcome::DeadLetter, Some(attempt)) => {
+            LastError::Write(attempt.error.as_deref().map(bounded))
+        }
+        (RunOutcome::Retry | RunOutcome::DeadLetter | RunOutcome::Skipped, _) => LastError::Keep,
+    };
     CompletionPlan {
         row,
         run: c
@@ -254,6 +289,7 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
             .as_ref()
             .map(|attempt| PlannedRun { attempt, outcome }),
         dead_letter,
+        last_error,
     }
 }
 
@@ -326,6 +362,7 @@ mod tests {
         let run = plan.run.expect("the attempt is recorded");
         assert_eq!((run.attempt.attempt, run.outcome), (1, RunOutcome::Retry));
         assert_eq!(plan.dead_letter, None);
+        assert_eq!(plan.last_error, LastError::Write(Some("boom")));
     }
 
     #[test]
@@ -363,6 +400,11 @@ mod tests {
         );
         assert_eq!(plan.row.fire(), None);
         assert_eq!(plan.dead_letter, None);
+        assert_eq!(
+            plan.last_error,
+            LastError::Write(None),
+            "a delivery clears it"
+        );
     }
 
     #[test]
@@ -391,6 +433,7 @@ mod tests {
                 attempts: 3
             })
         );
+        assert_eq!(plan.last_error, LastError::Write(Some("boom")));
 
         // A recurring job moves on (its attempts start again) and still records the letter.
         let c = completion(action(Some(from_ms(9_000))), Some(3));
@@ -411,6 +454,11 @@ mod tests {
         assert_eq!(plan.run, None);
         assert_eq!(plan.dead_letter.map(|d| d.attempts), Some(0));
         assert!(matches!(plan.row, RowChange::Finish { attempt: None, .. }));
+        assert_eq!(
+            plan.last_error,
+            LastError::Keep,
+            "no attempt, no error of one"
+        );
     }
 
     #[test]
@@ -432,5 +480,27 @@ mod tests {
         );
         assert_eq!(plan.run, None);
         assert_eq!(plan.dead_letter, None);
+        assert_eq!(plan.last_error, LastError::Keep);
+    }
+
+    #[test]
+    fn a_long_error_is_kept_up_to_its_bound_at_a_character_boundary() {
+        // 'é' is two bytes: at an odd offset the bound falls inside one.
+        let long = format!("x{}", "é".repeat(LAST_ERROR_BYTES));
+        let mut c = completion(Action::Retry { at: from_ms(5_000) }, Some(1));
+        if let Some(a) = c.attempt.as_mut() {
+            a.error = Some(long.clone());
+        }
+        let LastError::Write(Some(kept)) = plan_completion(&c).last_error else {
+            panic!("a failed attempt writes its error");
+        };
+        assert_eq!(kept.len(), LAST_ERROR_BYTES - 1);
+        assert!(long.starts_with(kept));
+
+        // A failed attempt without an error text clears the previous one: it is the latest.
+        if let Some(a) = c.attempt.as_mut() {
+            a.error = None;
+        }
+        assert_eq!(plan_completion(&c).last_error, LastError::Write(None));
     }
 }

@@ -193,6 +193,44 @@ def test_trigger_runs_and_queues(client: Client) -> None:
     assert runs.runs[0].outcome == "delivered"
 
 
+def test_queue_messages_waiting_and_leased(client: Client) -> None:
+    first = client.create_job(NewJob(after("1h"), Target.to_queue("outbox"), key="m1"))
+    second = client.create_job(NewJob(after("1h"), Target.to_queue("outbox"), key="m2"))
+    client.trigger_job(first.id)
+    [held] = client.lease("outbox", wait_ms=5000, visibility_ms=60_000)
+    assert held.job_id == first.id
+
+    page = client.list_queue_messages("outbox")
+    assert page.next_cursor is None
+    by_id = {m.job_id: m for m in page.messages}
+    assert [m.job_id for m in page.messages] == sorted(by_id)
+    leased, waiting = by_id[first.id], by_id[second.id]
+    assert (leased.status, leased.leased_until, leased.available_at) == (
+        "leased",
+        held.visible_until,
+        None,
+    )
+    assert (leased.key, leased.delivery_id, leased.failed_attempts) == ("m1", held.delivery_id, 0)
+    assert (waiting.status, waiting.available_at, waiting.leased_until) == (
+        "scheduled",
+        waiting.due_at,
+        None,
+    )
+    assert first.last_error is None
+
+    client.nack("outbox", [held.receipt], delay_ms=600_000)
+    one = client.list_queue_messages("outbox", limit=1)
+    assert one.next_cursor is not None
+    rest = client.list_queue_messages("outbox", limit=1, cursor=one.next_cursor)
+    nacked = next(m for m in one.messages + rest.messages if m.job_id == first.id)
+    assert (nacked.status, nacked.failed_attempts) == ("scheduled", 1)
+    assert nacked.last_error == "nacked by the worker"
+    assert client.get_job(first.id).last_error == "nacked by the worker"
+    with pytest.raises(ApiError) as bad:
+        client.list_queue_messages("outbox", cursor="nope")
+    assert (bad.value.status, bad.value.code, bad.value.field) == (400, "invalid_query", "cursor")
+
+
 def test_dead_letters_replay_and_delete(client: Client) -> None:
     job = client.create_job(
         NewJob(after("1h"), Target.to_queue("flaky"), retry=Retry(max_attempts=1))
@@ -260,6 +298,8 @@ def test_async_client(node: Node, namespace: str) -> None:
             patched = await client.update_job(one.id, JobPatch(type="renamed"))
             assert patched.type == "renamed"
             assert (await client.cancel_job(one.id)).state == "cancelled"
+            messages = await client.list_queue_messages("nobody")
+            assert (messages.messages, messages.next_cursor) == ([], None)
             with pytest.raises(ApiError) as e:
                 await client.create_job(NewJob(after("-5s"), Target.to_queue("q")))
             assert e.value.code == "invalid_duration"

@@ -24,6 +24,7 @@ import type {
   PreviewOptions,
   Queue,
   QueueList,
+  QueueMessageList,
   ReceiptResults,
   RotateOptions,
   RunList,
@@ -211,6 +212,19 @@ export class Client {
   /** One queue's counts (zeros for a queue no job targets). */
   getQueue(name: string, options?: CallOptions): Promise<Queue> {
     return this.#send({ op: "getQueue", params: { name: encodeURIComponent(name) }, signal: options?.signal });
+  }
+
+  /**
+   * One page of the queue's messages, oldest first: waiting or leased, each with when it becomes
+   * available or when its lease lapses. Leases nothing.
+   */
+  listQueueMessages(name: string, query: PageQuery = {}, options?: CallOptions): Promise<QueueMessageList> {
+    return this.#send({
+      op: "listQueueMessages",
+      params: { name: encodeURIComponent(name) },
+      query: { ...query },
+      signal: options?.signal,
+    });
   }
 
   /**

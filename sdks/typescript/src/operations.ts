@@ -28,6 +28,7 @@ export const operations = {
   listConnections: { method: "GET", path: "/v1/connections", client: "listConnections" },
   listQueues: { method: "GET", path: "/v1/queues", client: "listQueues" },
   getQueue: { method: "GET", path: "/v1/queues/{name}", client: "getQueue" },
+  listQueueMessages: { method: "GET", path: "/v1/queues/{name}/messages", client: "listQueueMessages" },
   leaseMessages: { method: "POST", path: "/v1/queues/{name}/lease", client: "lease" },
   ackMessages: { method: "POST", path: "/v1/queues/{name}/ack", client: "ack" },
   nackMessages: { method: "POST", path: "/v1/queues/{name}/nack", client: "nack" },

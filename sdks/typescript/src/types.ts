@@ -33,6 +33,9 @@ export type HealthStatus = "ok" | "ready";
 /** @schema ConnectionList.connections[].kind */
 export type ConnectionKind = "aws" | "eventbridge" | "sqs" | "sns" | "lambda" | "nats" | "redis" | "amqp";
 
+/** Where a queue's message stands: due and waiting, not due yet, or held by a worker. @schema QueueMessageStatus */
+export type QueueMessageStatus = "available" | "scheduled" | "leased";
+
 /**
  * The node's error codes when this package was made. `ApiError.code` is a `string`: a newer
  * node may send one that is not listed here.
@@ -314,6 +317,8 @@ export interface Job {
   /** When that occurrence is next attempted, when this differs (a backoff, an open breaker). */
   next_attempt_at: string | null;
   attempt: number;
+  /** Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered. */
+  last_error: string | null;
   runs: number;
   skipped: number;
   created_at: string;
@@ -489,6 +494,37 @@ export interface Queue {
 /** @schema QueueList */
 export interface QueueList {
   queues: Queue[];
+}
+
+/**
+ * A queue's message as an operator sees it (`listQueueMessages`): an active job targeting the
+ * queue, waiting or leased. It has no receipt: only the worker holding a lease settles it.
+ *
+ * @schema QueueMessage
+ */
+export interface QueueMessage {
+  job_id: string;
+  key: string | null;
+  type: string | null;
+  status: QueueMessageStatus;
+  due_at: string;
+  /** When a lease can take it; `null` while leased. */
+  available_at: string | null;
+  /** While leased: when the lease lapses unless its worker settles or extends it first. */
+  leased_until: string | null;
+  /** Failed attempts of this occurrence so far (nacks, lapsed leases). */
+  failed_attempts: number;
+  max_attempts: number;
+  delivery_id: string;
+  last_error: string | null;
+  payload: Json;
+  created_at: string;
+}
+
+/** A page of a queue's messages, oldest first. @schema QueueMessageList */
+export interface QueueMessageList {
+  messages: QueueMessage[];
+  next_cursor: string | null;
 }
 
 /** A destination whose circuit breaker is open on this node. @schema BreakerList.breakers[] */

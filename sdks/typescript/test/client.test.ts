@@ -178,6 +178,42 @@ describe("queues", () => {
     assert.equal(runs.runs[0]!.outcome, "delivered");
   });
 
+  it("lists a queue's messages, waiting and leased, and a job's last error", async () => {
+    const client = clientFor(node);
+    const first = await client.createJob({ schedule: { after: "1h" }, target: { queue: "outbox" }, key: "m1" });
+    const second = await client.createJob({ schedule: { after: "1h" }, target: { queue: "outbox" }, key: "m2" });
+    assert.equal(first.last_error, null);
+    await client.triggerJob(first.id);
+    const [held] = await client.lease("outbox", { wait_ms: 5000, visibility_ms: 60_000 });
+    assert.ok(held);
+    assert.equal(held.job_id, first.id);
+
+    const page = await client.listQueueMessages("outbox");
+    assert.equal(page.next_cursor, null);
+    const ids = page.messages.map((m) => m.job_id);
+    assert.deepEqual(ids, [...ids].sort());
+    const leased = page.messages.find((m) => m.job_id === first.id);
+    const waiting = page.messages.find((m) => m.job_id === second.id);
+    assert.ok(leased && waiting);
+    assert.deepEqual(
+      [leased.status, leased.leased_until, leased.available_at, leased.key, leased.delivery_id],
+      ["leased", held.visible_until, null, "m1", held.delivery_id],
+    );
+    assert.deepEqual([waiting.status, waiting.available_at, waiting.leased_until], ["scheduled", waiting.due_at, null]);
+    assert.equal("receipt" in leased, false, "only the lease holder has the receipt");
+
+    await client.nack("outbox", [held.receipt], { delay_ms: 600_000 });
+    const one = await client.listQueueMessages("outbox", { limit: 1 });
+    assert.ok(one.next_cursor);
+    const rest = await client.listQueueMessages("outbox", { limit: 1, cursor: one.next_cursor });
+    const nacked = [...one.messages, ...rest.messages].find((m) => m.job_id === first.id);
+    assert.ok(nacked);
+    assert.deepEqual([nacked.status, nacked.failed_attempts, nacked.last_error], ["scheduled", 1, "nacked by the worker"]);
+    assert.equal((await client.getJob(first.id)).last_error, "nacked by the worker");
+    const bad = await rejectsWith(client.listQueueMessages("outbox", { cursor: "nope" }));
+    assert.deepEqual([bad.status, bad.code, bad.field], [400, "invalid_query", "cursor"]);
+  });
+
   it("yields messages from an async iterator until aborted", async () => {
     const client = clientFor(node);
     const ids = [];

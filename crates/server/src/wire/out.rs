@@ -128,6 +128,8 @@ pub struct JobOut<'a> {
     /// its backoff, or an occurrence held back by its destination's open breaker.
     next_attempt_at: Option<String>,
     attempt: u32,
+    /// Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered.
+    last_error: Option<&'a str>,
     runs: u64,
     skipped: u64,
     created_at: String,
@@ -166,6 +168,7 @@ pub fn job_out(j: &JobRecord) -> JobOut<'_> {
             .filter(|at| Some(*at) != j.next_due)
             .map(rfc3339),
         attempt: j.attempt,
+        last_error: j.last_error.as_deref(),
         runs: j.runs,
         skipped: j.skipped,
         created_at: rfc3339(j.created_at),

@@ -2342,6 +2342,8 @@ async fn api_keys_and_namespaces_are_enforced() {
     assert_eq!(job["namespace"], "a");
     let id = job["id"].as_str().unwrap().to_string();
     let before = a.call("GET", &format!("/v1/jobs/{id}"), None).await.1;
+    a.create(json!({"schedule": {"after": "1h"}, "target": {"queue": "q"}}))
+        .await;
 
     let bearer = |k: &str| HeaderValue::from_str(&format!("Bearer {k}")).unwrap();
     let auth_headers: Vec<(&str, Option<HeaderValue>)> = vec![
@@ -2375,6 +2377,7 @@ async fn api_keys_and_namespaces_are_enforced() {
         ("DELETE", format!("/v1/jobs/{id}"), None),
         ("POST", format!("/v1/jobs/{id}/trigger"), None),
         ("GET", "/v1/dead-letters".into(), None),
+        ("GET", "/v1/queues/q/messages".into(), None),
         ("POST", "/v1/signing-secret".into(), None),
     ];
     let mut cases = Vec::new();
@@ -2432,9 +2435,23 @@ async fn api_keys_and_namespaces_are_enforced() {
     if list["jobs"].as_array().is_none_or(|j| !j.is_empty()) {
         failures.push(format!("namespace b lists jobs of a: {list}"));
     }
+    let (status, messages) = b.call("GET", "/v1/queues/q/messages", None).await;
+    if status != 200
+        || messages["messages"]
+            .as_array()
+            .is_none_or(|m| !m.is_empty())
+    {
+        failures.push(format!(
+            "namespace b lists messages of a: {status} {messages}"
+        ));
+    }
+    let (_, messages) = a.call("GET", "/v1/queues/q/messages", None).await;
+    if messages["messages"].as_array().is_none_or(|m| m.len() != 1) {
+        failures.push(format!("namespace a does not list its message: {messages}"));
+    }
     let count = node.store().count_jobs(None).await.unwrap();
-    if count != 1 {
-        failures.push(format!("job count is {count}, expected 1"));
+    if count != 2 {
+        failures.push(format!("job count is {count}, expected 2"));
     }
     let after = a.call("GET", &format!("/v1/jobs/{id}"), None).await.1;
     if after != before {

@@ -31,6 +31,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("/v1/dead-letters/{id}/replay", "post"),
     ("/v1/queues", "get"),
     ("/v1/queues/{name}", "get"),
+    ("/v1/queues/{name}/messages", "get"),
     ("/v1/queues/{name}/lease", "post"),
     ("/v1/queues/{name}/ack", "post"),
     ("/v1/queues/{name}/nack", "post"),

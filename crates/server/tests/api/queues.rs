@@ -1,7 +1,8 @@
 //! Pull queues end to end on a real node: a queue message is leasable at its due time and not
 //! before, a long poll returns when it becomes due, leases lapse into redeliveries with a higher
 //! attempt, acks finish, nacks retry (with a delay) and dead-letter after the last attempt, stale
-//! receipts are refused, extensions hold, and type filters and counts are right.
+//! receipts are refused, extensions hold, type filters and counts are right, and a queue lists
+//! its messages waiting and leased.
 
 use std::time::{Duration, Instant};
 
@@ -554,5 +555,207 @@ async fn bad_queue_requests_get_a_named_field_and_change_nothing() {
     );
     let (_, jobs) = api.call("GET", "/v1/jobs", None).await;
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1);
+    node.shutdown().await;
+}
+
+async fn messages(api: &Api, path: &str) -> Value {
+    let (status, out) = api.call("GET", path, None).await;
+    assert_eq!(status, 200, "{path}: {out}");
+    out
+}
+
+/// A queue lists its messages oldest first: waiting (available now or scheduled later) and
+/// leased, each leased one with when its lease lapses, a nacked one with its error; an acked one
+/// is gone. Listing leases nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_lists_its_messages_waiting_and_leased() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let mut ids = Vec::new();
+    for after in ["1ms", "1ms", "1h"] {
+        let job = api
+            .create(json!({
+                "type": "email.send",
+                "schedule": {"after": after},
+                "target": {"queue": "emails"},
+                "payload": {"to": "a@example.com"},
+            }))
+            .await;
+        ids.push(job["id"].clone());
+    }
+    api.create(json!({"schedule": {"after": "1ms"}, "target": {"queue": "other"}}))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let held = loop {
+        let got = lease(
+            &api,
+            "emails",
+            json!({"max": 1, "wait_ms": 1000, "visibility_ms": 60_000}),
+        )
+        .await;
+        if let Some(message) = got.into_iter().next() {
+            break message;
+        }
+        assert!(Instant::now() < deadline, "nothing to lease");
+    };
+
+    let page = messages(&api, "/v1/queues/emails/messages").await;
+    let listed = page["messages"].as_array().expect("messages");
+    assert_eq!(page["next_cursor"], Value::Null);
+    let listed_ids: Vec<&Value> = listed.iter().map(|m| &m["job_id"]).collect();
+    assert_eq!(listed_ids, ids.iter().collect::<Vec<_>>(), "oldest first");
+    let fields: Vec<&str> = listed[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut expected = vec![
+        "job_id",
+        "key",
+        "type",
+        "status",
+        "due_at",
+        "available_at",
+        "leased_until",
+        "failed_attempts",
+        "max_attempts",
+        "delivery_id",
+        "last_error",
+        "payload",
+        "created_at",
+    ];
+    expected.sort();
+    let mut fields = fields;
+    fields.sort();
+    assert_eq!(
+        fields, expected,
+        "no receipt: only the lease holder settles"
+    );
+    let by_id = |id: &Value| listed.iter().find(|m| m["job_id"] == *id).unwrap().clone();
+
+    let leased = by_id(&held["job_id"]);
+    assert_eq!(leased["status"], "leased", "{leased}");
+    assert_eq!(leased["leased_until"], held["visible_until"], "{leased}");
+    assert_eq!(leased["available_at"], Value::Null);
+    assert_eq!(leased["delivery_id"], held["delivery_id"]);
+    assert_eq!(leased["failed_attempts"], 0);
+    assert_eq!(leased["max_attempts"], held["max_attempts"]);
+    assert_eq!(leased["payload"], json!({"to": "a@example.com"}));
+    let waiting = listed
+        .iter()
+        .find(|m| m["job_id"] != held["job_id"] && m["job_id"] != ids[2])
+        .unwrap();
+    assert_eq!(waiting["status"], "available", "{waiting}");
+    assert_eq!(waiting["available_at"], waiting["due_at"]);
+    assert_eq!(waiting["leased_until"], Value::Null);
+    let later = by_id(&ids[2]);
+    assert_eq!(later["status"], "scheduled", "{later}");
+    assert_eq!(later["available_at"], later["due_at"]);
+    assert!(ms_of(&later["due_at"]) > jiff::Timestamp::now().as_millisecond() + 3_000_000);
+
+    // Listing leased nothing: the available one is still there to lease.
+    let (_, counts) = api.call("GET", "/v1/queues/emails", None).await;
+    assert_eq!(
+        (
+            &counts["available"],
+            &counts["in_flight"],
+            &counts["scheduled"]
+        ),
+        (&json!(1), &json!(1), &json!(1)),
+        "{counts}"
+    );
+
+    // Pages of two, then the rest.
+    let first = messages(&api, "/v1/queues/emails/messages?limit=2").await;
+    assert_eq!(first["messages"].as_array().unwrap().len(), 2);
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a full page has a cursor");
+    let rest = messages(
+        &api,
+        &format!("/v1/queues/emails/messages?limit=2&cursor={cursor}"),
+    )
+    .await;
+    assert_eq!(rest["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["messages"][0]["job_id"], ids[2]);
+    assert_eq!(rest["next_cursor"], Value::Null);
+
+    // Nacked with a delay: waiting again, one failed attempt, and why.
+    settle(
+        &api,
+        "emails",
+        "nack",
+        json!({"receipts": [held["receipt"]], "delay_ms": 600_000}),
+    )
+    .await;
+    let nacked = messages(&api, "/v1/queues/emails/messages").await["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["job_id"] == held["job_id"])
+        .unwrap()
+        .clone();
+    assert_eq!(nacked["status"], "scheduled", "{nacked}");
+    assert_eq!(nacked["failed_attempts"], 1);
+    assert_eq!(nacked["last_error"], "nacked by the worker");
+    assert_eq!(nacked["leased_until"], Value::Null);
+    assert!(ms_of(&nacked["available_at"]) > ms_of(&nacked["due_at"]) + 500_000);
+
+    // Acked, a message is gone. Another queue's are never listed; an unused queue lists none.
+    let again = lease(&api, "emails", json!({"max": 1})).await;
+    assert_eq!(again.len(), 1);
+    settle(
+        &api,
+        "emails",
+        "ack",
+        json!({"receipts": [again[0]["receipt"]]}),
+    )
+    .await;
+    let after_ack = messages(&api, "/v1/queues/emails/messages").await;
+    let left: Vec<&Value> = after_ack["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["job_id"])
+        .collect();
+    assert_eq!(left.len(), 2, "{after_ack}");
+    assert!(!left.contains(&&again[0]["job_id"]));
+    let other = messages(&api, "/v1/queues/other/messages").await;
+    assert_eq!(other["messages"].as_array().unwrap().len(), 1);
+    let none = messages(&api, "/v1/queues/unused/messages").await;
+    assert_eq!(none, json!({"messages": [], "next_cursor": null}));
+    node.shutdown().await;
+}
+
+/// Bad paging of a queue's messages names its field; an unknown parameter is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_message_listings_name_their_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let cases = [
+        ("/v1/queues/b%20d/messages", "invalid_queue", "name"),
+        ("/v1/queues/q/messages?limit=0", "invalid_query", "limit"),
+        ("/v1/queues/q/messages?limit=1001", "invalid_query", "limit"),
+        ("/v1/queues/q/messages?limit=ten", "invalid_query", "limit"),
+        (
+            "/v1/queues/q/messages?cursor=nope",
+            "invalid_query",
+            "cursor",
+        ),
+        (
+            "/v1/queues/q/messages?state=active",
+            "invalid_query",
+            "state",
+        ),
+    ];
+    for (path, code, field) in cases {
+        let (status, out) = api.call("GET", path, None).await;
+        assert_eq!(status, 400, "{path}: {out}");
+        assert_eq!(out["error"]["code"], code, "{path}: {out}");
+        assert_eq!(out["error"]["field"], field, "{path}: {out}");
+    }
     node.shutdown().await;
 }

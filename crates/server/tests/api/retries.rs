@@ -1,5 +1,5 @@
 //! Retries as a client sees them: a job waiting out a failed attempt's backoff says when it is
-//! attempted next.
+//! attempted next and why the last attempt failed.
 
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ async fn a_job_in_backoff_shows_its_next_attempt() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(waiting["state"], "active");
+    assert_eq!(waiting["last_error"], "http 503", "why it waits: {waiting}");
     let at = |field: &str| {
         waiting[field]
             .as_str()
@@ -119,5 +120,45 @@ async fn a_failed_attempt_keeps_the_start_of_the_answer() {
         serde_json::Value::Null,
         "{delivered}"
     );
+    node.shutdown().await;
+}
+
+/// A job carries the error of its latest failed attempt, the one its runs record, until an
+/// occurrence is delivered; a job that never failed carries none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_shows_its_last_error_until_a_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let (_receiver, recv_addr) = Receiver::start().await;
+    // Fails its first attempt with 500, then is delivered after a backoff of 1–2 s.
+    let job = api
+        .create(json!({
+            "key": "flaky",
+            "schedule": {"after": "1ms"},
+            "target": {"webhook": {"url": format!("http://{recv_addr}/flaky/1")}},
+            "retry": {"max_attempts": 3, "initial_backoff": "2s", "max_backoff": "2s"},
+        }))
+        .await;
+    assert_eq!(job["last_error"], serde_json::Value::Null, "{job}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let waiting = loop {
+        let (_, job) = api.call("GET", "/v1/jobs/key:flaky", None).await;
+        if job["attempt"] == 1 {
+            break job;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no failure: {job}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let (_, runs) = api.call("GET", "/v1/jobs/key:flaky/runs", None).await;
+    assert_eq!(runs["runs"][0]["outcome"], "retry", "{runs}");
+    assert_eq!(waiting["last_error"], runs["runs"][0]["error"], "{waiting}");
+    assert_eq!(waiting["last_error"], "http 500");
+    let (_, listed) = api.call("GET", "/v1/jobs?state=active", None).await;
+    assert_eq!(listed["jobs"][0]["last_error"], "http 500", "{listed}");
+
+    let done = api.settled_job(job["id"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["last_error"], serde_json::Value::Null, "{done}");
     node.shutdown().await;
 }

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use hourglass_core::{Action, JobState};
+use hourglass_core::{Action, Completion, JobState, Occurrence};
 
 use super::{T0, claim, create, delivered, done, every_second, lease, ms, one_off, t};
-use crate::{Applied, ClaimScope, Store};
+use crate::{Applied, ClaimScope, JobQuery, LAST_ERROR_BYTES, Store, Transition};
 
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
     let base = t(T0);
@@ -354,4 +354,137 @@ pub async fn a_dead_lettered_job_counts_its_last_attempt(store: Arc<dyn Store>) 
     assert_eq!((job.state, job.attempt), (JobState::Failed, 3));
     let letters = store.dead_letters(Some("a"), None, 10).await.unwrap();
     assert_eq!(letters[0].attempts, 3);
+}
+
+/// A job keeps the error of its latest failed attempt, bounded, through retries, edits and
+/// transitions, until an occurrence is delivered; a stale completion and a skipped occurrence
+/// leave it as it is.
+pub async fn a_job_keeps_the_error_of_its_latest_failed_attempt(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = every_second("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let last_error = |store: Arc<dyn Store>| async move {
+        let job = store.get_job(Some("a"), id).await.unwrap().expect("job");
+        job.last_error
+    };
+    let failed = |occ: &Occurrence, error: &str, action| {
+        let mut c = done(occ, action);
+        if let Some(a) = c.attempt.as_mut() {
+            a.status = Some(500);
+            a.error = Some(error.into());
+        }
+        c
+    };
+    assert_eq!(last_error(store.clone()).await, None, "nothing failed yet");
+
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    let retry_at = base + ms(500);
+    let c = failed(&occ, "http 500", Action::Retry { at: retry_at });
+    store.complete(vec![c], base).await.unwrap();
+    assert_eq!(last_error(store.clone()).await.as_deref(), Some("http 500"));
+    let listed = store
+        .list_jobs(JobQuery {
+            namespace: Some("a".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed[0].last_error.as_deref(),
+        Some("http 500"),
+        "listed too"
+    );
+
+    // The next failure replaces it, cut to its bound at a character boundary.
+    let occ = claim(&*store, ClaimScope::Fired, retry_at, 10, "n1")
+        .await
+        .remove(0);
+    let long = format!("x{}", "é".repeat(LAST_ERROR_BYTES));
+    let c = failed(
+        &occ,
+        &long,
+        Action::Retry {
+            at: retry_at + ms(500),
+        },
+    );
+    store.complete(vec![c], retry_at).await.unwrap();
+    let kept = last_error(store.clone()).await.expect("an error");
+    assert_eq!(kept.len(), LAST_ERROR_BYTES - 1);
+    assert!(long.starts_with(&kept));
+
+    // Transitions keep it; a stale completion does not touch it.
+    store
+        .transition(Some("a"), id, Transition::Pause { now: retry_at })
+        .await
+        .unwrap();
+    let resumed = store
+        .transition(Some("a"), id, Transition::Resume { now: retry_at })
+        .await
+        .unwrap();
+    assert_eq!(resumed.last_error.as_deref(), Some(kept.as_str()));
+    let stale = failed(&occ, "stale", Action::Retry { at: retry_at });
+    assert_eq!(
+        store.complete(vec![stale], retry_at).await.unwrap(),
+        vec![Applied::StaleLease]
+    );
+    assert_eq!(
+        last_error(store.clone()).await.as_deref(),
+        Some(kept.as_str())
+    );
+
+    // Dead-lettered, the job moves on to its next occurrence with that attempt's error.
+    let at = resumed.next_attempt.expect("active");
+    let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
+        .await
+        .remove(0);
+    let next = Some(at + ms(1_000));
+    let action = Action::DeadLetter {
+        next,
+        skipped: 0,
+        reason: "http 410".into(),
+    };
+    store
+        .complete(vec![failed(&occ, "http 410", action)], at)
+        .await
+        .unwrap();
+    assert_eq!(last_error(store.clone()).await.as_deref(), Some("http 410"));
+
+    // A skipped occurrence made no attempt: the error stays. A delivery clears it.
+    let at = at + ms(1_000);
+    let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
+        .await
+        .remove(0);
+    let skip = Completion {
+        attempt: None,
+        ..done(
+            &occ,
+            Action::Skipped {
+                next: Some(at + ms(1_000)),
+                skipped: 1,
+            },
+        )
+    };
+    store.complete(vec![skip], at).await.unwrap();
+    assert_eq!(last_error(store.clone()).await.as_deref(), Some("http 410"));
+    let at = at + ms(1_000);
+    let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
+        .await
+        .remove(0);
+    let ok = done(
+        &occ,
+        Action::Delivered {
+            next: Some(at + ms(1_000)),
+            skipped: 0,
+        },
+    );
+    store.complete(vec![ok], at).await.unwrap();
+    assert_eq!(
+        last_error(store.clone()).await,
+        None,
+        "a delivery clears it"
+    );
 }

@@ -54,7 +54,9 @@ macro_rules! conformance_tests {
             a_leased_message_moved_to_a_webhook_stays_off_its_old_queue,
             edits_and_transitions_answer_the_token_that_fences_older_claims,
             a_repeated_keyed_trigger_changes_nothing,
-            a_dead_lettered_job_counts_its_last_attempt);
+            a_dead_lettered_job_counts_its_last_attempt,
+            a_queue_lists_its_messages_with_their_leases,
+            a_job_keeps_the_error_of_its_latest_failed_attempt);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

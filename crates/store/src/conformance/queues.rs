@@ -6,7 +6,9 @@ use std::sync::Arc;
 use hourglass_core::{Action, JobState, QueueTarget, Schedule, Target};
 
 use super::{T0, claim, create, delivered, done, lease, ms, one_off, queue, queue_job, spec, t};
-use crate::{Applied, ClaimScope, JobUpdate, QueueStats, Release, Store, Transition};
+use crate::{
+    Applied, ClaimScope, JobQuery, JobRecord, JobUpdate, QueueStats, Release, Store, Transition,
+};
 
 pub async fn queue_jobs_are_leased_not_fired(store: Arc<dyn Store>) {
     let base = t(T0);
@@ -494,4 +496,153 @@ pub async fn a_leased_message_moved_to_a_webhook_stays_off_its_old_queue(store: 
     );
     let again = claim(&*store, ClaimScope::Fired, later, 10, "n").await;
     assert_eq!(again.iter().map(|o| o.job_id).collect::<Vec<_>>(), [id]);
+}
+
+/// A queue's messages are listed by filtering jobs on their queue: the active jobs targeting it,
+/// in id order, a page at a time; a leased one says when its lease lapses.
+pub async fn a_queue_lists_its_messages_with_their_leases(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let (now_1, now_2) = (
+        queue_job("a", "emails", "send", base),
+        queue_job("a", "emails", "send", base),
+    );
+    let later = queue_job("a", "emails", "send", base + ms(3_600_000));
+    let paused = queue_job("a", "emails", "send", base);
+    let other = queue_job("a", "other", "send", base);
+    let elsewhere = queue_job("b", "emails", "send", base);
+    let hook = one_off("a", base);
+    let later_id = later.id;
+    let mut messages = vec![now_1.id, now_2.id, later_id];
+    messages.sort();
+    let (paused_id, other_id, elsewhere_id, hook_id) = (paused.id, other.id, elsewhere.id, hook.id);
+    create(
+        &*store,
+        vec![now_1, now_2, later, paused, other, elsewhere, hook],
+    )
+    .await;
+    store
+        .transition(Some("a"), paused_id, Transition::Pause { now: base })
+        .await
+        .unwrap();
+    let list = |namespace: Option<&str>, name: &str, state, after, limit| {
+        let store = store.clone();
+        let query = JobQuery {
+            namespace: namespace.map(Into::into),
+            state,
+            queue: Some(name.into()),
+            after,
+            limit,
+            ..Default::default()
+        };
+        async move { store.list_jobs(query).await.unwrap() }
+    };
+    let ids = |jobs: &[JobRecord]| jobs.iter().map(|j| j.id).collect::<Vec<_>>();
+
+    let active = Some(JobState::Active);
+    let listed = list(Some("a"), "emails", active, None, 100).await;
+    assert_eq!(ids(&listed), messages, "the queue's active jobs, by id");
+    assert!(
+        listed.iter().all(|j| j.leased_until.is_none()),
+        "none leased"
+    );
+    let mut any_state = ids(&list(Some("a"), "emails", None, None, 100).await);
+    any_state.sort();
+    let mut with_paused = [messages.clone(), vec![paused_id]].concat();
+    with_paused.sort();
+    assert_eq!(
+        any_state, with_paused,
+        "without a state filter, the paused one too"
+    );
+    assert_eq!(
+        ids(&list(Some("a"), "other", None, None, 100).await),
+        [other_id]
+    );
+    assert!(list(Some("a"), "none", None, None, 100).await.is_empty());
+    let mut everywhere = ids(&list(None, "emails", active, None, 100).await);
+    everywhere.sort();
+    let mut expected = [messages.clone(), vec![elsewhere_id]].concat();
+    expected.sort();
+    assert_eq!(
+        everywhere, expected,
+        "across namespaces: each one's queue of that name"
+    );
+    assert!(
+        !ids(&list(Some("a"), "emails", None, None, 100).await).contains(&hook_id),
+        "a webhook job is on no queue"
+    );
+
+    // Pages: the second starts after the first one's last id.
+    let first = list(Some("a"), "emails", active, None, 2).await;
+    let rest = list(Some("a"), "emails", active, first.last().map(|j| j.id), 2).await;
+    assert_eq!([ids(&first), ids(&rest)].concat(), messages);
+
+    // A lease shows its expiry, and moves it when extended; an unleased message its fire time.
+    let held = claim(&*store, queue("a", "emails"), base, 1, "w")
+        .await
+        .remove(0);
+    let find = |jobs: Vec<JobRecord>, id| jobs.into_iter().find(|j| j.id == id).expect("listed");
+    let leased = find(
+        list(Some("a"), "emails", active, None, 100).await,
+        held.job_id,
+    );
+    assert_eq!(
+        (leased.leased_until, leased.next_attempt),
+        (Some(base + ms(30_000)), None)
+    );
+    let got = store
+        .get_job(Some("a"), held.job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        got.leased_until,
+        Some(base + ms(30_000)),
+        "get answers it too"
+    );
+    let waiting = find(list(Some("a"), "emails", active, None, 100).await, later_id);
+    assert_eq!(
+        (waiting.leased_until, waiting.next_attempt),
+        (None, Some(base + ms(3_600_000)))
+    );
+    store
+        .extend_claims(vec![(held.job_id, held.token)], base + ms(90_000), base)
+        .await
+        .unwrap();
+    let extended = store.get_job(None, held.job_id).await.unwrap().unwrap();
+    assert_eq!(extended.leased_until, Some(base + ms(90_000)));
+
+    // Acked, the message is done: no longer among the active ones, no lease.
+    store
+        .complete(vec![delivered(&held)], base + ms(1_000))
+        .await
+        .unwrap();
+    let after_ack = list(Some("a"), "emails", active, None, 100).await;
+    assert!(!ids(&after_ack).contains(&held.job_id));
+    let acked = store.get_job(None, held.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (acked.state, acked.leased_until),
+        (JobState::Completed, None)
+    );
+
+    // A job moved to the queue by an edit is listed there, and gone from its old queue.
+    let moved = store.get_job(None, other_id).await.unwrap().unwrap();
+    let mut spec = moved.spec.clone();
+    spec.target = Target::Queue(QueueTarget {
+        name: "emails".into(),
+    });
+    store
+        .update_job(
+            Some("a"),
+            other_id,
+            JobUpdate {
+                spec,
+                payload: moved.payload.clone(),
+                next_due: Some(base),
+                now: base,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(ids(&list(Some("a"), "emails", active, None, 100).await).contains(&other_id));
+    assert!(list(Some("a"), "other", None, None, 100).await.is_empty());
 }

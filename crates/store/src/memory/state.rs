@@ -70,6 +70,8 @@ pub(super) struct Job {
     pub(super) lease: Option<Held>,
     /// The last trigger made with an idempotency key, and when it was due.
     pub(super) trigger: Option<(String, i64)>,
+    /// The error of the latest failed attempt, until a delivery.
+    pub(super) last_error: Option<String>,
 }
 
 impl Job {
@@ -118,6 +120,12 @@ impl Job {
                 key: key.clone(),
                 due: from_ms(*due),
             }),
+            // While claimed, the fire time is the lease's expiry.
+            leased_until: match (self.state, &self.lease) {
+                (JobState::Active, Some(_)) => self.fire.map(from_ms),
+                _ => None,
+            },
+            last_error: self.last_error.clone(),
         }
     }
 
@@ -244,6 +252,7 @@ impl State {
             token: 0,
             lease: None,
             trigger: None,
+            last_error: None,
         };
         if let Some(key) = &job.key {
             self.keys

@@ -10,10 +10,16 @@ use tokio_postgres::types::ToSql;
 use crate::rules::state_from_code;
 use crate::{DeadLetter, JobRecord, KeyedTrigger, Result, StoreError};
 
+/// The columns [`job_from_row`] decodes ([`JOB_COLUMN_COUNT`] of them; a statement selecting more
+/// reads its own after them). While claimed, `fire_ms` is the lease's expiry: the two `CASE`
+/// columns are the fire time of a job no claim holds, and the expiry of one a claim holds.
 pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, \
                            skipped, created_ms, updated_ms, lease_token, trigger_key, \
                            trigger_due_ms, \
-                           CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END";
+                           CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END, \
+                           last_error, \
+                           CASE WHEN state = 0 AND lease_owner IS NOT NULL THEN fire_ms END";
+pub(super) const JOB_COLUMN_COUNT: usize = 18;
 pub(super) const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
 
@@ -96,6 +102,8 @@ pub(super) fn job_from_row(row: &Row) -> Result<JobRecord> {
             }),
             _ => None,
         },
+        last_error: col(row, 16)?,
+        leased_until: col::<Option<i64>>(row, 17)?.map(from_ms),
     })
 }
 

@@ -44,8 +44,13 @@ pub(super) async fn complete(
             let mut reasons: Vec<Option<&str>> = Vec::with_capacity(n);
             let mut letter_attempts: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut final_attempts: Vec<Option<i64>> = Vec::with_capacity(n);
+            let mut write_errors: Vec<bool> = Vec::with_capacity(n);
+            let mut last_errors: Vec<Option<&str>> = Vec::with_capacity(n);
             for c in &batch {
                 let plan = plan_completion(c);
+                let (write_error, last_error) = plan.last_error.as_columns();
+                write_errors.push(write_error);
+                last_errors.push(last_error);
                 ids.push(c.job_id);
                 tokens.push(c.token);
                 dues.push(c.due.as_millisecond());
@@ -91,11 +96,13 @@ pub(super) async fn complete(
                                           $7::bigint[], $8::smallint[], $9::bigint[],
                                           $10::bigint[], $11::bigint[], $12::bigint[],
                                           $13::text[], $14::text[], $15::text[],
-                                          $17::bigint[], $18::bigint[], $19::text[])
+                                          $17::bigint[], $18::bigint[], $19::text[],
+                                          $20::boolean[], $21::text[])
                          WITH ORDINALITY
                          AS c(id, token, due_ms, kind, at_ms, ran, skipped, final_state,
                               attempt, started_ms, latency_ms, status, error, outcome,
-                              reason, final_attempt, letter_attempts, response, ord)
+                              reason, final_attempt, letter_attempts, response,
+                              write_error, last_error, ord)
                  ),
                  done AS (
                      UPDATE jobs j SET
@@ -108,7 +115,9 @@ pub(super) async fn complete(
                          runs = j.runs + c.ran,
                          skipped = j.skipped + c.skipped,
                          lease_owner = NULL, lease_fire_ms = NULL, updated_ms = $16,
-                         lease_token = j.lease_token + 1
+                         lease_token = j.lease_token + 1,
+                         last_error = CASE WHEN c.write_error THEN c.last_error
+                                           ELSE j.last_error END
                      FROM c
                      WHERE j.id = c.id AND j.lease_token = c.token AND j.state = 0
                      RETURNING c.ord, j.namespace, j.queue, j.spec, j.payload
@@ -155,6 +164,8 @@ pub(super) async fn complete(
                         &final_attempts,
                         &letter_attempts,
                         &responses,
+                        &write_errors,
+                        &last_errors,
                     ],
                 )
                 .await?;

@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use hourglass_core::JobId;
 
 use super::PostgresStore;
-use super::codec::{Filters, JOB_COLUMNS, col, encode_spec, job_from_row, load_job};
+use super::codec::{
+    Filters, JOB_COLUMN_COUNT, JOB_COLUMNS, col, encode_spec, job_from_row, load_job,
+};
 use super::notify::Due;
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
 use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
@@ -98,8 +100,8 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                     .await?;
                 for row in tx.query(&stmt, &[&ns, &ks]).await? {
                     let record = job_from_row(&row)?;
-                    let print: i64 = col(&row, 16)?;
-                    let key: String = col(&row, 17)?;
+                    let print: i64 = col(&row, JOB_COLUMN_COUNT)?;
+                    let key: String = col(&row, JOB_COLUMN_COUNT + 1)?;
                     existing.insert((record.namespace.clone(), key), (record, print));
                 }
             }
@@ -187,6 +189,7 @@ pub(super) async fn list_jobs(store: &PostgresStore, query: JobQuery) -> Result<
             filters.add("due_ms <", due_before.as_ref());
             filters.add("due_ms >=", due_after.as_ref());
             filters.add("id >", query.after.as_ref());
+            filters.add("queue =", query.queue.as_ref());
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM jobs{} ORDER BY id LIMIT ${}",
                 filters.where_clause(),

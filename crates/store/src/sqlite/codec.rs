@@ -7,7 +7,9 @@ use rusqlite::{Connection, Row};
 use crate::rules::state_from_code;
 use crate::{DeadLetter, JobRecord, KeyedTrigger, Result, StoreError};
 
-pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, trigger_due_ms, CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END";
+/// The columns [`job_from_row`] decodes. While claimed, `fire_ms` is the lease's expiry: the two
+/// `CASE` columns are the fire time of a job no claim holds, and the expiry of one a claim holds.
+pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, trigger_due_ms, CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END, last_error, CASE WHEN state = 0 AND lease_owner IS NOT NULL THEN fire_ms END";
 
 pub(super) const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
@@ -60,6 +62,8 @@ fn job_from_row(row: &Row<'_>) -> Result<JobRecord> {
             }),
             _ => None,
         },
+        last_error: row.get(16).map_err(get_err)?,
+        leased_until: row.get::<_, Option<i64>>(17).map_err(get_err)?.map(from_ms),
     })
 }
 

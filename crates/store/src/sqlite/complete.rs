@@ -83,12 +83,14 @@ fn complete_in_tx(
 ) -> Result<Vec<Applied>> {
     let mut out = Vec::with_capacity(batch.len());
     let mut runs = Vec::with_capacity(batch.len());
-    // Prepared once for the batch: looking a statement up in the cache hashes its text.
+    // Prepared once for the batch: looking a statement up in the cache hashes its text. In each,
+    // the last two parameters say whether to write `last_error`, and what.
     let mut retry = conn
         .prepare_cached(
             "UPDATE jobs SET fire_ms = ?3, attempt = attempt + 1, lease_owner = NULL,
                              lease_fire_ms = NULL, updated_ms = ?4,
-                             lease_token = lease_token + 1
+                             lease_token = lease_token + 1,
+                             last_error = CASE WHEN ?6 THEN ?7 ELSE last_error END
              WHERE seq = COALESCE(?5, (SELECT seq FROM jobs WHERE id = ?1))
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
@@ -97,7 +99,8 @@ fn complete_in_tx(
         .prepare_cached(
             "UPDATE jobs SET due_ms = ?3, fire_ms = ?3, attempt = 0,
                  runs = runs + ?4, skipped = skipped + ?5, lease_owner = NULL,
-                 lease_fire_ms = NULL, updated_ms = ?6, lease_token = lease_token + 1
+                 lease_fire_ms = NULL, updated_ms = ?6, lease_token = lease_token + 1,
+                 last_error = CASE WHEN ?8 THEN ?9 ELSE last_error END
              WHERE seq = COALESCE(?7, (SELECT seq FROM jobs WHERE id = ?1))
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
@@ -107,7 +110,8 @@ fn complete_in_tx(
             "UPDATE jobs SET state = ?3, fire_ms = NULL, runs = runs + ?4,
                  skipped = skipped + ?5, lease_owner = NULL, lease_fire_ms = NULL,
                  updated_ms = ?6, attempt = COALESCE(?8, attempt),
-                 lease_token = lease_token + 1
+                 lease_token = lease_token + 1,
+                 last_error = CASE WHEN ?9 THEN ?10 ELSE last_error END
              WHERE seq = COALESCE(?7, (SELECT seq FROM jobs WHERE id = ?1))
                AND id = ?1 AND lease_token = ?2 AND state = 0",
         )
@@ -115,9 +119,10 @@ fn complete_in_tx(
     for (c, row) in batch.iter().zip(rows) {
         let id = c.job_id.as_bytes().as_slice();
         let plan = plan_completion(c);
+        let (write_error, error) = plan.last_error.as_columns();
         let changed = match plan.row {
             RowChange::Retry { fire } => retry
-                .execute(params![id, c.token, fire, now, row])
+                .execute(params![id, c.token, fire, now, row, write_error, error])
                 .map_err(unavailable)?,
             RowChange::Advance { due, ran, skipped } => advance
                 .execute(params![
@@ -127,7 +132,9 @@ fn complete_in_tx(
                     ran as i64,
                     skipped as i64,
                     now,
-                    row
+                    row,
+                    write_error,
+                    error,
                 ])
                 .map_err(unavailable)?,
             RowChange::Finish {
@@ -145,6 +152,8 @@ fn complete_in_tx(
                     now,
                     row,
                     attempt,
+                    write_error,
+                    error,
                 ])
                 .map_err(unavailable)?,
         };

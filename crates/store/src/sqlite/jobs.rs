@@ -212,6 +212,7 @@ pub(super) fn list_jobs(conn: &Connection, query: JobQuery) -> Result<Vec<JobRec
            AND (?4 IS NULL OR due_ms < ?4)
            AND (?5 IS NULL OR due_ms >= ?5)
            AND (?6 IS NULL OR id > ?6)
+           AND (?8 IS NULL OR queue = ?8)
          ORDER BY id LIMIT ?7"
     );
     let after = query.after.map(|id| id.as_bytes().to_vec());
@@ -226,6 +227,7 @@ pub(super) fn list_jobs(conn: &Connection, query: JobQuery) -> Result<Vec<JobRec
             &query.due_after.map(|t| t.as_millisecond()),
             &after,
             &(query.limit as i64),
+            &query.queue,
         ],
     )
 }

@@ -163,6 +163,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
      ALTER TABLE jobs ADD COLUMN trigger_due_ms INTEGER;",
     // 8: the start of what the target answered to a failed attempt, kept with its run.
     "ALTER TABLE runs ADD COLUMN response TEXT;",
+    // 9: the error of the job's latest failed attempt (at most 1 KiB), written by the completion
+    // that records that attempt's run and cleared by a delivery, so a job shows why it is
+    // retrying without a read of its runs. Existing jobs start without one.
+    "ALTER TABLE jobs ADD COLUMN last_error TEXT;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

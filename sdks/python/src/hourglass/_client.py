@@ -30,6 +30,7 @@ from ._models import (
     NewJob,
     Queue,
     QueueList,
+    QueueMessageList,
     ReceiptResults,
     RunList,
     Schedule,
@@ -211,6 +212,10 @@ def _page(limit: int | None, cursor: str | None) -> dict[str, Any]:
     return {"limit": limit, "cursor": cursor}
 
 
+def _queue_messages(name: str, limit: int | None, cursor: str | None) -> _Request:
+    return _Request("listQueueMessages", {"name": _segment(name)}, query=_page(limit, cursor))
+
+
 def _preview(schedule: Schedule, count: int | None) -> _Request:
     body: dict[str, Any] = {"schedule": schedule.to_json()}
     if count is not None:
@@ -383,6 +388,13 @@ class Client(_Base):
         """One queue's counts (zeros for a queue no job targets)."""
         req = _Request("getQueue", {"name": _segment(name)})
         return _decode(Queue.from_json, self._send(req))
+
+    def list_queue_messages(
+        self, name: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> QueueMessageList:
+        """One page of the queue's messages, oldest first: waiting or leased, each with when it
+        becomes available or when its lease lapses. Leases nothing."""
+        return _decode(QueueMessageList.from_json, self._send(_queue_messages(name, limit, cursor)))
 
     def lease(
         self,
@@ -597,6 +609,12 @@ class AsyncClient(_Base):
     async def get_queue(self, name: str) -> Queue:
         req = _Request("getQueue", {"name": _segment(name)})
         return _decode(Queue.from_json, await self._send(req))
+
+    async def list_queue_messages(
+        self, name: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> QueueMessageList:
+        data = await self._send(_queue_messages(name, limit, cursor))
+        return _decode(QueueMessageList.from_json, data)
 
     async def lease(
         self,

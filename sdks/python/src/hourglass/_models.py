@@ -27,6 +27,7 @@ RunOutcome = Literal["delivered", "retry", "dead_letter"]
 ReceiptFailureCode = Literal["stale_receipt"]
 HealthStatus = Literal["ok", "ready"]
 ConnectionKind = Literal["aws", "eventbridge", "sqs", "sns", "lambda", "nats", "redis", "amqp"]
+QueueMessageStatus = Literal["available", "scheduled", "leased"]
 ErrorCode = Literal[
     "body_timeout",
     "body_too_large",
@@ -82,6 +83,7 @@ ENUMS: Mapping[str, object] = {
     "ReceiptResults.failed[].code": ReceiptFailureCode,
     "Status.status": HealthStatus,
     "ConnectionList.connections[].kind": ConnectionKind,
+    "QueueMessageStatus": QueueMessageStatus,
 }
 """Which OpenAPI enum each ``Literal`` above mirrors (for the OpenAPI check)."""
 
@@ -707,6 +709,8 @@ class Job:
     next_due_at: datetime | None
     next_attempt_at: datetime | None
     attempt: int
+    #: Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered.
+    last_error: str | None
     runs: int
     skipped: int
     created_at: datetime
@@ -728,6 +732,7 @@ class Job:
             "next_due_at": _opt_instant(data.get("next_due_at")),
             "next_attempt_at": _opt_instant(data.get("next_attempt_at")),
             "attempt": int(data["attempt"]),
+            "last_error": _opt_str(data.get("last_error")),
             "runs": int(data["runs"]),
             "skipped": int(data["skipped"]),
             "created_at": parse_instant(data["created_at"]),
@@ -1048,6 +1053,65 @@ class QueueList:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> QueueList:
         return cls([Queue.from_json(q) for q in data["queues"]])
+
+
+@dataclass(frozen=True)
+class QueueMessage:
+    """A queue's message as an operator sees it (``Client.list_queue_messages``): an active job
+    targeting the queue, waiting or leased. It has no receipt: only the worker holding a lease
+    settles it."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("QueueMessage",)
+    job_id: str
+    key: str | None
+    type: str | None
+    status: QueueMessageStatus
+    due_at: datetime
+    available_at: datetime | None
+    """When a lease can take it; ``None`` while leased."""
+    leased_until: datetime | None
+    """While leased: when the lease lapses unless its worker settles or extends it first."""
+    failed_attempts: int
+    max_attempts: int
+    delivery_id: str
+    last_error: str | None
+    payload: JSON
+    created_at: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueueMessage:
+        return cls(
+            job_id=str(data["job_id"]),
+            key=_opt_str(data.get("key")),
+            type=_opt_str(data.get("type")),
+            status=data["status"],
+            due_at=parse_instant(data["due_at"]),
+            available_at=_opt_instant(data.get("available_at")),
+            leased_until=_opt_instant(data.get("leased_until")),
+            failed_attempts=int(data["failed_attempts"]),
+            max_attempts=int(data["max_attempts"]),
+            delivery_id=str(data["delivery_id"]),
+            last_error=_opt_str(data.get("last_error")),
+            payload=data.get("payload"),
+            created_at=parse_instant(data["created_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class QueueMessageList:
+    """A page of a queue's messages, oldest first; ``next_cursor`` is set when the page is
+    full."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("QueueMessageList",)
+    messages: list[QueueMessage]
+    next_cursor: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueueMessageList:
+        return cls(
+            [QueueMessage.from_json(m) for m in data["messages"]],
+            _opt_str(data.get("next_cursor")),
+        )
 
 
 @dataclass(frozen=True)

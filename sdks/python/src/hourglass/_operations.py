@@ -38,6 +38,7 @@ OPERATIONS = _ops(
     ("listConnections", "GET", "/v1/connections", "list_connections"),
     ("listQueues", "GET", "/v1/queues", "list_queues"),
     ("getQueue", "GET", "/v1/queues/{name}", "get_queue"),
+    ("listQueueMessages", "GET", "/v1/queues/{name}/messages", "list_queue_messages"),
     ("leaseMessages", "POST", "/v1/queues/{name}/lease", "lease"),
     ("ackMessages", "POST", "/v1/queues/{name}/ack", "ack"),
     ("nackMessages", "POST", "/v1/queues/{name}/nack", "nack"),
