@@ -241,3 +241,75 @@ async fn a_foreign_table_is_refused() {
         Ok(_) => panic!("opened a table that is not Hourglass's"),
     }
 }
+
+/// Not a test: the DynamoDB requests one fire costs, by kind, for a batch of one-off webhook jobs
+/// created, claimed and completed as the engine does it (runs recorded). `scripts/with-buses
+/// cargo test -p hourglass-store --features dynamodb --test dynamodb_conformance
+/// requests_per_fire -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn requests_per_fire() {
+    use hourglass_core::{Action, AttemptRecord, Completion};
+    let store = DynamoStore::open(DynamoOptions {
+        shards: 8,
+        ..options(&table_name())
+    })
+    .await
+    .unwrap();
+    let n = 500;
+    let before = store.request_counts().snapshot();
+    for chunk in 0..(n / 100) {
+        let jobs: Vec<NewJob> = (0..100)
+            .map(|i| job("ns", t0() + ms(chunk * 100 + i), None))
+            .collect();
+        store.create_jobs(jobs).await.unwrap();
+    }
+    let created = store.request_counts().snapshot();
+    let mut claimed = Vec::new();
+    while claimed.len() < n as usize {
+        let batch = store
+            .claim_due(ClaimScope::Fired, t0() + ms(n), 100, &lease("m", t0()))
+            .await
+            .unwrap();
+        assert!(!batch.is_empty(), "claimed {} of {n}", claimed.len());
+        claimed.extend(batch);
+    }
+    let after_claims = store.request_counts().snapshot();
+    let completions: Vec<Completion> = claimed
+        .iter()
+        .map(|o| Completion {
+            job_id: o.job_id,
+            token: o.token,
+            due: o.due,
+            attempt: Some(AttemptRecord {
+                attempt: 1,
+                started_at: o.fire_at,
+                latency_ms: 2,
+                status: Some(200),
+                error: None,
+                response: None,
+            }),
+            action: Action::Delivered {
+                next: None,
+                skipped: 0,
+            },
+        })
+        .collect();
+    for chunk in completions.chunks(100) {
+        store.complete(chunk.to_vec(), t0()).await.unwrap();
+    }
+    let done = store.request_counts().snapshot();
+    let per = |a: [u64; 5], b: [u64; 5]| {
+        let names = ["reads", "writes", "transactions", "queries", "scans"];
+        names
+            .iter()
+            .zip(a.iter().zip(b))
+            .map(|(name, (a, b))| format!("{name} {:.2}", (b - a) as f64 / n as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("{n} one-off webhook fires, requests per fire (8 shards, batches of 100):");
+    println!("  create:   {}", per(before, created));
+    println!("  claim:    {}", per(created, after_claims));
+    println!("  complete: {}", per(after_claims, done));
+}

@@ -506,6 +506,7 @@ fn store_kind(store: Option<&str>) -> &'static str {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             "postgres"
         }
+        Some(url) if url.starts_with("dynamodb://") => "dynamodb",
         Some(_) => "other",
         None => "sqlite",
     }

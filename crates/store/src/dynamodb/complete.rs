@@ -14,7 +14,7 @@ use super::item::{
     Attrs, due_sk, job_key, key, letter_pk, letters_pk, n, ord, run_pk, run_sk, s, state_code,
 };
 use super::table::{Change, put, put_new};
-use crate::rules::{RowChange, plan_completion};
+use crate::rules::{LastError, RowChange, plan_completion};
 use crate::{Applied, Result, RunCursor, StoreError};
 
 pub(super) async fn complete(
@@ -87,7 +87,10 @@ pub(super) fn finished_at(inner: &Inner, change: &mut Change, id: hourglass_core
 
 async fn complete_one(inner: &Inner, c: Completion, now: i64) -> Result<Applied> {
     let plan = plan_completion(&c);
-    let change = row_change(inner, &c, &plan.row, now);
+    let mut change = row_change(inner, &c, &plan.row, now);
+    if let LastError::Write(error) = plan.last_error {
+        change.set_or_remove("lerr", error.map(s));
+    }
     if plan.run.is_none() && plan.dead_letter.is_none() {
         return Ok(match inner.update(change, false).await? {
             Some(_) => Applied::Yes,

@@ -256,6 +256,12 @@ pub(super) fn job_from_item(item: &Item) -> Result<JobRecord> {
             (JobState::Active, false) => item.opt_num("fire")?.map(from_ms),
             _ => None,
         },
+        // While claimed, the fire time is the lease's expiry.
+        leased_until: match (state, leased) {
+            (JobState::Active, true) => item.opt_num("fire")?.map(from_ms),
+            _ => None,
+        },
+        last_error: item.opt_str("lerr")?.map(str::to_owned),
         attempt: item.num("att")? as u32,
         runs: item.num("runs")? as u64,
         skipped: item.num("skip")? as u64,

@@ -267,9 +267,9 @@ pub(super) async fn get_job_by_key(
 }
 
 /// The attributes a job record is read from.
-const JOB_ATTRS: [&str; 20] = [
+const JOB_ATTRS: [&str; 21] = [
     "pk", "id", "ns", "key", "st", "spec", "payload", "due", "fire", "att", "runs", "skip", "cr",
-    "up", "tok", "tkey", "tdue", "lowner", "jtype", "queue",
+    "up", "tok", "tkey", "tdue", "lowner", "jtype", "queue", "lerr",
 ];
 
 fn matches(query: &JobQuery, job: &JobRecord) -> bool {
@@ -286,6 +286,10 @@ fn matches(query: &JobQuery, job: &JobRecord) -> bool {
         && query
             .due_after
             .is_none_or(|a| due.is_some_and(|d| d >= a.as_millisecond()))
+        && query
+            .queue
+            .as_deref()
+            .is_none_or(|q| job.spec.target.queue() == Some(q))
 }
 
 pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobRecord>> {
