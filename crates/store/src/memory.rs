@@ -39,7 +39,7 @@ use jiff::Timestamp;
 use self::state::{Held, Job, Lane, Run, Secrets, State};
 
 use crate::rules::{
-    LastError, RowChange, TransitionPlan, plan_completion, plan_transition, plan_update,
+    LastError, RowChange, TransitionPlan, Visibility, plan_completion, plan_transition, plan_update,
 };
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
@@ -153,30 +153,6 @@ enum Creation {
     Existing(Box<JobRecord>),
     /// The key is taken, with the same fingerprint, by the job at this index of the same batch.
     SameAs(usize),
-}
-
-/// Counts of one queue (or of all), as [`QueueStats`] and [`StoreGauges`] report them.
-#[derive(Default)]
-struct Visibility {
-    available: u64,
-    in_flight: u64,
-    scheduled: u64,
-    oldest_available: Option<i64>,
-}
-
-impl Visibility {
-    /// Counts one active message whose fire time is `fire`. A lease that lapsed (its expiry is
-    /// the fire time, and it has passed) is available again since that expiry.
-    fn count(&mut self, fire: i64, leased: bool, now: i64) {
-        if fire <= now {
-            self.available += 1;
-            self.oldest_available = Some(self.oldest_available.map_or(fire, |o| o.min(fire)));
-        } else if leased {
-            self.in_flight += 1;
-        } else {
-            self.scheduled += 1;
-        }
-    }
 }
 
 #[async_trait]

@@ -293,6 +293,43 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
     }
 }
 
+/// Counts of one queue (or of all), as [`crate::QueueStats`] and [`crate::StoreGauges`] report
+/// them, for the backends that count in Rust (the memory and DynamoDB stores).
+#[derive(Default)]
+pub(crate) struct Visibility {
+    pub available: u64,
+    pub in_flight: u64,
+    pub scheduled: u64,
+    pub oldest_available: Option<i64>,
+}
+
+impl Visibility {
+    /// Counts one active message whose fire time is `fire`. A lease that lapsed (its expiry is
+    /// the fire time, and it has passed) is available again since that expiry.
+    pub(crate) fn count(&mut self, fire: i64, leased: bool, now: i64) {
+        if fire <= now {
+            self.available += 1;
+            self.oldest_available = Some(self.oldest_available.map_or(fire, |o| o.min(fire)));
+        } else if leased {
+            self.in_flight += 1;
+        } else {
+            self.scheduled += 1;
+        }
+    }
+
+    /// Messages counted.
+    #[cfg_attr(
+        not(feature = "dynamodb"),
+        allow(
+            dead_code,
+            reason = "only the DynamoDB store skips empty queues by their total"
+        )
+    )]
+    pub(crate) fn total(&self) -> u64 {
+        self.available + self.in_flight + self.scheduled
+    }
+}
+
 /// A state as the backends store it.
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "dynamodb"))]
 pub(crate) fn state_code(state: JobState) -> i64 {

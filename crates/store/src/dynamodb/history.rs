@@ -16,7 +16,7 @@ use super::item::{
 };
 use super::jobs::key_item_of;
 use super::table::{Change, Query};
-use crate::rules::state_from_code;
+use crate::rules::{Visibility, state_from_code};
 use crate::{
     DeadLetter, Purged, QueueStats, Result, RunCursor, RunRecord, SigningSecrets, StoreError,
     StoreEvent, StoreGauges,
@@ -237,34 +237,6 @@ pub(super) async fn purge_dead_letters(
     let deleted = keys.len() as u64;
     inner.delete_many(keys).await?;
     Ok(deleted)
-}
-
-/// Counts of one queue (or of all), as [`QueueStats`] and [`StoreGauges`] report them.
-#[derive(Default)]
-struct Visibility {
-    available: u64,
-    in_flight: u64,
-    scheduled: u64,
-    oldest_available: Option<i64>,
-}
-
-impl Visibility {
-    /// Counts one active message whose fire time is `fire`. A lease that lapsed (its expiry is
-    /// the fire time, and it has passed) is available again since that expiry.
-    fn count(&mut self, fire: i64, leased: bool, now: i64) {
-        if fire <= now {
-            self.available += 1;
-            self.oldest_available = Some(self.oldest_available.map_or(fire, |o| o.min(fire)));
-        } else if leased {
-            self.in_flight += 1;
-        } else {
-            self.scheduled += 1;
-        }
-    }
-
-    fn total(&self) -> u64 {
-        self.available + self.in_flight + self.scheduled
-    }
 }
 
 pub(super) async fn gauges(inner: &Inner, now: Timestamp) -> Result<StoreGauges> {
