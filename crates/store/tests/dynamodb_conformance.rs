@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hourglass_core::{JobSpec, QueueTarget, Schedule, Target, WebhookTarget};
+use hourglass_store::conformance::fixtures::{job, lease, ms, t0};
 use hourglass_store::{
-    ClaimScope, DynamoOptions, DynamoStore, Lease, NewJob, Store, StoreEvent, Transition,
+    ClaimScope, DynamoOptions, DynamoStore, NewJob, Store, StoreEvent, Transition,
 };
 
 fn moto_url() -> String {
@@ -46,49 +46,6 @@ async fn fresh_store() -> (Arc<dyn Store>, ()) {
 }
 
 hourglass_store::conformance_tests!(fresh_store);
-
-fn t0() -> jiff::Timestamp {
-    "2030-01-01T00:00:00Z".parse().unwrap()
-}
-
-fn ms(n: i64) -> jiff::SignedDuration {
-    jiff::SignedDuration::from_millis(n)
-}
-
-fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob {
-    let target = match queue {
-        Some(name) => Target::Queue(QueueTarget { name: name.into() }),
-        None => Target::Webhook(WebhookTarget {
-            url: "https://example.com/hook".parse().unwrap(),
-            headers: Default::default(),
-            rate_limit: None,
-        }),
-    };
-    NewJob {
-        id: uuid::Uuid::now_v7(),
-        namespace: namespace.into(),
-        key: None,
-        spec: JobSpec {
-            job_type: None,
-            schedule: Schedule::at(due),
-            target,
-            retry: Default::default(),
-            misfire: Default::default(),
-        },
-        payload: None,
-        fingerprint: 1,
-        first_due: due,
-        now: t0(),
-    }
-}
-
-fn lease(owner: &str, now: jiff::Timestamp) -> Lease {
-    Lease {
-        owner: owner.into(),
-        ttl: Duration::from_secs(30),
-        now,
-    }
-}
 
 /// Several stores (nodes) claiming from one table at once never get the same occurrence, and
 /// together they get all of them: the conditional update on the job item decides each race.

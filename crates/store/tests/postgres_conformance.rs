@@ -8,10 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hourglass_core::{
-    Action, AttemptRecord, Completion, JobSpec, QueueTarget, Schedule, Target, WebhookTarget,
-    from_ms,
-};
+use hourglass_core::{Action, AttemptRecord, Completion, from_ms};
+use hourglass_store::conformance::fixtures::{job, lease, ms, t0};
 use hourglass_store::{
     Applied, ClaimScope, DueEvent, Lease, NewJob, PostgresOptions, PostgresStore, Release, Store,
     StoreError, StoreEvent, Transition,
@@ -106,49 +104,6 @@ async fn fresh_store() -> (Arc<dyn Store>, Schema) {
 }
 
 hourglass_store::conformance_tests!(fresh_store);
-
-fn t0() -> jiff::Timestamp {
-    "2030-01-01T00:00:00Z".parse().unwrap()
-}
-
-fn ms(n: i64) -> jiff::SignedDuration {
-    jiff::SignedDuration::from_millis(n)
-}
-
-fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob {
-    let target = match queue {
-        Some(name) => Target::Queue(QueueTarget { name: name.into() }),
-        None => Target::Webhook(WebhookTarget {
-            url: "https://example.com/hook".parse().unwrap(),
-            headers: Default::default(),
-            rate_limit: None,
-        }),
-    };
-    NewJob {
-        id: uuid::Uuid::now_v7(),
-        namespace: namespace.into(),
-        key: None,
-        spec: JobSpec {
-            job_type: None,
-            schedule: Schedule::at(due),
-            target,
-            retry: Default::default(),
-            misfire: Default::default(),
-        },
-        payload: None,
-        fingerprint: 1,
-        first_due: due,
-        now: t0(),
-    }
-}
-
-fn lease(owner: &str, now: jiff::Timestamp) -> Lease {
-    Lease {
-        owner: owner.into(),
-        ttl: Duration::from_secs(30),
-        now,
-    }
-}
 
 /// The next event that is not a [`StoreEvent::Resync`], within a few seconds.
 async fn next_event(rx: &mut broadcast::Receiver<StoreEvent>) -> StoreEvent {

@@ -3,6 +3,7 @@
 
 mod claims;
 mod completions;
+pub mod fixtures;
 mod history;
 mod jobs;
 mod lifecycle;

@@ -1,0 +1,55 @@
+//! Fixtures for the backends' own tests beside the suite (several stores on one database or
+//! table, events between them): a fixed instant, one-off jobs and leases.
+
+use std::time::Duration;
+
+use hourglass_core::{JobSpec, QueueTarget, Schedule, Target, WebhookTarget};
+
+use crate::{Lease, NewJob};
+
+/// The instant the backends' own tests start from.
+pub fn t0() -> jiff::Timestamp {
+    "2030-01-01T00:00:00Z".parse().unwrap()
+}
+
+/// `n` milliseconds.
+pub fn ms(n: i64) -> jiff::SignedDuration {
+    jiff::SignedDuration::from_millis(n)
+}
+
+/// A one-off job of `namespace` due at `due`, to a webhook or to the pull queue `queue`.
+pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob {
+    let target = match queue {
+        Some(name) => Target::Queue(QueueTarget { name: name.into() }),
+        None => Target::Webhook(WebhookTarget {
+            url: "https://example.com/hook".parse().unwrap(),
+            headers: Default::default(),
+            rate_limit: None,
+        }),
+    };
+    NewJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: namespace.into(),
+        key: None,
+        spec: JobSpec {
+            job_type: None,
+            schedule: Schedule::at(due),
+            target,
+            retry: Default::default(),
+            misfire: Default::default(),
+        },
+        payload: None,
+        fingerprint: 1,
+        first_due: due,
+        now: t0(),
+    }
+}
+
+/// A 30-second lease of `owner` with the clock at `now`.
+pub fn lease(owner: &str, now: jiff::Timestamp) -> Lease {
+    Lease {
+        owner: owner.into(),
+        ttl: Duration::from_secs(30),
+        now,
+    }
+}
