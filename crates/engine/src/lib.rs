@@ -173,6 +173,8 @@ pub struct Engine {
     scheduler: Scheduler,
     stop: CancellationToken,
     tasks: TaskTracker,
+    /// The firing stages' claims; `None` for an engine that does not fire.
+    held: Option<Arc<pipeline::Held>>,
 }
 
 impl Engine {
@@ -260,7 +262,7 @@ impl Engine {
             );
         }
         let (store_for_api, clock_for_api) = (store.clone(), clock.clone());
-        if let Some(deliverer) = deliverer {
+        let held = deliverer.map(|deliverer| {
             pipeline::spawn(
                 pipeline::Context {
                     config,
@@ -273,14 +275,22 @@ impl Engine {
                 },
                 forget_rx,
                 &tasks,
-            );
-        }
+            )
+        });
         tasks.close();
         Self {
             scheduler: Scheduler::new(store_for_api, clock_for_api, shared, queues),
             stop,
             tasks,
+            held,
         }
+    }
+
+    /// Whether this engine holds claims: occurrences waiting for their due time, being
+    /// delivered, or whose outcome is not yet written. A claim is held from just after the store
+    /// granted it until its completion is durable (or it was handed back).
+    pub fn holds_claims(&self) -> bool {
+        self.held.as_ref().is_some_and(|held| !held.is_empty())
     }
 
     /// The door through which the API reads and changes jobs and queues.

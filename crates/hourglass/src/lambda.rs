@@ -185,13 +185,18 @@ async fn tick(settings: config::Settings) -> anyhow::Result<()> {
                 })
                 .unwrap_or(Duration::ZERO);
             let window = window.min(left);
-            let outcome = hourglass_server::tick(node, Arc::new(SystemClock), window)
-                .await
-                .map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
+            // Lambda ends an invocation by its deadline, which the window already respects.
+            let outcome =
+                hourglass_server::tick(node, Arc::new(SystemClock), window, std::future::pending())
+                    .await
+                    .map_err(|e| lambda_runtime::Error::from(e.to_string()))?;
             Ok::<_, lambda_runtime::Error>(match outcome {
                 hourglass_server::TickOutcome::Idle => json!({"outcome": "idle"}),
                 hourglass_server::TickOutcome::Ran(ran) => {
                     json!({"outcome": "ran", "seconds": ran.as_secs_f64()})
+                }
+                hourglass_server::TickOutcome::Stopped(ran) => {
+                    json!({"outcome": "stopped", "seconds": ran.as_secs_f64()})
                 }
             })
         }

@@ -294,13 +294,22 @@ async fn tick(args: TickArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--for: {}", e.message))?;
     let settings = config::resolve(args.serve)?;
     init_logging(&settings.log_format);
-    let outcome =
-        hourglass_server::tick(settings.node, Arc::new(hourglass_core::SystemClock), window)
-            .await
-            .context("cannot run the tick")?;
+    // SIGTERM or Ctrl-C ends the tick as its window's end would: what is in flight is
+    // delivered, the other claims are handed back for the next tick.
+    let outcome = hourglass_server::tick(
+        settings.node,
+        Arc::new(hourglass_core::SystemClock),
+        window,
+        shutdown_signal(),
+    )
+    .await
+    .context("cannot run the tick")?;
     match outcome {
         hourglass_server::TickOutcome::Idle => outln!("tick: nothing due in the next {window:?}"),
         hourglass_server::TickOutcome::Ran(ran) => outln!("tick: ran for {ran:.1?}"),
+        hourglass_server::TickOutcome::Stopped(ran) => {
+            outln!("tick: stopped by a signal after {ran:.1?}")
+        }
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ impl Held {
         }
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.claims.lock().expect("held claims poisoned").is_empty()
     }
 

@@ -101,7 +101,12 @@ impl Backoff {
 /// grace period and drops its sender; the **completer** writes what it was given, then cancels
 /// `drained`; only then does the **renewer** stop, because until the last completion is durable
 /// some claim may still need its lease renewed. The **listener** stops with `stop`.
-pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<Forget>, tasks: &TaskTracker) {
+/// Starts the firing stages; answers the claims they hold, for [`crate::Engine::holds_claims`].
+pub(crate) fn spawn(
+    ctx: Context,
+    forget_rx: mpsc::UnboundedReceiver<Forget>,
+    tasks: &TaskTracker,
+) -> Arc<Held> {
     let ctx = Arc::new(ctx);
     let (timer_tx, timer_rx) = mpsc::channel(TIMER_QUEUE_BATCHES);
     let (dispatch_tx, dispatch_rx) = mpsc::channel(DISPATCH_QUEUE);
@@ -167,10 +172,11 @@ pub(crate) fn spawn(ctx: Context, forget_rx: mpsc::UnboundedReceiver<Forget>, ta
             ctx,
             rx: complete_rx,
             in_flight,
-            held,
+            held: held.clone(),
             drained,
         },
     );
+    held
 }
 
 /// Runs one stage. A stage that panics cannot be restarted in place (its channels and the claims

@@ -465,7 +465,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let mut report = outcome?;
     report.target = args.target.name();
-    report.store = store_kind(args.store.as_deref());
+    report.store = store_kind(args.store.as_deref(), args.url.is_some());
     report.nodes = args.nodes;
     report.receiver_ceiling_per_s = ceiling;
     report.mode = mode;
@@ -500,14 +500,16 @@ fn init_in_process_logging() {
         .try_init();
 }
 
-/// The store's name for the report, from what --store was given.
-fn store_kind(store: Option<&str>) -> &'static str {
+/// The store's name for the report, from what --store was given; a node started elsewhere
+/// (--url) may be on any store.
+fn store_kind(store: Option<&str>, external: bool) -> &'static str {
     match store {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             "postgres"
         }
         Some(url) if url.starts_with("dynamodb://") => "dynamodb",
         Some(_) => "other",
+        None if external => "unknown",
         None => "sqlite",
     }
 }

@@ -12,17 +12,11 @@ use std::time::{Duration, Instant};
 
 use hourglass_server::auth::{ApiKeyConfig, generate_key, hash_key};
 use hourglass_server::{ApiOnly, NodeConfig, StoreBackend};
-use hourglass_store::DynamoOptions;
+use hourglass_store::{DynamoOptions, Store};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::support::{Hooks, now_ms, one_heavy_test_at_a_time};
-
-fn moto() -> String {
-    std::env::var("HOURGLASS_TEST_MOTO_URL").unwrap_or_else(|_| {
-        panic!("HOURGLASS_TEST_MOTO_URL is not set: run the tests with scripts/test")
-    })
-}
+use crate::support::{Hooks, aws_env_for_moto, moto, now_ms, one_heavy_test_at_a_time};
 
 fn table() -> String {
     format!("hg-tick-{}-{}", std::process::id(), now_ms())
@@ -30,12 +24,16 @@ fn table() -> String {
 
 /// The environment the standard AWS chain reads: moto's endpoint, a region, static keys.
 fn aws_env(command: &mut tokio::process::Command) {
-    command
-        .env("AWS_ENDPOINT_URL", moto())
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true");
+    command.envs(aws_env_for_moto());
+}
+
+/// The table in moto, for a store in this process.
+fn moto_table(table: &str) -> DynamoOptions {
+    let mut options = DynamoOptions::new(table);
+    options.region = Some("us-east-1".into());
+    options.endpoint_url = Some(moto());
+    options.credentials = Some(("testing".into(), "testing".into()));
+    options
 }
 
 /// What the API function's hook was told.
@@ -50,12 +48,8 @@ impl hourglass_engine::DueHook for Recorded {
 
 /// The API function's code in this process, on the table, behind an API key; its address.
 async fn api(table: &str, key: &str, hook: Arc<Recorded>) -> (ApiOnly, String) {
-    let mut options = DynamoOptions::new(table);
-    options.region = Some("us-east-1".into());
-    options.endpoint_url = Some(moto());
-    options.credentials = Some(("testing".into(), "testing".into()));
     let config = NodeConfig {
-        store: StoreBackend::Dynamo(options),
+        store: StoreBackend::Dynamo(moto_table(table)),
         api_keys: vec![ApiKeyConfig {
             sha256: hash_key(key),
             namespace: Some("default".into()),
@@ -82,14 +76,24 @@ async fn api(table: &str, key: &str, hook: Arc<Recorded>) -> (ApiOnly, String) {
     (api, url)
 }
 
+/// How a test's tick ends.
+enum End {
+    /// By itself: the test waits for it and expects success.
+    Itself,
+    /// SIGKILL after this long; no output.
+    Kill(Duration),
+    /// SIGTERM once this future is ready; the test waits for the tick and expects success.
+    Term(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>),
+}
+
 /// Runs `hourglass tick` on the table for `window` with the connections of `config`; its
-/// output and how long it took. `kill_after` SIGKILLs it then instead.
+/// output and how long it took.
 async fn tick(
     table: &str,
     config: &std::path::Path,
     window: &str,
     lease: &str,
-    kill_after: Option<Duration>,
+    end: End,
 ) -> (String, Duration) {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hourglass"));
     command
@@ -112,10 +116,22 @@ async fn tick(
     aws_env(&mut command);
     let started = Instant::now();
     let mut child = command.spawn().expect("spawn hourglass tick");
-    if let Some(after) = kill_after {
-        tokio::time::sleep(after).await;
-        child.kill().await.unwrap();
-        return (String::new(), started.elapsed());
+    match end {
+        End::Itself => {}
+        End::Kill(after) => {
+            tokio::time::sleep(after).await;
+            child.kill().await.unwrap();
+            return (String::new(), started.elapsed());
+        }
+        End::Term(when) => {
+            when.await;
+            let pid = child.id().expect("the tick still runs").to_string();
+            let sent = std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap();
+            assert!(sent.success(), "kill -TERM {pid}: {sent}");
+        }
     }
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
@@ -169,7 +185,7 @@ async fn a_tick_fires_what_the_api_created_on_time_and_stops_when_done() {
     let (api, url) = api(&table, &key, hook.clone()).await;
 
     // Nothing due: the tick returns at once without starting an engine.
-    let (out, took) = tick(&table, &config, "30s", "5s", None).await;
+    let (out, took) = tick(&table, &config, "30s", "5s", End::Itself).await;
     assert!(out.contains("nothing due"), "{out}");
     assert!(took < Duration::from_secs(20), "an idle tick took {took:?}");
 
@@ -214,7 +230,7 @@ async fn a_tick_fires_what_the_api_created_on_time_and_stops_when_done() {
         "the hook heard {told:?}"
     );
 
-    let (out, took) = tick(&table, &config, "40s", "5s", None).await;
+    let (out, took) = tick(&table, &config, "40s", "5s", End::Itself).await;
     assert!(out.contains("tick: ran for"), "{out}");
     assert!(
         took < Duration::from_secs(30),
@@ -265,15 +281,69 @@ async fn a_tick_killed_mid_window_has_its_claims_taken_over_after_the_lease() {
         &config,
         "30s",
         "4s",
-        Some(Duration::from_millis(4_200)),
+        End::Kill(Duration::from_millis(4_200)),
     )
     .await;
     assert!(hooks.snapshot().is_empty(), "fired before its due time");
     // The next tick finds the claim, waits for its lease to lapse, and fires it.
-    let (out, _) = tick(&table, &config, "30s", "4s", None).await;
+    let (out, _) = tick(&table, &config, "30s", "4s", End::Itself).await;
     assert!(out.contains("tick: ran for"), "{out}");
     let seen = hooks.snapshot();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].received_ms >= due, "fired early: {seen:?}");
+    api.shutdown().await;
+}
+
+/// SIGTERM ends a tick as its window's end would: at once, successfully, firing nothing early,
+/// and handing back its claim, so that the next tick fires the job on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_tick_stops_at_once_and_hands_back_its_claims() {
+    let _heavy = one_heavy_test_at_a_time().await;
+    let table = table();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_aws(dir.path());
+    let key = generate_key();
+    let (api, url) = api(&table, &key, Arc::new(Recorded::default())).await;
+    let (hooks, hook_url) = Hooks::start().await;
+    let due = now_ms() + 8_000;
+    let due_text = Timestamp::from_millisecond(due).unwrap().to_string();
+    let job = create(
+        &url,
+        &key,
+        json!({"schedule": {"at": due_text}, "target": {"webhook": {"url": hook_url}}}),
+    )
+    .await;
+    // The signal comes once the tick has claimed the job (due within its lookahead).
+    let id: hourglass_core::JobId = job["id"].as_str().unwrap().parse().unwrap();
+    let store = hourglass_store::DynamoStore::open(moto_table(&table))
+        .await
+        .unwrap();
+    let claimed = async move {
+        loop {
+            let job = store.get_job(None, id).await.unwrap().expect("the job");
+            if job.leased_until.is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let (out, took) = tick(&table, &config, "60s", "30s", End::Term(Box::pin(claimed))).await;
+    assert!(out.contains("tick: stopped by a signal"), "{out}");
+    assert!(
+        now_ms() < due,
+        "the stopped tick took until the job's due time ({took:?}): the test proves nothing"
+    );
+    assert!(hooks.snapshot().is_empty(), "fired before its due time");
+    // Handed back, not left leased for 30 s: the next tick fires it at its due time.
+    let (out, _) = tick(&table, &config, "20s", "30s", End::Itself).await;
+    assert!(out.contains("tick: ran for"), "{out}");
+    let seen = hooks.snapshot();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].received_ms >= due, "fired early: {seen:?}");
+    assert!(
+        seen[0].received_ms < due + 10_000,
+        "fired {} ms late: the claim was not handed back",
+        seen[0].received_ms - due
+    );
     api.shutdown().await;
 }

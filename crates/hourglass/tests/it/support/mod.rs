@@ -132,3 +132,22 @@ where
         tokio::time::sleep(every).await;
     }
 }
+
+/// moto's URL, from `scripts/with-buses` (`HOURGLASS_TEST_MOTO_URL`).
+pub fn moto() -> String {
+    std::env::var("HOURGLASS_TEST_MOTO_URL").unwrap_or_else(|_| {
+        panic!("HOURGLASS_TEST_MOTO_URL is not set: run the tests with scripts/test")
+    })
+}
+
+/// The environment the standard AWS chain reads in a child process: moto's endpoint, a region,
+/// static keys, and no instance metadata lookups.
+pub fn aws_env_for_moto() -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL", moto()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID", "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+    ]
+}

@@ -46,6 +46,9 @@ pub struct NodeOptions {
     /// also with API keys configured. Off: a node without keys still allows loopback (development
     /// mode), one with keys refuses it.
     pub allow_loopback_targets: bool,
+    /// More environment variables for the process (the AWS_* ones of a DynamoDB store: tests
+    /// cannot change their own environment, `unsafe_code` is forbidden).
+    pub env: Vec<(String, String)>,
 }
 
 impl NodeOptions {
@@ -58,6 +61,7 @@ impl NodeOptions {
             log_level: "warn",
             args: Vec::new(),
             allow_loopback_targets: true,
+            env: Vec::new(),
         }
     }
 
@@ -66,6 +70,22 @@ impl NodeOptions {
         Self {
             store: Some(url.to_string()),
             lease_ttl: Some(lease_ttl.to_string()),
+            ..Self::embedded(name)
+        }
+    }
+
+    /// A node on the DynamoDB table `table` of moto (`HOURGLASS_TEST_MOTO_URL`, from
+    /// `scripts/with-buses`), with a lease of `lease_ttl`; the standard AWS chain finds moto's
+    /// endpoint, a region and static keys in the node's environment.
+    pub fn dynamodb(name: &str, table: &str, lease_ttl: &str) -> Self {
+        let env = super::aws_env_for_moto()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        Self {
+            store: Some(format!("dynamodb://{table}")),
+            lease_ttl: Some(lease_ttl.to_string()),
+            env,
             ..Self::embedded(name)
         }
     }
@@ -131,6 +151,7 @@ impl Nodes {
             .env_remove("HOURGLASS_CONFIG")
             .env_remove("HOURGLASS_STORE")
             .env_remove("HOURGLASS_LOG_FORMAT")
+            .envs(opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(append()))
