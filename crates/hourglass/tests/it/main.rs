@@ -18,4 +18,5 @@ mod multinode;
 mod pg_outage;
 mod serverless;
 mod targets;
+mod tls;
 mod version;

@@ -3,6 +3,7 @@
 //! `/status/NNN` answers NNN; every other path answers 204.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,6 +37,8 @@ pub struct Hooks {
 
 struct HooksInner {
     addr: SocketAddr,
+    /// "http", or "https" for [`Hooks::start_tls`].
+    scheme: &'static str,
     seen: Mutex<Vec<Hook>>,
     count: AtomicUsize,
     /// Woken on every delivery, for waiters on a count.
@@ -46,9 +49,46 @@ impl Hooks {
     /// Starts the receiver on a loopback port; returns it and the URL of its `/hook` path.
     pub async fn start() -> (Hooks, String) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (hooks, app) = Self::new(listener.local_addr().unwrap(), "http");
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let url = hooks.url("/hook");
+        (hooks, url)
+    }
+
+    /// The same receiver over TLS with this certificate chain and key (PEM files), named
+    /// `localhost` in its URL: an `https://localhost:PORT/hook` receiver.
+    pub async fn start_tls(cert: &Path, key: &Path) -> (Hooks, String) {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .expect("certificate file")
+            .collect::<Result<_, _>>()
+            .expect("certificate PEM");
+        let key = PrivateKeyDer::from_pem_file(key).expect("key PEM");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server certificate");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (hooks, app) = Self::new(listener.local_addr().unwrap(), "https");
+        let tls = TlsListener {
+            tcp: listener,
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        };
+        tokio::spawn(async move { axum::serve(tls, app).await.unwrap() });
+        let url = hooks.url("/hook");
+        (hooks, url)
+    }
+
+    fn new(addr: SocketAddr, scheme: &'static str) -> (Hooks, axum::Router) {
         let hooks = Hooks {
             inner: Arc::new(HooksInner {
-                addr: listener.local_addr().unwrap(),
+                addr,
+                scheme,
                 seen: Mutex::default(),
                 count: AtomicUsize::new(0),
                 arrived: Notify::new(),
@@ -57,14 +97,15 @@ impl Hooks {
         let app = axum::Router::new()
             .fallback(receive)
             .with_state(hooks.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        let url = hooks.url("/hook");
-        (hooks, url)
+        (hooks, app)
     }
 
     /// The URL of `path` on this receiver.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.inner.addr)
+        match self.inner.scheme {
+            "https" => format!("https://localhost:{}{path}", self.inner.addr.port()),
+            _ => format!("http://{}{path}", self.inner.addr),
+        }
     }
 
     pub fn count(&self) -> usize {
@@ -130,4 +171,33 @@ async fn receive(
     hooks.inner.count.fetch_add(1, Ordering::AcqRel);
     hooks.inner.arrived.notify_waiters();
     status
+}
+
+/// TLS over a TCP listener for axum: a connection whose handshake fails is dropped (the client
+/// sees the failure), and the listener goes on accepting.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, peer)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(Ok(tls)) =
+                tokio::time::timeout(Duration::from_secs(5), self.acceptor.accept(tcp)).await
+            {
+                return (tls, peer);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
 }
