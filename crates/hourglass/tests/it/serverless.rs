@@ -258,23 +258,57 @@ async fn a_tick_fires_what_the_api_created_on_time_and_stops_when_done() {
     api.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tick_killed_mid_window_has_its_claims_taken_over_after_the_lease() {
-    let _heavy = one_heavy_test_at_a_time().await;
+/// A table with one webhook job due in `due_in_ms`, created through the API function's code,
+/// and what a test needs to tick it.
+struct OneJob {
+    table: String,
+    /// Holds the tick's config file.
+    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    api: ApiOnly,
+    hooks: Hooks,
+    due: i64,
+    job: Value,
+}
+
+async fn one_webhook_job(due_in_ms: i64) -> OneJob {
     let table = table();
     let dir = tempfile::tempdir().unwrap();
     let config = config_with_aws(dir.path());
     let key = generate_key();
     let (api, url) = api(&table, &key, Arc::new(Recorded::default())).await;
     let (hooks, hook_url) = Hooks::start().await;
-    let due = now_ms() + 5_000;
+    let due = now_ms() + due_in_ms;
     let due_text = Timestamp::from_millisecond(due).unwrap().to_string();
-    create(
+    let job = create(
         &url,
         &key,
         json!({"schedule": {"at": due_text}, "target": {"webhook": {"url": hook_url}}}),
     )
     .await;
+    OneJob {
+        table,
+        _dir: dir,
+        config,
+        api,
+        hooks,
+        due,
+        job,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_killed_mid_window_has_its_claims_taken_over_after_the_lease() {
+    let _heavy = one_heavy_test_at_a_time().await;
+    let OneJob {
+        table,
+        _dir,
+        config,
+        api,
+        hooks,
+        due,
+        ..
+    } = one_webhook_job(5_000).await;
     // The first tick claims the job (within its lookahead) and dies before it is due.
     let (_, _) = tick(
         &table,
@@ -299,20 +333,15 @@ async fn a_tick_killed_mid_window_has_its_claims_taken_over_after_the_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_tick_stops_at_once_and_hands_back_its_claims() {
     let _heavy = one_heavy_test_at_a_time().await;
-    let table = table();
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with_aws(dir.path());
-    let key = generate_key();
-    let (api, url) = api(&table, &key, Arc::new(Recorded::default())).await;
-    let (hooks, hook_url) = Hooks::start().await;
-    let due = now_ms() + 8_000;
-    let due_text = Timestamp::from_millisecond(due).unwrap().to_string();
-    let job = create(
-        &url,
-        &key,
-        json!({"schedule": {"at": due_text}, "target": {"webhook": {"url": hook_url}}}),
-    )
-    .await;
+    let OneJob {
+        table,
+        _dir,
+        config,
+        api,
+        hooks,
+        due,
+        job,
+    } = one_webhook_job(8_000).await;
     // The signal comes once the tick has claimed the job (due within its lookahead).
     let id: hourglass_core::JobId = job["id"].as_str().unwrap().parse().unwrap();
     let store = hourglass_store::DynamoStore::open(moto_table(&table))
