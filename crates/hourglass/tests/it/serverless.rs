@@ -22,11 +22,6 @@ fn table() -> String {
     format!("hg-tick-{}-{}", std::process::id(), now_ms())
 }
 
-/// The environment the standard AWS chain reads: moto's endpoint, a region, static keys.
-fn aws_env(command: &mut tokio::process::Command) {
-    command.envs(aws_env_for_moto());
-}
-
 /// The table in moto, for a store in this process.
 fn moto_table(table: &str) -> DynamoOptions {
     let mut options = DynamoOptions::new(table);
@@ -113,7 +108,7 @@ async fn tick(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    aws_env(&mut command);
+    command.envs(aws_env_for_moto());
     let started = Instant::now();
     let mut child = command.spawn().expect("spawn hourglass tick");
     match end {
