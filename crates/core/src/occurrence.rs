@@ -96,6 +96,18 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// When the job fires again after this action: its next occurrence, or the retry.
+    pub fn fire_again(&self) -> Option<Timestamp> {
+        match self {
+            Action::Delivered { next, .. }
+            | Action::DeadLetter { next, .. }
+            | Action::Skipped { next, .. } => *next,
+            Action::Retry { at } => Some(*at),
+        }
+    }
+}
+
 /// The outcome of handling one claimed occurrence, applied by the store under the claim's fence.
 #[derive(Debug, Clone)]
 pub struct Completion {

@@ -1,5 +1,5 @@
 //! The completer: writes completions in batches under the fence, then returns the in-flight
-//! permits and pokes the planner.
+//! permits and pokes the planner when it needs to look at the store sooner.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,8 @@ const COMPLETION_BATCH: usize = 1000;
 const COMPLETION_LINGER: Duration = Duration::from_millis(10);
 
 /// Writes completions in batches, retrying while the store is unavailable, then returns the
-/// in-flight permits and pokes the planner (a recurring job's next occurrence may be due soon).
+/// in-flight permits and pokes the planner if it waited for them, or if a recurring job's next
+/// occurrence or a retry is due before the planner's next look at the store.
 pub(super) struct Completer {
     /// The engine's configuration, store, clock, metrics and wake-ups.
     pub ctx: Arc<Context>,
@@ -65,6 +66,9 @@ impl Stage for Completer {
                 }
             }
             let count = batch.len();
+            // The soonest a completion makes its job due again: a recurring job's next
+            // occurrence, or a retry.
+            let due_again = batch.iter().filter_map(|c| c.action.fire_again()).min();
             let mut backoff = Backoff::default();
             while !batch.is_empty() {
                 match ctx.store.complete(batch.clone(), ctx.clock.now()).await {
@@ -101,9 +105,19 @@ impl Stage for Completer {
             let total = count + released.len();
             held.remove(batch.iter().map(|c| (c.job_id, c.token)).chain(released));
             ctx.metrics.in_flight.dec_by(total as i64);
+            // Poke the planner only when it waits for permits, or when a completion made a job
+            // due before the planner's next look at the store. Not after every batch: a node busy
+            // firing would then claim whatever entered its lookahead at once, every few
+            // milliseconds, and leave nothing for the other nodes sharing the store (seen: one of
+            // three nodes claiming 1,493 of 1,500 occurrences).
+            let starved = in_flight.available_permits() == 0;
             in_flight.add_permits(total);
-            // Poke the planner when it may be waiting for permits or for a next occurrence.
-            ctx.shared.planner_wake.notify_one();
+            if starved {
+                ctx.shared.planner_wake.notify_one();
+            }
+            if let Some(at) = due_again {
+                ctx.shared.wake_for(at);
+            }
         }
         drained.cancel();
     }

@@ -371,8 +371,12 @@ async fn give_back(
         token: occ.token,
         fire_at,
     };
-    if let Err(e) = ctx.store.release(vec![release]).await {
-        tracing::warn!(error = %e, job_id = %occ.job_id, "could not release a waiting occurrence; it fires after its lease expires");
+    match ctx.store.release(vec![release]).await {
+        // Due again at `fire_at`: the planner must look by then.
+        Ok(()) => ctx.shared.wake_for(fire_at),
+        Err(e) => {
+            tracing::warn!(error = %e, job_id = %occ.job_id, "could not release a waiting occurrence; it fires after its lease expires")
+        }
     }
     let _ = complete_tx.send(Finished::dropped(occ)).await;
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use hourglass_core::{Clock, Occurrence, add_saturating};
 use hourglass_store::{ClaimScope, Lease};
 use jiff::Timestamp;
+use rand::Rng;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -97,50 +98,83 @@ impl Stage for Planner {
             if count == limit {
                 continue;
             }
-            let next = match ctx.store.next_due(ClaimScope::Fired).await {
-                Ok(next) => next,
-                Err(e) => {
-                    ctx.metrics.store_errors.inc();
-                    let wait = backoff.failed();
-                    tracing::warn!(error = %e, "next-due probe failed");
-                    sleep_or_stop(&ctx.stop, wait).await;
-                    continue;
+            // The next due time this planner sleeps for, and its extra lead (see `wake_jitter`):
+            // drawn afresh for every new next due time, kept when looking again finds the same
+            // one, so that looking again does not by itself move the wake-up.
+            let mut planned: Option<(Timestamp, Duration)> = None;
+            let stopped = loop {
+                let next = match ctx.store.next_due(ClaimScope::Fired).await {
+                    Ok(next) => next,
+                    Err(e) => {
+                        ctx.metrics.store_errors.inc();
+                        let wait = backoff.failed();
+                        tracing::warn!(error = %e, "next-due probe failed");
+                        sleep_or_stop(&ctx.stop, wait).await;
+                        break false;
+                    }
+                };
+                // Something due within the horizon just claimed is something that could not be
+                // claimed: a live lease of another node (claimable at its expiry) or rows being
+                // claimed by another node this instant. Look again then, not half a lookahead
+                // before, and claim at once.
+                let (wake_at, look_again) = match next {
+                    Some(n) if n <= horizon => (
+                        Some(n.max(add_saturating(ctx.clock.now(), UNCLAIMABLE_RETRY))),
+                        false,
+                    ),
+                    Some(n) => {
+                        let extra = match planned {
+                            Some((at, extra)) if at == n => extra,
+                            _ => wake_jitter(lead),
+                        };
+                        planned = Some((n, extra));
+                        (Some(hourglass_core::sub_saturating(n, lead + extra)), true)
+                    }
+                    None => (None, false),
+                };
+                shared.planner_wake_at.store(
+                    wake_at.map_or(i64::MAX, |w| w.as_millisecond()),
+                    Ordering::Release,
+                );
+                match wake_at {
+                    Some(wake_at) if wake_at <= ctx.clock.now() => break false,
+                    Some(wake_at) => {
+                        let sleep = tokio::time::sleep(ms_until(&*ctx.clock, wake_at));
+                        tokio::select! {
+                            // Another node may have claimed what this wake-up was planned for
+                            // while this one slept: look at the next due time again, and sleep on
+                            // if it moved. Every node then races for the same next due time, and
+                            // the fresh extra leads, not who won the last round, decide who wins.
+                            _ = sleep => if !look_again { break false },
+                            _ = shared.planner_wake.notified() => break false,
+                            _ = ctx.stop.cancelled() => break true,
+                        }
+                    }
+                    None => {
+                        tokio::select! {
+                            _ = shared.planner_wake.notified() => break false,
+                            _ = ctx.stop.cancelled() => break true,
+                        }
+                    }
                 }
             };
-            // Something due within the horizon just claimed is something that could not be claimed:
-            // a live lease of another node (claimable at its expiry) or rows being claimed by
-            // another node this instant. Look again then, not half a lookahead before.
-            let wake_at = next.map(|n| {
-                if n <= horizon {
-                    n.max(add_saturating(ctx.clock.now(), UNCLAIMABLE_RETRY))
-                } else {
-                    hourglass_core::sub_saturating(n, lead)
-                }
-            });
-            shared.planner_wake_at.store(
-                wake_at.map_or(i64::MAX, |w| w.as_millisecond()),
-                Ordering::Release,
-            );
-            match wake_at {
-                Some(wake_at) if wake_at <= ctx.clock.now() => continue,
-                Some(wake_at) => {
-                    let sleep = tokio::time::sleep(ms_until(&*ctx.clock, wake_at));
-                    tokio::select! {
-                        _ = sleep => {}
-                        _ = shared.planner_wake.notified() => {}
-                        _ = ctx.stop.cancelled() => break,
-                    }
-                }
-                None => {
-                    tokio::select! {
-                        _ = shared.planner_wake.notified() => {}
-                        _ = ctx.stop.cancelled() => break,
-                    }
-                }
+            if stopped {
+                break;
             }
         }
         tracing::debug!("planner stopped");
     }
+}
+
+/// A random extra lead of up to half the wake lead, drawn for every next due time a planner sleeps
+/// for. Nodes sharing a store compute the same next due time; waking at the same millisecond, the
+/// fastest would claim the whole lookahead every time and the others nothing (seen: one node of
+/// three claiming 96 % of the work). With a fresh draw for each, on every node (the ones that lost
+/// the last round too), the first to wake differs from round to round and the work spreads. Waking
+/// earlier is always safe: a claim then lands longer before its fire time, never later.
+fn wake_jitter(lead: Duration) -> Duration {
+    let half = lead.as_millis() as u64 / 2;
+    Duration::from_millis(rand::rng().random_range(0..=half))
 }
 
 async fn sleep_or_stop(stop: &CancellationToken, d: Duration) {
