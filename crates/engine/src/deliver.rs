@@ -1,16 +1,25 @@
 //! Delivery to targets. A delivery's result is a value (delivered / retry / give up), never an
 //! error: the completer turns it into the store action.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use hourglass_core::occurrence::RESPONSE_SNIPPET_BYTES;
 use hourglass_core::{Clock, Occurrence, Target};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::dns::Name;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::netguard::TargetPolicy;
 use crate::signing::Secrets;
@@ -56,44 +65,80 @@ pub const RESERVED_HEADERS: [&str; 6] = [
     "user-agent",
 ];
 
+/// The webhook client: hyper's pool over TCP (through [`GuardedResolver`]) or rustls.
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector<GuardedResolver>>, Full<Bytes>>;
+
 /// POSTs the payload to the job's URL with Standard Webhooks headers.
+///
+/// hyper's client is called directly: no redirects are followed (a 3xx is an answer), nothing is
+/// retried here (the job's retry policy decides), and the whole exchange is bounded by `timeout`.
 pub struct WebhookDeliverer {
-    client: reqwest::Client,
+    client: HttpClient,
     secrets: Secrets,
     /// The signature's timestamp and the wait an HTTP-date Retry-After asks for.
     clock: Arc<dyn Clock>,
     policy: TargetPolicy,
+    /// Bounds sending the request and receiving the response's head.
+    timeout: Duration,
 }
+
+/// Sent with every delivery.
+const USER_AGENT: &str = concat!("hourglass/", env!("CARGO_PKG_VERSION"));
+
+/// How long a connection may sit idle in the pool, and the TCP keepalive probes on it.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
 
 impl WebhookDeliverer {
     /// `max_connections` should be the engine's delivery concurrency: fewer idle connections kept
     /// per host than deliveries in flight means closing and reopening connections under load.
+    ///
+    /// Fails when the platform has no trusted CA certificates to check https targets against
+    /// (Debian's `ca-certificates` missing, and no `SSL_CERT_FILE`).
     pub fn new(
         secrets: Secrets,
         clock: Arc<dyn Clock>,
         policy: TargetPolicy,
         timeout: Duration,
         max_connections: usize,
-    ) -> Self {
-        // reqwest is built without a default crypto provider (so that aws-lc is never linked);
-        // install ring once.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
+    ) -> Result<Self, rustls::Error> {
+        let mut http = HttpConnector::new_with_resolver(GuardedResolver {
+            policy: policy.clone(),
+        });
+        // https URLs go through the TLS layer around this connector.
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_keepalive(Some(TCP_KEEPALIVE));
+        http.set_connect_timeout(Some(timeout.min(Duration::from_secs(5))));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config()?)
+            .https_or_http()
+            .enable_all_versions()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .pool_idle_timeout(IDLE_TIMEOUT)
             .pool_max_idle_per_host(max_connections)
-            .dns_resolver(Arc::new(GuardedResolver {
-                policy: policy.clone(),
-            }))
-            .user_agent(concat!("hourglass/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("http client configuration is valid");
-        Self {
+            .build(https);
+        Ok(Self {
             client,
             secrets,
             clock,
             policy,
+            timeout,
+        })
+    }
+
+    fn retry(reason: String, latency: Duration) -> DeliveryResult {
+        DeliveryResult {
+            status: None,
+            latency,
+            verdict: Verdict::Retry {
+                after: None,
+                reason,
+            },
+            response: None,
         }
     }
 
@@ -147,10 +192,18 @@ impl Deliverer for WebhookDeliverer {
                 };
             }
         };
-        let body: Vec<u8> = occ.payload.as_deref().unwrap_or("null").as_bytes().to_vec();
+        let body = Bytes::copy_from_slice(occ.payload.as_deref().unwrap_or("null").as_bytes());
         let msg_id = occ.delivery_id();
         let timestamp = self.clock.now().as_second();
-        let mut headers = HeaderMap::new();
+        let uri = match http::Uri::try_from(target.url.as_str()) {
+            Ok(uri) => uri,
+            Err(e) => return Self::give_up(format!("url not usable: {e}"), started),
+        };
+        let mut request = http::Request::new(Full::new(body.clone()));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.reserve(8 + target.headers.len());
         for (name, value) in &target.headers {
             if let (Ok(name), Ok(value)) = (
                 HeaderName::from_bytes(name.as_bytes()),
@@ -160,11 +213,10 @@ impl Deliverer for WebhookDeliverer {
             }
         }
         let mut set = |name: &'static str, value: String| {
-            if let Ok(value) = HeaderValue::from_str(&value) {
+            if let Ok(value) = HeaderValue::try_from(value) {
                 headers.insert(name, value);
             }
         };
-        set("content-type", "application/json".into());
         set("webhook-id", msg_id.to_string());
         set("webhook-timestamp", timestamp.to_string());
         set(
@@ -177,20 +229,19 @@ impl Deliverer for WebhookDeliverer {
         if let Some(job_type) = &occ.spec.job_type {
             set("hourglass-job-type", job_type.clone());
         }
-        let response = self
-            .client
-            .post(target.url.clone())
-            .headers(headers)
-            .body(body)
-            .send()
-            .await;
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
+        let response = tokio::time::timeout(self.timeout, self.client.request(request)).await;
         let latency = started.elapsed();
         match response {
-            Ok(response) => {
+            Ok(Ok(response)) => {
                 let status = response.status();
                 let retry_after = response
                     .headers()
-                    .get(reqwest::header::RETRY_AFTER)
+                    .get(header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| parse_retry_after(v, self.clock.now()));
                 let verdict = classify(status.as_u16(), retry_after);
@@ -200,7 +251,7 @@ impl Deliverer for WebhookDeliverer {
                 let mut head = Vec::new();
                 let _ = tokio::time::timeout(
                     Duration::from_millis(100),
-                    read_head(response, keep, &mut head),
+                    read_head(response.into_body(), keep, &mut head),
                 )
                 .await;
                 DeliveryResult {
@@ -211,27 +262,18 @@ impl Deliverer for WebhookDeliverer {
                         .then(|| String::from_utf8_lossy(&head).into_owned()),
                 }
             }
-            Err(e) if forbidden_cause(&e).is_some() => {
+            Ok(Err(e)) if forbidden_cause(&e).is_some() => {
                 Self::give_up(forbidden_cause(&e).unwrap_or_default(), started)
             }
-            Err(e) => {
-                let reason = if e.is_timeout() {
-                    "timed out".to_string()
-                } else if e.is_connect() {
+            Ok(Err(e)) => {
+                let reason = if e.is_connect() {
                     format!("connect failed: {}", root_cause(&e))
                 } else {
                     format!("request failed: {}", root_cause(&e))
                 };
-                DeliveryResult {
-                    status: None,
-                    latency,
-                    verdict: Verdict::Retry {
-                        after: None,
-                        reason,
-                    },
-                    response: None,
-                }
+                Self::retry(reason, latency)
             }
+            Err(_elapsed) => Self::retry("timed out".to_string(), latency),
         }
     }
 }
@@ -243,9 +285,12 @@ const DRAIN_LIMIT: usize = 64 * 1024;
 /// Reads the start of a response body: the first [`RESPONSE_SNIPPET_BYTES`] into `head` when
 /// `keep`, and at most [`DRAIN_LIMIT`] bytes in all. The caller bounds it in time, and keeps what
 /// arrived by then.
-async fn read_head(mut response: reqwest::Response, keep: bool, head: &mut Vec<u8>) {
+async fn read_head(mut body: hyper::body::Incoming, keep: bool, head: &mut Vec<u8>) {
     let mut read = 0usize;
-    while let Ok(Some(chunk)) = response.chunk().await {
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(chunk) = frame.into_data() else {
+            continue; // trailers
+        };
         if keep && head.len() < RESPONSE_SNIPPET_BYTES {
             let take = (RESPONSE_SNIPPET_BYTES - head.len()).min(chunk.len());
             head.extend_from_slice(&chunk[..take]);
@@ -321,12 +366,21 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Resolves hostnames and drops forbidden addresses, so a name cannot smuggle a request to an
 /// internal service (DNS rebinding included: the check is on the address actually dialled).
+#[derive(Clone)]
 struct GuardedResolver {
     policy: TargetPolicy,
 }
 
-impl reqwest::dns::Resolve for GuardedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+impl tower_service::Service<Name> for GuardedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
@@ -334,13 +388,23 @@ impl reqwest::dns::Resolve for GuardedResolver {
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let allowed = policy.filter(resolved.into_iter());
             if allowed.is_empty() {
-                return Err(
-                    Box::new(ForbiddenTarget(host)) as Box<dyn std::error::Error + Send + Sync>
-                );
+                return Err(Box::new(ForbiddenTarget(host)) as Self::Error);
             }
-            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+            Ok(allowed.into_iter())
         })
     }
+}
+
+/// TLS for https targets: rustls on ring, certificates checked against the platform's trust
+/// store (on Linux the system roots, `SSL_CERT_FILE` and `SSL_CERT_DIR` honoured), offering HTTP/2
+/// and HTTP/1.1 by ALPN.
+fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    use rustls_platform_verifier::BuilderVerifierExt;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_platform_verifier()?
+        .with_no_client_auth())
 }
 
 #[cfg(test)]

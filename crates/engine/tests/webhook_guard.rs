@@ -64,7 +64,8 @@ async fn forbidden_addresses_are_never_contacted() {
         TargetPolicy::default(),
         Duration::from_secs(2),
         16,
-    );
+    )
+    .unwrap();
     let (addr, accepted) = counting_listener().await;
 
     let literal = deliverer
@@ -100,7 +101,8 @@ async fn allowlisted_ranges_are_reachable() {
         TargetPolicy::new(vec!["127.0.0.0/8".parse().unwrap()]),
         Duration::from_secs(1),
         16,
-    );
+    )
+    .unwrap();
     let (addr, accepted) = counting_listener().await;
     // The listener drops each connection at once, so the attempt fails: a transient failure.
     let result = deliverer

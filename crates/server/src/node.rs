@@ -174,13 +174,16 @@ impl Parts {
             );
         }
         let secrets = Secrets::new(store.clone(), clock.clone());
-        let webhooks = Arc::new(WebhookDeliverer::new(
-            secrets.clone(),
-            clock.clone(),
-            policy.clone(),
-            config.delivery_timeout,
-            config.engine.delivery_concurrency,
-        ));
+        let webhooks = Arc::new(
+            WebhookDeliverer::new(
+                secrets.clone(),
+                clock.clone(),
+                policy.clone(),
+                config.delivery_timeout,
+                config.engine.delivery_concurrency,
+            )
+            .map_err(|e| StartError(format!("webhook client (TLS trust store): {e}")))?,
+        );
         // Webhooks go to the webhook deliverer, bus and cloud targets to their connection.
         let targets = Arc::new(
             hourglass_targets::Router::open(
