@@ -103,7 +103,13 @@ impl Stage for Planner {
             // one, so that looking again does not by itself move the wake-up.
             let mut planned: Option<(Timestamp, Duration)> = None;
             let stopped = loop {
-                let next = match ctx.store.next_due(ClaimScope::Fired).await {
+                // A read, so a stop need not wait for it (a claim in flight is waited for: its
+                // claims are then handed back at once instead of lapsing after their lease).
+                let probe = tokio::select! {
+                    probe = ctx.store.next_due(ClaimScope::Fired) => probe,
+                    _ = ctx.stop.cancelled() => break true,
+                };
+                let next = match probe {
                     Ok(next) => next,
                     Err(e) => {
                         ctx.metrics.store_errors.inc();
