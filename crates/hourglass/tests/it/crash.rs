@@ -29,6 +29,8 @@ struct CrashRun {
     before_kill: usize,
     /// Jobs created on each restarted node, due over the rest of the window.
     after_restart: usize,
+    /// How long the final SIGTERM may take: the node writes its last completions first.
+    term_timeout: Duration,
 }
 
 /// One SIGKILL while a few hundred jobs fire.
@@ -41,6 +43,7 @@ async fn one_sigkill_mid_run_loses_no_acknowledged_job() {
             kill_at_shares: &[0.4],
             before_kill: 20,
             after_restart: 50,
+            term_timeout: TERM_TIMEOUT,
         },
         NodeOptions::embedded("node"),
     )
@@ -60,6 +63,11 @@ async fn one_sigkill_mid_run_on_dynamodb_loses_no_acknowledged_job() {
             kill_at_shares: &[0.4],
             before_kill: 10,
             after_restart: 20,
+            // Each completion that records a run is a transaction, and moto runs them one at a
+            // time, copying the table for its rollback (50-70 ms each here): the node's log shows
+            // it still writing the last completions for 1.6 to 7 s after SIGTERM, and a loaded
+            // CI run passed 5 s. A bound on the drain, not on moto's speed.
+            term_timeout: Duration::from_secs(30),
         },
         NodeOptions::dynamodb("node", &table, "3s"),
     )
@@ -79,6 +87,7 @@ mod soak {
                 kill_at_shares: &[0.20, 0.45, 0.70],
                 before_kill: 50,
                 after_restart: 150,
+                term_timeout: super::TERM_TIMEOUT,
             },
             super::NodeOptions::embedded("node"),
         )
@@ -146,7 +155,7 @@ async fn sigkill_mid_run(run: CrashRun, options: NodeOptions) {
     }
 
     let complete = wait_all_delivered(&ledger, &hooks, std::slice::from_mut(&mut node)).await;
-    let status = node.terminate(TERM_TIMEOUT).await;
+    let status = node.terminate(run.term_timeout).await;
     assert!(status.success(), "SIGTERM exit status: {status}");
     let seen = hooks.snapshot();
     let acc = account(&ledger, &seen);

@@ -266,6 +266,7 @@ impl NodeProc {
     /// SIGTERM, then wait for the drain to end the process.
     pub async fn terminate(mut self, timeout: Duration) -> ExitStatus {
         self.signal("TERM");
+        let sent = std::time::Instant::now();
         let status = match tokio::time::timeout(timeout, self.child.wait()).await {
             Ok(status) => status.expect("wait for node"),
             Err(_) => panic!(
@@ -273,6 +274,11 @@ impl NodeProc {
                 self.name
             ),
         };
+        println!(
+            "node {} exited {} ms after SIGTERM",
+            self.name,
+            sent.elapsed().as_millis()
+        );
         self.finish_log().await;
         status
     }
