@@ -102,6 +102,10 @@ impl WebhookDeliverer {
         timeout: Duration,
         max_connections: usize,
     ) -> Result<Self, rustls::Error> {
+        // This client names its provider, but others in the node's process (reqwest built
+        // without a default provider, so that aws-lc is never linked) take the process default:
+        // make it ring, once.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut http = HttpConnector::new_with_resolver(GuardedResolver {
             policy: policy.clone(),
         });
