@@ -118,6 +118,10 @@ impl Default for EngineConfig {
 struct Shared {
     /// Wakes the planner early: a job became due sooner than its planned wake-up.
     planner_wake: Notify,
+    /// Told by the completer each time it returns in-flight permits; the planner waits on it
+    /// only while it has none. Apart from `planner_wake`, so that a node busy completing does not
+    /// keep waking a planner that is waiting for due work.
+    permits_returned: Notify,
     /// The instant (ms) the sleeping planner will next look at the store; `i64::MAX` while it is
     /// busy or has nothing planned, so that any new job pokes it.
     planner_wake_at: AtomicI64,
@@ -213,6 +217,7 @@ impl Engine {
         let shared = Arc::new(Shared {
             due_hook,
             planner_wake: Notify::new(),
+            permits_returned: Notify::new(),
             planner_wake_at: AtomicI64::new(i64::MAX),
             wake_lead_ms: hourglass_core::duration_ms(pipeline::wake_lead(config.lookahead)),
             forget_tx,

@@ -296,6 +296,36 @@ async fn a_job_created_inside_the_lookahead_still_fires_on_time() {
     rig.engine.shutdown().await;
 }
 
+/// With room for only three claims at a time, the planner keeps running out of permits and must
+/// be told each time the completer returns some: every one of 60 occurrences due within a second
+/// fires, once, never early, and none waits for a lease or a later wake-up (a lost notice would
+/// leave the rest unclaimed until something else woke the planner).
+#[tokio::test(start_paused = true)]
+async fn a_planner_out_of_permits_resumes_as_completions_return_them() {
+    let rig = rig_with(EngineConfig {
+        max_in_flight: 3,
+        ..quiet()
+    });
+    let now = rig.now();
+    let jobs: Vec<NewJob> = (0..60i64)
+        .map(|i| {
+            let due = now + SignedDuration::from_millis(3_000 + i * 16);
+            job("ok", Schedule::at(due), due, now)
+        })
+        .collect();
+    rig.add(jobs).await;
+    rig.run_until(|s| s.len() >= 60).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let seen = rig.seen();
+    assert_eq!(seen.len(), 60, "each fired once");
+    for s in &seen {
+        assert!(s.at >= s.due, "fired early: {s:?}");
+        let late = s.at.as_millisecond() - s.due.as_millisecond();
+        assert!(late < 1_000, "waited {late} ms for a permit: {s:?}");
+    }
+    rig.engine.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn failed_deliveries_back_off_then_dead_letter() {
     let rig = rig();

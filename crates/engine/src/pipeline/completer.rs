@@ -105,16 +105,14 @@ impl Stage for Completer {
             let total = count + released.len();
             held.remove(batch.iter().map(|c| (c.job_id, c.token)).chain(released));
             ctx.metrics.in_flight.dec_by(total as i64);
-            // Poke the planner only when it waits for permits, or when a completion made a job
-            // due before the planner's next look at the store. Not after every batch: a node busy
-            // firing would then claim whatever entered its lookahead at once, every few
-            // milliseconds, and leave nothing for the other nodes sharing the store (seen: one of
-            // three nodes claiming 1,493 of 1,500 occurrences).
-            let starved = in_flight.available_permits() == 0;
             in_flight.add_permits(total);
-            if starved {
-                ctx.shared.planner_wake.notify_one();
-            }
+            // The planner waits on this only while it has no permits.
+            ctx.shared.permits_returned.notify_one();
+            // Wake a sleeping planner only when a completion made a job due before its next look
+            // at the store. Not after every batch: a node busy firing would then claim whatever
+            // entered its lookahead at once, every few milliseconds, and leave nothing for the
+            // other nodes sharing the store (seen: one of three nodes claiming 1,493 of 1,500
+            // occurrences).
             if let Some(at) = due_again {
                 ctx.shared.wake_for(at);
             }

@@ -50,9 +50,10 @@ impl Stage for Planner {
             shared.planner_wake_at.store(i64::MAX, Ordering::Release);
             let available = in_flight.available_permits();
             if available == 0 {
-                // Full: the completer pokes us when it frees permits.
+                // Full: the completer tells us when it returns permits (a notice sent before we
+                // wait is kept, so none is lost between the check and the wait).
                 tokio::select! {
-                    _ = shared.planner_wake.notified() => {}
+                    _ = shared.permits_returned.notified() => {}
                     _ = ctx.stop.cancelled() => break,
                 }
                 continue;
