@@ -164,14 +164,10 @@ impl Deliverer for WebhookDeliverer {
         let started = Instant::now();
         let Target::Webhook(target) = &occ.spec.target else {
             // The engine claims only fired targets; a queue message here is a bug upstream.
-            return DeliveryResult {
-                status: None,
-                latency: started.elapsed(),
-                verdict: Verdict::GiveUp {
-                    reason: format!("not a webhook target: {}", occ.spec.target.kind()),
-                },
-                response: None,
-            };
+            return Self::give_up(
+                format!("not a webhook target: {}", occ.spec.target.kind()),
+                started,
+            );
         };
         // IP-literal URLs never reach the resolver, so check them here.
         let literal = match target.url.host() {
@@ -185,15 +181,7 @@ impl Deliverer for WebhookDeliverer {
         let keys = match self.secrets.keys_for(&occ.namespace).await {
             Ok(key) => key,
             Err(e) => {
-                return DeliveryResult {
-                    status: None,
-                    latency: started.elapsed(),
-                    verdict: Verdict::Retry {
-                        after: None,
-                        reason: format!("signing key unavailable: {e}"),
-                    },
-                    response: None,
-                };
+                return Self::retry(format!("signing key unavailable: {e}"), started.elapsed());
             }
         };
         let body = Bytes::copy_from_slice(occ.payload.as_deref().unwrap_or("null").as_bytes());

@@ -16,8 +16,8 @@ const COMPLETION_BATCH: usize = 1000;
 const COMPLETION_LINGER: Duration = Duration::from_millis(10);
 
 /// Writes completions in batches, retrying while the store is unavailable, then returns the
-/// in-flight permits and pokes the planner if it waited for them, or if a recurring job's next
-/// occurrence or a retry is due before the planner's next look at the store.
+/// in-flight permits (with a notice for a planner that waits for them) and wakes the planner only
+/// if a recurring job's next occurrence or a retry is due before its next look at the store.
 pub(super) struct Completer {
     /// The engine's configuration, store, clock, metrics and wake-ups.
     pub ctx: Arc<Context>,
