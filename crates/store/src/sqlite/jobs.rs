@@ -68,42 +68,36 @@ pub(super) fn load_job_by_key(
         .next())
 }
 
-fn insert_job(conn: &Connection, job: &NewJob, queue_key: Option<i64>) -> Result<()> {
-    let now = job.now.as_millisecond();
-    let due = job.first_due.as_millisecond();
-    conn.prepare_cached(
-        "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
-                           due_ms, fire_ms, created_ms, updated_ms, queue, queue_key)
-         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11)",
-    )
-    .map_err(unavailable)?
-    .execute(params![
-        job.id.as_bytes().as_slice(),
-        job.namespace,
-        job.key,
-        job.spec.job_type,
-        encode_spec(&job.spec),
-        job.payload,
-        job.fingerprint,
-        due,
-        now,
-        job.spec.target.queue(),
-        queue_key,
-    ])
-    .map_err(unavailable)?;
-    Ok(())
-}
-
-pub(super) fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+/// Creates `jobs`, each stored with its spec as `specs` holds it encoded (same order): the
+/// caller encodes them before the write, so that work is not done on the writer thread. Each
+/// statement is prepared once a batch (a cached-statement lookup hashes the SQL text).
+pub(super) fn create_in_tx(
+    conn: &Connection,
+    jobs: Vec<NewJob>,
+    specs: Vec<String>,
+) -> Result<Vec<Created>> {
     let mut out = Vec::with_capacity(jobs.len());
     let mut queue_keys = QueueKeys::default();
-    for (index, job) in jobs.into_iter().enumerate() {
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
+                               due_ms, fire_ms, created_ms, updated_ms, queue, queue_key)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11)",
+        )
+        .map_err(unavailable)?;
+    let mut by_key = None;
+    for (index, (job, spec)) in jobs.into_iter().zip(specs).enumerate() {
         if let Some(key) = &job.key {
-            let existing: Option<(Vec<u8>, i64)> = conn
-                .prepare_cached(
-                    "SELECT id, fingerprint FROM jobs WHERE namespace = ?1 AND key = ?2",
-                )
-                .map_err(unavailable)?
+            let find = match &mut by_key {
+                Some(find) => find,
+                None => by_key.insert(
+                    conn.prepare_cached(
+                        "SELECT id, fingerprint FROM jobs WHERE namespace = ?1 AND key = ?2",
+                    )
+                    .map_err(unavailable)?,
+                ),
+            };
+            let existing: Option<(Vec<u8>, i64)> = find
                 .query_row(params![job.namespace, key], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
                 .map_err(unavailable)?;
@@ -122,7 +116,21 @@ pub(super) fn create_in_tx(conn: &Connection, jobs: Vec<NewJob>) -> Result<Vec<C
             }
         }
         let queue_key = queue_keys.of(conn, &job.namespace, &job.spec)?;
-        insert_job(conn, &job, queue_key)?;
+        insert
+            .execute(params![
+                job.id.as_bytes().as_slice(),
+                job.namespace,
+                job.key,
+                job.spec.job_type,
+                spec,
+                job.payload,
+                job.fingerprint,
+                job.first_due.as_millisecond(),
+                job.now.as_millisecond(),
+                job.spec.target.queue(),
+                queue_key,
+            ])
+            .map_err(unavailable)?;
         out.push(Created::New(job.into_record()));
     }
     Ok(out)

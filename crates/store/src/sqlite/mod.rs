@@ -162,7 +162,12 @@ impl Store for SqliteStore {
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        self.write(move |conn| jobs::create_in_tx(conn, jobs)).await
+        let specs = jobs
+            .iter()
+            .map(|job| codec::encode_spec(&job.spec))
+            .collect();
+        self.write(move |conn| jobs::create_in_tx(conn, jobs, specs))
+            .await
     }
 
     async fn claim_due(
