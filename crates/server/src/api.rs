@@ -273,19 +273,14 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
         }
         other => other.into(),
     })?;
-    let mut new_count = 0;
-    let out: Vec<wire::JobOut<'_>> = created
+    let new_count = created
         .iter()
-        .map(|c| {
-            if let Created::New(r) = c {
-                new_count += 1;
-                state.metrics.job_created(&r.spec.schedule.kind);
-            }
-            let mut job = wire::job_out(c.record());
-            job.created = Some(matches!(c, Created::New(_)));
-            job
+        .filter_map(|c| match c {
+            Created::New(r) => Some(r),
+            Created::Existing(_) => None,
         })
-        .collect();
+        .inspect(|r| state.metrics.job_created(&r.spec.schedule.kind))
+        .count();
     // As for a single create: 201 when the request created something, 200 when every job was
     // an idempotent repeat of one that already existed.
     let status = if new_count == 0 {
@@ -293,22 +288,67 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
     } else {
         StatusCode::CREATED
     };
+    if prefers_minimal(&headers) {
+        let jobs = created
+            .iter()
+            .map(|c| wire::job_brief(c.record(), matches!(c, Created::New(_))))
+            .collect();
+        let body = BatchOut {
+            created: new_count,
+            jobs,
+        };
+        let mut response = sized_response(status, &body, 64 + body.jobs.len() * 128);
+        response.headers_mut().insert(
+            header::HeaderName::from_static("preference-applied"),
+            header::HeaderValue::from_static("return=minimal"),
+        );
+        return Ok(response);
+    }
+    let jobs = created
+        .iter()
+        .map(|c| {
+            let mut job = wire::job_out(c.record());
+            job.created = Some(matches!(c, Created::New(_)));
+            job
+        })
+        .collect();
     // About 550 bytes a job with an inline payload and no headers; the buffer grows past that.
-    let size_hint = 64 + out.len() * 640;
+    let size_hint = 64 + created.len() * 640;
     Ok(sized_response(
         status,
         &BatchOut {
             created: new_count,
-            jobs: out,
+            jobs,
         },
         size_hint,
     ))
 }
 
+/// Whether the request's `Prefer` headers ask for `return=minimal` (RFC 7240): preferences are
+/// comma-separated, case-insensitive tokens, and one the server does not know is ignored.
+fn prefers_minimal(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::HeaderName::from_static("prefer"))
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|pref| {
+            // A preference may carry parameters after `;`; only its own token counts.
+            let token = pref.split(';').next().unwrap_or_default().trim();
+            token.split_once('=').is_some_and(|(name, value)| {
+                name.trim().eq_ignore_ascii_case("return")
+                    && value
+                        .trim()
+                        .trim_matches('"')
+                        .eq_ignore_ascii_case("minimal")
+            })
+        })
+}
+
 #[derive(serde::Serialize)]
-struct BatchOut<'a> {
+struct BatchOut<T> {
     created: usize,
-    jobs: Vec<wire::JobOut<'a>>,
+    jobs: Vec<T>,
 }
 
 #[derive(serde::Serialize)]

@@ -130,6 +130,10 @@ pub struct BenchArgs {
     /// Jobs per batch request (the API takes 1 to 1000).
     #[arg(long, default_value_t = 1000)]
     batch: usize,
+    /// Ask for every job whole in batch answers. By default the submitters send `Prefer:
+    /// return=minimal` and get each job's id, state and due time only.
+    #[arg(long)]
+    full_batch_responses: bool,
     /// After the last due time, how long to keep waiting for occurrences still missing.
     #[arg(long, default_value = "60s", value_parser = duration_arg)]
     drain_timeout: Duration,
@@ -365,6 +369,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         more_servers.push(Server::start(&options).await?);
     }
     let mut api = Api::new(&server.base_url, args.api_key.clone())?;
+    api.full_responses = args.full_batch_responses;
     server.wait_ready(&api.client).await?;
     for other in &mut more_servers {
         other.wait_ready(&api.client).await?;

@@ -24,6 +24,9 @@ pub struct Api {
     namespace: Option<String>,
     /// With several nodes: every node's base URL; submitter `i` talks to node `i % len`.
     spread: Vec<String>,
+    /// Ask for whole jobs in batch answers; by default the submitters send `Prefer:
+    /// return=minimal`, as a bulk loader would: they need only each job's id and due time.
+    pub full_responses: bool,
 }
 
 /// A created job: its id (as inside delivery ids) and first due time, unix ms.
@@ -76,6 +79,7 @@ impl Api {
             api_key,
             namespace: None,
             spread: Vec::new(),
+            full_responses: false,
         })
     }
 
@@ -232,12 +236,13 @@ impl Api {
     ) -> anyhow::Result<hyper::body::Bytes> {
         let mut wait = Duration::from_millis(200);
         for attempt in 1..=ATTEMPTS {
-            let sent = self
+            let mut request = self
                 .request(reqwest::Method::POST, "/v1/jobs/batch")
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .await;
+                .header("content-type", "application/json");
+            if !self.full_responses {
+                request = request.header("prefer", "return=minimal");
+            }
+            let sent = request.body(body.to_string()).send().await;
             let transient = match sent {
                 Ok(response) if response.status().is_success() => {
                     return Ok(response.bytes().await?);

@@ -22,8 +22,8 @@ mod connection;
 pub use connection::check_payload;
 mod out;
 pub use out::{
-    JobOut, MisfireOut, RetryOut, TargetOut, WebhookOut, dead_letter_out, job_out, payload_out,
-    rfc3339, run_out, schedule_out,
+    JobBrief, JobOut, MisfireOut, RetryOut, TargetOut, WebhookOut, dead_letter_out, job_brief,
+    job_out, payload_out, rfc3339, run_out, schedule_out,
 };
 
 /// Limits that validation enforces; the operator can change them in config.

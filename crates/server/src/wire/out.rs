@@ -142,6 +142,35 @@ pub struct JobOut<'a> {
     pub delivery_id: Option<String>,
 }
 
+/// A job in a batch answer under `Prefer: return=minimal`: what a bulk submitter needs to find
+/// its jobs again, without echoing each one whole (a full job is about 550 bytes).
+#[derive(Serialize)]
+pub struct JobBrief<'a> {
+    id: JobId,
+    key: Option<&'a str>,
+    state: &'static str,
+    next_due_at: Option<String>,
+    created: bool,
+}
+
+pub fn job_brief(j: &JobRecord, created: bool) -> JobBrief<'_> {
+    JobBrief {
+        id: j.id,
+        key: j.key.as_deref(),
+        state: j.state.as_str(),
+        next_due_at: next_due_at(j),
+        created,
+    }
+}
+
+fn next_due_at(j: &JobRecord) -> Option<String> {
+    if j.state.is_terminal() {
+        None
+    } else {
+        j.next_due.map(rfc3339)
+    }
+}
+
 pub fn job_out(j: &JobRecord) -> JobOut<'_> {
     JobOut {
         id: j.id,
@@ -158,11 +187,7 @@ pub fn job_out(j: &JobRecord) -> JobOut<'_> {
             max_backoff: format_duration(j.spec.retry.max_backoff),
         },
         misfire: misfire_out(j.spec.misfire),
-        next_due_at: if j.state.is_terminal() {
-            None
-        } else {
-            j.next_due.map(rfc3339)
-        },
+        next_due_at: next_due_at(j),
         next_attempt_at: j
             .next_attempt
             .filter(|at| Some(*at) != j.next_due)

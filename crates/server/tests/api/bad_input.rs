@@ -2699,6 +2699,76 @@ async fn a_batch_that_creates_nothing_answers_200() {
     node.shutdown().await;
 }
 
+/// `Prefer: return=minimal` (RFC 7240) on a batch answers each job as its id, key, state, due
+/// time and whether it is new, and says so in `Preference-Applied`; a preference the node does
+/// not know, or none, gets every job whole. The minimal form answers idempotent repeats too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_preferring_minimal_answers_each_job_briefly() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let base = valid_at();
+    let keyed = |key: &str| with(&base, "key", json!(key));
+    let post = |prefer: Option<&'static str>, body: Value| {
+        let mut request = reqwest::Client::new()
+            .post(format!("http://{}/v1/jobs/batch", node.addr()))
+            .json(&body);
+        if let Some(prefer) = prefer {
+            request = request.header("prefer", prefer);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let applied = response
+                .headers()
+                .get("preference-applied")
+                .map(|v| v.to_str().unwrap().to_string());
+            let body: Value = response.json().await.unwrap();
+            (status, applied, body)
+        }
+    };
+
+    let (status, applied, brief) = post(
+        Some("respond-async, RETURN=Minimal; x=1"),
+        json!({"jobs": [keyed("brief-a"), base.clone()]}),
+    )
+    .await;
+    assert_eq!((status, applied.as_deref()), (201, Some("return=minimal")));
+    assert_eq!(brief["created"], 2, "{brief}");
+    let first = brief["jobs"][0].as_object().unwrap();
+    let mut fields: Vec<&str> = first.keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["created", "id", "key", "next_due_at", "state"]);
+    assert_eq!(first["key"], "brief-a");
+    assert_eq!(first["state"], "active");
+    assert_eq!(first["created"], true);
+    let instant = |v: &Value| v.as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    assert_eq!(
+        instant(&first["next_due_at"]),
+        instant(&base["schedule"]["at"])
+    );
+    assert_eq!(brief["jobs"][1]["key"], Value::Null);
+
+    // The same keyed job again, whole: it is the job the brief answer named.
+    let (status, applied, whole) = post(
+        Some("return=representation"),
+        json!({"jobs": [keyed("brief-a")]}),
+    )
+    .await;
+    assert_eq!((status, applied), (200, None));
+    assert_eq!(whole["jobs"][0]["id"], first["id"]);
+    assert_eq!(whole["jobs"][0]["created"], false);
+    assert!(whole["jobs"][0]["target"].is_object(), "{whole}");
+
+    let (status, applied, repeat) =
+        post(Some("return=minimal"), json!({"jobs": [keyed("brief-a")]})).await;
+    assert_eq!((status, applied.as_deref()), (200, Some("return=minimal")));
+    assert_eq!(repeat["jobs"][0]["id"], first["id"]);
+    assert_eq!(repeat["jobs"][0]["created"], false);
+    assert_eq!(repeat["jobs"][0].get("target"), None, "{repeat}");
+    assert_eq!(node.store().count_jobs(None).await.unwrap(), 2);
+    node.shutdown().await;
+}
+
 /// A namespace past its create quota gets `429 rate_limited` with `Retry-After`, and nothing of
 /// the refused request is stored; another namespace creates as before. The quota is 1 a second
 /// and the first batch takes 11, so the namespace stays in debt for 10 s: the refusal does not
