@@ -120,6 +120,16 @@ def test_idempotent_create(client: Client) -> None:
     assert batch.created == 1
     assert [(j.id == first.id, j.created) for j in batch.jobs] == [(True, False), (False, True)]
 
+    brief = client.create_jobs(
+        [job, NewJob(after("1h"), Target.to_queue("polls"), key="poll-3")], prefer="return=minimal"
+    )
+    assert brief.created == 1
+    assert [(j.id == first.id, j.key, j.state, j.created) for j in brief.jobs] == [
+        (True, "poll-1", "active", False),
+        (False, "poll-3", "active", True),
+    ]
+    assert all(j.next_due_at is not None for j in brief.jobs)
+
 
 def test_errors_keep_code_message_field_and_status(client: Client) -> None:
     with pytest.raises(ApiError) as bad_zone:

@@ -4,6 +4,7 @@ import { DecodeError, errorFromAnswer, parseRetryAfter, TransportError } from ".
 import { type OperationId, operations } from "./operations.js";
 import type {
   BatchCreated,
+  BatchCreatedMinimal,
   Breaker,
   BreakerList,
   Connection,
@@ -110,9 +111,19 @@ export class Client {
     return this.#send({ op: "createJob", body: job, signal: options?.signal });
   }
 
-  /** Creates up to 1,000 jobs in one transaction: all or none. */
-  createJobs(jobs: NewJob[], options?: CallOptions): Promise<BatchCreated> {
-    return this.#send({ op: "createJobs", body: { jobs }, signal: options?.signal });
+  /**
+   * Creates up to 1,000 jobs in one transaction: all or none. With `prefer: "return=minimal"`
+   * each job is answered by its id, key, state and due time only (for bulk loaders).
+   */
+  createJobs(jobs: NewJob[], options?: CallOptions & { prefer?: undefined }): Promise<BatchCreated>;
+  createJobs(jobs: NewJob[], options: CallOptions & { prefer: "return=minimal" }): Promise<BatchCreatedMinimal>;
+  createJobs(
+    jobs: NewJob[],
+    options: CallOptions & { prefer?: "return=minimal" } = {},
+  ): Promise<BatchCreated | BatchCreatedMinimal> {
+    const headers: Record<string, string> = {};
+    if (options.prefer !== undefined) headers["prefer"] = options.prefer;
+    return this.#send({ op: "createJobs", body: { jobs }, headers, signal: options.signal });
   }
 
   /** One page of jobs; pass `next_cursor` as `cursor` for the next (or use `jobs()`). */

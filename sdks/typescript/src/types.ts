@@ -341,6 +341,21 @@ export interface BatchCreated {
   jobs: BatchJob[];
 }
 
+/** A job of a minimal batch answer (`prefer: "return=minimal"`). @schema BatchCreatedMinimal.jobs[] */
+export interface BatchJobBrief {
+  id: string;
+  key: string | null;
+  state: JobState;
+  next_due_at: string | null;
+  created: boolean;
+}
+
+/** A batch create's minimal answer: each job by id, key, state and due time. @schema BatchCreatedMinimal */
+export interface BatchCreatedMinimal {
+  created: number;
+  jobs: BatchJobBrief[];
+}
+
 /** A page of jobs; `next_cursor` is set when the page is full. @schema JobList */
 export interface JobList {
   jobs: Job[];

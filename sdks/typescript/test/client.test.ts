@@ -114,6 +114,18 @@ describe("jobs", () => {
         [false, true],
       ],
     );
+
+    const brief = await client.createJobs([job, { key: "poll-3", schedule: { after: "1h" }, target: { queue: "polls" } }], {
+      prefer: "return=minimal",
+    });
+    assert.equal(brief.created, 1);
+    assert.deepEqual(
+      brief.jobs.map((j) => [j.id === first.id, j.key, j.state, j.created, Object.keys(j).length]),
+      [
+        [true, "poll-1", "active", false, 5],
+        [false, "poll-3", "active", true, 5],
+      ],
+    );
   });
 
   it("keeps the node's code, message, field and status in errors", async () => {

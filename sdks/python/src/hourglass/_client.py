@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 from urllib.parse import quote
 
 import httpx
@@ -15,6 +15,7 @@ from ._errors import DecodeError, HourglassError, TransportError, error_from_ans
 from ._errors import parse_retry_after as _parse_retry_after
 from ._models import (
     BatchCreated,
+    BatchCreatedMinimal,
     Breaker,
     BreakerList,
     Connection,
@@ -181,6 +182,17 @@ def _list_jobs(
     return _Request("listJobs", query=query)
 
 
+def _create_jobs(jobs: Sequence[NewJob], prefer: str | None) -> _Request:
+    headers = {"prefer": prefer} if prefer is not None else None
+    return _Request("createJobs", body=jobs_json(jobs), headers=headers)
+
+
+def _decode_batch(data: Any, prefer: str | None) -> BatchCreated | BatchCreatedMinimal:
+    if prefer == "return=minimal":
+        return _decode(BatchCreatedMinimal.from_json, data)
+    return _decode(BatchCreated.from_json, data)
+
+
 def _trigger(job: str, idempotency_key: str | None) -> _Request:
     headers = {"idempotency-key": idempotency_key} if idempotency_key is not None else None
     return _Request("triggerJob", {"id": job_ref(job)}, headers=headers)
@@ -274,10 +286,20 @@ class Client(_Base):
         job (an idempotent repeat); with another body, raises ``ApiError`` ``key_conflict``."""
         return _decode(Job.from_json, self._send(_Request("createJob", body=job.to_json())))
 
-    def create_jobs(self, jobs: Sequence[NewJob]) -> BatchCreated:
-        """Creates up to 1,000 jobs in one transaction: all or none."""
-        data = self._send(_Request("createJobs", body=jobs_json(jobs)))
-        return _decode(BatchCreated.from_json, data)
+    @overload
+    def create_jobs(self, jobs: Sequence[NewJob], *, prefer: None = None) -> BatchCreated: ...
+    @overload
+    def create_jobs(
+        self, jobs: Sequence[NewJob], *, prefer: Literal["return=minimal"]
+    ) -> BatchCreatedMinimal: ...
+    def create_jobs(
+        self, jobs: Sequence[NewJob], *, prefer: Literal["return=minimal"] | None = None
+    ) -> BatchCreated | BatchCreatedMinimal:
+        """Creates up to 1,000 jobs in one transaction: all or none. With
+        ``prefer="return=minimal"`` each job is answered by its id, key, state and due time only
+        (for bulk loaders)."""
+        data = self._send(_create_jobs(jobs, prefer))
+        return _decode_batch(data, prefer)
 
     def list_jobs(
         self,
@@ -502,9 +524,18 @@ class AsyncClient(_Base):
         data = await self._send(_Request("createJob", body=job.to_json()))
         return _decode(Job.from_json, data)
 
-    async def create_jobs(self, jobs: Sequence[NewJob]) -> BatchCreated:
-        data = await self._send(_Request("createJobs", body=jobs_json(jobs)))
-        return _decode(BatchCreated.from_json, data)
+    @overload
+    async def create_jobs(self, jobs: Sequence[NewJob], *, prefer: None = None) -> BatchCreated: ...
+    @overload
+    async def create_jobs(
+        self, jobs: Sequence[NewJob], *, prefer: Literal["return=minimal"]
+    ) -> BatchCreatedMinimal: ...
+    async def create_jobs(
+        self, jobs: Sequence[NewJob], *, prefer: Literal["return=minimal"] | None = None
+    ) -> BatchCreated | BatchCreatedMinimal:
+        """See ``Client.create_jobs``."""
+        data = await self._send(_create_jobs(jobs, prefer))
+        return _decode_batch(data, prefer)
 
     async def list_jobs(
         self,

@@ -783,6 +783,43 @@ class BatchCreated:
 
 
 @dataclass(frozen=True)
+class BatchJobBrief:
+    """A job of a minimal batch answer (``prefer="return=minimal"``): what a bulk loader needs
+    to find it again."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("BatchCreatedMinimal.jobs[]",)
+    id: str
+    key: str | None
+    state: JobState
+    next_due_at: datetime | None
+    created: bool
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BatchJobBrief:
+        return cls(
+            id=str(data["id"]),
+            key=_opt_str(data.get("key")),
+            state=data["state"],
+            next_due_at=_opt_instant(data.get("next_due_at")),
+            created=bool(data["created"]),
+        )
+
+
+@dataclass(frozen=True)
+class BatchCreatedMinimal:
+    """A batch create's minimal answer: how many jobs are new, and each job briefly, in request
+    order."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("BatchCreatedMinimal",)
+    created: int
+    jobs: list[BatchJobBrief]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BatchCreatedMinimal:
+        return cls(int(data["created"]), [BatchJobBrief.from_json(j) for j in data["jobs"]])
+
+
+@dataclass(frozen=True)
 class JobList:
     """A page of jobs; ``next_cursor`` is set when the page is full."""
 
