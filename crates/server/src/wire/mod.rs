@@ -539,12 +539,29 @@ impl TargetIn {
 }
 
 /// A URL the API takes (a webhook's, an SQS queue's): within the length limit, and parsed.
+/// A batch's jobs mostly share one URL: each API thread keeps the last URL text it parsed and
+/// what it parsed to, and exactly that text again is a copy instead of a parse (with IDNA host
+/// processing). Parsing is a function of the text alone, so the copy is what a parse would give.
 fn parse_url(text: &str, field: &str, limits: &Limits) -> Result<url::Url, ValidationError> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, url::Url)>> =
+            const { std::cell::RefCell::new(None) };
+    }
     if text.len() > limits.max_url_bytes {
         return Err(url_too_long(field, text.len(), limits));
     }
-    text.parse()
-        .map_err(|e| ValidationError::new("invalid_url", field, format!("not a valid url: {e}")))
+    let hit = LAST.with_borrow(|last| match last {
+        Some((seen, url)) if seen == text => Some(url.clone()),
+        _ => None,
+    });
+    if let Some(url) = hit {
+        return Ok(url);
+    }
+    let url: url::Url = text
+        .parse()
+        .map_err(|e| ValidationError::new("invalid_url", field, format!("not a valid url: {e}")))?;
+    LAST.set(Some((text.to_owned(), url.clone())));
+    Ok(url)
 }
 
 fn url_too_long(field: &str, len: usize, limits: &Limits) -> ValidationError {

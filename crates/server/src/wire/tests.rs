@@ -113,3 +113,25 @@ fn lw_preview_words_say_last_weekday() {
         ["2026-11-30T00:00:00.000Z", "2026-12-31T00:00:00.000Z"]
     );
 }
+
+/// The last-URL memo answers only exactly the text it parsed: a different text after it is
+/// parsed (and refused when invalid), and the memo's URL is what a parse of that text gives.
+#[test]
+fn a_repeated_url_is_the_same_parse_and_another_is_parsed_afresh() {
+    let limits = Limits::default();
+    let field = "target.webhook.url";
+    let first = parse_url("HTTP://Example.COM:80/a?b#c", field, &limits).unwrap();
+    assert_eq!(first.as_str(), "http://example.com/a?b#c");
+    let again = parse_url("HTTP://Example.COM:80/a?b#c", field, &limits).unwrap();
+    assert_eq!(again, first);
+    let other = parse_url("https://example.org/x", field, &limits).unwrap();
+    assert_eq!(other.as_str(), "https://example.org/x");
+    let bad = parse_url("https://exa mple.org/x", field, &limits).unwrap_err();
+    assert_eq!(bad.field, field);
+    // The refused text did not replace the memo, and the memo did not answer it.
+    assert_eq!(
+        parse_url("https://example.org/x", field, &limits).unwrap(),
+        other
+    );
+    assert!(parse_url("https://exa mple.org/x", field, &limits).is_err());
+}
