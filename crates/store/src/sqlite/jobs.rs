@@ -68,14 +68,10 @@ pub(super) fn load_job_by_key(
         .next())
 }
 
-/// Creates `jobs`, each stored with its spec as `specs` holds it encoded (same order): the
-/// caller encodes them before the write, so that work is not done on the writer thread. Each
-/// statement is prepared once a batch (a cached-statement lookup hashes the SQL text).
-pub(super) fn create_in_tx(
-    conn: &Connection,
-    jobs: Vec<NewJob>,
-    specs: Vec<String>,
-) -> Result<Vec<Created>> {
+/// Creates `jobs`, each beside its spec as the caller encoded it before the write, so that work
+/// is not done on the writer thread. Each statement is prepared once a batch (a cached-statement
+/// lookup hashes the SQL text).
+pub(super) fn create_in_tx(conn: &Connection, jobs: Vec<(NewJob, String)>) -> Result<Vec<Created>> {
     let mut out = Vec::with_capacity(jobs.len());
     let mut queue_keys = QueueKeys::default();
     let mut insert = conn
@@ -85,19 +81,12 @@ pub(super) fn create_in_tx(
              VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11)",
         )
         .map_err(unavailable)?;
-    let mut by_key = None;
-    for (index, (job, spec)) in jobs.into_iter().zip(specs).enumerate() {
+    let mut by_key = conn
+        .prepare_cached("SELECT id, fingerprint FROM jobs WHERE namespace = ?1 AND key = ?2")
+        .map_err(unavailable)?;
+    for (index, (job, spec)) in jobs.into_iter().enumerate() {
         if let Some(key) = &job.key {
-            let find = match &mut by_key {
-                Some(find) => find,
-                None => by_key.insert(
-                    conn.prepare_cached(
-                        "SELECT id, fingerprint FROM jobs WHERE namespace = ?1 AND key = ?2",
-                    )
-                    .map_err(unavailable)?,
-                ),
-            };
-            let existing: Option<(Vec<u8>, i64)> = find
+            let existing: Option<(Vec<u8>, i64)> = by_key
                 .query_row(params![job.namespace, key], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
                 .map_err(unavailable)?;

@@ -162,12 +162,14 @@ impl Store for SqliteStore {
     }
 
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        let specs = jobs
-            .iter()
-            .map(|job| codec::encode_spec(&job.spec))
+        let jobs = jobs
+            .into_iter()
+            .map(|job| {
+                let spec = codec::encode_spec(&job.spec);
+                (job, spec)
+            })
             .collect();
-        self.write(move |conn| jobs::create_in_tx(conn, jobs, specs))
-            .await
+        self.write(move |conn| jobs::create_in_tx(conn, jobs)).await
     }
 
     async fn claim_due(
