@@ -141,32 +141,5 @@ pub(super) async fn load_job(
     }
 }
 
-/// Positional parameters for a statement built from optional filters.
-#[derive(Default)]
-pub(super) struct Filters<'a> {
-    clauses: Vec<String>,
-    pub(super) params: Vec<&'a (dyn ToSql + Sync)>,
-}
-
-impl<'a> Filters<'a> {
-    /// Adds `column op $n` for a present value.
-    pub(super) fn add<T: ToSql + Sync>(&mut self, column_op: &str, value: Option<&'a T>) {
-        if let Some(value) = value {
-            self.params.push(value);
-            self.clauses
-                .push(format!("{column_op} ${}", self.params.len()));
-        }
-    }
-
-    pub(super) fn where_clause(&self) -> String {
-        if self.clauses.is_empty() {
-            String::new()
-        } else {
-            format!(" WHERE {}", self.clauses.join(" AND "))
-        }
-    }
-
-    pub(super) fn next_param(&self) -> usize {
-        self.params.len() + 1
-    }
-}
+/// Filters on PostgreSQL parameters (`$1`, `$2`, ...).
+pub(super) type Filters<'a> = crate::filters::Filters<'a, dyn ToSql + Sync>;

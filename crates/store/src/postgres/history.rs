@@ -70,11 +70,11 @@ pub(super) async fn dead_letters(
             let client = store.client().await?;
             let after = after.unwrap_or(0);
             let limit = limit as i64;
-            let mut filters = Filters::default();
-            filters.add("namespace =", namespace.as_ref());
-            filters.add("id >", Some(&after));
+            let mut filters = Filters::new('$');
+            filters.add("namespace =", namespace.as_ref().map(|v| v as _));
+            filters.add("id >", Some(&after as _));
             let sql = format!(
-                "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters{} ORDER BY id LIMIT ${}",
+                "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters{} ORDER BY id LIMIT {}",
                 filters.where_clause(),
                 filters.next_param()
             );

@@ -182,16 +182,16 @@ pub(super) async fn list_jobs(store: &PostgresStore, query: JobQuery) -> Result<
             let due_after = query.due_after.map(|t| t.as_millisecond());
             let limit = query.limit as i64;
             // Only the filters given, so each combination gets a plan that uses its index.
-            let mut filters = Filters::default();
-            filters.add("namespace =", query.namespace.as_ref());
-            filters.add("state =", state.as_ref());
-            filters.add("job_type =", query.job_type.as_ref());
-            filters.add("due_ms <", due_before.as_ref());
-            filters.add("due_ms >=", due_after.as_ref());
-            filters.add("id >", query.after.as_ref());
-            filters.add("queue =", query.queue.as_ref());
+            let mut filters = Filters::new('$');
+            filters.add("namespace =", query.namespace.as_ref().map(|v| v as _));
+            filters.add("state =", state.as_ref().map(|v| v as _));
+            filters.add("job_type =", query.job_type.as_ref().map(|v| v as _));
+            filters.add("due_ms <", due_before.as_ref().map(|v| v as _));
+            filters.add("due_ms >=", due_after.as_ref().map(|v| v as _));
+            filters.add("id >", query.after.as_ref().map(|v| v as _));
+            filters.add("queue =", query.queue.as_ref().map(|v| v as _));
             let sql = format!(
-                "SELECT {JOB_COLUMNS} FROM jobs{} ORDER BY id LIMIT ${}",
+                "SELECT {JOB_COLUMNS} FROM jobs{} ORDER BY id LIMIT {}",
                 filters.where_clause(),
                 filters.next_param()
             );
@@ -212,8 +212,8 @@ pub(super) async fn count_jobs(store: &PostgresStore, namespace: Option<&str>) -
     store
         .bounded(async {
             let client = store.client().await?;
-            let mut filters = Filters::default();
-            filters.add("namespace =", namespace.as_ref());
+            let mut filters = Filters::new('$');
+            filters.add("namespace =", namespace.as_ref().map(|v| v as _));
             let sql = format!("SELECT COUNT(*) FROM jobs{}", filters.where_clause());
             let stmt = client.prepare_cached(&sql).await?;
             let row = client.query_one(&stmt, &filters.params).await?;

@@ -14,6 +14,9 @@ pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, 
 pub(super) const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";
 
+/// Filters on SQLite parameters (`?1`, `?2`, ...).
+pub(super) type Filters<'a> = crate::filters::Filters<'a, dyn rusqlite::ToSql>;
+
 pub(super) fn unavailable(e: rusqlite::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }

@@ -4,7 +4,9 @@
 use hourglass_core::{JobId, from_ms};
 use rusqlite::{Connection, params};
 
-use super::codec::{DEAD_LETTER_COLUMNS, corrupt, dead_letter_from_row, load_job, unavailable};
+use super::codec::{
+    DEAD_LETTER_COLUMNS, Filters, corrupt, dead_letter_from_row, load_job, unavailable,
+};
 use crate::{DeadLetter, PURGE_DEAD_LETTERS, Purged, Result, RunCursor, RunRecord, StoreError};
 
 pub(super) fn runs(
@@ -60,19 +62,37 @@ pub(super) fn dead_letters(
     after: Option<i64>,
     limit: usize,
 ) -> Result<Vec<DeadLetter>> {
+    with_dead_letters_statement(namespace, after, limit, |sql, params| {
+        let mut stmt = conn.prepare_cached(sql).map_err(unavailable)?;
+        let mut rows = stmt.query(params).map_err(unavailable)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(unavailable)? {
+            out.push(dead_letter_from_row(row)?);
+        }
+        Ok(out)
+    })
+}
+
+/// Calls `f` with the statement that lists dead letters and its parameters. With a namespace,
+/// `dead_letters_namespace` (namespace, id) answers from the cursor on.
+pub(super) fn with_dead_letters_statement<T>(
+    namespace: Option<&str>,
+    after: Option<i64>,
+    limit: usize,
+    f: impl FnOnce(&str, &[&dyn rusqlite::ToSql]) -> T,
+) -> T {
+    let (after, limit) = (after.unwrap_or(0), limit as i64);
+    let mut filters = Filters::new('?');
+    filters.add("namespace =", namespace.as_ref().map(|v| v as _));
+    filters.add("id >", Some(&after as _));
     let sql = format!(
-        "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters
-         WHERE (?1 IS NULL OR namespace = ?1) AND id > ?2 ORDER BY id LIMIT ?3"
+        "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters{} ORDER BY id LIMIT {}",
+        filters.where_clause(),
+        filters.next_param()
     );
-    let mut stmt = conn.prepare_cached(&sql).map_err(unavailable)?;
-    let mut rows = stmt
-        .query(params![namespace, after.unwrap_or(0), limit as i64])
-        .map_err(unavailable)?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(unavailable)? {
-        out.push(dead_letter_from_row(row)?);
-    }
-    Ok(out)
+    let mut params = filters.params;
+    params.push(&limit);
+    f(&sql, &params)
 }
 
 pub(super) fn get_dead_letter(

@@ -4,7 +4,9 @@
 use hourglass_core::{JobId, JobSpec};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::codec::{JOB_COLUMNS, encode_spec, id_from_blob, load_job, query_jobs, unavailable};
+use super::codec::{
+    Filters, JOB_COLUMNS, encode_spec, id_from_blob, load_job, query_jobs, unavailable,
+};
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
 use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
 
@@ -201,39 +203,49 @@ pub(super) fn transition_in_tx(
 }
 
 pub(super) fn list_jobs(conn: &Connection, query: JobQuery) -> Result<Vec<JobRecord>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM jobs
-         WHERE (?1 IS NULL OR namespace = ?1)
-           AND (?2 IS NULL OR state = ?2)
-           AND (?3 IS NULL OR job_type = ?3)
-           AND (?4 IS NULL OR due_ms < ?4)
-           AND (?5 IS NULL OR due_ms >= ?5)
-           AND (?6 IS NULL OR id > ?6)
-           AND (?8 IS NULL OR queue = ?8)
-         ORDER BY id LIMIT ?7"
-    );
+    with_list_statement(&query, |sql, params| query_jobs(conn, sql, params))
+}
+
+/// Calls `f` with the statement that lists `query`'s jobs and its parameters. Only the filters
+/// given are in it: with a namespace, `jobs_namespace` (namespace, id) answers in id order from
+/// the cursor on, whatever other namespaces hold.
+pub(super) fn with_list_statement<T>(
+    query: &JobQuery,
+    f: impl FnOnce(&str, &[&dyn rusqlite::ToSql]) -> T,
+) -> T {
+    let state = query.state.map(state_code);
+    let due_before = query.due_before.map(|t| t.as_millisecond());
+    let due_after = query.due_after.map(|t| t.as_millisecond());
     let after = query.after.map(|id| id.as_bytes().to_vec());
-    query_jobs(
-        conn,
-        &sql,
-        &[
-            &query.namespace,
-            &query.state.map(state_code),
-            &query.job_type,
-            &query.due_before.map(|t| t.as_millisecond()),
-            &query.due_after.map(|t| t.as_millisecond()),
-            &after,
-            &(query.limit as i64),
-            &query.queue,
-        ],
-    )
+    let limit = query.limit as i64;
+    let mut filters = Filters::new('?');
+    filters.add("namespace =", query.namespace.as_ref().map(|v| v as _));
+    filters.add("state =", state.as_ref().map(|v| v as _));
+    filters.add("job_type =", query.job_type.as_ref().map(|v| v as _));
+    filters.add("due_ms <", due_before.as_ref().map(|v| v as _));
+    filters.add("due_ms >=", due_after.as_ref().map(|v| v as _));
+    filters.add("id >", after.as_ref().map(|v| v as _));
+    filters.add("queue =", query.queue.as_ref().map(|v| v as _));
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs{} ORDER BY id LIMIT {}",
+        filters.where_clause(),
+        filters.next_param()
+    );
+    let mut params = filters.params;
+    params.push(&limit);
+    f(&sql, &params)
 }
 
 pub(super) fn count_jobs(conn: &Connection, namespace: Option<&str>) -> Result<u64> {
+    let mut filters = Filters::new('?');
+    filters.add("namespace =", namespace.as_ref().map(|v| v as _));
     let n: i64 = conn
-        .prepare_cached("SELECT COUNT(*) FROM jobs WHERE (?1 IS NULL OR namespace = ?1)")
+        .prepare_cached(&format!(
+            "SELECT COUNT(*) FROM jobs{}",
+            filters.where_clause()
+        ))
         .map_err(unavailable)?
-        .query_row(params![namespace], |r| r.get(0))
+        .query_row(filters.params.as_slice(), |r| r.get(0))
         .map_err(unavailable)?;
     Ok(n as u64)
 }

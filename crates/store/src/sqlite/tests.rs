@@ -263,3 +263,69 @@ async fn a_version_0_store_migrates_and_keeps_its_jobs() {
     drop(conn);
     SqliteStore::open(dir.path()).unwrap();
 }
+
+/// The query plan of `sql` with `params`, one line a step.
+fn plan(conn: &rusqlite::Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> String {
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let rows = stmt
+        .query_map(params, |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .unwrap();
+    rows.join("\n")
+}
+
+/// A namespace's listings seek to that namespace in its index, so a tenant with ten jobs is not
+/// answered by walking another tenant's million; only a listing of every namespace walks them.
+#[test]
+fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+    conn.execute_batch(SCHEMA).unwrap();
+    for sql in MIGRATIONS {
+        conn.execute_batch(sql).unwrap();
+    }
+    let every_filter = crate::JobQuery {
+        namespace: Some("small".into()),
+        state: Some(hourglass_core::JobState::Active),
+        job_type: Some("t".into()),
+        due_before: Some(from_ms(2_000)),
+        due_after: Some(from_ms(1_000)),
+        after: Some(uuid::Uuid::now_v7()),
+        limit: 10,
+        queue: Some("q".into()),
+    };
+    let only_namespace = crate::JobQuery {
+        namespace: Some("small".into()),
+        state: None,
+        job_type: None,
+        due_before: None,
+        due_after: None,
+        after: None,
+        limit: 10,
+        queue: None,
+    };
+    for query in [&every_filter, &only_namespace] {
+        let found = super::jobs::with_list_statement(query, |sql, params| plan(&conn, sql, params));
+        assert!(
+            found.contains("USING INDEX jobs_namespace (namespace=?"),
+            "{query:?}: {found}"
+        );
+        assert!(!found.contains("SCAN"), "{query:?}: {found}");
+    }
+    let every_namespace = crate::JobQuery {
+        namespace: None,
+        ..only_namespace
+    };
+    let found =
+        super::jobs::with_list_statement(&every_namespace, |sql, params| plan(&conn, sql, params));
+    assert!(!found.contains("jobs_namespace"), "{found}");
+
+    let found = super::history::with_dead_letters_statement(Some("small"), None, 10, |sql, p| {
+        plan(&conn, sql, p)
+    });
+    assert!(
+        found.contains("USING INDEX dead_letters_namespace (namespace=? AND id>?)"),
+        "{found}"
+    );
+}
