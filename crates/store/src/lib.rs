@@ -15,6 +15,8 @@ pub mod dynamodb;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod filters;
 pub mod memory;
+#[cfg(feature = "sqlite")]
+mod packed;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod rules;

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use rusqlite::{Connection, Row, params};
 
 use super::SqliteStore;
-use super::codec::{corrupt, decode_spec, id_from_blob, unavailable};
+use super::codec::{column_bytes, corrupt, decode_spec, id_from_blob, unavailable};
 use super::jobs::find_queue_key;
 use super::leases::{Entry, LeaseSchedule};
 use crate::{Applied, ClaimScope, Lease, Release, Result};
@@ -65,7 +65,7 @@ const CLAIM_COLUMNS: &str = concat!(
 struct Claimed {
     job_id: JobId,
     namespace: String,
-    spec: String,
+    spec: Vec<u8>,
     payload: Option<String>,
     due_ms: i64,
     fire_ms: i64,
@@ -212,7 +212,7 @@ fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool, i64)> {
     let claimed = Claimed {
         job_id: id_from_blob(row.get(0).map_err(corrupt)?)?,
         namespace: row.get(1).map_err(corrupt)?,
-        spec: row.get(2).map_err(corrupt)?,
+        spec: column_bytes(row, 2)?.to_vec(),
         payload: row.get(3).map_err(corrupt)?,
         due_ms: row.get(4).map_err(corrupt)?,
         fire_ms: row.get(5).map_err(corrupt)?,

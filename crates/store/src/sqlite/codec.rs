@@ -25,12 +25,20 @@ pub(super) fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
 }
 
-pub(super) fn encode_spec(spec: &JobSpec) -> String {
-    serde_json::to_string(spec).expect("job spec serializes")
+/// A spec as stored: its JSON packed (`crate::packed`), in a BLOB.
+pub(super) fn encode_spec(spec: &JobSpec) -> Vec<u8> {
+    crate::packed::pack(&serde_json::to_string(spec).expect("job spec serializes"))
 }
 
-pub(super) fn decode_spec(text: &str) -> Result<JobSpec> {
-    serde_json::from_str(text).map_err(corrupt)
+/// A stored spec: a packed BLOB, or the JSON TEXT of a row written before specs were packed.
+pub(super) fn decode_spec(stored: &[u8]) -> Result<JobSpec> {
+    let json = crate::packed::unpack(stored).map_err(corrupt)?;
+    serde_json::from_slice(&json).map_err(corrupt)
+}
+
+/// The bytes of column `i` of `row`, TEXT or BLOB.
+pub(super) fn column_bytes<'r>(row: &'r Row<'_>, i: usize) -> Result<&'r [u8]> {
+    row.get_ref(i).map_err(corrupt)?.as_bytes().map_err(corrupt)
 }
 
 pub(super) fn id_from_blob(bytes: Vec<u8>) -> Result<JobId> {
@@ -39,13 +47,12 @@ pub(super) fn id_from_blob(bytes: Vec<u8>) -> Result<JobId> {
 
 fn job_from_row(row: &Row<'_>) -> Result<JobRecord> {
     let get_err = |e: rusqlite::Error| corrupt(e);
-    let spec: String = row.get(4).map_err(get_err)?;
     Ok(JobRecord {
         id: id_from_blob(row.get(0).map_err(get_err)?)?,
         namespace: row.get(1).map_err(get_err)?,
         key: row.get(2).map_err(get_err)?,
         state: state_from_code(row.get(3).map_err(get_err)?)?,
-        spec: decode_spec(&spec)?,
+        spec: decode_spec(column_bytes(row, 4)?)?,
         payload: row.get(5).map_err(get_err)?,
         next_due: row.get::<_, Option<i64>>(6).map_err(get_err)?.map(from_ms),
         next_attempt: row.get::<_, Option<i64>>(15).map_err(get_err)?.map(from_ms),
@@ -100,7 +107,6 @@ pub(super) fn load_job(
 }
 
 pub(super) fn dead_letter_from_row(row: &Row<'_>) -> Result<DeadLetter> {
-    let spec: String = row.get(6).map_err(corrupt)?;
     Ok(DeadLetter {
         id: row.get(0).map_err(corrupt)?,
         namespace: row.get(1).map_err(corrupt)?,
@@ -108,7 +114,7 @@ pub(super) fn dead_letter_from_row(row: &Row<'_>) -> Result<DeadLetter> {
         due: from_ms(row.get(3).map_err(corrupt)?),
         attempts: row.get(4).map_err(corrupt)?,
         reason: row.get(5).map_err(corrupt)?,
-        spec: decode_spec(&spec)?,
+        spec: decode_spec(column_bytes(row, 6)?)?,
         payload: row.get(7).map_err(corrupt)?,
         created_at: from_ms(row.get(8).map_err(corrupt)?),
     })

@@ -73,7 +73,10 @@ pub(super) fn load_job_by_key(
 /// Creates `jobs`, each beside its spec as the caller encoded it before the write, so that work
 /// is not done on the writer thread. Each statement is prepared once a batch (a cached-statement
 /// lookup hashes the SQL text).
-pub(super) fn create_in_tx(conn: &Connection, jobs: Vec<(NewJob, String)>) -> Result<Vec<Created>> {
+pub(super) fn create_in_tx(
+    conn: &Connection,
+    jobs: Vec<(NewJob, Vec<u8>)>,
+) -> Result<Vec<Created>> {
     let mut out = Vec::with_capacity(jobs.len());
     let mut queue_keys = QueueKeys::default();
     let mut insert = conn

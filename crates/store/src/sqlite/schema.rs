@@ -167,6 +167,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // that records that attempt's run and cleared by a delivery, so a job shows why it is
     // retrying without a read of its runs. Existing jobs start without one.
     "ALTER TABLE jobs ADD COLUMN last_error TEXT;",
+    // 10: specs are written packed (`crate::packed`, a BLOB) from here on; rows written before
+    // keep their JSON text and read as they are. No table changes: the version alone makes a
+    // binary from before packing refuse this store at open, instead of finding its new rows'
+    // specs unreadable one by one.
+    "SELECT 1;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

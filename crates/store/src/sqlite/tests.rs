@@ -214,12 +214,13 @@ async fn a_version_0_store_migrates_and_keeps_its_jobs() {
         let spec = r#"{"schedule":{"kind":{"at":"2030-01-01T00:00:00Z"}},"target":{"webhook":{"url":"https://example.com/"}}}"#;
         let stored: hourglass_core::JobSpec =
             serde_json::from_str(spec).expect("the test's v0 spec must be in the storage encoding");
+        // As the first release wrote it: JSON text, not packed.
         for (id, key, due) in [(due_id, None, 1000), (keyed_id, Some("k"), 9_000_000)] {
             conn.execute(
                 "INSERT INTO jobs (id, namespace, key, state, spec, fingerprint, due_ms,
                                    fire_ms, created_ms, updated_ms)
                  VALUES (?1, 'default', ?2, 0, ?3, 7, ?4, ?4, 0, 0)",
-                params![id.as_bytes().as_slice(), key, encode_spec(&stored), due],
+                params![id.as_bytes().as_slice(), key, spec, due],
             )
             .unwrap();
         }
@@ -237,6 +238,7 @@ async fn a_version_0_store_migrates_and_keeps_its_jobs() {
         .unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].job_id, due_id);
+    assert_eq!(*claimed[0].spec, stored);
     // The keyed job kept its key: creating it again with the same request finds it.
     let again = NewJob {
         id: uuid::Uuid::now_v7(),
