@@ -17,9 +17,6 @@
 //! stored format: fragments may be appended (while codes remain), never changed or reordered.
 
 use std::borrow::Cow;
-use std::io::Write;
-
-use jiff::Timestamp;
 
 /// The first byte of a packed spec.
 const PACKED: u8 = 0x00;
@@ -90,13 +87,20 @@ pub(crate) fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, String> {
     let Some((&PACKED, packed)) = stored.split_first() else {
         return Ok(Cow::Borrowed(stored));
     };
-    let mut out = Vec::with_capacity(packed.len() * 3);
+    // A fragment is up to 41 bytes for its one, an instant 32 for its 7 or 9.
+    let mut out = Vec::with_capacity(packed.len() * 4 + 64);
     let mut i = 0;
     while i < packed.len() {
-        let b = packed[i];
+        // Literal bytes up to the next code.
+        let literal = packed[i..]
+            .iter()
+            .position(|&b| b < 0x20)
+            .unwrap_or(packed.len() - i);
+        out.extend_from_slice(&packed[i..i + literal]);
+        i += literal;
+        let Some(&b) = packed.get(i) else { break };
         i += 1;
         match b {
-            0x20.. => out.push(b),
             MILLIS | NANOS => {
                 let width = if b == MILLIS { 6 } else { 8 };
                 let raw = packed
@@ -107,29 +111,36 @@ pub(crate) fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, String> {
                 be[8 - width..].copy_from_slice(raw);
                 // Sign-extend the 48-bit count.
                 let n = i64::from_be_bytes(be) << (64 - 8 * width) >> (64 - 8 * width);
-                let at = if b == MILLIS {
-                    Timestamp::from_millisecond(n)
+                let ns = if b == MILLIS {
+                    i128::from(n) * 1_000_000
                 } else {
-                    Timestamp::from_nanosecond(n.into())
-                }
-                .map_err(|e| format!("a packed spec holds an instant out of range: {e}"))?;
-                write!(out, "\"{at}\"").expect("writing to a Vec succeeds");
+                    i128::from(n)
+                };
+                out.push(b'"');
+                print_instant(ns, &mut out)?;
+                out.push(b'"');
             }
             PACKED => return Err("a packed spec holds a stray 0x00".into()),
-            code => out.extend_from_slice(FRAGMENTS[usize::from(code) - 1].as_bytes()),
+            code => {
+                let fragment = FRAGMENTS
+                    .get(usize::from(code) - 1)
+                    .ok_or("a packed spec holds an unknown code")?;
+                out.extend_from_slice(fragment.as_bytes());
+            }
         }
     }
     Ok(Cow::Owned(out))
 }
 
-/// Fragment indexes, longest fragment first, so the first that matches is the longest.
-const LONGEST_FIRST: [usize; FRAGMENTS.len()] = {
+/// Fragment indexes by first byte, and within one first byte longest first, so the first that
+/// matches is the longest; `BY_FIRST_BYTE[b]..BY_FIRST_BYTE[b + 1]` is where byte `b`'s are.
+const ORDER: [usize; FRAGMENTS.len()] = {
     let mut order = [0; FRAGMENTS.len()];
     let mut i = 0;
     while i < order.len() {
         order[i] = i;
         let mut j = i;
-        while j > 0 && FRAGMENTS[order[j - 1]].len() < FRAGMENTS[order[j]].len() {
+        while j > 0 && goes_before(order[j], order[j - 1]) {
             (order[j - 1], order[j]) = (order[j], order[j - 1]);
             j -= 1;
         }
@@ -138,38 +149,189 @@ const LONGEST_FIRST: [usize; FRAGMENTS.len()] = {
     order
 };
 
+const BY_FIRST_BYTE: [u8; 257] = {
+    let mut starts = [0u8; 257];
+    let mut i = 0;
+    while i < FRAGMENTS.len() {
+        starts[FRAGMENTS[i].as_bytes()[0] as usize + 1] += 1;
+        i += 1;
+    }
+    let mut b = 1;
+    while b < starts.len() {
+        starts[b] += starts[b - 1];
+        b += 1;
+    }
+    starts
+};
+
+const fn goes_before(a: usize, b: usize) -> bool {
+    let (a, b) = (FRAGMENTS[a].as_bytes(), FRAGMENTS[b].as_bytes());
+    a[0] < b[0] || (a[0] == b[0] && a.len() > b.len())
+}
+
 fn longest_fragment(rest: &str) -> Option<(u8, usize)> {
-    let first = *rest.as_bytes().first()?;
-    LONGEST_FIRST
+    let first = usize::from(*rest.as_bytes().first()?);
+    let candidates =
+        &ORDER[usize::from(BY_FIRST_BYTE[first])..usize::from(BY_FIRST_BYTE[first + 1])];
+    candidates
         .iter()
-        .map(|&i| (i, FRAGMENTS[i]))
-        .find(|(_, f)| f.as_bytes()[0] == first && rest.starts_with(f))
-        .map(|(i, f)| (i as u8 + 1, f.len()))
+        .find(|&&i| rest.starts_with(FRAGMENTS[i]))
+        .map(|&i| (i as u8 + 1, FRAGMENTS[i].len()))
 }
 
 /// Packs a quoted instant at the start of `rest` into `out`; the bytes of `rest` it took.
 fn pack_instant(rest: &str, out: &mut Vec<u8>) -> Option<usize> {
-    // `"YYYY-MM-DDTHH:MM:SS[.fraction]Z"`: 22 to 32 bytes with the quotes.
     let b = rest.as_bytes();
-    if b.len() < 22 || b[0] != b'"' || !b[1..5].iter().all(u8::is_ascii_digit) || b[5] != b'-' {
+    if b.first() != Some(&b'"') {
         return None;
     }
-    let end = b[1..b.len().min(33)].iter().position(|&c| c == b'"')? + 1;
-    let text = &rest[1..end];
-    let at: Timestamp = text.parse().ok()?;
-    if at.to_string() != text {
-        return None;
-    }
-    let ms = at.as_millisecond();
-    if at.subsec_nanosecond() % 1_000_000 == 0 && (-(1i64 << 47)..1i64 << 47).contains(&ms) {
+    // `"YYYY-MM-DDTHH:MM:SS[.fraction]Z"`: 22 to 32 bytes with the quotes.
+    let end = b.get(1..b.len().min(32))?.iter().position(|&c| c == b'"')? + 1;
+    let ns = parse_instant(&b[1..end])?;
+    if ns % 1_000_000 == 0 && (-(1i128 << 47)..1i128 << 47).contains(&(ns / 1_000_000)) {
         out.push(MILLIS);
-        out.extend_from_slice(&ms.to_be_bytes()[2..]);
+        out.extend_from_slice(&((ns / 1_000_000) as i64).to_be_bytes()[2..]);
     } else {
-        let ns = i64::try_from(at.as_nanosecond()).ok()?;
+        let ns = i64::try_from(ns).ok()?;
         out.push(NANOS);
         out.extend_from_slice(&ns.to_be_bytes());
     }
     Some(end + 1)
+}
+
+const NANOS_A_SECOND: i128 = 1_000_000_000;
+const SECONDS_A_DAY: i64 = 86_400;
+
+/// The nanoseconds since the Unix epoch of an instant written the way jiff prints a timestamp:
+/// `YYYY-MM-DDTHH:MM:SSZ`, a four-digit year, and a fraction of 1 to 9 digits after the
+/// seconds that does not end in 0. Any other text (another zone, a leap second, a 31 April) is
+/// not an instant here, so [`print_instant`] gives back exactly the text this accepted.
+fn parse_instant(t: &[u8]) -> Option<i128> {
+    if t.len() < 20 || t.len() > 30 || t[t.len() - 1] != b'Z' {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        t[range].iter().try_fold(0i64, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        })
+    };
+    if [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')]
+        .iter()
+        .any(|&(i, c)| t[i] != c)
+    {
+        return None;
+    }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    let fraction = match t.len() {
+        20 => 0,
+        _ => {
+            let digits = &t[20..t.len() - 1];
+            if t[19] != b'.' || digits.is_empty() || digits[digits.len() - 1] == b'0' {
+                return None;
+            }
+            number(20..t.len() - 1)? * 10i64.pow(9 - digits.len() as u32)
+        }
+    };
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let seconds =
+        days_from_civil(year, month, day) * SECONDS_A_DAY + hour * 3600 + minute * 60 + second;
+    Some(i128::from(seconds) * NANOS_A_SECOND + i128::from(fraction))
+}
+
+/// Writes `ns` since the Unix epoch as [`parse_instant`] reads it.
+fn print_instant(ns: i128, out: &mut Vec<u8>) -> Result<(), String> {
+    let seconds = i64::try_from(ns.div_euclid(NANOS_A_SECOND))
+        .map_err(|_| "a packed spec holds an instant out of range".to_string())?;
+    let fraction = ns.rem_euclid(NANOS_A_SECOND) as i64;
+    let (days, of_day) = (
+        seconds.div_euclid(SECONDS_A_DAY),
+        seconds.rem_euclid(SECONDS_A_DAY),
+    );
+    let (year, month, day) = civil_from_days(days);
+    if !(0..=9999).contains(&year) {
+        return Err(format!("a packed spec holds an instant in the year {year}"));
+    }
+    for (n, width, after) in [
+        (year, 4, b'-'),
+        (month, 2, b'-'),
+        (day, 2, b'T'),
+        (of_day / 3600, 2, b':'),
+        (of_day / 60 % 60, 2, b':'),
+    ] {
+        push_digits(out, n, width);
+        out.push(after);
+    }
+    push_digits(out, of_day % 60, 2);
+    if fraction != 0 {
+        let (mut fraction, mut width) = (fraction, 9);
+        while fraction % 10 == 0 {
+            fraction /= 10;
+            width -= 1;
+        }
+        out.push(b'.');
+        push_digits(out, fraction, width);
+    }
+    out.push(b'Z');
+    Ok(())
+}
+
+/// `n` in `width` decimal digits, zero-padded.
+fn push_digits(out: &mut Vec<u8>, n: i64, width: usize) {
+    let mut n = n.unsigned_abs();
+    let at = out.len();
+    out.resize(at + width, b'0');
+    for digit in out[at..].iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar. Years are counted from
+/// March, so a leap day ends its year, in 400-year eras of 146,097 days.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date `days` after 1970-01-01: the inverse of [`days_from_civil`].
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 #[cfg(test)]
@@ -198,6 +360,9 @@ mod tests {
             "1969-12-31T23:59:59.999Z",
             "2026-12-15T10:11:12.000000001Z",
             "2026-12-15T10:11:12.1234567Z",
+            "2024-02-29T23:59:59.5Z",
+            "2000-02-29T00:00:00Z",
+            "0000-01-01T00:00:00Z",
             "0001-01-01T00:00:00Z",
             "9999-12-31T23:59:59.999999999Z",
             "-009999-01-02T01:59:59Z",
@@ -207,12 +372,51 @@ mod tests {
         }
     }
 
+    /// jiff is the oracle: every instant it prints (whole seconds, milliseconds and nanoseconds,
+    /// 1677 to 2262) is read as the same count of nanoseconds, packed as a number, and printed
+    /// back as the same text.
+    #[test]
+    fn every_instant_jiff_prints_is_read_as_jiff_reads_it() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let ns = (state as i64) as i128;
+            let ns = match i % 3 {
+                0 => ns - ns.rem_euclid(1_000_000_000),
+                1 => ns - ns.rem_euclid(1_000_000),
+                _ => ns,
+            };
+            let at = jiff::Timestamp::from_nanosecond(ns).unwrap();
+            let text = at.to_string();
+            assert_eq!(parse_instant(text.as_bytes()), Some(ns), "{text}");
+            let mut printed = Vec::new();
+            print_instant(ns, &mut printed).unwrap();
+            assert_eq!(std::str::from_utf8(&printed).unwrap(), text);
+            let quoted = format!("\"{text}\"");
+            let packed = pack(&quoted);
+            assert!(matches!(packed[1], MILLIS | NANOS), "{text}: {packed:?}");
+            assert_eq!(unpack(&packed).unwrap().as_ref(), quoted.as_bytes());
+        }
+    }
+
     #[test]
     fn text_that_only_looks_like_an_instant_or_a_code_is_kept_as_it_is() {
         for json in [
             r#"{"a":"2026-13-45T10:11:12Z"}"#,
             r#"{"a":"2026-12-15T10:11:12+01:00"}"#,
             r#"{"a":"2026-12-15T10:11:12.000Z"}"#,
+            r#"{"a":"2026-12-15T10:11:12.1234567890Z"}"#,
+            r#"{"a":"2026-02-29T10:11:12Z"}"#,
+            r#"{"a":"1900-02-29T10:11:12Z"}"#,
+            r#"{"a":"2026-04-31T10:11:12Z"}"#,
+            r#"{"a":"2026-12-15T24:00:00Z"}"#,
+            r#"{"a":"2026-12-15T23:59:60Z"}"#,
+            r#"{"a":"2026-12-15T10:11:12z"}"#,
+            r#"{"a":"2026-12-15 10:11:12Z"}"#,
+            r#"{"a":"+2026-12-15T10:11:12Z"}"#,
+            r#"{"a":"2026-1a-15T10:11:12Z"}"#,
             r#"{"a":"2026-12-15"}"#,
             r#"{"a":"\"2026-12-15T10:11:12Z\""}"#,
             r#"{"a":"\u0000\u001f\u001e","b":"h","c":"}}}"}"#,
@@ -226,11 +430,23 @@ mod tests {
 
     #[test]
     fn the_longest_matching_fragment_is_taken() {
-        assert!(
-            LONGEST_FIRST
-                .windows(2)
-                .all(|w| FRAGMENTS[w[0]].len() >= FRAGMENTS[w[1]].len())
-        );
+        for pair in ORDER.windows(2) {
+            let (a, b) = (FRAGMENTS[pair[0]], FRAGMENTS[pair[1]]);
+            assert!(
+                a.as_bytes()[0] < b.as_bytes()[0] || a.len() >= b.len(),
+                "{a} {b}"
+            );
+        }
+        for first in [b'{', b'}', b',', b'"', b'h', b'x'] {
+            let range = usize::from(BY_FIRST_BYTE[usize::from(first)])
+                ..usize::from(BY_FIRST_BYTE[usize::from(first) + 1]);
+            let mut found: Vec<_> = ORDER[range].to_vec();
+            found.sort_unstable();
+            let expected: Vec<_> = (0..FRAGMENTS.len())
+                .filter(|&i| FRAGMENTS[i].as_bytes()[0] == first)
+                .collect();
+            assert_eq!(found, expected, "{}", first as char);
+        }
         let (code, len) = longest_fragment(r#"","schedule":{"kind":{"at":"2026"#).unwrap();
         assert_eq!((code, len), (5, r#"","schedule":{"kind":{"at":"#.len()));
     }
