@@ -103,20 +103,9 @@ pub(crate) fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, String> {
         i += 1;
         match b {
             MILLIS | NANOS => {
-                let width = if b == MILLIS { 6 } else { 8 };
-                let raw = packed
-                    .get(i..i + width)
-                    .ok_or("a packed spec ends inside an instant")?;
-                i += width;
-                let mut be = [0u8; 8];
-                be[8 - width..].copy_from_slice(raw);
-                // Sign-extend the 48-bit count.
-                let n = i64::from_be_bytes(be) << (64 - 8 * width) >> (64 - 8 * width);
-                let ns = if b == MILLIS {
-                    i128::from(n) * 1_000_000
-                } else {
-                    i128::from(n)
-                };
+                let (ns, len) =
+                    read_instant(&packed[i - 1..]).ok_or("a packed spec ends inside an instant")?;
+                i += len - 1;
                 out.push(b'"');
                 print_instant(ns, &mut out)?;
                 out.push(b'"');
@@ -131,6 +120,59 @@ pub(crate) fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, String> {
         }
     }
     Ok(Cow::Owned(out))
+}
+
+/// A packed one-off spec's instant: where its code and number are in `stored`, and its
+/// nanoseconds since the Unix epoch. `None` unless the spec opens with its schedule's `at`
+/// (`{"schedule":{"kind":{"at":` or `{"job_type":"…","schedule":{"kind":{"at":`, each one
+/// fragment, neither of which can occur inside a JSON string) followed by a packed instant.
+/// Two such specs whose bytes differ only there differ only in that instant.
+pub(crate) fn one_off_instant(stored: &[u8]) -> Option<(std::ops::Range<usize>, i128)> {
+    const AT: u8 = 1;
+    const JOB_TYPE: u8 = 4;
+    const JOB_TYPE_THEN_AT: u8 = 5;
+    let Some((&PACKED, rest)) = stored.split_first() else {
+        return None;
+    };
+    let at = match *rest.first()? {
+        AT => 2,
+        JOB_TYPE => {
+            // The type's text up to the fragment that ends it; any other code inside it is a
+            // fragment of the text (an instant there would be a second instant: give up).
+            let mut i = 2;
+            loop {
+                match *stored.get(i)? {
+                    JOB_TYPE_THEN_AT => break i + 1,
+                    MILLIS | NANOS => return None,
+                    _ => i += 1,
+                }
+            }
+        }
+        _ => return None,
+    };
+    let (ns, len) = read_instant(stored.get(at..)?)?;
+    Some((at..at + len, ns))
+}
+
+/// The packed instant `bytes` start with (its code, then its number): its nanoseconds since the
+/// Unix epoch, and how many bytes it takes.
+fn read_instant(bytes: &[u8]) -> Option<(i128, usize)> {
+    let width = match *bytes.first()? {
+        MILLIS => 6,
+        NANOS => 8,
+        _ => return None,
+    };
+    let raw = bytes.get(1..1 + width)?;
+    let mut be = [0u8; 8];
+    be[8 - width..].copy_from_slice(raw);
+    // Sign-extend the 48-bit count.
+    let n = i64::from_be_bytes(be) << (64 - 8 * width) >> (64 - 8 * width);
+    let ns = if width == 6 {
+        i128::from(n) * 1_000_000
+    } else {
+        i128::from(n)
+    };
+    Some((ns, 1 + width))
 }
 
 /// Fragment indexes by first byte, and within one first byte longest first, so the first that
@@ -450,6 +492,33 @@ mod tests {
         }
         let (code, len) = longest_fragment(r#"","schedule":{"kind":{"at":"2026"#).unwrap();
         assert_eq!((code, len), (5, r#"","schedule":{"kind":{"at":"#.len()));
+    }
+
+    #[test]
+    fn a_one_off_s_instant_is_found_where_the_spec_opens_with_it_and_nowhere_else() {
+        let at = |json: &str| {
+            let packed = pack(json);
+            one_off_instant(&packed).map(|(range, ns)| (packed[range.start], range.len(), ns))
+        };
+        let ms = i128::from(
+            "2026-12-15T10:11:12.345Z"
+                .parse::<jiff::Timestamp>()
+                .unwrap()
+                .as_millisecond(),
+        );
+        let one_off = r#"{"schedule":{"kind":{"at":"2026-12-15T10:11:12.345Z"}},"target":{"queue":{"name":"q"}}}"#;
+        assert_eq!(at(one_off), Some((MILLIS, 7, ms * 1_000_000)));
+        let typed = r#"{"job_type":"https://x/\"2026-12-15T10:11:12Z\"","schedule":{"kind":{"at":"2026-12-15T10:11:12.000000001Z"},"end":"2027-01-01T00:00:00Z"},"target":{"queue":{"name":"q"}}}"#;
+        assert_eq!(at(typed), Some((NANOS, 9, (ms - 345) * 1_000_000 + 1)));
+        for not_one_off in [
+            r#"{"schedule":{"kind":{"cron":{"expr":"* * * * *","tz":"UTC"}}},"target":{"queue":{"name":"q"}}}"#,
+            r#"{"schedule":{"kind":{"every":{"interval":1000,"anchor":"2026-12-15T10:11:12Z"}}},"target":{"queue":{"name":"q"}}}"#,
+            r#"{"schedule":{"kind":{"at":"2026-12-15T10:11:12.000Z"}},"target":{"queue":{"name":"q"}}}"#,
+        ] {
+            assert_eq!(at(not_one_off), None, "{not_one_off}");
+        }
+        assert_eq!(one_off_instant(one_off.as_bytes()), None);
+        assert_eq!(one_off_instant(&[PACKED, 1, MILLIS, 0, 0]), None);
     }
 
     #[test]

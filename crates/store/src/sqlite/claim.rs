@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use rusqlite::{Connection, Row, params};
 
 use super::SqliteStore;
-use super::codec::{column_bytes, corrupt, decode_spec, id_from_blob, unavailable};
+use super::codec::{SpecCache, column_bytes, corrupt, id_from_blob, unavailable};
 use super::jobs::find_queue_key;
 use super::leases::{Entry, LeaseSchedule};
 use crate::{Applied, ClaimScope, Lease, Release, Result};
@@ -75,7 +75,7 @@ struct Claimed {
 }
 
 impl Claimed {
-    fn into_occurrence(self) -> Result<Occurrence> {
+    fn into_occurrence(self, specs: &SpecCache) -> Result<Occurrence> {
         Ok(Occurrence {
             job_id: self.job_id,
             namespace: self.namespace.into(),
@@ -84,7 +84,7 @@ impl Claimed {
             attempt: self.attempt,
             token: self.token,
             runs_done: self.runs,
-            spec: Arc::new(decode_spec(&self.spec)?),
+            spec: specs.decode(&self.spec)?,
             payload: self.payload.map(Into::into),
         })
     }
@@ -357,7 +357,10 @@ impl SqliteStore {
             let popped = std::mem::take(&mut *popped.lock().expect("popped entries poisoned"));
             self.leases.add_all(popped);
         }
-        claimed?.into_iter().map(Claimed::into_occurrence).collect()
+        claimed?
+            .into_iter()
+            .map(|c| c.into_occurrence(&self.specs))
+            .collect()
     }
 }
 

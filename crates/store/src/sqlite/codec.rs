@@ -1,7 +1,9 @@
 //! Rows to records and back: the job and dead-letter columns a read selects, how each is decoded
 //! (a value that does not decode is corrupt data, not an outage), and the errors of SQLite calls.
 
-use hourglass_core::{JobId, JobSpec, from_ms};
+use std::sync::Arc;
+
+use hourglass_core::{JobId, JobSpec, ScheduleKind, from_ms};
 use rusqlite::{Connection, Row};
 
 use crate::rules::state_from_code;
@@ -35,6 +37,61 @@ pub(super) fn decode_spec(stored: &[u8]) -> Result<JobSpec> {
     let json = crate::packed::unpack(stored).map_err(corrupt)?;
     // Validating the text at once is cheaper than serde_json checking each string it reads.
     serde_json::from_str(std::str::from_utf8(&json).map_err(corrupt)?).map_err(corrupt)
+}
+
+/// Claimed specs as decoded before, by their stored bytes, so that a claim of jobs sharing a spec
+/// (a tenant's reminders to one endpoint, a queue's messages, a cron wave) decodes it once
+/// instead of parsing its JSON and its URL again for each job. A one-off's bytes are keyed with
+/// its instant's number zeroed: such specs differ only in their `at` (`packed::one_off_instant`),
+/// which is put in a copy of the decoded one. Bounded: emptied when full.
+#[derive(Default)]
+pub(super) struct SpecCache {
+    decoded: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Arc<JobSpec>>>,
+}
+
+impl SpecCache {
+    /// Distinct specs kept; a claim of more distinct ones than this decodes the rest as before.
+    const CAPACITY: usize = 4096;
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.decoded.lock().expect("spec cache poisoned").len()
+    }
+
+    pub(super) fn decode(&self, stored: &[u8]) -> Result<Arc<JobSpec>> {
+        let one_off = crate::packed::one_off_instant(stored);
+        let mut key = stored.to_vec();
+        if let Some((range, _)) = &one_off {
+            key[range.start + 1..range.end].fill(0);
+        }
+        let cached = self
+            .decoded
+            .lock()
+            .expect("spec cache poisoned")
+            .get(&key)
+            .cloned();
+        let spec = match cached {
+            Some(spec) => spec,
+            None => {
+                let spec = Arc::new(decode_spec(stored)?);
+                let mut decoded = self.decoded.lock().expect("spec cache poisoned");
+                if decoded.len() >= Self::CAPACITY {
+                    decoded.clear();
+                }
+                decoded.insert(key, spec.clone());
+                return Ok(spec);
+            }
+        };
+        Ok(match one_off {
+            None => spec,
+            Some((_, ns)) => {
+                let at = jiff::Timestamp::from_nanosecond(ns).map_err(corrupt)?;
+                let mut own = JobSpec::clone(&spec);
+                own.schedule.kind = ScheduleKind::At(at);
+                Arc::new(own)
+            }
+        })
+    }
 }
 
 /// The bytes of column `i` of `row`, TEXT or BLOB.

@@ -62,6 +62,8 @@ pub struct SqliteStore {
     writer: mpsc::Sender<WriteJob>,
     /// When each leased queue message's lease runs out; see `leases.rs`.
     leases: Arc<LeaseSchedule>,
+    /// Claimed specs decoded before; see `codec::SpecCache`.
+    specs: codec::SpecCache,
     readers: Arc<ReaderPool>,
     path: PathBuf,
     /// Held for the store's lifetime: the OS lock that keeps a second node off this directory.
@@ -120,6 +122,7 @@ impl SqliteStore {
         Ok(Self {
             writer: tx,
             leases: Arc::default(),
+            specs: codec::SpecCache::default(),
             readers: Arc::new(ReaderPool {
                 path: path.clone(),
                 idle: Mutex::new(Vec::new()),

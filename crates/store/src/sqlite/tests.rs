@@ -331,3 +331,41 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         "{found}"
     );
 }
+
+/// Decoding claimed specs through the cache gives what decoding each gives, and a claim of jobs
+/// sharing a spec decodes it once: recurring jobs share the decoded spec, one-offs that differ
+/// only in their instant share one entry, each with its own instant.
+#[test]
+fn the_spec_cache_answers_each_spec_as_decoded_and_keeps_one_entry_for_a_shared_one() {
+    use super::codec::{SpecCache, decode_spec};
+    let cache = SpecCache::default();
+    let encoded = |value: serde_json::Value| {
+        encode_spec(&serde_json::from_value(value).expect("a valid spec"))
+    };
+    let cron = encoded(serde_json::json!({
+        "schedule": {"kind": {"cron": {"expr": "* * * * *", "tz": "Europe/Berlin"}}},
+        "target": {"webhook": {"url": "https://example.com/h"}}}));
+    let first = cache.decode(&cron).unwrap();
+    assert!(Arc::ptr_eq(&first, &cache.decode(&cron).unwrap()));
+    assert_eq!(*first, decode_spec(&cron).unwrap());
+    let mut entries = 1;
+    for (i, job_type) in [None, Some("reminder")].into_iter().enumerate() {
+        for ms in [0i64, 1, 999, 1_797_331_872_345, -86_400_000] {
+            for nanos in [0i64, 1, 999_999] {
+                let at = jiff::Timestamp::from_nanosecond(
+                    i128::from(ms) * 1_000_000 + i128::from(nanos),
+                )
+                .unwrap();
+                let stored = encoded(serde_json::json!({
+                    "job_type": job_type,
+                    "schedule": {"kind": {"at": at}, "max_runs": 1},
+                    "target": {"webhook": {"url": "https://example.com/h"}}}));
+                let spec = cache.decode(&stored).unwrap();
+                assert_eq!(*spec, decode_spec(&stored).unwrap(), "{at}");
+            }
+        }
+        // Whole milliseconds and nanoseconds pack with two widths: one entry each.
+        entries += 2;
+        assert_eq!(cache.len(), entries, "after the one-offs of type {i}");
+    }
+}
