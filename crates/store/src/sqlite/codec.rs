@@ -43,19 +43,39 @@ pub(super) fn decode_spec(stored: &[u8]) -> Result<JobSpec> {
 /// (a tenant's reminders to one endpoint, a queue's messages, a cron wave) decodes it once
 /// instead of parsing its JSON and its URL again for each job. A one-off's bytes are keyed with
 /// its instant's number zeroed: such specs differ only in their `at` (`packed::one_off_instant`),
-/// which is put in a copy of the decoded one. Bounded: emptied when full.
+/// which is put in a copy of the decoded one. Bounded in entries and in bytes (a spec may carry
+/// 16 KiB of webhook headers): emptied when either bound is reached.
 #[derive(Default)]
 pub(super) struct SpecCache {
-    decoded: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Arc<JobSpec>>>,
+    inner: std::sync::Mutex<CachedSpecs>,
+}
+
+#[derive(Default)]
+struct CachedSpecs {
+    decoded: std::collections::HashMap<Vec<u8>, Arc<JobSpec>>,
+    /// What the entries hold, as [`SpecCache::cost`] counts it.
+    bytes: usize,
 }
 
 impl SpecCache {
     /// Distinct specs kept; a claim of more distinct ones than this decodes the rest as before.
     const CAPACITY: usize = 4096;
+    /// Bytes kept, as [`Self::cost`] counts them.
+    const CAPACITY_BYTES: usize = 16 << 20;
+
+    /// About what an entry holds: its key, and its decoded spec (the unpacked text's strings,
+    /// at most four times the packed bytes, and the structs around them).
+    fn cost(key: &[u8]) -> usize {
+        key.len() * 5 + 512
+    }
 
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.decoded.lock().expect("spec cache poisoned").len()
+        self.lock().decoded.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CachedSpecs> {
+        self.inner.lock().expect("spec cache poisoned")
     }
 
     pub(super) fn decode(&self, stored: &[u8]) -> Result<Arc<JobSpec>> {
@@ -64,23 +84,19 @@ impl SpecCache {
         if let Some((range, _)) = &one_off {
             key[range.start + 1..range.end].fill(0);
         }
-        let cached = self
-            .decoded
-            .lock()
-            .expect("spec cache poisoned")
-            .get(&key)
-            .cloned();
-        let spec = match cached {
-            Some(spec) => spec,
-            None => {
-                let spec = Arc::new(decode_spec(stored)?);
-                let mut decoded = self.decoded.lock().expect("spec cache poisoned");
-                if decoded.len() >= Self::CAPACITY {
-                    decoded.clear();
-                }
-                decoded.insert(key, spec.clone());
-                return Ok(spec);
+        let cached = self.lock().decoded.get(&key).cloned();
+        let Some(spec) = cached else {
+            let spec = Arc::new(decode_spec(stored)?);
+            let cost = Self::cost(&key);
+            let mut cache = self.lock();
+            if cache.decoded.len() >= Self::CAPACITY || cache.bytes + cost > Self::CAPACITY_BYTES {
+                cache.decoded.clear();
+                cache.bytes = 0;
             }
+            if cost <= Self::CAPACITY_BYTES && cache.decoded.insert(key, spec.clone()).is_none() {
+                cache.bytes += cost;
+            }
+            return Ok(spec);
         };
         Ok(match one_off {
             None => spec,

@@ -369,3 +369,23 @@ fn the_spec_cache_answers_each_spec_as_decoded_and_keeps_one_entry_for_a_shared_
         assert_eq!(cache.len(), entries, "after the one-offs of type {i}");
     }
 }
+
+/// Specs carrying large header sets fill the cache's byte bound long before its count: it is
+/// emptied, never grown past the bound.
+#[test]
+fn the_spec_cache_keeps_to_its_byte_bound() {
+    use super::codec::SpecCache;
+    let cache = SpecCache::default();
+    let value = "v".repeat(14_000);
+    for i in 0..300 {
+        let spec: hourglass_core::JobSpec = serde_json::from_value(serde_json::json!({
+            "schedule": {"kind": {"cron": {"expr": "* * * * *", "tz": "UTC"}}},
+            "target": {"webhook": {"url": format!("https://example.com/{i}"),
+                                   "headers": {"x-big": value}}}}))
+        .unwrap();
+        let decoded = cache.decode(&encode_spec(&spec)).unwrap();
+        assert_eq!(*decoded, spec);
+    }
+    // 16 MiB over about 70 KB an entry: at most about 234 at once.
+    assert!(cache.len() < 240, "{}", cache.len());
+}
