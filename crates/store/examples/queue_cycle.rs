@@ -7,7 +7,9 @@
 //! ```
 //!
 //! The arguments are the number of messages (default 200,000) and the lease batch (default
-//! 1,000). Each phase runs its requests one after another, so the figures are the single writer's
+//! 1,000), then which phases run (`all`, `lease`, `none`), then the target: `queue` (default), or
+//! `webhook` for the fired path (one-off webhook jobs claimed as the engine claims them and
+//! completed as delivered; nothing is sent). Each phase runs its requests one after another, so the figures are the single writer's
 //! cost without group commit across callers; under `valgrind --tool=callgrind` they become
 //! instruction counts that do not depend on what else the machine is doing.
 
@@ -19,7 +21,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hourglass_core::{Action, AttemptRecord, Completion, JobSpec, QueueTarget, Schedule, Target};
+use hourglass_core::{
+    Action, AttemptRecord, Completion, JobSpec, QueueTarget, Schedule, Target, WebhookTarget,
+};
 use hourglass_store::{Applied, ClaimScope, Lease, NewJob, SqliteStore, Store};
 use jiff::Timestamp;
 
@@ -34,13 +38,18 @@ async fn main() -> anyhow::Result<()> {
     // Which phases run after the creates: "lease" leases without acking, "none" stops there
     // (under callgrind, subtracting runs isolates one phase).
     let phases = args.next().unwrap_or_else(|| "all".into());
+    let webhook = match args.next().as_deref() {
+        None | Some("queue") => false,
+        Some("webhook") => true,
+        Some(other) => anyhow::bail!("target {other:?}: queue or webhook"),
+    };
     let dir = tempfile::tempdir()?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path())?);
 
     let now = Timestamp::now();
     let started = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
-        let jobs = chunk.iter().map(|&i| message(i, now)).collect();
+        let jobs = chunk.iter().map(|&i| message(i, now, webhook)).collect();
         store.create_jobs(jobs).await?;
     }
     let created = started.elapsed();
@@ -57,10 +66,14 @@ async fn main() -> anyhow::Result<()> {
         ttl: Duration::from_secs(60),
         now: Timestamp::now(),
     };
-    let scope = ClaimScope::Queue {
-        namespace: NAMESPACE,
-        queue: QUEUE,
-        types: None,
+    let scope = if webhook {
+        ClaimScope::Fired
+    } else {
+        ClaimScope::Queue {
+            namespace: NAMESPACE,
+            queue: QUEUE,
+            types: None,
+        }
     };
     let (mut claiming, mut acking) = (Duration::ZERO, Duration::ZERO);
     let mut moved = 0;
@@ -117,8 +130,9 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One message as `hourglass bench --target queue` creates it: a one-off, due already.
-fn message(i: usize, now: Timestamp) -> NewJob {
+/// One message as `hourglass bench` creates it (`--target queue`, or a webhook): a one-off, due
+/// already.
+fn message(i: usize, now: Timestamp, webhook: bool) -> NewJob {
     let due = now - Duration::from_millis(1);
     NewJob {
         id: uuid::Uuid::now_v7(),
@@ -127,7 +141,15 @@ fn message(i: usize, now: Timestamp) -> NewJob {
         spec: JobSpec {
             job_type: Some("bench".into()),
             schedule: Schedule::at(due),
-            target: Target::Queue(QueueTarget { name: QUEUE.into() }),
+            target: if webhook {
+                Target::Webhook(WebhookTarget {
+                    url: "http://127.0.0.1:9/hook".parse().expect("a valid URL"),
+                    headers: Default::default(),
+                    rate_limit: None,
+                })
+            } else {
+                Target::Queue(QueueTarget { name: QUEUE.into() })
+            },
             retry: Default::default(),
             misfire: Default::default(),
         },
