@@ -72,6 +72,8 @@ struct Claimed {
     attempt: u32,
     token: i64,
     runs: u64,
+    /// The row's number, recorded for the completion of a fired claim (`FiredRows`).
+    seq: i64,
 }
 
 impl Claimed {
@@ -219,8 +221,10 @@ fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool, i64)> {
         attempt: attempt + 1,
         token: token + 1,
         runs: runs as u64,
+        seq: row.get(10).map_err(corrupt)?,
     };
-    Ok((claimed, lapsed, row.get(10).map_err(corrupt)?))
+    let seq = claimed.seq;
+    Ok((claimed, lapsed, seq))
 }
 
 /// Takes the queue's lapsed leases, earliest expiry first, up to `limit`, looking at each row:
@@ -335,6 +339,7 @@ impl SqliteStore {
         let lease = lease.clone();
         let horizon = horizon.as_millisecond();
         let scope = Scope::from(scope);
+        let fired = matches!(scope, Scope::Fired);
         let leases = self.leases.clone();
         let popped = Arc::new(Mutex::new(Vec::new()));
         let record = popped.clone();
@@ -357,7 +362,12 @@ impl SqliteStore {
             let popped = std::mem::take(&mut *popped.lock().expect("popped entries poisoned"));
             self.leases.add_all(popped);
         }
-        claimed?
+        let claimed = claimed?;
+        if fired {
+            self.fired_rows
+                .record(claimed.iter().map(|c| (c.job_id, c.seq)));
+        }
+        claimed
             .into_iter()
             .map(|c| c.into_occurrence(&self.specs))
             .collect()

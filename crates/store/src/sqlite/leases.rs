@@ -52,6 +52,42 @@ struct Inner {
     due: BTreeSet<(i64, i64, u128)>,
 }
 
+/// The row number of each job a fired claim took, so that its completion updates the row by it
+/// instead of finding it through the id index (as a queue ack does through [`LeaseSchedule`]).
+/// A job's row number never changes, so an entry left behind (a claim released unfired, a claim
+/// whose commit failed) is still true, only unneeded, and the map is emptied at its bound. If
+/// the job is deleted and its number given to a new row, the completion's update, which also
+/// checks the id, changes nothing: that completion was stale anyway.
+#[derive(Default)]
+pub(super) struct FiredRows {
+    rows: Mutex<HashMap<JobId, i64, BuildHasherDefault<IdHasher>>>,
+}
+
+impl FiredRows {
+    const CAPACITY: usize = 1 << 20;
+
+    pub fn record(&self, claimed: impl IntoIterator<Item = (JobId, i64)>) {
+        let mut rows = self.rows.lock().expect("fired rows poisoned");
+        for (job, seq) in claimed {
+            if rows.len() >= Self::CAPACITY {
+                rows.clear();
+            }
+            rows.insert(job, seq);
+        }
+    }
+
+    /// Fills each unknown row of `rows` (one for each of `jobs`) that a fired claim recorded,
+    /// taking the entry: a completion ends its claim.
+    pub fn take_into(&self, jobs: impl IntoIterator<Item = JobId>, rows: &mut [Option<i64>]) {
+        let mut known = self.rows.lock().expect("fired rows poisoned");
+        for (job, row) in jobs.into_iter().zip(rows) {
+            if let Some(seq) = known.remove(&job) {
+                row.get_or_insert(seq);
+            }
+        }
+    }
+}
+
 /// Job ids are UUIDv7: their last 8 bytes are random but for the two variant bits, so they are a
 /// hash already. SipHash cost more than the rest of recording a lease.
 #[derive(Default)]
@@ -193,6 +229,23 @@ mod tests {
 
     fn job(n: u128) -> JobId {
         JobId::from_u128(n)
+    }
+
+    #[test]
+    fn a_fired_claim_s_row_is_given_to_its_completion_once_and_never_over_a_known_one() {
+        let fired = FiredRows::default();
+        fired.record([(job(1), 10), (job(2), 20), (job(3), 30)]);
+        // Job 2's row is known already (a queue lease's), job 4 was never claimed here.
+        let mut rows = vec![None, Some(99), None, None];
+        fired.take_into([job(1), job(2), job(3), job(4)], &mut rows);
+        assert_eq!(rows, [Some(10), Some(99), Some(30), None]);
+        let mut again = vec![None, None, None];
+        fired.take_into([job(1), job(2), job(3)], &mut again);
+        assert_eq!(
+            again,
+            [None, None, None],
+            "each entry goes with its completion"
+        );
     }
 
     fn entry(queue_key: i64, token: i64, check_at: i64) -> Entry {

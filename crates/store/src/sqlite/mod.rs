@@ -62,6 +62,8 @@ pub struct SqliteStore {
     writer: mpsc::Sender<WriteJob>,
     /// When each leased queue message's lease runs out; see `leases.rs`.
     leases: Arc<LeaseSchedule>,
+    /// The row number of each job a fired claim took; see `leases::FiredRows`.
+    fired_rows: leases::FiredRows,
     /// Claimed specs decoded before; see `codec::SpecCache`.
     specs: codec::SpecCache,
     readers: Arc<ReaderPool>,
@@ -122,6 +124,7 @@ impl SqliteStore {
         Ok(Self {
             writer: tx,
             leases: Arc::default(),
+            fired_rows: leases::FiredRows::default(),
             specs: codec::SpecCache::default(),
             readers: Arc::new(ReaderPool {
                 path: path.clone(),
