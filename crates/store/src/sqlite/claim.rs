@@ -188,9 +188,9 @@ struct Picked<'a> {
 
 impl Picked<'_> {
     fn push(&mut self, row: &Row<'_>) -> Result<()> {
-        let (c, lapsed, seq) = read_claimed(row, self.is_queue)?;
+        let (c, lapsed) = read_claimed(row, self.is_queue)?;
+        self.rows.push((lapsed, c.seq));
         self.claimed.push(c);
-        self.rows.push((lapsed, seq));
         Ok(())
     }
 
@@ -199,9 +199,9 @@ impl Picked<'_> {
     }
 }
 
-/// Reads a row of `CLAIM_COLUMNS` into the message a claim hands out, whether an earlier lease
-/// of it lapsed, and its row number.
-fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool, i64)> {
+/// Reads a row of `CLAIM_COLUMNS` into the message a claim hands out (with its row number), and
+/// whether an earlier lease of it lapsed.
+fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool)> {
     let mut attempt: u32 = row.get(6).map_err(corrupt)?;
     let token: i64 = row.get(7).map_err(corrupt)?;
     let runs: i64 = row.get(8).map_err(corrupt)?;
@@ -223,8 +223,7 @@ fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool, i64)> {
         runs: runs as u64,
         seq: row.get(10).map_err(corrupt)?,
     };
-    let seq = claimed.seq;
-    Ok((claimed, lapsed, seq))
+    Ok((claimed, lapsed))
 }
 
 /// Takes the queue's lapsed leases, earliest expiry first, up to `limit`, looking at each row:
