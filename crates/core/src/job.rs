@@ -155,12 +155,20 @@ impl Target {
     /// workers pull them.
     pub fn destination(&self) -> Option<String> {
         match self {
-            Target::Webhook(w) => Some(format!(
-                "{}://{}:{}",
-                w.url.scheme(),
-                w.url.host_str().unwrap_or_default(),
-                w.url.port_or_known_default().unwrap_or_default()
-            )),
+            Target::Webhook(w) => {
+                // `scheme://host:port`, written directly: the dispatcher asks for every delivery.
+                let (scheme, host) = (w.url.scheme(), w.url.host_str().unwrap_or_default());
+                let mut port = itoa::Buffer::new();
+                let port = port.format(w.url.port_or_known_default().unwrap_or_default());
+                let mut destination =
+                    String::with_capacity(scheme.len() + 3 + host.len() + 1 + port.len());
+                destination.push_str(scheme);
+                destination.push_str("://");
+                destination.push_str(host);
+                destination.push(':');
+                destination.push_str(port);
+                Some(destination)
+            }
             _ => self
                 .published_to()
                 .map(|(connection, resource)| format!("{}://{connection}/{resource}", self.kind())),

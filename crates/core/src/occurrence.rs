@@ -39,7 +39,15 @@ pub struct DeliveryId(String);
 
 impl DeliveryId {
     pub fn new(job_id: JobId, due: Timestamp) -> Self {
-        Self(format!("{}_{}", job_id.simple(), due.as_millisecond()))
+        // `{job id, 32 hex digits}_{due ms}`, written directly: this runs for every delivery.
+        let mut hex = uuid::Uuid::encode_buffer();
+        let mut ms = itoa::Buffer::new();
+        let ms = ms.format(due.as_millisecond());
+        let mut id = String::with_capacity(uuid::fmt::Simple::LENGTH + 1 + ms.len());
+        id.push_str(job_id.simple().encode_lower(&mut hex));
+        id.push('_');
+        id.push_str(ms);
+        Self(id)
     }
 
     pub fn as_str(&self) -> &str {
@@ -130,6 +138,22 @@ mod tests {
         assert_ne!(
             DeliveryId::new(id, due),
             DeliveryId::new(id, due + jiff::SignedDuration::from_millis(1))
+        );
+    }
+
+    #[test]
+    fn delivery_id_is_the_simple_job_id_and_the_due_millisecond() {
+        // Receivers deduplicate by this string: its form must never change.
+        let id: JobId = "0190F3C2-7B1E-7A3B-9C4D-5E6F708192A3".parse().unwrap();
+        let due: Timestamp = "2026-01-01T00:00:00.123Z".parse().unwrap();
+        assert_eq!(
+            DeliveryId::new(id, due).as_str(),
+            "0190f3c27b1e7a3b9c4d5e6f708192a3_1767225600123"
+        );
+        let before_1970: Timestamp = "1969-12-31T23:59:59.999Z".parse().unwrap();
+        assert_eq!(
+            DeliveryId::new(id, before_1970).as_str(),
+            "0190f3c27b1e7a3b9c4d5e6f708192a3_-1"
         );
     }
 }

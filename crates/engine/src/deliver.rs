@@ -85,6 +85,16 @@ pub struct WebhookDeliverer {
 /// Sent with every delivery.
 const USER_AGENT: &str = concat!("hourglass/", env!("CARGO_PKG_VERSION"));
 
+// The headers every delivery sets, named once: inserting by a `&str` name parses and checks the
+// name again on every request.
+const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+const HOURGLASS_JOB_ID: HeaderName = HeaderName::from_static("hourglass-job-id");
+const HOURGLASS_DUE_AT: HeaderName = HeaderName::from_static("hourglass-due-at");
+const HOURGLASS_ATTEMPT: HeaderName = HeaderName::from_static("hourglass-attempt");
+const HOURGLASS_JOB_TYPE: HeaderName = HeaderName::from_static("hourglass-job-type");
+
 /// How long a connection may sit idle in the pool, and the TCP keepalive probes on it.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
@@ -204,23 +214,23 @@ impl Deliverer for WebhookDeliverer {
                 headers.insert(name, value);
             }
         }
-        let mut set = |name: &'static str, value: String| {
+        let mut set = |name: HeaderName, value: String| {
             if let Ok(value) = HeaderValue::try_from(value) {
                 headers.insert(name, value);
             }
         };
-        set("webhook-id", msg_id.to_string());
-        set("webhook-timestamp", timestamp.to_string());
+        set(WEBHOOK_ID, msg_id.to_string());
         set(
-            "webhook-signature",
+            WEBHOOK_SIGNATURE,
             keys.sign(msg_id.as_str(), timestamp, &body),
         );
-        set("hourglass-job-id", occ.job_id.to_string());
-        set("hourglass-due-at", format!("{:.3}", occ.due));
-        set("hourglass-attempt", occ.attempt.to_string());
+        set(HOURGLASS_JOB_ID, occ.job_id.to_string());
+        set(HOURGLASS_DUE_AT, format!("{:.3}", occ.due));
         if let Some(job_type) = &occ.spec.job_type {
-            set("hourglass-job-type", job_type.clone());
+            set(HOURGLASS_JOB_TYPE, job_type.clone());
         }
+        headers.insert(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp));
+        headers.insert(HOURGLASS_ATTEMPT, HeaderValue::from(occ.attempt));
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
