@@ -208,7 +208,9 @@ impl Deliverer for Router {
             return self.webhook.deliver(occ).await;
         };
         let started = tokio::time::Instant::now();
-        let verdict = self.publish(name, occ).await;
+        // Boxed: the publishers' futures (the AWS SDK's run to kilobytes) would otherwise make
+        // this whole future that size, allocated and moved for every webhook delivery too.
+        let verdict = Box::pin(self.publish(name, occ)).await;
         let result = match verdict {
             Verdict::Delivered => "delivered",
             Verdict::Retry { .. } => "retry",
@@ -231,5 +233,74 @@ impl Deliverer for Router {
             verdict,
             response: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hourglass_core::{JobSpec, MisfirePolicy, RetryPolicy, Schedule, Target, WebhookTarget};
+
+    /// Answers every delivery as delivered.
+    struct Accepts;
+
+    #[async_trait]
+    impl Deliverer for Accepts {
+        async fn deliver(&self, _occ: &Occurrence) -> DeliveryResult {
+            DeliveryResult {
+                status: Some(204),
+                latency: Duration::ZERO,
+                verdict: Verdict::Delivered,
+                response: None,
+            }
+        }
+    }
+
+    fn webhook_occurrence() -> Occurrence {
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        Occurrence {
+            job_id: uuid::Uuid::nil(),
+            namespace: "default".into(),
+            due: now,
+            fire_at: now,
+            attempt: 1,
+            token: 1,
+            runs_done: 0,
+            spec: Arc::new(JobSpec {
+                job_type: None,
+                schedule: Schedule::at(now),
+                target: Target::Webhook(WebhookTarget {
+                    url: "http://127.0.0.1:9/hook".parse().expect("a url"),
+                    headers: Default::default(),
+                    rate_limit: None,
+                }),
+                retry: RetryPolicy::default(),
+                misfire: MisfirePolicy::default(),
+            }),
+            payload: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_webhook_delivery_does_not_carry_the_publishers_futures() {
+        let router = Router::open(
+            Connections::default(),
+            Arc::new(Accepts),
+            Duration::from_secs(1),
+            &mut Registry::default(),
+        )
+        .await
+        .expect("no connections to open");
+        let occ = webhook_occurrence();
+        let delivery = router.deliver(&occ);
+        // The boxed future is allocated, and moved into its box, whole, whatever path it takes:
+        // the bus publishers' futures (the AWS SDK's are many kilobytes) must sit behind boxes of
+        // their own, or every webhook delivery pays for them.
+        let size = std::mem::size_of_val(&*delivery);
+        assert!(
+            size <= 512,
+            "a webhook delivery's future takes {size} bytes"
+        );
+        assert_eq!(delivery.await.verdict, Verdict::Delivered);
     }
 }
