@@ -4,7 +4,7 @@
 //! receivers that still verify with the old secret keep working.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -134,6 +134,11 @@ pub struct Secrets {
     /// Decides whether a replaced secret still signs.
     clock: Arc<dyn Clock>,
     cache: Arc<RwLock<HashMap<String, Cached>>>,
+    /// One load at a time per namespace: the deliveries that find its keys missing or expired
+    /// together (up to a destination's concurrency, at every expiry) wait for one store read,
+    /// where each used to make its own, and a new namespace's first ones each generated and
+    /// wrote a secret.
+    loads: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 fn parse_stored(secret: &str) -> Result<SigningKey, StoreError> {
@@ -147,19 +152,13 @@ impl Secrets {
             store,
             clock,
             cache: Default::default(),
+            loads: Default::default(),
         }
     }
 
     /// The keys to sign a delivery of `namespace` with, now.
     pub async fn keys_for(&self, namespace: &str) -> Result<SigningKeys, StoreError> {
-        let cached = self
-            .cache
-            .read()
-            .expect("secrets lock")
-            .get(namespace)
-            .filter(|c| c.loaded.elapsed() < SECRETS_TTL)
-            .cloned();
-        let cached = match cached {
+        let cached = match self.fresh(namespace) {
             Some(cached) => cached,
             None => self.load(namespace).await?,
         };
@@ -172,7 +171,29 @@ impl Secrets {
         Ok(SigningKeys(keys))
     }
 
+    /// The namespace's cached keys, unless they are older than [`SECRETS_TTL`].
+    fn fresh(&self, namespace: &str) -> Option<Cached> {
+        self.cache
+            .read()
+            .expect("secrets lock")
+            .get(namespace)
+            .filter(|c| c.loaded.elapsed() < SECRETS_TTL)
+            .cloned()
+    }
+
     async fn load(&self, namespace: &str) -> Result<Cached, StoreError> {
+        let gate = self
+            .loads
+            .lock()
+            .expect("secret loads lock")
+            .entry(namespace.to_string())
+            .or_default()
+            .clone();
+        let _turn = gate.lock().await;
+        // Whoever held the turn before may have loaded them.
+        if let Some(cached) = self.fresh(namespace) {
+            return Ok(cached);
+        }
         let cached = match self.store.signing_secrets(namespace).await? {
             Some(secrets) => Cached {
                 loaded: Instant::now(),

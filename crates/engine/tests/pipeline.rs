@@ -436,6 +436,23 @@ struct CountingStore {
     claims: std::sync::atomic::AtomicUsize,
     probes: std::sync::atomic::AtomicUsize,
     claimed: std::sync::atomic::AtomicUsize,
+    /// Reads of signing secrets, and secrets stored for a namespace's first delivery.
+    secret_reads: std::sync::atomic::AtomicUsize,
+    secret_inits: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingStore {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        Self {
+            inner,
+            events: None,
+            claims: Default::default(),
+            probes: Default::default(),
+            claimed: Default::default(),
+            secret_reads: Default::default(),
+            secret_inits: Default::default(),
+        }
+    }
 }
 
 #[async_trait]
@@ -587,9 +604,16 @@ impl Store for CountingStore {
         &self,
         ns: &str,
     ) -> hourglass_store::Result<Option<hourglass_store::SigningSecrets>> {
+        self.secret_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // A store call takes a while: let other tasks run meanwhile, as a real one would.
+        tokio::task::yield_now().await;
         self.inner.signing_secrets(ns).await
     }
     async fn init_signing_secret(&self, ns: &str, secret: &str) -> hourglass_store::Result<String> {
+        self.secret_inits
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tokio::task::yield_now().await;
         self.inner.init_signing_secret(ns, secret).await
     }
     async fn rotate_signing_secret(
@@ -602,15 +626,46 @@ impl Store for CountingStore {
     }
 }
 
+#[tokio::test]
+async fn deliveries_that_find_a_namespaces_keys_missing_together_load_them_once() {
+    let counting = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
+    let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
+    let secrets = hourglass_engine::Secrets::new(counting.clone(), clock);
+    // A new namespace's first deliveries, as many as a destination lets run at once.
+    let signatures = futures_util::future::join_all((0..64).map(|_| {
+        let secrets = secrets.clone();
+        tokio::spawn(async move {
+            let keys = secrets.keys_for("t").await.expect("keys");
+            keys.sign("msg", 1, b"{}")
+        })
+    }))
+    .await;
+    let load = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        load(&counting.secret_reads),
+        1,
+        "one read of the namespace's secrets"
+    );
+    assert_eq!(
+        load(&counting.secret_inits),
+        1,
+        "one secret generated and stored"
+    );
+    let first = signatures[0].as_ref().expect("task").clone();
+    assert!(
+        signatures
+            .iter()
+            .all(|s| s.as_ref().expect("task") == &first),
+        "every delivery signs with the one stored secret"
+    );
+    // Cached from then on.
+    secrets.keys_for("t").await.expect("keys");
+    assert_eq!(load(&counting.secret_reads), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_idle_engine_makes_no_store_calls() {
-    let counting = Arc::new(CountingStore {
-        inner: Arc::new(MemoryStore::new()),
-        events: None,
-        claims: Default::default(),
-        probes: Default::default(),
-        claimed: Default::default(),
-    });
+    let counting = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
     let clock = Arc::new(TokioClock::new(BASE.parse().unwrap()));
     let deliverer = Arc::new(FakeDeliverer {
         clock: clock.clone(),
@@ -677,11 +732,8 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
     // node's edit does: the test orders them around the planner's second claim.
     let (events, _) = tokio::sync::broadcast::channel(16);
     let counting = Arc::new(CountingStore {
-        inner: Arc::new(MemoryStore::new()),
         events: Some(events.clone()),
-        claims: Default::default(),
-        probes: Default::default(),
-        claimed: Default::default(),
+        ..CountingStore::new(Arc::new(MemoryStore::new()))
     });
     let base: Timestamp = BASE.parse().unwrap();
     let clock = Arc::new(ManualClock(base.as_millisecond().into()));
