@@ -137,9 +137,12 @@ pub struct Secrets {
     /// One load at a time per namespace: the deliveries that find its keys missing or expired
     /// together (up to a destination's concurrency, at every expiry) wait for one store read,
     /// where each used to make its own, and a new namespace's first ones each generated and
-    /// wrote a secret.
-    loads: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    /// wrote a secret. Each turn keeps the last load's failure and when it happened.
+    loads: Arc<Mutex<HashMap<String, LoadTurn>>>,
 }
+
+/// A namespace's turn to load its keys, with the failure of the last load, if it failed.
+type LoadTurn = Arc<tokio::sync::Mutex<Option<(Instant, StoreError)>>>;
 
 fn parse_stored(secret: &str) -> Result<SigningKey, StoreError> {
     SigningKey::parse(secret)
@@ -189,11 +192,26 @@ impl Secrets {
             .entry(namespace.to_string())
             .or_default()
             .clone();
-        let _turn = gate.lock().await;
+        let asked = Instant::now();
+        let mut turn = gate.lock().await;
         // Whoever held the turn before may have loaded them.
         if let Some(cached) = self.fresh(namespace) {
             return Ok(cached);
         }
+        // Or failed to, while this one waited: then its failure is this one's too, so that the
+        // deliveries waiting on a store that is down fail together (and retry later) instead of
+        // each waiting its turn for the same failure.
+        if let Some((failed_at, e)) = turn.as_ref()
+            && *failed_at >= asked
+        {
+            return Err(e.clone());
+        }
+        let loaded = self.load_from_store(namespace).await;
+        *turn = loaded.as_ref().err().map(|e| (Instant::now(), e.clone()));
+        loaded
+    }
+
+    async fn load_from_store(&self, namespace: &str) -> Result<Cached, StoreError> {
         let cached = match self.store.signing_secrets(namespace).await? {
             Some(secrets) => Cached {
                 loaded: Instant::now(),

@@ -439,6 +439,8 @@ struct CountingStore {
     /// Reads of signing secrets, and secrets stored for a namespace's first delivery.
     secret_reads: std::sync::atomic::AtomicUsize,
     secret_inits: std::sync::atomic::AtomicUsize,
+    /// Reads of signing secrets fail, as with a store that is down.
+    secrets_down: std::sync::atomic::AtomicBool,
 }
 
 impl CountingStore {
@@ -451,6 +453,7 @@ impl CountingStore {
             claimed: Default::default(),
             secret_reads: Default::default(),
             secret_inits: Default::default(),
+            secrets_down: Default::default(),
         }
     }
 }
@@ -608,6 +611,9 @@ impl Store for CountingStore {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // A store call takes a while: let other tasks run meanwhile, as a real one would.
         tokio::task::yield_now().await;
+        if self.secrets_down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(hourglass_store::StoreError::Unavailable("down".into()));
+        }
         self.inner.signing_secrets(ns).await
     }
     async fn init_signing_secret(&self, ns: &str, secret: &str) -> hourglass_store::Result<String> {
@@ -661,6 +667,36 @@ async fn deliveries_that_find_a_namespaces_keys_missing_together_load_them_once(
     // Cached from then on.
     secrets.keys_for("t").await.expect("keys");
     assert_eq!(load(&counting.secret_reads), 1);
+}
+
+#[tokio::test]
+async fn deliveries_waiting_on_a_failed_key_load_fail_with_it_instead_of_each_trying() {
+    let counting = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
+    counting
+        .secrets_down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
+    let secrets = hourglass_engine::Secrets::new(counting.clone(), clock);
+    let results = futures_util::future::join_all((0..64).map(|_| {
+        let secrets = secrets.clone();
+        tokio::spawn(async move { secrets.keys_for("t").await.is_err() })
+    }))
+    .await;
+    assert!(
+        results.iter().all(|failed| *failed.as_ref().expect("task")),
+        "every delivery waiting on the failed load gets its error"
+    );
+    let load = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(load(&counting.secret_reads), 1, "one read for all of them");
+    // A later delivery tries again, and succeeds once the store is back.
+    counting
+        .secrets_down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    secrets
+        .keys_for("t")
+        .await
+        .expect("keys once the store is back");
+    assert_eq!(load(&counting.secret_reads), 2);
 }
 
 #[tokio::test(start_paused = true)]
