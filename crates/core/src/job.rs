@@ -270,6 +270,18 @@ pub struct WebhookTarget {
     /// with limits of its own. `None`: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<u32>,
+    /// Deliver in batches: occurrences of the namespace's jobs with this same URL, headers and
+    /// batch size that are ready together go out as one signed `POST` of up to `max_items`
+    /// deliveries, each with its own delivery id and verdict. `None`: one request a delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<WebhookBatch>,
+}
+
+/// How a webhook target's deliveries are batched (see [`WebhookTarget::batch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookBatch {
+    /// Most deliveries in one request.
+    pub max_items: u16,
 }
 
 #[cfg(test)]
@@ -300,6 +312,7 @@ mod tests {
             url: "https://api.example.com/hook".parse().unwrap(),
             headers: BTreeMap::new(),
             rate_limit: None,
+            batch: None,
         });
         assert_eq!(webhook.connection(), None);
         assert_eq!(

@@ -18,7 +18,7 @@ pub mod validation;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use job::{
     AmqpTarget, EventBridgeTarget, JobId, JobSpec, JobState, LambdaTarget, NatsTarget, QueueTarget,
-    RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookTarget,
+    RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookBatch, WebhookTarget,
 };
 pub use misfire::MisfirePolicy;
 pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Occurrence};

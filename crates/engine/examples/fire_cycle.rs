@@ -130,6 +130,7 @@ fn job(url: &url::Url, now: Timestamp) -> NewJob {
                 url: url.clone(),
                 headers: Default::default(),
                 rate_limit: None,
+                batch: None,
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),

@@ -14,6 +14,7 @@
 //! sees the store only through the `Store` trait and calendar time only through the injected
 //! `Clock`.
 
+pub mod batch;
 pub mod deliver;
 pub mod instrumented;
 pub mod metrics;

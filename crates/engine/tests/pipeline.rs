@@ -198,6 +198,7 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
                 url: "https://example.com/".parse().unwrap(),
                 headers: Default::default(),
                 rate_limit: None,
+                batch: None,
             }),
             retry: RetryPolicy {
                 max_attempts: 3,
@@ -1198,6 +1199,7 @@ fn to(url: &str, mut job: NewJob) -> NewJob {
         url: url.parse().unwrap(),
         headers: Default::default(),
         rate_limit: None,
+        batch: None,
     });
     job
 }

@@ -31,6 +31,7 @@ fn occurrence(url: &str) -> Occurrence {
                 url: url.parse().unwrap(),
                 headers: Default::default(),
                 rate_limit: None,
+                batch: None,
             }),
             retry: Default::default(),
             misfire: Default::default(),

@@ -146,6 +146,7 @@ fn message(i: usize, now: Timestamp, webhook: bool) -> NewJob {
                     url: "http://127.0.0.1:9/hook".parse().expect("a valid URL"),
                     headers: Default::default(),
                     rate_limit: None,
+                    batch: None,
                 })
             } else {
                 Target::Queue(QueueTarget { name: QUEUE.into() })

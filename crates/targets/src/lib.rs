@@ -2,7 +2,7 @@
 //! connections (`config.rs`); a job names one and what to publish to (`hourglass_core::Target`);
 //! [`Router`] sends webhooks to the webhook deliverer and everything else to the connection's
 //! publisher: `aws/` (EventBridge, SQS, SNS, Lambda), `nats.rs` (JetStream), `redis.rs` (streams),
-//! `amqp.rs` (RabbitMQ). Services that take batches get them through `batch.rs`.
+//! `amqp.rs` (RabbitMQ). Services that take batches get them through the engine's `batch.rs`.
 //!
 //! Every publisher answers the engine's verdicts: delivered only once the system acknowledged the
 //! message; throttling, timeouts and unreachable servers are retried under the job's retry policy;
@@ -15,7 +15,6 @@
 
 mod amqp;
 mod aws;
-mod batch;
 pub mod config;
 mod envelope;
 mod nats;
@@ -273,6 +272,7 @@ mod tests {
                     url: "http://127.0.0.1:9/hook".parse().expect("a url"),
                     headers: Default::default(),
                     rate_limit: None,
+                    batch: None,
                 }),
                 retry: RetryPolicy::default(),
                 misfire: MisfirePolicy::default(),

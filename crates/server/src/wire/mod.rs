@@ -9,7 +9,7 @@ use hourglass_core::schedule::CronSchedule;
 use hourglass_core::{
     AmqpTarget, EventBridgeTarget, JobSpec, LambdaTarget, MisfirePolicy, NatsTarget, QueueTarget,
     RedisStreamTarget, RetryPolicy, Schedule, ScheduleKind, SnsTarget, SqsTarget, Target,
-    ValidationError, WebhookTarget,
+    ValidationError, WebhookBatch, WebhookTarget,
 };
 use hourglass_engine::TargetPolicy;
 use hourglass_engine::deliver::{RESERVED_HEADER_PREFIXES, RESERVED_HEADERS};
@@ -80,6 +80,8 @@ pub const MAX_HEADER_VALUE_BYTES: usize = 8 * 1024;
 pub const MAX_CRON_BYTES: usize = 1024;
 /// The highest `rate_limit` a webhook target may ask for, in deliveries a second.
 pub const MAX_RATE_LIMIT: u32 = 100_000;
+/// The most deliveries a batched webhook target may put in one request.
+pub const MAX_BATCH_ITEMS: u16 = 1000;
 /// A time zone name's length; the longest IANA name has 32 characters.
 pub const MAX_TIMEZONE_BYTES: usize = 64;
 
@@ -161,6 +163,15 @@ pub struct WebhookIn {
     /// Deliveries a second to the URL's destination, at most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<u32>,
+    /// Deliver in batches of up to `max_items` deliveries a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchIn>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchIn {
+    pub max_items: u32,
 }
 
 /// A webhook's extra headers, a JSON object of strings. It serializes as that object (the
@@ -530,10 +541,28 @@ impl TargetIn {
                 ),
             ));
         }
+        let batch = match &webhook.batch {
+            None => None,
+            Some(batch) => match u16::try_from(batch.max_items) {
+                Ok(max_items) if (1..=MAX_BATCH_ITEMS).contains(&max_items) => {
+                    Some(WebhookBatch { max_items })
+                }
+                _ => {
+                    return Err(ValidationError::new(
+                        "invalid_field",
+                        "target.webhook.batch.max_items",
+                        format!(
+                            "max_items is deliveries a request, 1 to {MAX_BATCH_ITEMS}; leave batch out for one request a delivery"
+                        ),
+                    ));
+                }
+            },
+        };
         Ok(Target::Webhook(WebhookTarget {
             url,
             headers,
             rate_limit: webhook.rate_limit,
+            batch,
         }))
     }
 }

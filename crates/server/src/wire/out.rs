@@ -78,6 +78,13 @@ pub struct WebhookOut<'a> {
     headers: BTreeMap<&'a str, &'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rate_limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch: Option<BatchOut>,
+}
+
+#[derive(Serialize)]
+pub struct BatchOut {
+    max_items: u16,
 }
 
 fn target_out(t: &Target) -> TargetOut<'_> {
@@ -90,6 +97,9 @@ fn target_out(t: &Target) -> TargetOut<'_> {
                 .map(|k| (k.as_str(), "<redacted>"))
                 .collect(),
             rate_limit: w.rate_limit,
+            batch: w.batch.map(|b| BatchOut {
+                max_items: b.max_items,
+            }),
         }),
         Target::Queue(q) => TargetOut::Queue(&q.name),
         other => TargetOut::Connection(other),

@@ -14,6 +14,7 @@
 mod support;
 
 mod bad_input;
+mod batched;
 mod by_key;
 mod dashboard;
 mod delivery;

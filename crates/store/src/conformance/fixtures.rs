@@ -25,6 +25,7 @@ pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob
             url: "https://example.com/hook".parse().unwrap(),
             headers: Default::default(),
             rate_limit: None,
+            batch: None,
         }),
     };
     NewJob {

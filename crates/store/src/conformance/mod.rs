@@ -85,6 +85,7 @@ fn webhook() -> Target {
         url: "https://example.com/hook".parse().expect("url"),
         headers: Default::default(),
         rate_limit: None,
+        batch: None,
     })
 }
 

@@ -10,8 +10,8 @@ use hourglass_core::{EventBridgeTarget, Occurrence};
 use hourglass_engine::Verdict;
 
 use super::{all, transient_code, verdict_of};
-use crate::batch::{Batches, Shape};
 use crate::envelope::{Meta, RESOURCE_NAMES, payload};
+use hourglass_engine::batch::{Batches, Shape};
 
 const SHAPE: Shape = Shape {
     max_entries: 10,

@@ -9,8 +9,8 @@ use hourglass_core::{Occurrence, SnsTarget};
 use hourglass_engine::Verdict;
 
 use super::{all, batch_verdicts, verdict_of};
-use crate::batch::{Batches, Shape};
 use crate::envelope::{HEADER_NAMES, Meta, payload};
+use hourglass_engine::batch::{Batches, Shape};
 
 const SHAPE: Shape = Shape {
     max_entries: 10,

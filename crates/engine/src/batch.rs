@@ -1,13 +1,13 @@
-//! Natural batching for services whose API takes batches (PutEvents, SendMessageBatch,
-//! PublishBatch: 10 entries each). Each delivery still runs as its own task and gets its own
-//! verdict; it hands its entry to the line for its batch key (a queue, a topic, a connection)
-//! and waits for its entry's result. A line sends what has gathered as soon as one of its
-//! batches in flight finishes: nothing waits for a batch to fill, so a lone occurrence goes out
-//! at once, and under load batches fill while earlier ones are on the wire. One entry's failure
-//! is that entry's verdict only.
+//! Natural batching, for targets whose requests carry batches: the AWS batch APIs (PutEvents,
+//! SendMessageBatch, PublishBatch: 10 entries each) and batched webhooks. Each delivery still runs
+//! as its own task and gets its own result; it hands its entry to the line for its batch key (a
+//! queue, a topic, a namespace's webhook URL) and waits for its entry's result. A line sends what
+//! has gathered as soon as one of its batches in flight finishes: nothing waits for a batch to
+//! fill, so a lone occurrence goes out at once, and under load batches fill while earlier ones
+//! are on the wire. One entry's failure is that entry's result only.
 //!
-//! A line that stays idle ends by itself, so keys that tenants choose (queue URLs, topic ARNs)
-//! cannot pile up tasks.
+//! A line that stays idle ends by itself, so keys that tenants choose (queue URLs, topic ARNs,
+//! webhook URLs) cannot pile up tasks.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,12 +15,38 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hourglass_engine::Verdict;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-/// Sends one batch under its key and answers one verdict per entry, in order.
-type SendBatch<I> =
-    Arc<dyn Fn(String, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<Verdict>> + Send>> + Send + Sync>;
+use crate::deliver::{DeliveryResult, Verdict};
+
+/// Sends one batch under its key and answers one result per entry, in order.
+type SendBatch<I, R> =
+    Arc<dyn Fn(String, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<R>> + Send>> + Send + Sync>;
+
+/// An entry's result when its batch could not give one: a transient failure with this reason.
+pub trait Unanswered {
+    fn unanswered(reason: String) -> Self;
+}
+
+impl Unanswered for Verdict {
+    fn unanswered(reason: String) -> Self {
+        Verdict::Retry {
+            after: None,
+            reason,
+        }
+    }
+}
+
+impl Unanswered for DeliveryResult {
+    fn unanswered(reason: String) -> Self {
+        DeliveryResult {
+            status: None,
+            latency: Duration::ZERO,
+            verdict: Verdict::unanswered(reason),
+            response: None,
+        }
+    }
+}
 
 /// How a service batches.
 #[derive(Clone, Copy, Debug)]
@@ -36,24 +62,27 @@ pub struct Shape {
 /// A line ends after this long without an entry.
 const IDLE: Duration = Duration::from_secs(60);
 
-struct Entry<I> {
+struct Entry<I, R> {
     item: I,
     size: usize,
-    reply: oneshot::Sender<Verdict>,
+    reply: oneshot::Sender<R>,
 }
 
-pub struct Batches<I: Send + 'static> {
-    lines: Mutex<HashMap<String, mpsc::Sender<Entry<I>>>>,
-    send: SendBatch<I>,
+/// Batch lines by key. `R` is what each entry is answered: a publisher's [`Verdict`], or a
+/// webhook's whole [`DeliveryResult`].
+pub struct Batches<I: Send + 'static, R: Unanswered + Send + 'static = Verdict> {
+    lines: Mutex<HashMap<String, mpsc::Sender<Entry<I, R>>>>,
+    send: SendBatch<I, R>,
     shape: Shape,
 }
 
-impl<I: Send + 'static> Batches<I> {
-    /// `send` sends one batch under its key and answers one verdict per entry, in order.
+impl<I: Send + 'static, R: Unanswered + Send + 'static> Batches<I, R> {
+    /// `send` sends one batch under its key and answers one result per entry, in order. `shape`
+    /// is every line's, unless [`Batches::submit_shaped`] gives one.
     pub fn new<F, Fut>(shape: Shape, send: F) -> Self
     where
         F: Fn(String, Vec<I>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Vec<Verdict>> + Send + 'static,
+        Fut: Future<Output = Vec<R>> + Send + 'static,
     {
         Self {
             lines: Mutex::new(HashMap::new()),
@@ -62,19 +91,24 @@ impl<I: Send + 'static> Batches<I> {
         }
     }
 
-    /// Queues `item` (of `size` bytes) into the next batch for `key` and waits for its verdict.
-    pub async fn submit(&self, key: &str, item: I, size: usize) -> Verdict {
+    /// Queues `item` (of `size` bytes) into the next batch for `key` and waits for its result.
+    pub async fn submit(&self, key: &str, item: I, size: usize) -> R {
+        self.submit_shaped(key, item, size, self.shape).await
+    }
+
+    /// As [`Batches::submit`], for keys whose batches have a shape of their own: `shape` is the
+    /// line's when this entry opens it. Entries of one key must agree on it.
+    pub async fn submit_shaped(&self, key: &str, item: I, size: usize, shape: Shape) -> R {
         let mut entry = Some(item);
         // A line that just ended for idleness refuses the entry; the second try makes a new one.
         for _ in 0..2 {
             let Some(item) = entry.take() else { break };
-            let line = self.line(key);
+            let line = self.line(key, shape);
             let (reply, answer) = oneshot::channel();
             match line.send(Entry { item, size, reply }).await {
                 Ok(()) => {
-                    return answer.await.unwrap_or_else(|_| Verdict::Retry {
-                        after: None,
-                        reason: "the batch was dropped before it was sent".into(),
+                    return answer.await.unwrap_or_else(|_| {
+                        R::unanswered("the batch was dropped before it was sent".into())
                     });
                 }
                 Err(mpsc::error::SendError(back)) => {
@@ -83,26 +117,23 @@ impl<I: Send + 'static> Batches<I> {
                 }
             }
         }
-        Verdict::Retry {
-            after: None,
-            reason: "no batch line could be opened".into(),
-        }
+        R::unanswered("no batch line could be opened".into())
     }
 
-    fn line(&self, key: &str) -> mpsc::Sender<Entry<I>> {
+    fn line(&self, key: &str, shape: Shape) -> mpsc::Sender<Entry<I, R>> {
         let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(line) = lines.get(key)
             && !line.is_closed()
         {
             return line.clone();
         }
-        let (tx, rx) = mpsc::channel(self.shape.max_entries * self.shape.in_flight * 4);
-        tokio::spawn(run_line(key.to_string(), rx, self.send.clone(), self.shape));
+        let (tx, rx) = mpsc::channel(shape.max_entries * shape.in_flight * 4);
+        tokio::spawn(run_line(key.to_string(), rx, self.send.clone(), shape));
         lines.insert(key.to_string(), tx.clone());
         tx
     }
 
-    fn forget(&self, key: &str, line: &mpsc::Sender<Entry<I>>) {
+    fn forget(&self, key: &str, line: &mpsc::Sender<Entry<I, R>>) {
         let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
         if lines.get(key).is_some_and(|l| l.same_channel(line)) {
             lines.remove(key);
@@ -110,14 +141,14 @@ impl<I: Send + 'static> Batches<I> {
     }
 }
 
-async fn run_line<I: Send + 'static>(
+async fn run_line<I: Send + 'static, R: Unanswered + Send + 'static>(
     key: String,
-    mut rx: mpsc::Receiver<Entry<I>>,
-    send: SendBatch<I>,
+    mut rx: mpsc::Receiver<Entry<I, R>>,
+    send: SendBatch<I, R>,
     shape: Shape,
 ) {
     let slots = Arc::new(Semaphore::new(shape.in_flight));
-    let mut held: Option<Entry<I>> = None;
+    let mut held: Option<Entry<I, R>> = None;
     let mut closing = false;
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -160,16 +191,17 @@ async fn run_line<I: Send + 'static>(
         let send = send.clone();
         let key = key.clone();
         tokio::spawn(async move {
-            let (items, replies): (Vec<I>, Vec<oneshot::Sender<Verdict>>) =
+            let (items, replies): (Vec<I>, Vec<oneshot::Sender<R>>) =
                 batch.into_iter().map(|e| (e.item, e.reply)).unzip();
             let count = items.len();
-            let mut verdicts = send(key, items).await.into_iter();
+            let mut results = send(key, items).await.into_iter();
             for reply in replies {
-                let verdict = verdicts.next().unwrap_or_else(|| Verdict::Retry {
-                    after: None,
-                    reason: format!("the service answered fewer results than the {count} sent"),
+                let result = results.next().unwrap_or_else(|| {
+                    R::unanswered(format!(
+                        "the service answered fewer results than the {count} sent"
+                    ))
                 });
-                let _ = reply.send(verdict);
+                let _ = reply.send(result);
             }
             drop(slot);
         });

@@ -13,13 +13,15 @@ use tokio::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use hourglass_core::occurrence::RESPONSE_SNIPPET_BYTES;
-use hourglass_core::{Clock, Occurrence, Target};
+use hourglass_core::{Clock, Occurrence, Target, WebhookTarget};
 use http::header::{self, HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+mod batched;
 
 use crate::netguard::TargetPolicy;
 use crate::signing::Secrets;
@@ -68,11 +70,18 @@ pub const RESERVED_HEADERS: [&str; 6] = [
 /// The webhook client: hyper's pool over TCP (through [`GuardedResolver`]) or rustls.
 type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector<GuardedResolver>>, Full<Bytes>>;
 
-/// POSTs the payload to the job's URL with Standard Webhooks headers.
+/// POSTs the payload to the job's URL with Standard Webhooks headers; a target that asks for
+/// batches gets its deliveries through `batched.rs`, several to a request.
 ///
 /// hyper's client is called directly: no redirects are followed (a 3xx is an answer), nothing is
 /// retried here (the job's retry policy decides), and the whole exchange is bounded by `timeout`.
 pub struct WebhookDeliverer {
+    http: Arc<Http>,
+    batches: batched::Lines,
+}
+
+/// What every request needs: the client, the signing keys, the clock and the address policy.
+struct Http {
     client: HttpClient,
     secrets: Secrets,
     /// The signature's timestamp and the wait an HTTP-date Retry-After asks for.
@@ -135,50 +144,70 @@ impl WebhookDeliverer {
             .pool_idle_timeout(IDLE_TIMEOUT)
             .pool_max_idle_per_host(max_connections)
             .build(https);
-        Ok(Self {
+        let http = Arc::new(Http {
             client,
             secrets,
             clock,
             policy,
             timeout,
+        });
+        Ok(Self {
+            batches: batched::lines(http.clone()),
+            http,
         })
-    }
-
-    fn retry(reason: String, latency: Duration) -> DeliveryResult {
-        DeliveryResult {
-            status: None,
-            latency,
-            verdict: Verdict::Retry {
-                after: None,
-                reason,
-            },
-            response: None,
-        }
-    }
-
-    fn give_up(reason: impl Into<String>, started: Instant) -> DeliveryResult {
-        DeliveryResult {
-            status: None,
-            latency: started.elapsed(),
-            verdict: Verdict::GiveUp {
-                reason: reason.into(),
-            },
-            response: None,
-        }
     }
 }
 
-#[async_trait]
-impl Deliverer for WebhookDeliverer {
-    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+fn retry(reason: String, latency: Duration) -> DeliveryResult {
+    DeliveryResult {
+        status: None,
+        latency,
+        verdict: Verdict::Retry {
+            after: None,
+            reason,
+        },
+        response: None,
+    }
+}
+
+fn give_up(reason: impl Into<String>, started: Instant) -> DeliveryResult {
+    DeliveryResult {
+        status: None,
+        latency: started.elapsed(),
+        verdict: Verdict::GiveUp {
+            reason: reason.into(),
+        },
+        response: None,
+    }
+}
+
+/// How one signed POST ended: with an answer, or with the delivery result of a request that got
+/// none (no signing key, a forbidden address, a connection failure, a timeout).
+enum Exchange {
+    Answered {
+        status: u16,
+        retry_after: Option<Duration>,
+        /// The start of the response body: as much as `keep` asked for the status.
+        body: Vec<u8>,
+        latency: Duration,
+    },
+    Failed(DeliveryResult),
+}
+
+impl Http {
+    /// Signs `body` under `msg_id` with the namespace's keys and POSTs it to the target with the
+    /// target's headers, the signature headers and what `extra` adds. Keeps the first
+    /// `keep(status)` bytes of the answer's body.
+    async fn post(
+        &self,
+        namespace: &str,
+        target: &WebhookTarget,
+        msg_id: &str,
+        body: Bytes,
+        keep: fn(u16) -> usize,
+        extra: impl FnOnce(&mut http::HeaderMap),
+    ) -> Exchange {
         let started = Instant::now();
-        let Target::Webhook(target) = &occ.spec.target else {
-            // The engine claims only fired targets; a queue message here is a bug upstream.
-            return Self::give_up(
-                format!("not a webhook target: {}", occ.spec.target.kind()),
-                started,
-            );
-        };
         // IP-literal URLs never reach the resolver, so check them here.
         let literal = match target.url.host() {
             Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
@@ -186,22 +215,27 @@ impl Deliverer for WebhookDeliverer {
             _ => None,
         };
         if let Some(Err(class)) = literal.map(|ip| self.policy.check_ip(ip)) {
-            return Self::give_up(format!("target is a forbidden {class} address"), started);
+            return Exchange::Failed(give_up(
+                format!("target is a forbidden {class} address"),
+                started,
+            ));
         }
-        let keys = match self.secrets.keys_for(&occ.namespace).await {
+        let keys = match self.secrets.keys_for(namespace).await {
             Ok(key) => key,
             Err(e) => {
-                return Self::retry(format!("signing key unavailable: {e}"), started.elapsed());
+                return Exchange::Failed(retry(
+                    format!("signing key unavailable: {e}"),
+                    started.elapsed(),
+                ));
             }
         };
-        let body = Bytes::copy_from_slice(occ.payload.as_deref().unwrap_or("null").as_bytes());
-        let msg_id = occ.delivery_id();
         let timestamp = self.clock.now().as_second();
         let uri = match http::Uri::try_from(target.url.as_str()) {
             Ok(uri) => uri,
-            Err(e) => return Self::give_up(format!("url not usable: {e}"), started),
+            Err(e) => return Exchange::Failed(give_up(format!("url not usable: {e}"), started)),
         };
-        let mut request = http::Request::new(Full::new(body.clone()));
+        let signature = keys.sign(msg_id, timestamp, &body);
+        let mut request = http::Request::new(Full::new(body));
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
@@ -214,58 +248,46 @@ impl Deliverer for WebhookDeliverer {
                 headers.insert(name, value);
             }
         }
-        let mut set = |name: HeaderName, value: String| {
-            if let Ok(value) = HeaderValue::try_from(value) {
-                headers.insert(name, value);
-            }
-        };
-        set(WEBHOOK_ID, msg_id.to_string());
-        set(
-            WEBHOOK_SIGNATURE,
-            keys.sign(msg_id.as_str(), timestamp, &body),
-        );
-        set(HOURGLASS_JOB_ID, occ.job_id.to_string());
-        set(HOURGLASS_DUE_AT, format!("{:.3}", occ.due));
-        if let Some(job_type) = &occ.spec.job_type {
-            set(HOURGLASS_JOB_TYPE, job_type.clone());
+        if let Ok(id) = HeaderValue::from_str(msg_id) {
+            headers.insert(WEBHOOK_ID, id);
+        }
+        if let Ok(signature) = HeaderValue::try_from(signature) {
+            headers.insert(WEBHOOK_SIGNATURE, signature);
         }
         headers.insert(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp));
-        headers.insert(HOURGLASS_ATTEMPT, HeaderValue::from(occ.attempt));
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
         headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
+        extra(headers);
         let response = tokio::time::timeout(self.timeout, self.client.request(request)).await;
         let latency = started.elapsed();
         match response {
             Ok(Ok(response)) => {
-                let status = response.status();
+                let status = response.status().as_u16();
                 let retry_after = response
                     .headers()
                     .get(header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| parse_retry_after(v, self.clock.now()));
-                let verdict = classify(status.as_u16(), retry_after);
                 // Read a little of the body, so the connection can be reused and a failure's
                 // answer kept with its run, without letting a receiver stall us or fill memory.
-                let keep = !matches!(verdict, Verdict::Delivered);
                 let mut head = Vec::new();
                 let _ = tokio::time::timeout(
                     Duration::from_millis(100),
-                    read_head(response.into_body(), keep, &mut head),
+                    read_head(response.into_body(), keep(status), &mut head),
                 )
                 .await;
-                DeliveryResult {
-                    status: Some(status.as_u16()),
+                Exchange::Answered {
+                    status,
+                    retry_after,
+                    body: head,
                     latency,
-                    verdict,
-                    response: (!head.is_empty())
-                        .then(|| String::from_utf8_lossy(&head).into_owned()),
                 }
             }
             Ok(Err(e)) if forbidden_cause(&e).is_some() => {
-                Self::give_up(forbidden_cause(&e).unwrap_or_default(), started)
+                Exchange::Failed(give_up(forbidden_cause(&e).unwrap_or_default(), started))
             }
             Ok(Err(e)) => {
                 let reason = if e.is_connect() {
@@ -273,9 +295,75 @@ impl Deliverer for WebhookDeliverer {
                 } else {
                     format!("request failed: {}", root_cause(&e))
                 };
-                Self::retry(reason, latency)
+                Exchange::Failed(retry(reason, latency))
             }
-            Err(_elapsed) => Self::retry("timed out".to_string(), latency),
+            Err(_elapsed) => Exchange::Failed(retry("timed out".to_string(), latency)),
+        }
+    }
+}
+
+/// A single delivery keeps the start of a failure's answer only.
+fn keep_failure(status: u16) -> usize {
+    if (200..300).contains(&status) {
+        0
+    } else {
+        RESPONSE_SNIPPET_BYTES
+    }
+}
+
+#[async_trait]
+impl Deliverer for WebhookDeliverer {
+    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+        let started = Instant::now();
+        let Target::Webhook(target) = &occ.spec.target else {
+            // The engine claims only fired targets; a queue message here is a bug upstream.
+            return give_up(
+                format!("not a webhook target: {}", occ.spec.target.kind()),
+                started,
+            );
+        };
+        if let Some(batch) = target.batch {
+            return self.batches.deliver(occ, target, batch, started).await;
+        }
+        let body = Bytes::copy_from_slice(occ.payload.as_deref().unwrap_or("null").as_bytes());
+        let msg_id = occ.delivery_id();
+        let exchange = self
+            .http
+            .post(
+                &occ.namespace,
+                target,
+                msg_id.as_str(),
+                body,
+                keep_failure,
+                |headers| {
+                    if let Ok(id) = HeaderValue::try_from(occ.job_id.to_string()) {
+                        headers.insert(HOURGLASS_JOB_ID, id);
+                    }
+                    if let Ok(due) = HeaderValue::try_from(format!("{:.3}", occ.due)) {
+                        headers.insert(HOURGLASS_DUE_AT, due);
+                    }
+                    if let Some(job_type) = &occ.spec.job_type
+                        && let Ok(value) = HeaderValue::from_str(job_type)
+                    {
+                        headers.insert(HOURGLASS_JOB_TYPE, value);
+                    }
+                    headers.insert(HOURGLASS_ATTEMPT, HeaderValue::from(occ.attempt));
+                },
+            )
+            .await;
+        match exchange {
+            Exchange::Answered {
+                status,
+                retry_after,
+                body,
+                latency,
+            } => DeliveryResult {
+                status: Some(status),
+                latency,
+                verdict: classify(status, retry_after),
+                response: (!body.is_empty()).then(|| String::from_utf8_lossy(&body).into_owned()),
+            },
+            Exchange::Failed(result) => result,
         }
     }
 }
@@ -284,17 +372,16 @@ impl Deliverer for WebhookDeliverer {
 /// dropped instead of drained (a receiver cannot make the node buffer a large answer).
 const DRAIN_LIMIT: usize = 64 * 1024;
 
-/// Reads the start of a response body: the first [`RESPONSE_SNIPPET_BYTES`] into `head` when
-/// `keep`, and at most [`DRAIN_LIMIT`] bytes in all. The caller bounds it in time, and keeps what
-/// arrived by then.
-async fn read_head(mut body: hyper::body::Incoming, keep: bool, head: &mut Vec<u8>) {
+/// Reads the start of a response body: its first `keep` bytes into `head`, and at most
+/// [`DRAIN_LIMIT`] bytes in all. The caller bounds it in time, and keeps what arrived by then.
+async fn read_head(mut body: hyper::body::Incoming, keep: usize, head: &mut Vec<u8>) {
     let mut read = 0usize;
     while let Some(Ok(frame)) = body.frame().await {
         let Ok(chunk) = frame.into_data() else {
             continue; // trailers
         };
-        if keep && head.len() < RESPONSE_SNIPPET_BYTES {
-            let take = (RESPONSE_SNIPPET_BYTES - head.len()).min(chunk.len());
+        if head.len() < keep {
+            let take = (keep - head.len()).min(chunk.len());
             head.extend_from_slice(&chunk[..take]);
         }
         read += chunk.len();
