@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
 from hourglass import (
     Client,
+    Delivery,
     NewJob,
     Retry,
     Target,
     WebhookVerificationError,
     WebhookVerifier,
     after,
+    at,
     sign,
 )
 
@@ -112,3 +117,63 @@ def test_refuses_malformed_secrets() -> None:
         WebhookVerifier("whsec_%%%")
     with pytest.raises(ValueError):
         WebhookVerifier([])
+
+
+def test_verifies_a_real_batch_and_each_item_in_it(client: Client, receiver: Receiver) -> None:
+    secret = client.rotate_signing_secret(overlap="0s").signing_secret
+    due = datetime.now(timezone.utc) + timedelta(milliseconds=600)
+    jobs = [
+        client.create_job(
+            NewJob(
+                at(due),
+                Target.to_webhook(receiver.url + "/batch", batch=10),
+                type="export.nightly",
+                payload={"tenant": n},
+            )
+        )
+        for n in range(3)
+    ]
+    assert jobs[0].target.webhook is not None
+    assert jobs[0].target.webhook.batch is not None
+    assert jobs[0].target.webhook.batch.max_items == 10
+    verifier = WebhookVerifier(secret)
+    seen: dict[str, Delivery] = {}
+    requests = []
+    while len(seen) < 3:
+        request = receiver.next()
+        requests.append(request)
+        for delivery in verifier.verify_batch(request.body, request.headers):
+            seen[delivery.job_id] = delivery
+    by_id = {job.id: job for job in jobs}
+    assert set(seen) == set(by_id)
+    for job_id, delivery in seen.items():
+        assert delivery.due_at == by_id[job_id].next_due_at
+        next_due = by_id[job_id].next_due_at
+        assert next_due is not None
+        due_ms = round(next_due.timestamp() * 1000)
+        assert delivery.delivery_id == f"{job_id.replace('-', '')}_{due_ms}"
+        assert delivery.type == "export.nightly"
+        assert delivery.attempt == 1
+    assert sorted(d.payload["tenant"] for d in seen.values()) == [0, 1, 2]
+
+    request = requests[0]
+    with pytest.raises(WebhookVerificationError, match="verify_batch"):
+        verifier.verify(request.body, request.headers)
+    with pytest.raises(WebhookVerificationError, match="signature"):
+        verifier.verify_batch(request.body.replace(b"tenant", b"tenanT"), request.headers)
+    wrong_count = {**request.headers, "hourglass-batch-size": "999"}
+    with pytest.raises(WebhookVerificationError, match="hourglass-batch-size"):
+        verifier.verify_batch(request.body, wrong_count)
+
+    # A body signed with the right secret whose item's facts disagree with its id is refused.
+    body = json.loads(request.body)
+    body["deliveries"][0]["job_id"] = "01a1fee1-265e-739b-9809-3d3692d507c6"
+    forged = json.dumps(body).encode()
+    headers = {
+        **request.headers,
+        "webhook-signature": sign(
+            secret, request.headers["webhook-id"], int(request.headers["webhook-timestamp"]), forged
+        ),
+    }
+    with pytest.raises(WebhookVerificationError, match="job_id"):
+        verifier.verify_batch(forged, headers)

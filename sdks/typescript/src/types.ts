@@ -140,6 +140,13 @@ export interface Webhook {
   headers?: Record<string, string>;
   /** At most this many deliveries a second to this URL's destination. */
   rate_limit?: number;
+  /** Deliver in batches; verify them with `WebhookVerifier.verifyBatch`. */
+  batch?: WebhookBatch;
+}
+
+/** Deliver in batches of up to `max_items` (1 to 1000) occurrences a request. @schema WebhookBatch */
+export interface WebhookBatch {
+  max_items: number;
 }
 
 // The bus and cloud targets. Each names a connection the node's operator configured
@@ -239,6 +246,7 @@ export interface WebhookOut {
   url: string;
   headers: Record<string, string>;
   rate_limit?: number;
+  batch?: WebhookBatch;
 }
 
 /** A job's target as the node shows it: one of these is set. @schema TargetOut */

@@ -10,6 +10,10 @@
  * also inside the signed `webhook-id` (`<job id without hyphens>_<due unix ms>`): the verifier
  * takes them from there and refuses a delivery whose headers disagree. The job type and the
  * attempt come from their headers only.
+ *
+ * A target with `batch` gets its deliveries several to a request (the `jobOccurrenceBatch`
+ * webhook): `verifyBatch` checks the request and answers each item as a `Delivery`. There every
+ * fact is inside the signed body.
  */
 
 import { createHmac, timingSafeEqual } from "node:crypto";
@@ -21,8 +25,8 @@ import type { Json } from "./types.js";
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 
 /**
- * The headers of a delivery (the OpenAPI document's `jobOccurrence` webhook) and the `Delivery`
- * field each one fills; `null`: read to verify the delivery only.
+ * The headers of a delivery (the OpenAPI document's `jobOccurrence` and `jobOccurrenceBatch`
+ * webhooks) and the `Delivery` field each one fills; `null`: read to verify the delivery only.
  */
 export const deliveryHeaders = {
   "webhook-id": "deliveryId",
@@ -32,13 +36,18 @@ export const deliveryHeaders = {
   "hourglass-due-at": "dueAt",
   "hourglass-attempt": "attempt",
   "hourglass-job-type": "type",
+  "hourglass-batch-size": null,
 } as const satisfies Record<string, keyof Delivery | null>;
 
 const DELIVERY_ID = /^([0-9a-f]{32})_(-?[0-9]+)$/;
+const BATCH_ID = /^batch_[0-9a-f]{32}$/;
 
 /** A verified delivery. */
 export interface Delivery {
-  /** The `webhook-id`: identical on every retry of this occurrence. Deduplicate on it. */
+  /**
+   * The `webhook-id` (in a batch, the item's `id`): identical on every retry of this occurrence.
+   * Deduplicate on it.
+   */
   deliveryId: string;
   jobId: string;
   /** The job's `type` (`hourglass-job-type`; not covered by the signature). */
@@ -115,19 +124,51 @@ export class WebhookVerifier {
    * byte as received. `now` (unix seconds) is for tests.
    */
   verify(body: string | Uint8Array, headers: HeadersLike, options: { now?: number } = {}): Delivery {
+    const { id, timestamp, raw, found } = this.#check(body, headers, options.now);
+    if (BATCH_ID.test(id)) throw new WebhookVerificationError("webhook-id is a batch's: use verifyBatch");
+    return delivery(id, timestamp, raw, found);
+  }
+
+  /**
+   * The deliveries of a batch (a target with `batch`), in the order sent, or a
+   * `WebhookVerificationError`. Answer a 2xx, with `{"failed": ["<deliveryId>", ...]}` for the
+   * items to be retried.
+   */
+  verifyBatch(body: string | Uint8Array, headers: HeadersLike, options: { now?: number } = {}): Delivery[] {
+    const { id, timestamp, raw, found } = this.#check(body, headers, options.now);
+    if (!BATCH_ID.test(id)) throw new WebhookVerificationError("webhook-id is not a batch's: use verify");
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw.toString("utf8"));
+    } catch {
+      throw new WebhookVerificationError("the body is not JSON");
+    }
+    const items = (parsed as { deliveries?: unknown } | null)?.deliveries;
+    if (!Array.isArray(items)) throw new WebhookVerificationError("the body has no deliveries list");
+    if (found.get("hourglass-batch-size")?.trim() !== String(items.length)) {
+      throw new WebhookVerificationError("hourglass-batch-size does not count the signed deliveries");
+    }
+    return items.map((item: unknown) => batchItem(item, timestamp));
+  }
+
+  #check(
+    body: string | Uint8Array,
+    headers: HeadersLike,
+    now: number | undefined,
+  ): { id: string; timestamp: number; raw: Buffer; found: Map<string, string> } {
     const raw = toBytes(body);
     const found = lower(headers);
-    const deliveryId = required(found, "webhook-id");
+    const id = required(found, "webhook-id");
     const stamp = required(found, "webhook-timestamp");
     const signatures = required(found, "webhook-signature");
     if (!/^-?\d+$/.test(stamp)) throw new WebhookVerificationError("webhook-timestamp is not unix seconds");
     const timestamp = Number(stamp);
-    const now = options.now ?? Date.now() / 1000;
-    if (timestamp < now - this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is too old");
-    if (timestamp > now + this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is in the future");
-    const signed = Buffer.concat([Buffer.from(`${deliveryId}.${stamp}.`), raw]);
+    const current = now ?? Date.now() / 1000;
+    if (timestamp < current - this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is too old");
+    if (timestamp > current + this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is in the future");
+    const signed = Buffer.concat([Buffer.from(`${id}.${stamp}.`), raw]);
     if (!this.#matches(signed, signatures)) throw new WebhookVerificationError("no signature matches");
-    return delivery(deliveryId, timestamp, raw, found);
+    return { id, timestamp, raw, found };
   }
 
   #matches(signed: Buffer, header: string): boolean {
@@ -160,12 +201,48 @@ function required(headers: Map<string, string>, name: string): string {
   return value;
 }
 
-function delivery(deliveryId: string, timestamp: number, raw: Buffer, headers: Map<string, string>): Delivery {
+/** The job id and due instant a delivery id names. */
+function parseDeliveryId(deliveryId: string, what: string): { jobId: string; dueAt: Date } {
   const match = DELIVERY_ID.exec(deliveryId);
-  if (!match) throw new WebhookVerificationError("webhook-id is not an hourglass delivery id");
+  if (!match) throw new WebhookVerificationError(`${what} is not an hourglass delivery id`);
   const hex = match[1]!;
   const jobId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-  const dueAt = new Date(Number(match[2]));
+  return { jobId, dueAt: new Date(Number(match[2])) };
+}
+
+/** One item of a verified batch: its facts must agree with its delivery id. */
+function batchItem(item: unknown, timestamp: number): Delivery {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) {
+    throw new WebhookVerificationError("a batch item is not an object");
+  }
+  const fields = item as Record<string, unknown>;
+  if (typeof fields.id !== "string") throw new WebhookVerificationError("a batch item has no id");
+  const { jobId, dueAt } = parseDeliveryId(fields.id, "a batch item's id");
+  if (typeof fields.job_id !== "string" || fields.job_id.toLowerCase() !== jobId) {
+    throw new WebhookVerificationError("a batch item's job_id does not match its id");
+  }
+  if (typeof fields.due_at !== "string" || Date.parse(fields.due_at) !== dueAt.getTime()) {
+    throw new WebhookVerificationError("a batch item's due_at does not match its id");
+  }
+  if (typeof fields.attempt !== "number" || !Number.isInteger(fields.attempt) || fields.attempt < 1) {
+    throw new WebhookVerificationError("a batch item's attempt is not a positive whole number");
+  }
+  if (fields.job_type !== undefined && typeof fields.job_type !== "string") {
+    throw new WebhookVerificationError("a batch item's job_type is not a string");
+  }
+  return {
+    deliveryId: fields.id,
+    jobId,
+    type: fields.job_type ?? null,
+    attempt: fields.attempt,
+    dueAt,
+    timestamp,
+    payload: (fields.payload ?? null) as Json,
+  };
+}
+
+function delivery(deliveryId: string, timestamp: number, raw: Buffer, headers: Map<string, string>): Delivery {
+  const { jobId, dueAt } = parseDeliveryId(deliveryId, "webhook-id");
   const headerJob = headers.get("hourglass-job-id");
   if (headerJob !== undefined && headerJob.trim().toLowerCase() !== jobId) {
     throw new WebhookVerificationError("hourglass-job-id does not match the signed webhook-id");

@@ -99,6 +99,58 @@ describe("webhook verifier", () => {
     }
   });
 
+  it("verifies a real batch and each item in it", async () => {
+    const client = clientFor(node);
+    const receiver = await new Receiver().start();
+    try {
+      const secret = (await client.rotateSigningSecret({ overlap: "0s" })).signing_secret;
+      const due = new Date(Date.now() + 600).toISOString();
+      const jobs = [];
+      for (const tenant of [0, 1, 2]) {
+        jobs.push(
+          await client.createJob({
+            schedule: { at: due },
+            target: { webhook: { url: `${receiver.url}/batch`, batch: { max_items: 10 } } },
+            type: "export.nightly",
+            payload: { tenant },
+          }),
+        );
+      }
+      assert.deepEqual(jobs[0]!.target.webhook?.batch, { max_items: 10 });
+      const verifier = new WebhookVerifier(secret);
+      const seen = new Map<string, ReturnType<WebhookVerifier["verifyBatch"]>[number]>();
+      const requests = [];
+      while (seen.size < 3) {
+        const request = await receiver.next();
+        requests.push(request);
+        for (const delivery of verifier.verifyBatch(request.body, request.headers)) seen.set(delivery.jobId, delivery);
+      }
+      for (const job of jobs) {
+        const delivery = seen.get(job.id);
+        assert.ok(delivery, `job ${job.id} arrived`);
+        assert.equal(delivery.dueAt.toISOString(), job.next_due_at);
+        assert.equal(delivery.deliveryId, `${job.id.replaceAll("-", "")}_${delivery.dueAt.getTime()}`);
+        assert.equal(delivery.type, "export.nightly");
+        assert.equal(delivery.attempt, 1);
+      }
+      assert.deepEqual([...seen.values()].map((d) => (d.payload as { tenant: number }).tenant).sort(), [0, 1, 2]);
+
+      const request = requests[0]!;
+      refuses(() => verifier.verify(request.body, request.headers), /verifyBatch/);
+      refuses(() => verifier.verifyBatch(request.body.toString("utf8").replace("tenant", "tenanT"), request.headers), /signature/);
+      refuses(() => verifier.verifyBatch(request.body, { ...request.headers, "hourglass-batch-size": "999" }), /hourglass-batch-size/);
+      // Signed with the right secret, an item whose facts disagree with its id is refused.
+      const body = JSON.parse(request.body.toString("utf8")) as { deliveries: { job_id: string }[] };
+      body.deliveries[0]!.job_id = "01a1fee1-265e-739b-9809-3d3692d507c6";
+      const forged = JSON.stringify(body);
+      const batchId = String(request.headers["webhook-id"]);
+      const stamp = Number(request.headers["webhook-timestamp"]);
+      refuses(() => verifier.verifyBatch(forged, { ...request.headers, "webhook-signature": sign(secret, batchId, stamp, forged) }), /job_id/);
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it("refuses malformed secrets", () => {
     assert.throws(() => new WebhookVerifier("whsec_short"), TypeError);
     assert.throws(() => new WebhookVerifier("whsec_%%%"), TypeError);

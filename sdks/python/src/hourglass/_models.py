@@ -312,6 +312,18 @@ class JobSchedule:
 
 
 @dataclass(frozen=True)
+class WebhookBatch:
+    """Deliver in batches of up to ``max_items`` (1 to 1000) occurrences a request; verify them
+    with ``WebhookVerifier.verify_batch``."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("WebhookBatch",)
+    max_items: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_items": self.max_items}
+
+
+@dataclass(frozen=True)
 class Webhook:
     """A webhook target: the node POSTs each occurrence's payload to ``url``."""
 
@@ -319,6 +331,7 @@ class Webhook:
     url: str
     headers: Mapping[str, str] | None = None
     rate_limit: int | None = None
+    batch: WebhookBatch | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"url": self.url}
@@ -326,6 +339,8 @@ class Webhook:
             out["headers"] = dict(self.headers)
         if self.rate_limit is not None:
             out["rate_limit"] = self.rate_limit
+        if self.batch is not None:
+            out["batch"] = self.batch.to_json()
         return out
 
 
@@ -475,9 +490,18 @@ class Target:
 
     @classmethod
     def to_webhook(
-        cls, url: str, headers: Mapping[str, str] | None = None, rate_limit: int | None = None
+        cls,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        rate_limit: int | None = None,
+        batch: int | None = None,
     ) -> Target:
-        return cls(webhook=Webhook(url, headers, rate_limit))
+        """``batch``: deliver in batches of up to this many occurrences a request."""
+        return cls(
+            webhook=Webhook(
+                url, headers, rate_limit, WebhookBatch(batch) if batch is not None else None
+            )
+        )
 
     @classmethod
     def to_queue(cls, name: str) -> Target:
@@ -527,6 +551,7 @@ class WebhookOut:
     url: str
     headers: dict[str, str]
     rate_limit: int | None = None
+    batch: WebhookBatch | None = None
 
 
 def _opt_target(cls: type[_C], value: Any) -> _C | None:
@@ -563,6 +588,9 @@ class JobTarget:
                 url=str(hook["url"]),
                 headers={str(k): str(v) for k, v in (hook.get("headers") or {}).items()},
                 rate_limit=_opt_int(hook.get("rate_limit")),
+                batch=WebhookBatch(int(batch["max_items"]))
+                if isinstance(batch := hook.get("batch"), Mapping)
+                else None,
             )
         return cls(
             webhook=webhook,

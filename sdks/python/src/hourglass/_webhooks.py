@@ -10,6 +10,10 @@ The ``hourglass-*`` headers are not covered by the signature. The job id and the
 also inside the signed ``webhook-id`` (``<job id without hyphens>_<due unix ms>``): the verifier
 takes them from there and refuses a delivery whose headers disagree. The job type and the attempt
 number come from their headers only.
+
+A target with ``batch`` gets its deliveries several to a request (the ``jobOccurrenceBatch``
+webhook): ``verify_batch`` checks the request and answers each item as a ``Delivery``. There every
+fact is inside the signed body.
 """
 
 from __future__ import annotations
@@ -40,12 +44,14 @@ HEADER_FIELDS: Mapping[str, str | None] = {
     "hourglass-due-at": "due_at",
     "hourglass-attempt": "attempt",
     "hourglass-job-type": "type",
+    "hourglass-batch-size": None,
 }
-"""The headers of a delivery (the OpenAPI document's ``jobOccurrence`` webhook) and the
-``Delivery`` field each one fills; ``None``: read to verify the delivery only."""
+"""The headers of a delivery (the OpenAPI document's ``jobOccurrence`` and ``jobOccurrenceBatch``
+webhooks) and the ``Delivery`` field each one fills; ``None``: read to verify the delivery only."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DELIVERY_ID = re.compile(r"^([0-9a-f]{32})_(-?[0-9]+)$")
+_BATCH_ID = re.compile(r"^batch_[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,8 @@ class Delivery:
     """A verified webhook delivery."""
 
     delivery_id: str
-    """The ``webhook-id``: identical on every retry of this occurrence. Deduplicate on it."""
+    """The ``webhook-id`` (in a batch, the item's ``id``): identical on every retry of this
+    occurrence. Deduplicate on it."""
     job_id: str
     type: str | None
     """The job's ``type`` (``hourglass-job-type``; not covered by the signature)."""
@@ -66,7 +73,7 @@ class Delivery:
     payload: JSON
     """The job's payload, decoded (``None`` when the job has none)."""
     body: bytes = field(repr=False)
-    """The raw body as signed."""
+    """The raw body as signed (for an item of a batch, the whole batch's)."""
 
 
 def _key(secret: str) -> bytes:
@@ -114,6 +121,43 @@ class WebhookVerifier:
     ) -> Delivery:
         """The delivery, or ``WebhookVerificationError``. ``body`` must be the raw request body,
         byte for byte as received; ``headers`` any mapping or pairs (names in any case)."""
+        delivery_id, timestamp, raw, found = self._check(body, headers, now)
+        if _BATCH_ID.match(delivery_id):
+            raise WebhookVerificationError("webhook-id is a batch's: use verify_batch")
+        return _delivery(delivery_id, timestamp, raw, found)
+
+    def verify_batch(
+        self,
+        body: bytes | str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        *,
+        now: float | None = None,
+    ) -> list[Delivery]:
+        """The deliveries of a batch (a target with ``batch``), in the order sent, or
+        ``WebhookVerificationError``. Answer a 2xx, with ``{"failed": ["<delivery_id>", ...]}``
+        for the items to be retried."""
+        batch_id, timestamp, raw, found = self._check(body, headers, now)
+        if not _BATCH_ID.match(batch_id):
+            raise WebhookVerificationError("webhook-id is not a batch's: use verify")
+        try:
+            parsed: Any = json.loads(raw)
+        except ValueError:
+            raise WebhookVerificationError("the body is not JSON") from None
+        items = parsed.get("deliveries") if isinstance(parsed, dict) else None
+        if not isinstance(items, list):
+            raise WebhookVerificationError("the body has no deliveries list")
+        if found.get("hourglass-batch-size", "").strip() != str(len(items)):
+            raise WebhookVerificationError(
+                "hourglass-batch-size does not count the signed deliveries"
+            )
+        return [_batch_item(item, timestamp, raw) for item in items]
+
+    def _check(
+        self,
+        body: bytes | str,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        now: float | None,
+    ) -> tuple[str, int, bytes, dict[str, str]]:
         raw = body.encode() if isinstance(body, str) else bytes(body)
         found = _lower(headers)
         delivery_id = _required(found, "webhook-id")
@@ -131,7 +175,7 @@ class WebhookVerifier:
         signed = f"{delivery_id}.{stamp}.".encode() + raw
         if not self._matches(signed, signatures):
             raise WebhookVerificationError("no signature matches")
-        return _delivery(delivery_id, timestamp, raw, found)
+        return delivery_id, timestamp, raw, found
 
     def _matches(self, signed: bytes, header: str) -> bool:
         expected = [hmac.new(k, signed, hashlib.sha256).digest() for k in self._keys]
@@ -161,13 +205,54 @@ def _required(headers: Mapping[str, str], name: str) -> str:
     return value.strip()
 
 
-def _delivery(delivery_id: str, timestamp: int, raw: bytes, headers: Mapping[str, str]) -> Delivery:
+def _parse_delivery_id(delivery_id: str, what: str) -> tuple[str, datetime]:
+    """The job id and due instant a delivery id names."""
     match = _DELIVERY_ID.match(delivery_id)
     if match is None:
-        raise WebhookVerificationError("webhook-id is not an hourglass delivery id")
+        raise WebhookVerificationError(f"{what} is not an hourglass delivery id")
     hex_id, due_ms = match.group(1), int(match.group(2))
     job_id = "-".join((hex_id[:8], hex_id[8:12], hex_id[12:16], hex_id[16:20], hex_id[20:]))
-    due_at = _EPOCH + timedelta(milliseconds=due_ms)
+    return job_id, _EPOCH + timedelta(milliseconds=due_ms)
+
+
+def _batch_item(item: Any, timestamp: int, raw: bytes) -> Delivery:
+    """One item of a verified batch: its facts must agree with its delivery id."""
+    if not isinstance(item, dict):
+        raise WebhookVerificationError("a batch item is not an object")
+    delivery_id = item.get("id")
+    if not isinstance(delivery_id, str):
+        raise WebhookVerificationError("a batch item has no id")
+    job_id, due_at = _parse_delivery_id(delivery_id, "a batch item's id")
+    given_job = item.get("job_id")
+    if not isinstance(given_job, str) or given_job.lower() != job_id:
+        raise WebhookVerificationError("a batch item's job_id does not match its id")
+    given_due = item.get("due_at")
+    try:
+        agrees = isinstance(given_due, str) and parse_instant(given_due) == due_at
+    except ValueError:
+        agrees = False
+    if not agrees:
+        raise WebhookVerificationError("a batch item's due_at does not match its id")
+    attempt = item.get("attempt")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        raise WebhookVerificationError("a batch item's attempt is not a positive whole number")
+    job_type = item.get("job_type")
+    if job_type is not None and not isinstance(job_type, str):
+        raise WebhookVerificationError("a batch item's job_type is not a string")
+    return Delivery(
+        delivery_id=delivery_id,
+        job_id=job_id,
+        type=job_type,
+        attempt=attempt,
+        due_at=due_at,
+        timestamp=timestamp,
+        payload=item.get("payload"),
+        body=raw,
+    )
+
+
+def _delivery(delivery_id: str, timestamp: int, raw: bytes, headers: Mapping[str, str]) -> Delivery:
+    job_id, due_at = _parse_delivery_id(delivery_id, "webhook-id")
     header_job = headers.get("hourglass-job-id")
     if header_job is not None and header_job.strip().lower() != job_id:
         raise WebhookVerificationError("hourglass-job-id does not match the signed webhook-id")
