@@ -49,6 +49,10 @@ pub struct BenchArgs {
     /// `bench`, leased by the bench's workers (lateness is then due → leased).
     #[arg(long, value_enum, default_value_t = Target::Webhook)]
     target: Target,
+    /// --target webhook: deliver in batches of up to this many occurrences a request (the
+    /// target's `batch.max_items`, 1 to 1000); the receiver counts each item.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    webhook_batch: Option<u16>,
     /// --target queue: long-polling lease loops (and as many tasks acking their receipts);
     /// --target sqs: receive loops.
     #[arg(long, default_value_t = 4)]
@@ -276,6 +280,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.scenario == Scenario::NoisyNeighbour && args.target != Target::Webhook {
         bail!("noisy-neighbour runs with webhook targets only");
     }
+    if args.webhook_batch.is_some() && args.target != Target::Webhook {
+        bail!("--webhook-batch applies to webhook targets only");
+    }
     if args.nodes == 0 {
         bail!("--nodes must be at least 1");
     }
@@ -404,7 +411,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 server.mode.name(),
                 receiver.url()
             );
-            (submit::webhook_target(&receiver.url()), None)
+            (
+                submit::webhook_target(&receiver.url(), args.webhook_batch),
+                None,
+            )
         }
         (None, None) => {
             // With several nodes the workers take turns: worker i leases from (and acks on)
@@ -478,6 +488,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(receiver) = &receiver {
         report.foreign_requests = receiver.foreign();
         report.receiver_connections = receiver.connections();
+        report.receiver_batches = args.webhook_batch.map(|_| receiver.batches());
     }
     if let Some(stats) = worker_stats {
         report.foreign_requests = stats.foreign;

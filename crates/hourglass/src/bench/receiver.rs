@@ -1,6 +1,7 @@
 //! The bench's webhook receiver: HTTP/1.1 with keep-alive on loopback, doing as little as possible
-//! per request (parse two headers, push 32 bytes onto a preallocated vector, answer 204), and the
-//! raw-socket load generator that measures its ceiling.
+//! per request (parse two headers, push 32 bytes onto a preallocated vector, answer 204; for a
+//! batch, read each item's id and due time from the body), and the raw-socket load generator that
+//! measures its ceiling.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -36,6 +37,22 @@ struct Inner {
     /// TCP connections accepted: far more than the node's delivery concurrency means its client
     /// is not keeping connections alive.
     connections: AtomicU64,
+    /// Batch requests (`hourglass-batch-size`), and the items they carried.
+    batches: AtomicU64,
+    batched_items: AtomicU64,
+}
+
+/// What the receiver reads of a batch body: each item's delivery id and due time.
+#[derive(serde::Deserialize)]
+struct BatchBody<'a> {
+    #[serde(borrow)]
+    deliveries: Vec<BatchItem<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct BatchItem<'a> {
+    id: &'a str,
+    due_at: &'a str,
 }
 
 impl Receiver {
@@ -49,6 +66,8 @@ impl Receiver {
             receipts,
             foreign: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            batched_items: AtomicU64::new(0),
         });
         let state = inner.clone();
         let accept = tokio::spawn(async move {
@@ -89,11 +108,21 @@ impl Receiver {
         self.inner.connections.load(Ordering::Relaxed)
     }
 
+    /// Batch requests received, and the items in them.
+    pub fn batches(&self) -> (u64, u64) {
+        (
+            self.inner.batches.load(Ordering::Relaxed),
+            self.inner.batched_items.load(Ordering::Relaxed),
+        )
+    }
+
     /// Forgets everything recorded (after the ceiling measurement).
     pub fn reset(&self) {
         self.inner.receipts.clear();
         self.inner.foreign.store(0, Ordering::Relaxed);
         self.inner.connections.store(0, Ordering::Relaxed);
+        self.inner.batches.store(0, Ordering::Relaxed);
+        self.inner.batched_items.store(0, Ordering::Relaxed);
     }
 
     /// Requests per second the receiver answers from `connections` keep-alive connections driven
@@ -135,14 +164,18 @@ async fn handle(
 ) -> Result<Response<Empty<Bytes>>, Infallible> {
     let received_ms = now_ms();
     let headers = req.headers();
+    if headers.contains_key("hourglass-batch-size") {
+        let body = req.into_body().collect().await.map(|b| b.to_bytes());
+        record_batch(&state, body.ok().as_deref(), received_ms);
+        return Ok(no_content());
+    }
     let id = headers
         .get("webhook-id")
         .and_then(|v| DeliveryKey::parse(v.as_bytes()));
     let due_header_ms = headers
         .get("hourglass-due-at")
         .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
-        .map_or(i64::MIN, |t| t.as_millisecond());
+        .map_or(i64::MIN, parse_due);
     // Read the (tiny) body so the connection can carry the next request.
     let _ = req.into_body().collect().await;
     match id {
@@ -155,9 +188,43 @@ async fn handle(
             state.foreign.fetch_add(1, Ordering::Relaxed);
         }
     }
+    Ok(no_content())
+}
+
+/// A receipt for each item of a batch; a body that is not one counts as a foreign request.
+fn record_batch(state: &Inner, body: Option<&[u8]>, received_ms: i64) {
+    let Some(batch) = body.and_then(|b| serde_json::from_slice::<BatchBody<'_>>(b).ok()) else {
+        state.foreign.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    state.batches.fetch_add(1, Ordering::Relaxed);
+    state
+        .batched_items
+        .fetch_add(batch.deliveries.len() as u64, Ordering::Relaxed);
+    for item in batch.deliveries {
+        match DeliveryKey::parse(item.id.as_bytes()) {
+            Some(id) => state.receipts.push(Receipt {
+                id,
+                due_header_ms: parse_due(item.due_at),
+                received_ms,
+            }),
+            None => {
+                state.foreign.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// An RFC 3339 instant as unix ms (`i64::MIN` when unparsable).
+fn parse_due(text: &str) -> i64 {
+    text.parse::<jiff::Timestamp>()
+        .map_or(i64::MIN, |t| t.as_millisecond())
+}
+
+fn no_content() -> Response<Empty<Bytes>> {
     let mut response = Response::new(Empty::new());
     *response.status_mut() = StatusCode::NO_CONTENT;
-    Ok(response)
+    response
 }
 
 /// A request shaped like a real delivery (same headers, similar size).
@@ -213,4 +280,61 @@ async fn hammer(addr: SocketAddr, request: &[u8], stop: &AtomicBool) -> anyhow::
         done += 1;
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inner() -> Inner {
+        Inner {
+            receipts: Recorder::new(8),
+            foreign: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            batched_items: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn a_batch_gives_a_receipt_per_item() {
+        let state = inner();
+        let body = br#"{"deliveries": [
+            {"id": "0000000000007000800000000000000a_1700000000000", "job_id": "x",
+             "due_at": "2023-11-14T22:13:20.000Z", "attempt": 1, "payload": {"a": [1, "b"]}},
+            {"id": "0000000000007000800000000000000b_1700000000500", "job_id": "y",
+             "due_at": "2023-11-14T22:13:20.500Z", "attempt": 2, "payload": null}
+        ]}"#;
+        record_batch(&state, Some(body), 1_700_000_000_900);
+        let receipts = state.receipts.snapshot();
+        assert_eq!(
+            receipts,
+            vec![
+                Receipt {
+                    id: DeliveryKey::new(
+                        0x0000_0000_0000_7000_8000_0000_0000_000a,
+                        1_700_000_000_000
+                    ),
+                    due_header_ms: 1_700_000_000_000,
+                    received_ms: 1_700_000_000_900,
+                },
+                Receipt {
+                    id: DeliveryKey::new(
+                        0x0000_0000_0000_7000_8000_0000_0000_000b,
+                        1_700_000_000_500
+                    ),
+                    due_header_ms: 1_700_000_000_500,
+                    received_ms: 1_700_000_000_900,
+                },
+            ]
+        );
+        assert_eq!(state.batches.load(Ordering::Relaxed), 1);
+        assert_eq!(state.batched_items.load(Ordering::Relaxed), 2);
+
+        // A body that is not a batch is a foreign request, not a delivery.
+        record_batch(&state, Some(b"null"), 0);
+        record_batch(&state, None, 0);
+        assert_eq!(state.foreign.load(Ordering::Relaxed), 2);
+        assert_eq!(state.receipts.recorded(), 2);
+    }
 }

@@ -82,6 +82,8 @@ pub struct Report {
     pub foreign_requests: u64,
     /// TCP connections the node opened to the receiver during the run.
     pub receiver_connections: u64,
+    /// With --batch: batch requests the receiver got, and the items in them.
+    pub receiver_batches: Option<(u64, u64)>,
     /// Smallest CPU difference /proc can show over the idle window, in percent of one core.
     pub idle_cpu_resolution: Option<f64>,
     pub server_log_lines: Option<u64>,
@@ -122,6 +124,7 @@ impl Report {
             nodes: 1,
             foreign_requests: 0,
             receiver_connections: 0,
+            receiver_batches: None,
             idle_cpu_resolution: None,
             server_log_lines: None,
             server_log_head: Vec::new(),
@@ -253,6 +256,10 @@ pub fn to_json(r: &Report) -> Value {
         "server_log_lines": r.server_log_lines,
         "receiver_connections": r.receiver_connections,
     });
+    if let Some((requests, items)) = r.receiver_batches {
+        out["receiver_batch_requests"] = json!(requests);
+        out["receiver_batch_items"] = json!(items);
+    }
     if let Some(q) = &r.queue {
         out["acks_failed"] = json!(q.acks_failed);
         out["queue"] = queue_json(q);
@@ -455,6 +462,16 @@ pub fn print(r: &Report, json: bool) {
         lines.push(format!(
             "  receiver           {} TCP connections opened by the node",
             r.receiver_connections
+        ));
+    }
+    if let Some((requests, items)) = r.receiver_batches {
+        let mean = if requests > 0 {
+            format!("{:.1}", items as f64 / requests as f64)
+        } else {
+            "n/a".into()
+        };
+        lines.push(format!(
+            "  batches            {items} deliveries in {requests} requests, {mean} a request"
         ));
     }
     if r.foreign_requests > 0 {

@@ -97,7 +97,7 @@ pub async fn noisy_neighbour(b: &mut Bench) -> anyhow::Result<Report> {
     let hole = Blackhole::start(b.args.slow).await?;
     let first_due = now_ms() + BURST_DELAY_MS;
     let slow_due = move |i: usize| spread(first_due, span, i, slow_n.max(1));
-    let target = super::submit::webhook_target(hole.url());
+    let target = super::submit::webhook_target(hole.url(), None);
     let writer: super::JobWriter = std::sync::Arc::new(move |i, body: &mut String| {
         super::submit::write_job(
             body,

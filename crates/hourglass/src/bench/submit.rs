@@ -313,9 +313,14 @@ pub fn write_job(body: &mut String, schedule: std::fmt::Arguments<'_>, target: &
     let _ = write!(body, "{{\"schedule\":{schedule},\"target\":{target}}}");
 }
 
-/// The target object of a job that POSTs to `url`.
-pub fn webhook_target(url: &str) -> String {
-    serde_json::json!({ "webhook": { "url": url } }).to_string()
+/// The target object of a job that POSTs to `url`, `batch` deliveries a request at most when
+/// given.
+pub fn webhook_target(url: &str, batch: Option<u16>) -> String {
+    let mut webhook = serde_json::json!({ "url": url });
+    if let Some(max_items) = batch {
+        webhook["batch"] = serde_json::json!({ "max_items": max_items });
+    }
+    serde_json::json!({ "webhook": webhook }).to_string()
 }
 
 /// The target object of a job whose occurrences go to the pull queue `queue`.
@@ -340,7 +345,7 @@ mod tests {
         write_job(
             &mut body,
             format_args!("{{\"at\":\"{}\"}}", rfc3339_ms(1_700_000_000_123)),
-            &webhook_target("http://127.0.0.1:9/hook"),
+            &webhook_target("http://127.0.0.1:9/hook", None),
         );
         let value: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(value["schedule"]["at"], "2023-11-14T22:13:20.123Z");
