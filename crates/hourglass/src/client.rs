@@ -261,7 +261,7 @@ struct CreateArgs {
         conflicts_with_all = [
             "webhook", "queue", "at", "after", "cron", "timezone", "every", "start", "end",
             "max_runs", "payload", "key", "job_type", "headers", "max_attempts",
-            "initial_backoff", "max_backoff", "misfire", "rate_limit",
+            "initial_backoff", "max_backoff", "misfire", "rate_limit", "batch",
         ]
     )]
     json: Option<String>,
@@ -277,6 +277,9 @@ struct CreateArgs {
     /// Most deliveries a second to the webhook's destination.
     #[arg(long, requires = "webhook")]
     rate_limit: Option<u32>,
+    /// Deliver to the webhook in batches of up to this many occurrences a request.
+    #[arg(long, value_name = "MAX_ITEMS", requires = "webhook")]
+    batch: Option<u32>,
     /// One-off at an RFC 3339 instant.
     #[arg(long)]
     at: Option<String>,
@@ -738,6 +741,9 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
             if let Some(rate) = c.rate_limit {
                 webhook["rate_limit"] = json!(rate);
             }
+            if let Some(max_items) = c.batch {
+                webhook["batch"] = json!({"max_items": max_items});
+            }
             json!({"webhook": webhook})
         }
         (None, Some(queue)) => json!({"queue": queue}),
@@ -949,6 +955,8 @@ mod tests {
                 "authorization=Bearer x",
                 "--rate-limit",
                 "5",
+                "--batch",
+                "100",
                 "--every",
                 "15m",
                 "--start",
@@ -974,6 +982,7 @@ mod tests {
                     "url": "https://example.com/h",
                     "headers": {"authorization": "Bearer x"},
                     "rate_limit": 5,
+                    "batch": {"max_items": 100},
                 }},
                 "payload": {"a": 1},
                 "key": "k",

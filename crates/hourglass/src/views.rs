@@ -188,6 +188,9 @@ fn job(j: &Value, style: Style, now: Timestamp) -> Option<String> {
         if let Some(rate) = number(w, "rate_limit") {
             extra.push(format!("at most {rate}/s"));
         }
+        if let Some(max_items) = w.get("batch").and_then(|b| number(b, "max_items")) {
+            extra.push(format!("batches of up to {max_items}"));
+        }
         if let (Some(line), false) = (&mut target_line, extra.is_empty()) {
             line.push_str(&format!(" ({})", extra.join("; ")));
         }
@@ -470,7 +473,7 @@ mod tests {
             "type": "reminder.flight",
             "state": "active",
             "schedule": {"cron": "0 30 9 * * MON-FRI", "timezone": "Europe/Berlin", "max_runs": 3},
-            "target": {"webhook": {"url": "https://example.com/h", "headers": {"authorization": "<redacted>"}, "rate_limit": 5}},
+            "target": {"webhook": {"url": "https://example.com/h", "headers": {"authorization": "<redacted>"}, "rate_limit": 5, "batch": {"max_items": 100}}},
             "payload": {"a": 1},
             "retry": {"max_attempts": 5, "initial_backoff": "2s", "max_backoff": "10m"},
             "misfire": {"policy": "all", "window": "6h"},
@@ -541,7 +544,7 @@ mod tests {
             "id         01a20c9b-fb01-7736-a59e-0a3ac367d4f9",
             "state      active",
             "schedule   cron 0 30 9 * * MON-FRI (Europe/Berlin), at most 3 runs",
-            "target     https://example.com/h (headers authorization; at most 5/s)",
+            "target     https://example.com/h (headers authorization; at most 5/s; batches of up to 100)",
             "payload    {\"a\":1}",
             "next due   2026-11-24 08:30:00Z (in 30m)",
             "retry      up to 5 attempts, backoff 2s to 10m",
