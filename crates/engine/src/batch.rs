@@ -44,6 +44,7 @@ impl Unanswered for DeliveryResult {
             latency: Duration::ZERO,
             verdict: Verdict::unanswered(reason),
             response: None,
+            shared: false,
         }
     }
 }

@@ -76,7 +76,8 @@ pub struct EngineConfig {
     /// `destination_concurrency` for namespaces the operator gave one of their own.
     pub destination_concurrency_by_namespace: std::collections::HashMap<String, usize>,
     /// Consecutive failed deliveries to one namespace's destination (no answer, a timeout, a
-    /// 5xx or a 429) that open its circuit breaker; 0 turns breakers off.
+    /// 5xx or a 429) that open its circuit breaker; 0 turns breakers off. A webhook batch counts
+    /// as one delivery.
     pub breaker_failures: u32,
     /// How long an open breaker holds its destination's deliveries back before one probe goes.
     pub breaker_open_for: Duration,

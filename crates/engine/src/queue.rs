@@ -375,6 +375,7 @@ impl Queues {
                     latency: Duration::ZERO,
                     verdict: Verdict::GiveUp { reason },
                     response: None,
+                    shared: false,
                 },
             ));
         }
@@ -503,6 +504,7 @@ impl Queues {
                         latency: Duration::from_millis(held_for as u64),
                         verdict: verdict(occ),
                         response: None,
+                        shared: false,
                     };
                     slots.push(Some(batch.len()));
                     batch.push(settle(

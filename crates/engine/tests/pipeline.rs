@@ -100,6 +100,7 @@ impl Deliverer for FakeDeliverer {
                     reason: "http 503".into(),
                 },
                 response: None,
+                shared: false,
             };
         }
         let verdict = match occ.spec.job_type.as_deref() {
@@ -117,6 +118,7 @@ impl Deliverer for FakeDeliverer {
             latency: Duration::from_millis(1),
             verdict,
             response: None,
+            shared: false,
         }
     }
 }

@@ -231,6 +231,7 @@ impl Deliverer for Router {
             latency: started.elapsed(),
             verdict,
             response: None,
+            shared: false,
         }
     }
 }
@@ -251,6 +252,7 @@ mod tests {
                 latency: Duration::ZERO,
                 verdict: Verdict::Delivered,
                 response: None,
+                shared: false,
             }
         }
     }

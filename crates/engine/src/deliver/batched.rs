@@ -60,7 +60,14 @@ pub(super) fn lines(http: Arc<Http>) -> Lines {
     };
     Lines(Batches::new(shape, move |_key, items| {
         let http = http.clone();
-        async move { http.send_batch(items).await }
+        async move {
+            let mut results = http.send_batch(items).await;
+            // One request, one outcome for the destination's breaker.
+            for result in results.iter_mut().skip(1) {
+                result.shared = true;
+            }
+            results
+        }
     }))
 }
 
@@ -221,6 +228,7 @@ impl Http {
             latency,
             verdict,
             response,
+            shared: false,
         };
         let verdict = classify(status, retry_after);
         if verdict != Verdict::Delivered {

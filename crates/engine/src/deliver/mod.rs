@@ -48,6 +48,9 @@ pub struct DeliveryResult {
     /// The start of the target's answer to a failed attempt, kept with its run (see
     /// `AttemptRecord::response`); `None` for a delivered one.
     pub response: Option<String>,
+    /// Set on all but one of the deliveries that went in one request (a webhook batch): the
+    /// request's outcome is theirs too, and the destination's breaker counts it once.
+    pub shared: bool,
 }
 
 /// Sends one occurrence to its target.
@@ -167,6 +170,7 @@ fn retry(reason: String, latency: Duration) -> DeliveryResult {
             reason,
         },
         response: None,
+        shared: false,
     }
 }
 
@@ -178,6 +182,7 @@ fn give_up(reason: impl Into<String>, started: Instant) -> DeliveryResult {
             reason: reason.into(),
         },
         response: None,
+        shared: false,
     }
 }
 
@@ -362,6 +367,7 @@ impl Deliverer for WebhookDeliverer {
                 latency,
                 verdict: classify(status, retry_after),
                 response: (!body.is_empty()).then(|| String::from_utf8_lossy(&body).into_owned()),
+                shared: false,
             },
             Exchange::Failed(result) => result,
         }

@@ -332,7 +332,9 @@ async fn deliver(
                 .get_or_create(&crate::metrics::CodeLabels { code })
                 .inc();
         }
-        if let Some(route) = &route {
+        if let Some(route) = &route
+            && !result.shared
+        {
             let failed = matches!(result.verdict, Verdict::Retry { .. })
                 && result.status.is_none_or(|s| s >= 500 || s == 429);
             let breakers = &ctx.shared.breakers;

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 
-use crate::support::{Api, start_node};
+use crate::support::{Api, start_node, start_node_with, test_config};
 
 /// One batch request as the receiver saw it.
 #[derive(Clone, Debug)]
@@ -258,5 +258,47 @@ async fn batch_settings_out_of_range_are_refused_naming_the_field() {
     }
     let (_, listed) = api.call("GET", "/v1/jobs", None).await;
     assert_eq!(listed["jobs"], json!([]), "nothing was created");
+    node.shutdown().await;
+}
+
+/// A batch is one request: a receiver that fails it once has failed once, however many
+/// deliveries it carried, so a few failed batches do not open the breaker that as many failed
+/// single deliveries would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_counts_once_for_the_breaker() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.engine.breaker_failures = 6;
+    let node = start_node_with(config).await;
+    let api = Api::new(node.addr());
+    let (receiver, addr) = BatchReceiver::start().await;
+    let due = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(1000);
+    let due = format!("{due:.3}");
+    let mut jobs = Vec::new();
+    for _ in 0..20 {
+        let job = api
+            .create(json!({
+                "schedule": {"at": due},
+                "target": {"webhook": {"url": format!("http://{addr}/down"), "batch": {"max_items": 100}}},
+                "retry": {"max_attempts": 1},
+            }))
+            .await;
+        jobs.push(job["id"].as_str().unwrap().to_string());
+    }
+    for id in &jobs {
+        assert_eq!(api.settled_job(id).await["state"], "failed", "job {id}");
+    }
+    let requests = receiver.requests().len();
+    assert!(
+        requests < 6,
+        "20 deliveries due together went in {requests} requests: too many to tell batches from deliveries"
+    );
+    let (status, breakers) = api.call("GET", "/v1/breakers", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        breakers["breakers"],
+        json!([]),
+        "{requests} failed requests opened the breaker"
+    );
     node.shutdown().await;
 }
