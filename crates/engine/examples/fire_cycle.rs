@@ -81,14 +81,15 @@ async fn run(n: usize, fire: bool) -> anyhow::Result<()> {
             retention: None,
             ..EngineConfig::default()
         };
+        let metrics = Metrics::new(&mut prometheus_client::registry::Registry::default());
         let deliverer = WebhookDeliverer::new(
             Secrets::new(store.clone(), clock.clone()),
             clock.clone(),
             TargetPolicy::new(Vec::new()).allowing_loopback(),
             Duration::from_secs(30),
             config.delivery_concurrency,
+            &metrics,
         )?;
-        let metrics = Metrics::new(&mut prometheus_client::registry::Registry::default());
         let delivered = metrics.fired.get_or_create(&OutcomeLabels {
             target: "webhook",
             outcome: "delivered",

@@ -63,6 +63,8 @@ pub struct Metrics {
     /// Queue messages handed to workers (each lease of each message, redeliveries included).
     pub queue_leased: Counter,
     pub webhook_responses: Family<CodeLabels, Counter>,
+    /// Deliveries in each batched webhook request (targets with `batch`).
+    pub webhook_batch_size: Histogram,
     pub purged_jobs: Counter,
     pub purged_runs: Counter,
     pub purged_dead_letters: Counter,
@@ -92,6 +94,9 @@ impl Metrics {
             quarantined: Counter::default(),
             queue_leased: Counter::default(),
             webhook_responses: Family::default(),
+            webhook_batch_size: Histogram::new([
+                1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
+            ]),
             purged_jobs: Counter::default(),
             purged_runs: Counter::default(),
             purged_dead_letters: Counter::default(),
@@ -192,6 +197,11 @@ impl Metrics {
             "hourglass_webhook_responses",
             "Webhook delivery attempts by HTTP status code (`none`: no response)",
             m.webhook_responses.clone(),
+        );
+        registry.register(
+            "hourglass_webhook_batch_size",
+            "Deliveries in each batched webhook request (targets with batch)",
+            m.webhook_batch_size.clone(),
         );
         registry.register(
             "hourglass_stage_queue",

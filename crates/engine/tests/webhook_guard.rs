@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hourglass_core::{JobSpec, Occurrence, Schedule, Target, WebhookTarget};
-use hourglass_engine::{Deliverer, Secrets, TargetPolicy, Verdict, WebhookDeliverer};
+use hourglass_engine::{Deliverer, Metrics, Secrets, TargetPolicy, Verdict, WebhookDeliverer};
 use hourglass_store::SqliteStore;
 
 fn occurrence(url: &str) -> Occurrence {
@@ -65,6 +65,7 @@ async fn forbidden_addresses_are_never_contacted() {
         TargetPolicy::default(),
         Duration::from_secs(2),
         16,
+        &Metrics::new(&mut Default::default()),
     )
     .unwrap();
     let (addr, accepted) = counting_listener().await;
@@ -102,6 +103,7 @@ async fn allowlisted_ranges_are_reachable() {
         TargetPolicy::new(vec!["127.0.0.0/8".parse().unwrap()]),
         Duration::from_secs(1),
         16,
+        &Metrics::new(&mut Default::default()),
     )
     .unwrap();
     let (addr, accepted) = counting_listener().await;

@@ -181,6 +181,7 @@ impl Parts {
                 policy.clone(),
                 config.delivery_timeout,
                 config.engine.delivery_concurrency,
+                &metrics,
             )
             .map_err(|e| StartError(format!("webhook client (TLS trust store): {e}")))?,
         );

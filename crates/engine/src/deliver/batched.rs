@@ -191,6 +191,7 @@ impl Http {
             return vec![result; items.len()];
         };
         let count = items.len();
+        self.batch_sizes.observe(count as f64);
         let mut body =
             Vec::with_capacity(items.iter().map(|i| i.json.len() + 1).sum::<usize>() + 18);
         body.extend_from_slice(br#"{"deliveries":["#);

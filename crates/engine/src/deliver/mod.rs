@@ -20,9 +20,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use prometheus_client::metrics::histogram::Histogram;
 
 mod batched;
 
+use crate::metrics::Metrics;
 use crate::netguard::TargetPolicy;
 use crate::signing::Secrets;
 
@@ -92,6 +94,8 @@ struct Http {
     policy: TargetPolicy,
     /// Bounds sending the request and receiving the response's head.
     timeout: Duration,
+    /// Deliveries in each batch request sent.
+    batch_sizes: Histogram,
 }
 
 /// Sent with every delivery.
@@ -114,6 +118,7 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
 impl WebhookDeliverer {
     /// `max_connections` should be the engine's delivery concurrency: fewer idle connections kept
     /// per host than deliveries in flight means closing and reopening connections under load.
+    /// Batch requests are counted in `metrics.webhook_batch_size`.
     ///
     /// Fails when the platform has no trusted CA certificates to check https targets against
     /// (Debian's `ca-certificates` missing, and no `SSL_CERT_FILE`).
@@ -123,6 +128,7 @@ impl WebhookDeliverer {
         policy: TargetPolicy,
         timeout: Duration,
         max_connections: usize,
+        metrics: &Metrics,
     ) -> Result<Self, rustls::Error> {
         // This client names its provider, but others in the node's process (reqwest built
         // without a default provider, so that aws-lc is never linked) take the process default:
@@ -153,6 +159,7 @@ impl WebhookDeliverer {
             clock,
             policy,
             timeout,
+            batch_sizes: metrics.webhook_batch_size.clone(),
         });
         Ok(Self {
             batches: batched::lines(http.clone()),

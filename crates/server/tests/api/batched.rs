@@ -218,6 +218,31 @@ async fn occurrences_due_together_arrive_in_signed_batches_with_their_own_verdic
         letters.iter().all(|l| l["reason"] == "http 503"),
         "{letters:?}"
     );
+
+    // The batch-size histogram saw every request the receiver got, and every item in them.
+    let all = receiver.requests();
+    let items: usize = all.iter().map(|r| r.items().len()).sum();
+    let text = api
+        .client
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("{name} is not exposed"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        series("hourglass_webhook_batch_size_count"),
+        all.len() as f64
+    );
+    assert_eq!(series("hourglass_webhook_batch_size_sum"), items as f64);
     node.shutdown().await;
 }
 
