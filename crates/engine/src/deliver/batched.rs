@@ -12,7 +12,8 @@
 //! The answer: a non-2xx status, a timeout or a connection failure is every item's result, as it
 //! would be a single delivery's. A 2xx acknowledges every item, except the ids a JSON object
 //! answer lists in `"failed"` (`{"failed": ["<delivery id>", ...]}`): those are retried under their
-//! own job's retry policy. A 2xx whose body starts like a JSON object and cannot be read as one is
+//! own job's retry policy. A 2xx whose body starts like a JSON object and cannot be read as one
+//! (within the first [`DRAIN_LIMIT`] bytes and the 100 ms the deliverer waits for a body) is
 //! retried whole, so a cut or garbled answer never acknowledges a failure.
 
 use std::collections::HashSet;
