@@ -11,7 +11,7 @@ use rusqlite::{Connection, Row, params};
 use super::SqliteStore;
 use super::codec::{SpecCache, column_bytes, corrupt, id_from_blob, unavailable};
 use super::jobs::find_queue_key;
-use super::leases::{Entry, LeaseSchedule};
+use super::leases::{Entry, FIRED, LeaseSchedule};
 use crate::{Applied, ClaimScope, Lease, Release, Result};
 
 /// A claim scope in owned form, so it can travel to the writer thread.
@@ -53,11 +53,12 @@ macro_rules! own_fire_ms {
 const OWN_FIRE_MS: &str = own_fire_ms!();
 
 /// What a claim reads: the occurrence's own fire time is the sixth column; the row number, by
-/// which the claim then updates the row without another lookup by id, the eleventh.
+/// which the claim then updates the row without another lookup by id, the eleventh; the queue
+/// key (none for a fired target) the twelfth.
 const CLAIM_COLUMNS: &str = concat!(
     "id, namespace, spec, payload, due_ms, ",
     own_fire_ms!(),
-    ", attempt, lease_token, runs, lease_owner, seq"
+    ", attempt, lease_token, runs, lease_owner, seq, queue_key"
 );
 
 /// A claimed row as the writer read it. Its spec is decoded by the caller, off the writer thread,
@@ -72,7 +73,7 @@ struct Claimed {
     attempt: u32,
     token: i64,
     runs: u64,
-    /// The row's number, recorded for the completion of a fired claim (`FiredRows`).
+    /// The row's number, recorded in the lease schedule for the claim's completion.
     seq: i64,
 }
 
@@ -103,34 +104,21 @@ fn claim_rows(
 ) -> Result<Vec<Claimed>> {
     let now = lease.now.as_millisecond();
     let lease_until = now.saturating_add(hourglass_core::duration_ms(lease.ttl));
+    let is_queue = matches!(scope, Scope::Queue { .. });
     let mut claimed = Vec::new();
-    // Per claimed row: whether its earlier lease lapsed, and its row number.
+    // Per claimed row: whether an earlier lease of it lapsed, and its row number.
     let mut rows_to_claim = Vec::new();
     let mut picked = Picked {
-        is_queue: matches!(scope, Scope::Queue { .. }),
         claimed: &mut claimed,
         rows: &mut rows_to_claim,
         taken,
     };
-    let queue_key = match scope {
+    // Lapsed leases first (the schedule's entries due now), then unleased rows by fire time.
+    let schedule_key = match scope {
         Scope::Fired => {
-            // A row still leased (its fire time is the lease expiry) is claimable only once that
-            // expiry has passed by the claimer's clock, even when it lies within the horizon.
-            let mut select = conn
-                .prepare_cached(&format!(
-                    "SELECT {CLAIM_COLUMNS} FROM jobs
-                     WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1
-                       AND (lease_owner IS NULL OR fire_ms <= ?3)
-                     ORDER BY fire_ms LIMIT ?2"
-                ))
-                .map_err(unavailable)?;
-            let mut rows = select
-                .query(params![horizon, limit as i64, now])
-                .map_err(unavailable)?;
-            while let Some(row) = rows.next().map_err(unavailable)? {
-                picked.push(row)?;
-            }
-            None
+            take_lapsed(conn, Kind::Fired, None, now, limit, leases, &mut picked)?;
+            claim_unleased(conn, Kind::Fired, None, horizon, limit, &mut picked)?;
+            FIRED
         }
         Scope::Queue {
             namespace,
@@ -141,9 +129,17 @@ fn claim_rows(
                 return Ok(Vec::new());
             };
             let types = types.as_deref();
-            take_lapsed(conn, key, types, now, limit, leases, &mut picked)?;
-            claim_unleased(conn, key, types, horizon, limit, &mut picked)?;
-            Some(key)
+            take_lapsed(
+                conn,
+                Kind::Queue(key),
+                types,
+                now,
+                limit,
+                leases,
+                &mut picked,
+            )?;
+            claim_unleased(conn, Kind::Queue(key), types, horizon, limit, &mut picked)?;
+            key
         }
     };
     let mut update = conn
@@ -154,33 +150,40 @@ fn claim_rows(
         ))
         .map_err(unavailable)?;
     for &(lapsed, seq) in &rows_to_claim {
+        // A queue message whose lease ran out unacked spent an attempt; a fired claim that
+        // lapsed (its node stopped before delivering) did not.
+        let spent = is_queue && lapsed;
         update
-            .execute(params![seq, lease_until, lease.owner, lapsed as i64])
+            .execute(params![seq, lease_until, lease.owner, spent as i64])
             .map_err(unavailable)?;
     }
-    if let Some(queue_key) = queue_key {
-        leases.add_all(claimed.iter().zip(rows_to_claim).map(|(c, (lapsed, seq))| {
-            // A lapsed lease taken again is looked at once more right away: should this
-            // transaction not commit, the row keeps the lapsed lease, and its entry must not wait
-            // for the new expiry. The look finds the new lease and moves the entry to its expiry.
-            let check_at = if lapsed { now } else { lease_until };
-            let entry = Entry {
-                seq,
-                queue_key,
-                token: c.token,
-                check_at,
-            };
-            (c.job_id, entry)
-        }));
-    }
+    leases.add_all(claimed.iter().zip(rows_to_claim).map(|(c, (lapsed, seq))| {
+        // A lapsed lease taken again is looked at once more right away: should this transaction
+        // not commit, the row keeps the lapsed lease, and its entry must not wait for the new
+        // expiry. The look finds the new lease and moves the entry to its expiry.
+        let check_at = if lapsed { now } else { lease_until };
+        let entry = Entry {
+            seq,
+            queue_key: schedule_key,
+            token: c.token,
+            check_at,
+        };
+        (c.job_id, entry)
+    }));
     Ok(claimed)
+}
+
+/// Which rows a claim takes: a queue's messages, or occurrences the engine fires.
+#[derive(Clone, Copy)]
+enum Kind {
+    Queue(i64),
+    Fired,
 }
 
 /// What a claim has picked so far: the messages, and per message whether an earlier lease of it
 /// lapsed and its row number; and the entries it took from the lease schedule, to be put back if
 /// the claim fails.
 struct Picked<'a> {
-    is_queue: bool,
     claimed: &'a mut Vec<Claimed>,
     rows: &'a mut Vec<(bool, i64)>,
     taken: &'a mut Vec<(JobId, Entry)>,
@@ -188,7 +191,7 @@ struct Picked<'a> {
 
 impl Picked<'_> {
     fn push(&mut self, row: &Row<'_>) -> Result<()> {
-        let (c, lapsed) = read_claimed(row, self.is_queue)?;
+        let (c, lapsed) = read_claimed(row)?;
         self.rows.push((lapsed, c.seq));
         self.claimed.push(c);
         Ok(())
@@ -201,14 +204,15 @@ impl Picked<'_> {
 
 /// Reads a row of `CLAIM_COLUMNS` into the message a claim hands out (with its row number), and
 /// whether an earlier lease of it lapsed.
-fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool)> {
+fn read_claimed(row: &Row<'_>) -> Result<(Claimed, bool)> {
     let mut attempt: u32 = row.get(6).map_err(corrupt)?;
     let token: i64 = row.get(7).map_err(corrupt)?;
     let runs: i64 = row.get(8).map_err(corrupt)?;
-    // A queue message still marked as leased is claimed again because its lease ran out unacked:
-    // that lease was a failed attempt.
-    let lapsed = is_queue && row.get::<_, Option<String>>(9).map_err(corrupt)?.is_some();
-    if lapsed {
+    let queue_key: Option<i64> = row.get(11).map_err(corrupt)?;
+    // A row still marked as leased is claimed again because its lease ran out. For a queue
+    // message that lease (unacked) was a failed attempt.
+    let lapsed = row.get::<_, Option<String>>(9).map_err(corrupt)?.is_some();
+    if lapsed && queue_key.is_some() {
         attempt += 1;
     }
     let claimed = Claimed {
@@ -226,12 +230,12 @@ fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool)> {
     Ok((claimed, lapsed))
 }
 
-/// Takes the queue's lapsed leases, earliest expiry first, up to `limit`, looking at each row:
-/// an entry whose lease has ended is dropped, one whose lease was extended goes back at its new
-/// expiry, and one of a type this claim does not take stays for another claim.
+/// Takes the lapsed leases of `kind`, earliest expiry first, up to `limit`, looking at each
+/// row: an entry whose lease has ended is dropped, one whose lease was extended goes back at its
+/// new expiry, and one of a type this claim does not take stays for another claim.
 fn take_lapsed(
     conn: &Connection,
-    queue_key: i64,
+    kind: Kind,
     types: Option<&[String]>,
     now: i64,
     limit: usize,
@@ -239,28 +243,34 @@ fn take_lapsed(
     picked: &mut Picked<'_>,
 ) -> Result<()> {
     let mut kept = Vec::new();
+    // The row must still be of the entry's kind: an entry outlives an edit that moved its job
+    // to another queue, or between a queue and a fired target, whose new lease is not this
+    // one's to take.
+    // Both looks take the same three parameters; a fired row has no queue key, bound as NULL.
+    let (schedule_key, bound_key, kind_filter) = match kind {
+        Kind::Queue(key) => (key, Some(key), "queue_key = ?3"),
+        Kind::Fired => (FIRED, None, "queue IS NULL AND ?3 IS NULL"),
+    };
     let mut look = conn
         .prepare_cached(&format!(
             "SELECT {CLAIM_COLUMNS}, job_type, fire_ms FROM jobs
              WHERE seq = ?1 AND id = ?2 AND state = 0 AND lease_owner IS NOT NULL
-               AND queue_key = ?3"
+               AND {kind_filter}"
         ))
         .map_err(unavailable)?;
     while picked.len() < limit {
-        let Some((job, entry)) = leases.pop_due(queue_key, now) else {
+        let Some((job, entry)) = leases.pop_due(schedule_key, now) else {
             break;
         };
         picked.taken.push((job, entry));
-        // The row must still be on this queue: an entry outlives an edit that moved its job to
-        // another queue or to a webhook, whose new lease is not this queue's to take.
         let mut rows = look
-            .query(params![entry.seq, job.as_bytes().as_slice(), queue_key])
+            .query(params![entry.seq, job.as_bytes().as_slice(), bound_key])
             .map_err(unavailable)?;
         let Some(row) = rows.next().map_err(unavailable)? else {
             continue;
         };
         let token: i64 = row.get(7).map_err(corrupt)?;
-        let expiry: i64 = row.get(12).map_err(corrupt)?;
+        let expiry: i64 = row.get(13).map_err(corrupt)?;
         if expiry > now {
             kept.push((
                 job,
@@ -273,7 +283,7 @@ fn take_lapsed(
             continue;
         }
         if let Some(types) = types {
-            let job_type: Option<String> = row.get(11).map_err(corrupt)?;
+            let job_type: Option<String> = row.get(12).map_err(corrupt)?;
             if !job_type.is_some_and(|t| types.contains(&t)) {
                 kept.push((job, Entry { token, ..entry }));
                 continue;
@@ -287,11 +297,10 @@ fn take_lapsed(
     Ok(())
 }
 
-/// Fills the claim up to `limit` with the queue's unleased messages due by `horizon`, in due
-/// order.
+/// Fills the claim up to `limit` with unleased rows of `kind` due by `horizon`, in due order.
 fn claim_unleased(
     conn: &Connection,
-    queue_key: i64,
+    kind: Kind,
     types: Option<&[String]>,
     horizon: i64,
     limit: usize,
@@ -300,29 +309,43 @@ fn claim_unleased(
     if picked.len() >= limit {
         return Ok(());
     }
-    // Types filter: a JSON array checked with json_each, so one cached statement serves every
-    // filter. `lease_owner IS NULL` lets SQLite use the partial due index.
-    let mut select = conn
-        .prepare_cached(&format!(
-            "SELECT {CLAIM_COLUMNS} FROM jobs
-             WHERE state = 0 AND queue_key = ?3 AND lease_owner IS NULL AND fire_ms <= ?1
-               AND (?4 IS NULL OR job_type IN (SELECT value FROM json_each(?4)))
-             ORDER BY fire_ms LIMIT ?2"
-        ))
-        .map_err(unavailable)?;
-    let types = types.map(|t| serde_json::to_string(t).expect("strings encode"));
-    let mut rows = select
-        .query(params![
-            horizon,
-            (limit - picked.len()) as i64,
-            queue_key,
-            types
-        ])
-        .map_err(unavailable)?;
-    while let Some(row) = rows.next().map_err(unavailable)? {
-        picked.push(row)?;
+    let left = (limit - picked.len()) as i64;
+    // `lease_owner IS NULL` lets SQLite use the partial due indexes.
+    let mut rows_of = |mut select: rusqlite::CachedStatement<'_>,
+                       params: &[&dyn rusqlite::ToSql]|
+     -> Result<()> {
+        let mut rows = select.query(params).map_err(unavailable)?;
+        while let Some(row) = rows.next().map_err(unavailable)? {
+            picked.push(row)?;
+        }
+        Ok(())
+    };
+    match kind {
+        Kind::Fired => rows_of(
+            conn.prepare_cached(&format!(
+                "SELECT {CLAIM_COLUMNS} FROM jobs
+                 WHERE state = 0 AND queue IS NULL AND lease_owner IS NULL AND fire_ms <= ?1
+                 ORDER BY fire_ms LIMIT ?2"
+            ))
+            .map_err(unavailable)?,
+            params![horizon, left],
+        ),
+        Kind::Queue(queue_key) => {
+            // Types filter: a JSON array checked with json_each, so one cached statement serves
+            // every filter.
+            let types = types.map(|t| serde_json::to_string(t).expect("strings encode"));
+            rows_of(
+                conn.prepare_cached(&format!(
+                    "SELECT {CLAIM_COLUMNS} FROM jobs
+                     WHERE state = 0 AND queue_key = ?3 AND lease_owner IS NULL AND fire_ms <= ?1
+                       AND (?4 IS NULL OR job_type IN (SELECT value FROM json_each(?4)))
+                     ORDER BY fire_ms LIMIT ?2"
+                ))
+                .map_err(unavailable)?,
+                params![horizon, left, queue_key, types],
+            )
+        }
     }
-    Ok(())
 }
 
 impl SqliteStore {
@@ -338,7 +361,6 @@ impl SqliteStore {
         let lease = lease.clone();
         let horizon = horizon.as_millisecond();
         let scope = Scope::from(scope);
-        let fired = matches!(scope, Scope::Fired);
         let leases = self.leases.clone();
         let popped = Arc::new(Mutex::new(Vec::new()));
         let record = popped.clone();
@@ -361,12 +383,7 @@ impl SqliteStore {
             let popped = std::mem::take(&mut *popped.lock().expect("popped entries poisoned"));
             self.leases.add_all(popped);
         }
-        let claimed = claimed?;
-        if fired {
-            self.fired_rows
-                .record(claimed.iter().map(|c| (c.job_id, c.seq)));
-        }
-        claimed
+        claimed?
             .into_iter()
             .map(|c| c.into_occurrence(&self.specs))
             .collect()
@@ -423,16 +440,60 @@ pub(super) fn release_in_tx(conn: &Connection, claims: Vec<Release>) -> Result<(
     Ok(())
 }
 
+/// The check time of the first fired claim's entry that still belongs to a live lease, if it
+/// comes before `unclaimed`. Entries left by edits of claimed jobs (a pause, a cancel, an update)
+/// stay until a claim looks at them; they must not make a next due time. Run after the query
+/// that gave `unclaimed`, so a claim committed in between is seen by one or the other.
+fn first_live_check(
+    conn: &Connection,
+    leases: &LeaseSchedule,
+    unclaimed: Option<i64>,
+) -> Result<Option<i64>> {
+    let mut look = conn
+        .prepare_cached(
+            "SELECT 1 FROM jobs
+             WHERE seq = ?1 AND id = ?2 AND lease_token = ?3 AND state = 0
+               AND lease_owner IS NOT NULL AND queue IS NULL",
+        )
+        .map_err(unavailable)?;
+    let mut after = None;
+    while let Some((job, entry)) = leases.entry_after(FIRED, after) {
+        if unclaimed.is_some_and(|u| u <= entry.check_at) {
+            return Ok(None);
+        }
+        let live = look
+            .exists(params![entry.seq, job.as_bytes().as_slice(), entry.token])
+            .map_err(unavailable)?;
+        if live {
+            return Ok(Some(entry.check_at));
+        }
+        after = Some((entry.check_at, job.as_u128()));
+    }
+    Ok(None)
+}
+
 pub(super) fn next_due(
     conn: &Connection,
     leases: &LeaseSchedule,
     scope: &Scope,
 ) -> Result<Option<Timestamp>> {
     let min: Option<i64> = match scope {
-        Scope::Fired => conn
-            .prepare_cached("SELECT MIN(fire_ms) FROM jobs WHERE state = 0 AND queue IS NULL")
-            .map_err(unavailable)?
-            .query_row([], |r| r.get(0)),
+        Scope::Fired => {
+            let unclaimed: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT MIN(fire_ms) FROM jobs
+                     WHERE state = 0 AND queue IS NULL AND lease_owner IS NULL",
+                )
+                .map_err(unavailable)?
+                .query_row([], |r| r.get(0))
+                .map_err(unavailable)?;
+            // Claimed rows are not in the due index: the schedule says when the first of their
+            // leases may run out.
+            Ok(unclaimed
+                .into_iter()
+                .chain(first_live_check(conn, leases, unclaimed)?)
+                .min())
+        }
         Scope::Queue {
             namespace, queue, ..
         } => match find_queue_key(conn, namespace, queue)? {

@@ -73,9 +73,8 @@ fn insert_runs(conn: &Connection, rows: &[RunRow<'_>]) -> Result<()> {
 }
 
 /// Applies each completion's plan ([`plan_completion`]) under its fencing token. `rows` holds the
-/// row number of each completion's job where the lease schedule or the fired claims' record
-/// knows it: the update then finds the row by it instead of through the id index (and checks
-/// the id).
+/// row number of each completion's job where the lease schedule knows it: the update then finds
+/// the row by it instead of through the id index (and checks the id).
 fn complete_in_tx(
     conn: &Connection,
     batch: Vec<Completion>,
@@ -200,9 +199,7 @@ impl SqliteStore {
     ) -> Result<Vec<Applied>> {
         let now = now.as_millisecond();
         let leases: Vec<(JobId, i64)> = batch.iter().map(|c| (c.job_id, c.token)).collect();
-        let mut rows = self.leases.rows_of(leases.iter().map(|(job, _)| *job));
-        self.fired_rows
-            .take_into(leases.iter().map(|(job, _)| *job), &mut rows);
+        let rows = self.leases.rows_of(leases.iter().map(|(job, _)| *job));
         let applied = self
             .write(move |conn| complete_in_tx(conn, batch, rows, now))
             .await?;

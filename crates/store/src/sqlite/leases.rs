@@ -1,15 +1,19 @@
-//! When each leased queue message's lease runs out.
+//! When each lease runs out: of a leased queue message, and of an occurrence the engine claimed
+//! to fire.
 //!
-//! A leased queue message is not in its queue's due index (`jobs_queue_due` holds unleased rows
-//! only, since migration 6), so a lease costs the writer one index delete and an ack none, where
-//! before the lease moved the row within that index to its expiry and the ack took it out again.
-//! What the index no longer tells, when a lease lapses, this schedule does: one entry per leased
-//! message, saying when to look at its row.
+//! A leased row is not in its due index (`jobs_queue_due` holds unleased queue rows only since
+//! migration 6, `jobs_due` unleased fired rows only since migration 11), so a claim costs the
+//! writer one index delete and a completion none, where before the claim moved the row within
+//! the index to its lease expiry and the completion took it out again. What the index no longer
+//! tells, when a lease lapses, this schedule does: one entry per leased row, saying when to look
+//! at it. Fired claims' entries are filed under [`FIRED`] in place of a queue key. An entry also
+//! gives a completion its row number, so it updates the row without the id index.
 //!
-//! The row stays the truth; an entry is only "look at this row then". An entry left behind by an
-//! ack whose commit failed, by a cancel or by an edit costs one look and is dropped, and an
-//! extended lease is put back at its new expiry. What must never happen is a leased row without
-//! an entry due at or before its expiry, or its lapse would go unnoticed until the next restart:
+//! The row stays the truth; an entry is only "look at this row then". An entry left behind by a
+//! completion whose commit failed, by a release, by a cancel or by an edit costs one look and is
+//! dropped, and an extended lease is put back at its new expiry. What must never happen is a
+//! leased row without an entry due at or before its expiry, or its lapse would go unnoticed until
+//! the next restart:
 //! - a claim adds the entry inside its own transaction, before the commit, due at the new
 //!   expiry; for a lapsed lease taken again, due at once, since a commit that fails leaves the
 //!   lapsed lease in the row (the look finds the new lease and moves the entry to its expiry);
@@ -18,11 +22,12 @@
 //!   belongs to that lease (the same token), never a newer lease of the same job;
 //! - a claim judges the entries it takes against rows as its transaction sees them, which
 //!   includes earlier requests of the same write group; if the claim or the group's commit
-//!   fails, every entry it took goes back as it was, due for a look (an ack it saw, or a new
-//!   lease it moved the entry to, may have been rolled back with it);
-//! - a look honours an entry only while its row is still on the entry's queue: an edit that
-//!   moves a leased message to another queue or to a webhook leaves a stale entry behind, and
-//!   the job's next lease is not this queue's to take;
+//!   fails, every entry it took goes back as it was, due for a look (a completion it saw, or a
+//!   new lease it moved the entry to, may have been rolled back with it);
+//! - a look honours an entry only while its row is still of the entry's kind (on the entry's
+//!   queue, or fired): an edit that moves a leased job to another queue or between a queue and a
+//!   fired target leaves a stale entry behind, and the job's next lease is not this one's to
+//!   take;
 //! - at open there are no leases: every lease of a previous process is released.
 
 use std::collections::{BTreeSet, HashMap};
@@ -40,6 +45,9 @@ pub(super) struct Entry {
     pub check_at: i64,
 }
 
+/// The key fired claims' entries are filed under. Queue keys are row numbers, never below 1.
+pub(super) const FIRED: i64 = i64::MIN;
+
 #[derive(Default)]
 pub(super) struct LeaseSchedule {
     inner: Mutex<Inner>,
@@ -50,45 +58,6 @@ struct Inner {
     by_job: HashMap<JobId, Entry, BuildHasherDefault<IdHasher>>,
     /// (queue key, check time, job as a number): a queue's due entries come first in its range.
     due: BTreeSet<(i64, i64, u128)>,
-}
-
-/// The row number of each job a fired claim took, so that its completion updates the row by it
-/// instead of finding it through the id index (as a queue ack does through [`LeaseSchedule`]).
-/// A job's row number never changes, so an entry left behind (a claim released unfired, a claim
-/// whose commit failed) is still true, only unneeded, and the map is emptied at its bound (a
-/// completion whose entry went with it looks its row up by id). If the job is deleted and its
-/// number given to a new row, the completion's update, which also checks the id, changes
-/// nothing: that completion was stale anyway.
-#[derive(Default)]
-pub(super) struct FiredRows {
-    rows: Mutex<HashMap<JobId, i64, BuildHasherDefault<IdHasher>>>,
-}
-
-impl FiredRows {
-    /// Entries kept: the fired claims in flight (at 50,000 fires/s and a two-second lookahead,
-    /// about 100,000), with room; about 8 MB at most.
-    const CAPACITY: usize = 1 << 18;
-
-    pub fn record(&self, claimed: impl IntoIterator<Item = (JobId, i64)>) {
-        let mut rows = self.rows.lock().expect("fired rows poisoned");
-        for (job, seq) in claimed {
-            if rows.len() >= Self::CAPACITY {
-                rows.clear();
-            }
-            rows.insert(job, seq);
-        }
-    }
-
-    /// Fills each unknown row of `rows` (one for each of `jobs`) that a fired claim recorded,
-    /// taking the entry: a completion ends its claim.
-    pub fn take_into(&self, jobs: impl IntoIterator<Item = JobId>, rows: &mut [Option<i64>]) {
-        let mut known = self.rows.lock().expect("fired rows poisoned");
-        for (job, row) in jobs.into_iter().zip(rows) {
-            if let Some(seq) = known.remove(&job) {
-                row.get_or_insert(seq);
-            }
-        }
-    }
 }
 
 /// Job ids are UUIDv7: their last 8 bytes are random but for the two variant bits, so they are a
@@ -193,6 +162,41 @@ impl LeaseSchedule {
         inner.remove(job).map(|entry| (job, entry))
     }
 
+    /// The entries under `queue_key` due for a look at `now`, as (job, row): the leases that
+    /// may have lapsed.
+    pub fn due_by(&self, queue_key: i64, now: i64) -> Vec<(JobId, i64)> {
+        let inner = self.lock();
+        inner
+            .due
+            .range((queue_key, i64::MIN, 0)..=(queue_key, now, u128::MAX))
+            .filter_map(|&(_, _, job)| {
+                let job = JobId::from_u128(job);
+                inner.by_job.get(&job).map(|e| (job, e.seq))
+            })
+            .collect()
+    }
+
+    /// The first entry under `queue_key` after `after` (a check time and a job, exclusive), in
+    /// check order: a walk over the entries that holds the lock one step at a time.
+    pub fn entry_after(
+        &self,
+        queue_key: i64,
+        after: Option<(i64, u128)>,
+    ) -> Option<(JobId, Entry)> {
+        use std::ops::Bound::{Excluded, Included};
+        let inner = self.lock();
+        let start = match after {
+            Some((at, job)) => Excluded((queue_key, at, job)),
+            None => Included((queue_key, i64::MIN, 0)),
+        };
+        let &(_, _, job) = inner
+            .due
+            .range((start, Included((queue_key, i64::MAX, u128::MAX))))
+            .next()?;
+        let job = JobId::from_u128(job);
+        inner.by_job.get(&job).map(|e| (job, *e))
+    }
+
     /// When the queue's next lease may run out.
     pub fn next_check(&self, queue_key: i64) -> Option<i64> {
         self.lock()
@@ -202,9 +206,9 @@ impl LeaseSchedule {
             .map(|&(_, at, _)| at)
     }
 
-    /// The leases known on these queues (all queues for `None`), as (queue, job, row). A
-    /// queue's entries are one range of the due set, so asking for one queue reads only its own
-    /// (under the lock that claims wait for), not every message in flight.
+    /// The leases known on these queues (all queues for `None`; fired claims are no queue's), as
+    /// (queue, job, row). A queue's entries are one range of the due set, so asking for one queue
+    /// reads only its own (under the lock that claims wait for), not every message in flight.
     pub fn leased(&self, queue_keys: Option<&[i64]>) -> Vec<(i64, JobId, i64)> {
         let inner = self.lock();
         let with_row = |&(key, _, job): &(i64, i64, u128)| {
@@ -212,7 +216,11 @@ impl LeaseSchedule {
             inner.by_job.get(&job).map(|e| (key, job, e.seq))
         };
         match queue_keys {
-            None => inner.due.iter().filter_map(with_row).collect(),
+            None => inner
+                .due
+                .range((FIRED + 1, i64::MIN, 0)..)
+                .filter_map(with_row)
+                .collect(),
             Some(keys) => keys
                 .iter()
                 .flat_map(|&key| {
@@ -232,23 +240,6 @@ mod tests {
 
     fn job(n: u128) -> JobId {
         JobId::from_u128(n)
-    }
-
-    #[test]
-    fn a_fired_claim_s_row_is_given_to_its_completion_once_and_never_over_a_known_one() {
-        let fired = FiredRows::default();
-        fired.record([(job(1), 10), (job(2), 20), (job(3), 30)]);
-        // Job 2's row is known already (a queue lease's), job 4 was never claimed here.
-        let mut rows = vec![None, Some(99), None, None];
-        fired.take_into([job(1), job(2), job(3), job(4)], &mut rows);
-        assert_eq!(rows, [Some(10), Some(99), Some(30), None]);
-        let mut again = vec![None, None, None];
-        fired.take_into([job(1), job(2), job(3)], &mut again);
-        assert_eq!(
-            again,
-            [None, None, None],
-            "each entry goes with its completion"
-        );
     }
 
     fn entry(queue_key: i64, token: i64, check_at: i64) -> Entry {
@@ -286,9 +277,17 @@ mod tests {
         s.add(job(3), entry(1, 1, 100));
         assert_eq!(s.leased(Some(&[1])), vec![(1, job(3), 7), (1, job(1), 7)]);
         assert_eq!(s.leased(Some(&[2, 3])), vec![(2, job(2), 7)]);
+        s.add(job(4), entry(FIRED, 1, 50));
         let mut all = s.leased(None);
         all.sort();
-        assert_eq!(all, vec![(1, job(1), 7), (1, job(3), 7), (2, job(2), 7)]);
+        assert_eq!(
+            all,
+            vec![(1, job(1), 7), (1, job(3), 7), (2, job(2), 7)],
+            "fired claims are no queue's"
+        );
+        assert_eq!(s.due_by(FIRED, 49), vec![]);
+        assert_eq!(s.due_by(FIRED, 50), vec![(job(4), 7)]);
+        assert_eq!(s.due_by(1, 100), vec![(job(3), 7)]);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //!
 //! The data directory is locked exclusively, so exactly one node uses it; at open every lease left
 //! by a previous (crashed) process is released, and its claimed occurrences fire again at once.
-//! Leased queue messages are not in their queue's due index; `leases.rs` keeps when each lease
-//! runs out.
+//! Leased rows (queue messages and fired claims) are not in their due index; `leases.rs` keeps
+//! when each lease runs out.
 //!
 //! `backup.rs` copies a store consistently while its node runs (`hourglass backup`).
 //!
@@ -60,10 +60,8 @@ pub const DB_FILE: &str = "hourglass.db";
 
 pub struct SqliteStore {
     writer: mpsc::Sender<WriteJob>,
-    /// When each leased queue message's lease runs out; see `leases.rs`.
+    /// When each lease (of a queue message or a fired claim) runs out; see `leases.rs`.
     leases: Arc<LeaseSchedule>,
-    /// The row number of each job a fired claim took; see `leases::FiredRows`.
-    fired_rows: leases::FiredRows,
     /// Claimed specs decoded before; see `codec::SpecCache`.
     specs: codec::SpecCache,
     readers: Arc<ReaderPool>,
@@ -124,7 +122,6 @@ impl SqliteStore {
         Ok(Self {
             writer: tx,
             leases: Arc::default(),
-            fired_rows: leases::FiredRows::default(),
             specs: codec::SpecCache::default(),
             readers: Arc::new(ReaderPool {
                 path: path.clone(),
@@ -238,8 +235,12 @@ impl Store for SqliteStore {
     }
 
     async fn release(&self, claims: Vec<Release>) -> Result<()> {
+        let ended: Vec<(JobId, i64)> = claims.iter().map(|c| (c.job_id, c.token)).collect();
         self.write(move |conn| claim::release_in_tx(conn, claims))
-            .await
+            .await?;
+        // Committed: these leases have ended (a stale release matches no entry's token).
+        self.leases.forget(ended);
+        Ok(())
     }
 
     async fn next_due(&self, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {

@@ -172,6 +172,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // binary from before packing refuse this store at open, instead of finding its new rows'
     // specs unreadable one by one.
     "SELECT 1;",
+    // 11: a claimed fired row leaves the due index, as a leased queue message did in 6, and the
+    // lease schedule in memory (`sqlite/leases.rs`) says when each claim runs out. A claim then
+    // deletes one index entry where it moved one, and a one-off's completion finds nothing
+    // there to delete. Leases never outlive a process here, so the schedule starts complete.
+    "DROP INDEX jobs_due;
+     CREATE INDEX jobs_due ON jobs(fire_ms)
+         WHERE state = 0 AND queue IS NULL AND lease_owner IS NULL;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

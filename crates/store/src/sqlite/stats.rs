@@ -7,7 +7,7 @@ use hourglass_core::{JobState, from_ms};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{corrupt, unavailable};
-use super::leases::LeaseSchedule;
+use super::leases::{FIRED, LeaseSchedule};
 use crate::rules::state_from_code;
 use crate::{QueueStats, Result, StoreGauges};
 
@@ -86,18 +86,38 @@ pub(super) fn gauges(conn: &Connection, leases: &LeaseSchedule, now: i64) -> Res
         }
     }
     drop(rows);
-    // Unclaimed only: a claimed occurrence's fire_ms is its lease expiry, in the future
-    // while a node holds it; a lapsed claim is backlog again, as it should be.
+    // Unclaimed, and claims whose lease lapsed (backlog again, as they should be): claimed rows
+    // are not in the due index, and the lease schedule's entries due for a look are the claims
+    // that may have lapsed, each checked against its row.
     let (backlog, oldest): (i64, Option<i64>) = conn
         .prepare_cached(
             "SELECT COUNT(*), MIN(fire_ms) FROM jobs
-             WHERE state = 0 AND queue IS NULL AND fire_ms <= ?1",
+             WHERE state = 0 AND queue IS NULL AND lease_owner IS NULL AND fire_ms <= ?1",
         )
         .map_err(unavailable)?
         .query_row([now], |r| Ok((r.get(0)?, r.get(1)?)))
         .map_err(unavailable)?;
-    gauges.due_backlog = backlog as u64;
-    gauges.oldest_backlog = oldest.map(from_ms);
+    let mut lapsed_look = conn
+        .prepare_cached(
+            "SELECT fire_ms FROM jobs
+             WHERE seq = ?1 AND id = ?2 AND state = 0 AND lease_owner IS NOT NULL
+               AND queue IS NULL AND fire_ms <= ?3",
+        )
+        .map_err(unavailable)?;
+    let mut lapsed = 0u64;
+    let mut oldest_lapsed: Option<i64> = None;
+    for (job, seq) in leases.due_by(FIRED, now) {
+        let expiry: Option<i64> = lapsed_look
+            .query_row(params![seq, job.as_bytes().as_slice(), now], |r| r.get(0))
+            .optional()
+            .map_err(unavailable)?;
+        if let Some(expiry) = expiry {
+            lapsed += 1;
+            oldest_lapsed = Some(oldest_lapsed.map_or(expiry, |o| o.min(expiry)));
+        }
+    }
+    gauges.due_backlog = backlog as u64 + lapsed;
+    gauges.oldest_backlog = oldest.into_iter().chain(oldest_lapsed).min().map(from_ms);
     type QueueRow = (Option<i64>, Option<i64>, Option<i64>);
     let (available, scheduled, oldest): QueueRow = conn
         .prepare_cached(

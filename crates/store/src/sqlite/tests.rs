@@ -389,3 +389,106 @@ fn the_spec_cache_keeps_to_its_byte_bound() {
     // 16 MiB over about 70 KB an entry: at most about 234 at once.
     assert!(cache.len() < 240, "{}", cache.len());
 }
+
+fn fired_job(due: Timestamp) -> NewJob {
+    let mut job = queue_job(due);
+    job.spec.target = hourglass_core::Target::Webhook(hourglass_core::WebhookTarget {
+        url: "https://example.com/".parse().unwrap(),
+        headers: Default::default(),
+        rate_limit: None,
+        batch: None,
+    });
+    job
+}
+
+/// A fired claim leaves the due index while its lease runs (migration 11), so its lapse is told
+/// by the lease schedule alone: the next due time, the backlog gauge and the next claim must all
+/// find it there, and a completion must take its entry away.
+#[tokio::test]
+async fn a_fired_claim_out_of_the_due_index_is_found_again_when_it_lapses() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let t0 = from_ms(1_000_000);
+    let at = |ms: i64| from_ms(1_000_000 + ms);
+    let lease = |owner: &str, now| Lease {
+        owner: owner.into(),
+        ttl: Duration::from_secs(1),
+        now,
+    };
+    store
+        .create_jobs(vec![fired_job(t0), fired_job(at(60_000))])
+        .await
+        .unwrap();
+    let first = store
+        .claim_due(ClaimScope::Fired, t0, 10, &lease("n1", t0))
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    // Held: the next due time is the lease's end, not the other job's fire time, and the held
+    // occurrence is no backlog.
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(at(1_000))
+    );
+    assert_eq!(store.gauges(at(500)).await.unwrap().due_backlog, 0);
+    // Lapsed: backlog again, since its lease's end.
+    let gauges = store.gauges(at(1_500)).await.unwrap();
+    assert_eq!(
+        (gauges.due_backlog, gauges.oldest_backlog),
+        (1, Some(at(1_000)))
+    );
+    let second = store
+        .claim_due(ClaimScope::Fired, at(1_500), 10, &lease("n2", at(1_500)))
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1, "the lapsed claim is taken again");
+    assert_eq!((second[0].job_id, second[0].fire_at), (first[0].job_id, t0));
+    assert_eq!(
+        second[0].attempt, first[0].attempt,
+        "a lapse spends no attempt"
+    );
+    assert!(second[0].token > first[0].token);
+    // Completed under the second lease: nothing of it is left to look at.
+    let done = Completion {
+        job_id: second[0].job_id,
+        token: second[0].token,
+        due: second[0].due,
+        attempt: None,
+        action: hourglass_core::Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
+    };
+    store.complete(vec![done], at(1_600)).await.unwrap();
+    assert_eq!(store.leases.next_check(super::leases::FIRED), None);
+    assert_eq!(
+        store.next_due(ClaimScope::Fired).await.unwrap(),
+        Some(at(60_000))
+    );
+}
+
+/// The fired claim and next-due queries seek the due index (which holds unleased rows only)
+/// instead of scanning the jobs.
+#[test]
+fn fired_claims_and_next_due_use_the_due_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+    conn.execute_batch(SCHEMA).unwrap();
+    for sql in MIGRATIONS {
+        conn.execute_batch(sql).unwrap();
+    }
+    for sql in [
+        "SELECT id FROM jobs
+         WHERE state = 0 AND queue IS NULL AND lease_owner IS NULL AND fire_ms <= ?1
+         ORDER BY fire_ms LIMIT 10",
+        "SELECT MIN(fire_ms) FROM jobs
+         WHERE state = 0 AND queue IS NULL AND lease_owner IS NULL AND ?1 IS NOT NULL",
+    ] {
+        let plan = plan(&conn, sql, &[&5_i64]);
+        assert!(plan.contains("jobs_due"), "{sql}\n{plan}");
+        assert!(
+            !plan.contains("SCAN jobs\n") && plan != "SCAN jobs",
+            "{plan}"
+        );
+    }
+}
