@@ -53,12 +53,11 @@ macro_rules! own_fire_ms {
 const OWN_FIRE_MS: &str = own_fire_ms!();
 
 /// What a claim reads: the occurrence's own fire time is the sixth column; the row number, by
-/// which the claim then updates the row without another lookup by id, the eleventh; the queue
-/// key (none for a fired target) the twelfth.
+/// which the claim then updates the row without another lookup by id, the eleventh.
 const CLAIM_COLUMNS: &str = concat!(
     "id, namespace, spec, payload, due_ms, ",
     own_fire_ms!(),
-    ", attempt, lease_token, runs, lease_owner, seq, queue_key"
+    ", attempt, lease_token, runs, lease_owner, seq"
 );
 
 /// A claimed row as the writer read it. Its spec is decoded by the caller, off the writer thread,
@@ -109,6 +108,7 @@ fn claim_rows(
     // Per claimed row: whether an earlier lease of it lapsed, and its row number.
     let mut rows_to_claim = Vec::new();
     let mut picked = Picked {
+        is_queue,
         claimed: &mut claimed,
         rows: &mut rows_to_claim,
         taken,
@@ -150,8 +150,8 @@ fn claim_rows(
         ))
         .map_err(unavailable)?;
     for &(lapsed, seq) in &rows_to_claim {
-        // A queue message whose lease ran out unacked spent an attempt; a fired claim that
-        // lapsed (its node stopped before delivering) did not.
+        // A queue message whose lease ran out unacked spent an attempt (`read_claimed` counts
+        // it); a fired claim that lapsed (its node stopped before delivering) did not.
         let spent = is_queue && lapsed;
         update
             .execute(params![seq, lease_until, lease.owner, spent as i64])
@@ -184,6 +184,7 @@ enum Kind {
 /// lapsed and its row number; and the entries it took from the lease schedule, to be put back if
 /// the claim fails.
 struct Picked<'a> {
+    is_queue: bool,
     claimed: &'a mut Vec<Claimed>,
     rows: &'a mut Vec<(bool, i64)>,
     taken: &'a mut Vec<(JobId, Entry)>,
@@ -191,7 +192,7 @@ struct Picked<'a> {
 
 impl Picked<'_> {
     fn push(&mut self, row: &Row<'_>) -> Result<()> {
-        let (c, lapsed) = read_claimed(row)?;
+        let (c, lapsed) = read_claimed(row, self.is_queue)?;
         self.rows.push((lapsed, c.seq));
         self.claimed.push(c);
         Ok(())
@@ -204,15 +205,14 @@ impl Picked<'_> {
 
 /// Reads a row of `CLAIM_COLUMNS` into the message a claim hands out (with its row number), and
 /// whether an earlier lease of it lapsed.
-fn read_claimed(row: &Row<'_>) -> Result<(Claimed, bool)> {
+fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool)> {
     let mut attempt: u32 = row.get(6).map_err(corrupt)?;
     let token: i64 = row.get(7).map_err(corrupt)?;
     let runs: i64 = row.get(8).map_err(corrupt)?;
-    let queue_key: Option<i64> = row.get(11).map_err(corrupt)?;
     // A row still marked as leased is claimed again because its lease ran out. For a queue
     // message that lease (unacked) was a failed attempt.
     let lapsed = row.get::<_, Option<String>>(9).map_err(corrupt)?.is_some();
-    if lapsed && queue_key.is_some() {
+    if lapsed && is_queue {
         attempt += 1;
     }
     let claimed = Claimed {
@@ -270,7 +270,7 @@ fn take_lapsed(
             continue;
         };
         let token: i64 = row.get(7).map_err(corrupt)?;
-        let expiry: i64 = row.get(13).map_err(corrupt)?;
+        let expiry: i64 = row.get(12).map_err(corrupt)?;
         if expiry > now {
             kept.push((
                 job,
@@ -283,7 +283,7 @@ fn take_lapsed(
             continue;
         }
         if let Some(types) = types {
-            let job_type: Option<String> = row.get(12).map_err(corrupt)?;
+            let job_type: Option<String> = row.get(11).map_err(corrupt)?;
             if !job_type.is_some_and(|t| types.contains(&t)) {
                 kept.push((job, Entry { token, ..entry }));
                 continue;
