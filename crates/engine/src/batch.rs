@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::deliver::{DeliveryResult, Verdict};
+use crate::deliver::Verdict;
 
 /// Sends one batch under its key and answers one result per entry, in order.
 type SendBatch<I, R> =
@@ -33,18 +33,6 @@ impl Unanswered for Verdict {
         Verdict::Retry {
             after: None,
             reason,
-        }
-    }
-}
-
-impl Unanswered for DeliveryResult {
-    fn unanswered(reason: String) -> Self {
-        DeliveryResult {
-            status: None,
-            latency: Duration::ZERO,
-            verdict: Verdict::unanswered(reason),
-            response: None,
-            shared: false,
         }
     }
 }
@@ -70,7 +58,7 @@ struct Entry<I, R> {
 }
 
 /// Batch lines by key. `R` is what each entry is answered: a publisher's [`Verdict`], or a
-/// webhook's whole [`DeliveryResult`].
+/// webhook's whole [`DeliveryResult`](crate::deliver::DeliveryResult).
 pub struct Batches<I: Send + 'static, R: Unanswered + Send + 'static = Verdict> {
     lines: Mutex<HashMap<String, mpsc::Sender<Entry<I, R>>>>,
     send: SendBatch<I, R>,

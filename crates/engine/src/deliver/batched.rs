@@ -26,7 +26,7 @@ use hourglass_core::{DeliveryId, JobSpec, Occurrence, Target, WebhookBatch, Webh
 use http::header::{HeaderName, HeaderValue};
 use tokio::time::Instant;
 
-use super::{DRAIN_LIMIT, DeliveryResult, Exchange, Http, Verdict, classify, give_up};
+use super::{DRAIN_LIMIT, DeliveryResult, Exchange, Http, Verdict, classify, give_up, snippet};
 use crate::batch::{Batches, Shape, Unanswered};
 
 /// Requests in flight at once on one line. Each occurrence in a batch holds one of its
@@ -171,12 +171,6 @@ fn failed_ids(body: &[u8]) -> Result<Vec<String>, String> {
         .map(|id| id.as_str().map(str::to_owned))
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| "`failed` lists something other than delivery ids".to_string())
-}
-
-/// The start of an answer, as kept with a failed item's run.
-fn snippet(body: &[u8]) -> Option<String> {
-    let head = &body[..body.len().min(RESPONSE_SNIPPET_BYTES)];
-    (!head.is_empty()).then(|| String::from_utf8_lossy(head).into_owned())
 }
 
 impl Http {

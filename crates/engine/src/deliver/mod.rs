@@ -24,6 +24,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 mod batched;
 
+use crate::batch::Unanswered;
 use crate::metrics::Metrics;
 use crate::netguard::TargetPolicy;
 use crate::signing::Secrets;
@@ -179,6 +180,19 @@ fn retry(reason: String, latency: Duration) -> DeliveryResult {
         response: None,
         shared: false,
     }
+}
+
+/// A result a batch could not give (its line or its request went away): a transient failure.
+impl Unanswered for DeliveryResult {
+    fn unanswered(reason: String) -> Self {
+        retry(reason, Duration::ZERO)
+    }
+}
+
+/// The start of a target's answer, as kept with a failed attempt's run.
+fn snippet(body: &[u8]) -> Option<String> {
+    let head = &body[..body.len().min(RESPONSE_SNIPPET_BYTES)];
+    (!head.is_empty()).then(|| String::from_utf8_lossy(head).into_owned())
 }
 
 fn give_up(reason: impl Into<String>, started: Instant) -> DeliveryResult {
@@ -373,7 +387,7 @@ impl Deliverer for WebhookDeliverer {
                 status: Some(status),
                 latency,
                 verdict: classify(status, retry_after),
-                response: (!body.is_empty()).then(|| String::from_utf8_lossy(&body).into_owned()),
+                response: snippet(&body),
                 shared: false,
             },
             Exchange::Failed(result) => result,
