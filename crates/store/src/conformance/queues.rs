@@ -646,3 +646,78 @@ pub async fn a_queue_lists_its_messages_with_their_leases(store: Arc<dyn Store>)
     assert!(ids(&list(Some("a"), "emails", active, None, 100).await).contains(&other_id));
     assert!(list(Some("a"), "other", None, None, 100).await.is_empty());
 }
+
+/// One lease of many messages, some whose earlier lease lapsed and some never leased: each is
+/// leased once, a lapsed one counts the lapse as an attempt and a fresh one does not (also after
+/// both lapse again), and only the newest lease's receipts complete them.
+pub async fn a_large_lease_mixes_lapsed_and_fresh_messages(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let n = 150;
+    create(
+        &*store,
+        (0..n).map(|_| queue_job("a", "q", "x", base)).collect(),
+    )
+    .await;
+    let first = claim(&*store, queue("a", "q"), base, 41, "w1").await;
+    assert_eq!(first.len(), 41);
+    let lapsed: std::collections::HashSet<_> = first.iter().map(|o| o.job_id).collect();
+
+    let at = base + ms(30_000);
+    let second = claim(&*store, queue("a", "q"), at, 500, "w2").await;
+    assert_eq!(
+        second.len(),
+        n,
+        "every message once: {} leased",
+        second.len()
+    );
+    let ids: std::collections::HashSet<_> = second.iter().map(|o| o.job_id).collect();
+    assert_eq!(ids.len(), n, "no message twice in one lease");
+    for o in &second {
+        let want = if lapsed.contains(&o.job_id) { 2 } else { 1 };
+        assert_eq!(o.attempt, want, "{}: attempt", o.job_id);
+    }
+    assert!(
+        claim(&*store, queue("a", "q"), at, 500, "w3")
+            .await
+            .is_empty(),
+        "all of them leased"
+    );
+
+    // Both kinds lapse again: the attempts the second lease recorded are kept.
+    let third = claim(&*store, queue("a", "q"), at + ms(30_000), 500, "w3").await;
+    assert_eq!(third.len(), n);
+    for o in &third {
+        let want = if lapsed.contains(&o.job_id) { 3 } else { 2 };
+        assert_eq!(
+            o.attempt, want,
+            "{}: attempt after a second lapse",
+            o.job_id
+        );
+    }
+
+    let stale: Vec<_> = second.iter().take(70).map(delivered).collect();
+    assert!(
+        store
+            .complete(stale, at + ms(30_001))
+            .await
+            .unwrap()
+            .iter()
+            .all(|a| *a == Applied::StaleLease),
+        "the lapsed second lease completes nothing"
+    );
+    let acks: Vec<_> = third.iter().map(delivered).collect();
+    assert!(
+        store
+            .complete(acks, at + ms(30_001))
+            .await
+            .unwrap()
+            .iter()
+            .all(|a| *a == Applied::Yes)
+    );
+    assert!(
+        claim(&*store, queue("a", "q"), at + ms(600_000), 500, "w4")
+            .await
+            .is_empty(),
+        "acked messages never come back"
+    );
+}

@@ -2,7 +2,7 @@
 //! queue, lapsed leases from the lease schedule first), extending and releasing claims, and the
 //! next due time a planner or a queue consumer waits for.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hourglass_core::{JobId, Occurrence, from_ms};
 use jiff::Timestamp;
@@ -142,20 +142,28 @@ fn claim_rows(
             key
         }
     };
-    let mut update = conn
-        .prepare_cached(&format!(
-            "UPDATE jobs SET fire_ms = ?2, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?3,
-                                 lease_token = lease_token + 1, attempt = attempt + ?4
-                 WHERE seq = ?1"
-        ))
-        .map_err(unavailable)?;
-    for &(lapsed, seq) in &rows_to_claim {
-        // A queue message whose lease ran out unacked spent an attempt (`read_claimed` counts
-        // it); a fired claim that lapsed (its node stopped before delivering) did not.
-        let spent = is_queue && lapsed;
-        update
-            .execute(params![seq, lease_until, lease.owner, spent as i64])
-            .map_err(unavailable)?;
+    // Rows are updated a chunk a statement: a statement of its own per row opened its cursors
+    // and reset once a row, about a sixth of the row's update. A queue message whose lease ran
+    // out unacked spent an attempt (`read_claimed` counts it), so those go in chunks of their
+    // own; a fired claim that lapsed (its node stopped before delivering) did not.
+    for spent in [false, true] {
+        let seqs: Vec<i64> = rows_to_claim
+            .iter()
+            .filter(|&&(lapsed, _)| (is_queue && lapsed) == spent)
+            .map(|&(_, seq)| seq)
+            .collect();
+        for (size, chunk) in chunks(&seqs) {
+            let mut update = conn
+                .prepare_cached(claim_update_sql(size))
+                .map_err(unavailable)?;
+            let mut params: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(chunk.len() + 3);
+            let spent = spent as i64;
+            params.push(&lease_until);
+            params.push(&lease.owner);
+            params.push(&spent);
+            params.extend(chunk.iter().map(|s| s as &dyn rusqlite::ToSql));
+            update.execute(params.as_slice()).map_err(unavailable)?;
+        }
     }
     leases.add_all(claimed.iter().zip(rows_to_claim).map(|(c, (lapsed, seq))| {
         // A lapsed lease taken again is looked at once more right away: should this transaction
@@ -171,6 +179,47 @@ fn claim_rows(
         (c.job_id, entry)
     }));
     Ok(claimed)
+}
+
+/// The chunk sizes claims update rows in: few distinct statements for the statement cache.
+const CHUNKS: [usize; 7] = [64, 32, 16, 8, 4, 2, 1];
+
+/// `seqs` cut into chunks of the sizes in [`CHUNKS`], largest first, each with its size's index.
+fn chunks(seqs: &[i64]) -> impl Iterator<Item = (usize, &[i64])> {
+    let mut rest = seqs;
+    std::iter::from_fn(move || {
+        let size = CHUNKS.iter().position(|&c| c <= rest.len())?;
+        let (chunk, tail) = rest.split_at(CHUNKS[size]);
+        rest = tail;
+        Some((size, chunk))
+    })
+}
+
+/// The update that leases a chunk of `CHUNKS[size]` rows, numbered from `?4`: the lease expiry
+/// `?1`, owner `?2`, and attempts spent `?3`. Built once a size.
+fn claim_update_sql(size: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        CHUNKS
+            .iter()
+            .map(|&n| {
+                let mut seqs = String::new();
+                for i in 4..4 + n {
+                    if i > 4 {
+                        seqs.push(',');
+                    }
+                    seqs.push('?');
+                    seqs.push_str(&i.to_string());
+                }
+                format!(
+                    "UPDATE jobs SET fire_ms = ?1, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?2,
+                                     lease_token = lease_token + 1, attempt = attempt + ?3
+                     WHERE seq IN ({seqs})"
+                )
+            })
+            .collect()
+    });
+    &all[size]
 }
 
 /// Which rows a claim takes: a queue's messages, or occurrences the engine fires.
@@ -512,4 +561,28 @@ pub(super) fn next_due(
     }
     .map_err(unavailable)?;
     Ok(min.map(from_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CHUNKS, chunks};
+
+    #[test]
+    fn chunks_cover_every_row_once_in_order_at_known_sizes() {
+        for n in [0, 1, 2, 63, 64, 65, 130, 1000] {
+            let seqs: Vec<i64> = (0..n).collect();
+            let cut: Vec<_> = chunks(&seqs).collect();
+            assert!(
+                cut.iter().all(|(size, c)| CHUNKS[*size] == c.len()),
+                "{n}: every chunk has its size"
+            );
+            let joined: Vec<i64> = cut.iter().flat_map(|(_, c)| c.iter().copied()).collect();
+            assert_eq!(joined, seqs, "{n}: every row once, in order");
+            assert!(
+                cut.len() <= n as usize / 64 + CHUNKS.len(),
+                "{n}: {} statements",
+                cut.len()
+            );
+        }
+    }
 }
