@@ -197,6 +197,11 @@ fn chunks(seqs: &[i64]) -> impl Iterator<Item = (usize, &[i64])> {
 
 /// The update that leases a chunk of `CHUNKS[size]` rows, numbered from `?4`: the lease expiry
 /// `?1`, owner `?2`, and attempts spent `?3`. Built once a size.
+///
+/// `OR FAIL`: a statement that writes several rows and may abort half-way makes SQLite copy each
+/// page it touches to a statement journal first, to undo its own rows. Nothing here can abort
+/// (the only constraints are NOT NULLs of sums), and if anything did, the error fails the whole
+/// write request, whose savepoint the writer rolls back (`writer.rs`).
 fn claim_update_sql(size: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
     let all = SQL.get_or_init(|| {
@@ -212,7 +217,7 @@ fn claim_update_sql(size: usize) -> &'static str {
                     seqs.push_str(&i.to_string());
                 }
                 format!(
-                    "UPDATE jobs SET fire_ms = ?1, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?2,
+                    "UPDATE OR FAIL jobs SET fire_ms = ?1, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?2,
                                      lease_token = lease_token + 1, attempt = attempt + ?3
                      WHERE seq IN ({seqs})"
                 )

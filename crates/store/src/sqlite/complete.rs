@@ -18,14 +18,16 @@ struct RunRow<'a> {
 }
 
 /// Runs rows go in by this many a statement, the rest one by one: one statement per row cost
-/// about as much again as the row's own insert.
+/// about as much again as the row's own insert. `OR FAIL`, so that SQLite keeps no statement
+/// journal of the pages a many-row insert touches: a failure fails the whole write request,
+/// whose savepoint the writer rolls back (`writer.rs`), as the claims' updates do.
 const RUNS_PER_INSERT: usize = 64;
 const RUN_COLUMNS: usize = 9;
 
 fn insert_runs_sql(rows: usize) -> String {
     let row = format!("({})", ["?"; RUN_COLUMNS].join(", "));
     format!(
-        "INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status, error, outcome,
+        "INSERT OR FAIL INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status, error, outcome,
                            response)
          VALUES {}",
         vec![row; rows].join(", ")
