@@ -37,7 +37,14 @@ pub struct Receipt {
 
 impl fmt::Display for Receipt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.job_id.simple(), self.token)
+        // `{job id, 32 hex digits}.{token}`, written directly: a lease answers one a message.
+        f.write_str(
+            self.job_id
+                .simple()
+                .encode_lower(&mut uuid::Uuid::encode_buffer()),
+        )?;
+        f.write_str(".")?;
+        f.write_str(itoa::Buffer::new().format(self.token))
     }
 }
 
@@ -648,6 +655,11 @@ mod tests {
         let text = r.to_string();
         assert_eq!(text.parse::<Receipt>(), Ok(r));
         let id = r.job_id.simple().to_string();
+        assert_eq!(
+            text,
+            format!("{id}.42"),
+            "workers hold this string: it never changes"
+        );
         for bad in [
             String::new(),
             id.clone(),

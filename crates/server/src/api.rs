@@ -156,7 +156,11 @@ pub(crate) fn typed_response<T: serde::Serialize>(status: StatusCode, body: &T) 
 /// As [`typed_response`], for a body of about `size_hint` bytes: serialized into one buffer
 /// of that size, where `axum::Json` starts at 128 bytes and copies the body each time it grows
 /// (a batch of a thousand jobs answers about half a megabyte).
-fn sized_response<T: serde::Serialize>(status: StatusCode, body: &T, size_hint: usize) -> Response {
+pub(crate) fn sized_response<T: serde::Serialize>(
+    status: StatusCode,
+    body: &T,
+    size_hint: usize,
+) -> Response {
     let mut buf = Vec::with_capacity(size_hint);
     match serde_json::to_writer(&mut buf, body) {
         Ok(()) => (status, [(header::CONTENT_TYPE, "application/json")], buf).into_response(),

@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::api::{ApiResult, AppState, SMALL_BODY_BYTES, typed_response};
+use crate::api::{ApiResult, AppState, SMALL_BODY_BYTES, sized_response, typed_response};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{
     Segment, page_limit, parse_body, parse_cursor, parse_query, principal, read_body,
@@ -72,23 +72,83 @@ struct ExtendIn {
     visibility_ms: u64,
 }
 
-#[derive(Serialize)]
-struct LeaseOut<'a> {
-    messages: Vec<MessageOut<'a>>,
+/// A lease's answer, `{"messages": [...]}`, written as it is serialized: the instants a lease's
+/// messages share (every one's `visible_until`, and runs of equal `due_at`) are formatted once.
+struct LeaseOut<'a>(&'a [Leased]);
+
+impl Serialize for LeaseOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry("messages", &Messages(self.0))?;
+        map.end()
+    }
+}
+
+struct Messages<'a>(&'a [Leased]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let (mut due, mut visible) = (Rfc3339::default(), Rfc3339::default());
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for l in self.0 {
+            let occ = &l.occurrence;
+            let delivery_id = occ.delivery_id();
+            seq.serialize_element(&MessageOut {
+                job_id: occ.job_id,
+                job_type: occ.spec.job_type.as_deref(),
+                payload: wire::payload_out(occ.payload.as_deref()),
+                delivery_id: delivery_id.as_str(),
+                attempt: occ.attempt,
+                max_attempts: occ.spec.retry.max_attempts,
+                due_at: due.of(occ.due),
+                visible_until: visible.of(l.visible_until),
+                receipt: ReceiptOut(l.receipt),
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// The RFC 3339 text of the last instant asked for.
+#[derive(Default)]
+struct Rfc3339 {
+    at: Option<Timestamp>,
+    text: String,
+}
+
+impl Rfc3339 {
+    fn of(&mut self, at: Timestamp) -> &str {
+        if self.at != Some(at) {
+            self.at = Some(at);
+            self.text = wire::rfc3339(at);
+        }
+        &self.text
+    }
 }
 
 #[derive(Serialize)]
 struct MessageOut<'a> {
-    job_id: String,
+    job_id: JobId,
     #[serde(rename = "type")]
     job_type: Option<&'a str>,
     payload: Option<&'a RawValue>,
-    delivery_id: String,
+    delivery_id: &'a str,
     attempt: u32,
     max_attempts: u32,
-    due_at: String,
-    visible_until: String,
-    receipt: String,
+    due_at: &'a str,
+    visible_until: &'a str,
+    receipt: ReceiptOut,
+}
+
+/// A receipt as its string, written without a `String` of its own.
+struct ReceiptOut(Receipt);
+
+impl Serialize for ReceiptOut {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
 }
 
 #[derive(Serialize)]
@@ -233,21 +293,6 @@ fn results(receipts: &[String], outcomes: &[ReceiptOutcome]) -> ResultsOut {
     out
 }
 
-fn message_out(l: &Leased) -> MessageOut<'_> {
-    let occ = &l.occurrence;
-    MessageOut {
-        job_id: occ.job_id.to_string(),
-        job_type: occ.spec.job_type.as_deref(),
-        payload: wire::payload_out(occ.payload.as_deref()),
-        delivery_id: occ.delivery_id().to_string(),
-        attempt: occ.attempt,
-        max_attempts: occ.spec.retry.max_attempts,
-        due_at: wire::rfc3339(occ.due),
-        visible_until: wire::rfc3339(l.visible_until),
-        receipt: l.receipt.to_string(),
-    }
-}
-
 async fn lease(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -293,11 +338,15 @@ async fn lease(
         .queues()
         .lease(&principal.namespace, queue, &request)
         .await?;
-    Ok(typed_response(
+    // About 330 bytes a message besides its payload.
+    let size = leased
+        .iter()
+        .map(|l| 384 + l.occurrence.payload.as_deref().map_or(0, str::len))
+        .sum::<usize>();
+    Ok(sized_response(
         StatusCode::OK,
-        &LeaseOut {
-            messages: leased.iter().map(message_out).collect(),
-        },
+        &LeaseOut(&leased),
+        size + 16,
     ))
 }
 
@@ -496,4 +545,20 @@ async fn get_queue(
         .next()
         .ok_or_else(|| ApiError::not_found("queue"))?;
     Ok(typed_response(StatusCode::OK, &queue_out(one, now)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_formatted_instant_is_reused_only_for_the_same_instant() {
+        let a: Timestamp = "2030-01-01T00:00:00.001Z".parse().unwrap();
+        let b: Timestamp = "2030-01-01T00:00:00.002Z".parse().unwrap();
+        let mut cache = Rfc3339::default();
+        assert_eq!(cache.of(a), wire::rfc3339(a));
+        assert_eq!(cache.of(a), wire::rfc3339(a));
+        assert_eq!(cache.of(b), "2030-01-01T00:00:00.002Z");
+        assert_eq!(cache.of(a), "2030-01-01T00:00:00.001Z");
+    }
 }
