@@ -59,7 +59,7 @@ impl FromStr for Receipt {
         let job_id = JobId::try_parse(id).map_err(|_| ())?;
         let parsed: i64 = token.parse().map_err(|_| ())?;
         // Only the canonical spelling (no `+`, no leading zeros): one receipt, one string.
-        if parsed <= 0 || parsed.to_string() != token {
+        if parsed <= 0 || itoa::Buffer::new().format(parsed) != token {
             return Err(());
         }
         Ok(Self {
