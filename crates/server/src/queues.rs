@@ -345,7 +345,7 @@ async fn lease(
         .queues()
         .lease(&principal.namespace, queue, &request)
         .await?;
-    // About 330 bytes a message besides its payload.
+    // About 330 bytes a message besides its payload; 384 leaves room for long types.
     let size = leased
         .iter()
         .map(|l| 384 + l.occurrence.payload.as_deref().map_or(0, str::len))

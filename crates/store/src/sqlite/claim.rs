@@ -208,14 +208,8 @@ fn claim_update_sql(size: usize) -> &'static str {
         CHUNKS
             .iter()
             .map(|&n| {
-                let mut seqs = String::new();
-                for i in 4..4 + n {
-                    if i > 4 {
-                        seqs.push(',');
-                    }
-                    seqs.push('?');
-                    seqs.push_str(&i.to_string());
-                }
+                let seqs: Vec<String> = (4..4 + n).map(|i| format!("?{i}")).collect();
+                let seqs = seqs.join(",");
                 format!(
                     "UPDATE OR FAIL jobs SET fire_ms = ?1, lease_fire_ms = {OWN_FIRE_MS}, lease_owner = ?2,
                                      lease_token = lease_token + 1, attempt = attempt + ?3
