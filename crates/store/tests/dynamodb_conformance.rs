@@ -270,3 +270,198 @@ async fn requests_per_fire() {
     println!("  claim:    {}", per(created, after_claims));
     println!("  complete: {}", per(after_claims, done));
 }
+
+/// A TCP proxy between a store and moto that passes every byte through, except that once armed
+/// it loses one answer: the first request that names `operation` and contains `marker` reaches
+/// moto and is applied, and its answer is thrown away with the connection closed. That is what a
+/// network fault or an attempt timeout does to a request, and the SDK retries it: the retry must
+/// not turn a write that was applied into one reported as not applied.
+struct LosesOneAnswer {
+    url: String,
+    armed: Arc<std::sync::Mutex<Option<(&'static str, &'static str)>>>,
+    lost: Arc<std::sync::atomic::AtomicUsize>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for LosesOneAnswer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl LosesOneAnswer {
+    async fn start() -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let upstream = moto_url()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let armed: Arc<std::sync::Mutex<Option<(&str, &str)>>> = Default::default();
+        let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (armed_in, lost_in) = (armed.clone(), lost.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let (armed, lost) = (armed_in.clone(), lost_in.clone());
+                tokio::spawn(async move {
+                    let (mut up, mut down) = (vec![0u8; 65536], vec![0u8; 65536]);
+                    // The bytes of the request under way (cleared by each answer), and whether
+                    // its answer is the one to lose.
+                    let mut request = Vec::new();
+                    let mut lose = false;
+                    loop {
+                        tokio::select! {
+                            read = client.read(&mut up) => {
+                                let Ok(n @ 1..) = read else { return };
+                                request.extend_from_slice(&up[..n]);
+                                {
+                                    let mut armed = armed.lock().unwrap();
+                                    if let Some((operation, marker)) = *armed {
+                                        let has = |s: &str| {
+                                            request.windows(s.len()).any(|w| w == s.as_bytes())
+                                        };
+                                        if has(operation) && has(marker) {
+                                            *armed = None;
+                                            lose = true;
+                                        }
+                                    }
+                                }
+                                if server.write_all(&up[..n]).await.is_err() {
+                                    return;
+                                }
+                            }
+                            read = server.read(&mut down) => {
+                                let Ok(n @ 1..) = read else { return };
+                                if lose {
+                                    lost.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                    return;
+                                }
+                                request.clear();
+                                if client.write_all(&down[..n]).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            url,
+            armed,
+            lost,
+            accept,
+        }
+    }
+
+    /// Loses the answer to the next request for `operation` (as the `X-Amz-Target` header names
+    /// it, e.g. `DynamoDB_20120810.UpdateItem`) that contains `marker`.
+    fn arm(&self, operation: &'static str, marker: &'static str) {
+        *self.armed.lock().unwrap() = Some((operation, marker));
+    }
+
+    fn lost(&self) -> usize {
+        self.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn store(&self) -> DynamoStore {
+        DynamoStore::open(DynamoOptions {
+            endpoint_url: Some(self.url.clone()),
+            ..options(&table_name())
+        })
+        .await
+        .unwrap()
+    }
+}
+
+/// A claim that was applied but whose answer was lost is still handed out once, not left leased
+/// and unreported until its lease lapses (a late fire, and for a queue an attempt charged that
+/// never was made).
+#[tokio::test]
+async fn a_claim_whose_answer_was_lost_is_handed_out() {
+    let proxy = LosesOneAnswer::start().await;
+    let store = proxy.store().await;
+    store
+        .create_jobs(vec![job("ns", t0(), None)])
+        .await
+        .unwrap();
+    proxy.arm("DynamoDB_20120810.UpdateItem", "lowner");
+    let got = store
+        .claim_due(ClaimScope::Fired, t0(), 10, &lease("w", t0()))
+        .await
+        .unwrap();
+    assert_eq!(proxy.lost(), 1, "the proxy lost the claim's answer");
+    assert_eq!(got.len(), 1, "the claim that was made is handed out");
+    assert_eq!(got[0].attempt, 1);
+    let again = store
+        .claim_due(
+            ClaimScope::Fired,
+            t0() + ms(1),
+            10,
+            &lease("w2", t0() + ms(1)),
+        )
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "and it is held: {again:?}");
+}
+
+/// A completion (one that records no run: a single conditional update) that was applied but
+/// whose answer was lost reports applied, not a stale lease.
+#[tokio::test]
+async fn a_completion_whose_answer_was_lost_reports_applied() {
+    use hourglass_core::{Action, Completion};
+    let proxy = LosesOneAnswer::start().await;
+    let store = proxy.store().await;
+    store
+        .create_jobs(vec![job("ns", t0(), None)])
+        .await
+        .unwrap();
+    let got = store
+        .claim_due(ClaimScope::Fired, t0(), 10, &lease("w", t0()))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    let o = &got[0];
+    proxy.arm("DynamoDB_20120810.UpdateItem", "lowner");
+    let applied = store
+        .complete(
+            vec![Completion {
+                job_id: o.job_id,
+                token: o.token,
+                due: o.due,
+                attempt: None,
+                action: Action::Delivered {
+                    next: None,
+                    skipped: 0,
+                },
+            }],
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(proxy.lost(), 1, "the proxy lost the completion's answer");
+    assert_eq!(applied, vec![hourglass_store::Applied::Yes]);
+    let job = store.get_job(None, o.job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, hourglass_core::JobState::Completed);
+}
+
+/// A lone job created by a put whose answer was lost is created, not refused as a job id that
+/// is already used.
+#[tokio::test]
+async fn a_create_whose_answer_was_lost_succeeds() {
+    let proxy = LosesOneAnswer::start().await;
+    let store = proxy.store().await;
+    let new = job("ns", t0(), None);
+    let id = new.id;
+    proxy.arm("DynamoDB_20120810.PutItem", "\"Item\"");
+    store
+        .create_jobs(vec![new])
+        .await
+        .expect("the lone create is applied once and reported so");
+    assert_eq!(proxy.lost(), 1, "the proxy lost the create's answer");
+    assert!(store.get_job(None, id).await.unwrap().is_some());
+}

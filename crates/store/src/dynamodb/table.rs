@@ -264,6 +264,30 @@ impl Expr {
 }
 
 /// A conditional update of one item, as a request or as a transaction's action.
+/// The attribute a single conditional write (an update, a put-if-absent) stamps on its item: a
+/// random id of that write. The SDK retries a request whose answer was lost (a dropped
+/// connection, an attempt timeout) although the first attempt may have been applied; the retry
+/// then fails its condition against the item the first attempt wrote. Asked for the item on a
+/// failed condition, the write finds its own id there and knows it was applied: a claim is
+/// handed out instead of left leased and unreported, a completion reports applied instead of a
+/// stale lease, a create succeeds instead of finding its own id taken. (Transactions need no
+/// stamp: the SDK gives each a client request token, which makes DynamoDB apply a retried one
+/// once and answer it as the first.)
+pub(super) const WRITE_ID: &str = "wid";
+
+fn new_write_id() -> aws_sdk_dynamodb::types::AttributeValue {
+    n(rand::random::<i64>())
+}
+
+/// The item a failed condition returned, when `write_id` wrote it.
+fn written_by(
+    item: Option<&Item>,
+    write_id: &aws_sdk_dynamodb::types::AttributeValue,
+) -> Option<Item> {
+    item.filter(|item| item.get(WRITE_ID) == Some(write_id))
+        .cloned()
+}
+
 pub(super) struct Change {
     pub(super) key: Item,
     expr: Expr,
@@ -613,9 +637,13 @@ impl Inner {
         Ok(merged.into_iter().map(|(_, item)| item).collect())
     }
 
-    /// A conditional update; `Ok(None)` when its condition failed.
-    pub(super) async fn update(&self, change: Change, all_new: bool) -> Result<Option<Item>> {
+    /// A conditional update; `Ok(None)` when its condition failed. Safe to retry: see
+    /// [`WRITE_ID`].
+    pub(super) async fn update(&self, mut change: Change, all_new: bool) -> Result<Option<Item>> {
+        use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
         RequestCounts::count(&self.counts.writes);
+        let write_id = new_write_id();
+        change.set(WRITE_ID, write_id.clone());
         let condition = change.condition();
         let out = self
             .client
@@ -631,11 +659,19 @@ impl Inner {
             } else {
                 aws_sdk_dynamodb::types::ReturnValue::None
             })
+            .return_values_on_condition_check_failure(
+                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+            )
             .send()
             .await;
         match out {
             Ok(out) => Ok(Some(out.attributes.unwrap_or_default())),
-            Err(e) if condition_failed(&e) => Ok(None),
+            Err(e) if condition_failed(&e) => Ok(match e.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    written_by(failed.item(), &write_id)
+                }
+                _ => None,
+            }),
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -653,20 +689,32 @@ impl Inner {
         Ok(())
     }
 
-    /// A put only if no item has its key; `false` when one has.
-    pub(super) async fn put_new(&self, item: Item) -> Result<bool> {
+    /// A put only if no item has its key; `false` when one has. Safe to retry: see
+    /// [`WRITE_ID`].
+    pub(super) async fn put_new(&self, mut item: Item) -> Result<bool> {
+        use aws_sdk_dynamodb::operation::put_item::PutItemError;
         RequestCounts::count(&self.counts.writes);
+        let write_id = new_write_id();
+        item.insert(WRITE_ID.to_owned(), write_id.clone());
         let out = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(
+                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+            )
             .send()
             .await;
         match out {
             Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) if condition_failed(&e) => Ok(match e.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(failed)) => {
+                    written_by(failed.item(), &write_id).is_some()
+                }
+                _ => false,
+            }),
             Err(e) => Err(unavailable(e)),
         }
     }
