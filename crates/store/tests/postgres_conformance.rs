@@ -104,9 +104,6 @@ async fn fresh_store() -> (Arc<dyn Store>, Schema) {
 }
 
 hourglass_store::conformance_tests!(fresh_store);
-// Not yet in the shared list: on DynamoDB (moto, under CI load) leasing until none was left
-// missed one of 150 messages; see issue 19's note.
-hourglass_store::conformance_tests!(@cases fresh_store; a_large_lease_mixes_lapsed_and_fresh_messages);
 
 /// The next event that is not a [`StoreEvent::Resync`], within a few seconds.
 async fn next_event(rx: &mut broadcast::Receiver<StoreEvent>) -> StoreEvent {

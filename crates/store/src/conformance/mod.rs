@@ -57,7 +57,8 @@ macro_rules! conformance_tests {
             a_repeated_keyed_trigger_changes_nothing,
             a_dead_lettered_job_counts_its_last_attempt,
             a_queue_lists_its_messages_with_their_leases,
-            a_job_keeps_the_error_of_its_latest_failed_attempt);
+            a_job_keeps_the_error_of_its_latest_failed_attempt,
+            a_large_lease_mixes_lapsed_and_fresh_messages);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
