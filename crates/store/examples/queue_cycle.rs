@@ -9,7 +9,8 @@
 //! The arguments are the number of messages (default 200,000) and the lease batch (default
 //! 1,000), then which phases run (`all`, `lease`, `none`), then the target: `queue` (default), or
 //! `webhook` for the fired path (one-off webhook jobs claimed as the engine claims them and
-//! completed as delivered; nothing is sent). Each phase runs its requests one after another, so the figures are the single writer's
+//! completed as delivered; nothing is sent), then the payload's size in bytes (default: a
+//! dozen; larger ones are padded with one string). Each phase runs its requests one after another, so the figures are the single writer's
 //! cost without group commit across callers; under `valgrind --tool=callgrind` they become
 //! instruction counts that do not depend on what else the machine is doing.
 
@@ -43,13 +44,18 @@ async fn main() -> anyhow::Result<()> {
         Some("webhook") => true,
         Some(other) => anyhow::bail!("target {other:?}: queue or webhook"),
     };
+    let pad: usize = args.next().map_or(Ok(0), |a| a.parse())?;
+    let pad = "x".repeat(pad.saturating_sub(r#"{"n":0,"pad":""}"#.len()));
     let dir = tempfile::tempdir()?;
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path())?);
 
     let now = Timestamp::now();
     let started = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
-        let jobs = chunk.iter().map(|&i| message(i, now, webhook)).collect();
+        let jobs = chunk
+            .iter()
+            .map(|&i| message(i, now, webhook, &pad))
+            .collect();
         store.create_jobs(jobs).await?;
     }
     let created = started.elapsed();
@@ -131,8 +137,8 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// One message as `hourglass bench` creates it (`--target queue`, or a webhook): a one-off, due
-/// already.
-fn message(i: usize, now: Timestamp, webhook: bool) -> NewJob {
+/// already. A `pad` makes its payload that much larger.
+fn message(i: usize, now: Timestamp, webhook: bool, pad: &str) -> NewJob {
     let due = now - Duration::from_millis(1);
     NewJob {
         id: uuid::Uuid::now_v7(),
@@ -154,7 +160,11 @@ fn message(i: usize, now: Timestamp, webhook: bool) -> NewJob {
             retry: Default::default(),
             misfire: Default::default(),
         },
-        payload: Some(format!(r#"{{"n":{i}}}"#)),
+        payload: Some(if pad.is_empty() {
+            format!(r#"{{"n":{i}}}"#)
+        } else {
+            format!(r#"{{"n":{i},"pad":"{pad}"}}"#)
+        }),
         fingerprint: i as i64,
         first_due: due,
         now,

@@ -134,6 +134,11 @@ pub struct BenchArgs {
     /// Jobs per batch request (the API takes 1 to 1000).
     #[arg(long, default_value_t = 1000)]
     batch: usize,
+    /// Give every job a payload of about this many bytes (a JSON object with one string; 0: no
+    /// payload, 16 to 262144 otherwise). Batch requests then carry fewer jobs when 1,000 would
+    /// not fit in 8 MiB.
+    #[arg(long, default_value_t = 0, value_parser = payload_bytes_arg)]
+    payload_bytes: usize,
     /// Ask for every job whole in batch answers. By default the submitters send `Prefer:
     /// return=minimal` and get each job's id, state and due time only.
     #[arg(long)]
@@ -249,6 +254,8 @@ pub(crate) struct Bench {
     recorder: Recorder,
     /// The JSON target object of every job the bench creates.
     target: Arc<str>,
+    /// The JSON payload of every job the bench creates ("": none), as --payload-bytes asks.
+    payload: Arc<str>,
     /// With --target webhook.
     receiver: Option<Receiver>,
     /// With --target queue.
@@ -439,6 +446,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
 
     let mut bench = Bench {
+        payload: payload_json(args.payload_bytes).into(),
         args,
         recorder,
         target: target.into(),
@@ -482,6 +490,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     report.target = args.target.name();
     report.store = store_kind(args.store.as_deref(), args.url.is_some());
     report.nodes = args.nodes;
+    report.payload_bytes = args.payload_bytes;
     report.receiver_ceiling_per_s = ceiling;
     report.mode = mode;
     report.stats_include_bench = stats_include_bench;
@@ -564,7 +573,7 @@ impl Bench {
             .api
             .submit(
                 n,
-                self.args.batch,
+                batch_size(self.args.batch, self.payload.len()),
                 self.args.submitters,
                 keep,
                 write_job,
@@ -646,10 +655,35 @@ impl Bench {
 
     /// A job writer for one schedule (a JSON object, computed per job) and this bench's target.
     fn job_writer(&self, schedule: impl Fn(usize) -> String + Send + Sync + 'static) -> JobWriter {
-        let target = self.target.clone();
+        let (target, payload) = (self.target.clone(), self.payload.clone());
         Arc::new(move |i, body: &mut String| {
-            submit::write_job(body, format_args!("{}", schedule(i)), &target)
+            submit::write_job(body, format_args!("{}", schedule(i)), &target, &payload)
         })
+    }
+}
+
+/// The payload --payload-bytes asks for: `{"pad":"xx…"}`, `bytes` long ("" for 0).
+fn payload_json(bytes: usize) -> String {
+    if bytes == 0 {
+        return String::new();
+    }
+    const FRAME: usize = r#"{"pad":""}"#.len();
+    format!(r#"{{"pad":"{}"}}"#, "x".repeat(bytes.saturating_sub(FRAME)))
+}
+
+/// Jobs a batch request carries: `asked`, or fewer when that many jobs with a payload of
+/// `payload` bytes would make a body over 8 MiB (the node takes 16 MiB by default).
+fn batch_size(asked: usize, payload: usize) -> usize {
+    const BODY: usize = 8 << 20;
+    const JOB_WITHOUT_PAYLOAD: usize = 256;
+    asked.min(BODY / (payload + JOB_WITHOUT_PAYLOAD)).max(1)
+}
+
+fn payload_bytes_arg(text: &str) -> Result<usize, String> {
+    let bytes: usize = text.parse().map_err(|e| format!("{e}"))?;
+    match bytes {
+        0 | 16..=262_144 => Ok(bytes),
+        _ => Err("0 (no payload) or 16 to 262144 bytes".into()),
     }
 }
 
@@ -662,4 +696,27 @@ fn peak_per_second(receipts: &[Receipt]) -> Option<u64> {
             .or_default() += 1;
     }
     per_second.into_values().max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_the_size_asked_and_batches_fit() {
+        assert_eq!(payload_json(0), "");
+        for bytes in [16, 100, 4096, 262_144] {
+            let payload = payload_json(bytes);
+            assert_eq!(payload.len(), bytes);
+            let value: serde_json::Value = serde_json::from_str(&payload).unwrap();
+            assert!(value["pad"].is_string());
+        }
+        assert_eq!(batch_size(1000, 0), 1000);
+        assert_eq!(batch_size(1000, 16_384), 504);
+        assert_eq!(batch_size(1000, 262_144), 31);
+        assert_eq!(batch_size(10, 262_144), 10);
+        assert_eq!(payload_bytes_arg("0"), Ok(0));
+        assert!(payload_bytes_arg("15").is_err());
+        assert!(payload_bytes_arg("262145").is_err());
+    }
 }

@@ -79,6 +79,8 @@ pub struct Report {
     /// `sqlite` or `postgres`, and how many nodes shared it.
     pub store: &'static str,
     pub nodes: usize,
+    /// --payload-bytes: each job's payload size (0: none).
+    pub payload_bytes: usize,
     pub foreign_requests: u64,
     /// TCP connections the node opened to the receiver during the run.
     pub receiver_connections: u64,
@@ -122,6 +124,7 @@ impl Report {
             stats_include_bench: false,
             store: "sqlite",
             nodes: 1,
+            payload_bytes: 0,
             foreign_requests: 0,
             receiver_connections: 0,
             receiver_batches: None,
@@ -255,6 +258,7 @@ pub fn to_json(r: &Report) -> Value {
         "server_stats_include_bench": r.stats_include_bench,
         "server_log_lines": r.server_log_lines,
         "receiver_connections": r.receiver_connections,
+        "payload_bytes": r.payload_bytes,
     });
     if let Some((requests, items)) = r.receiver_batches {
         out["receiver_batch_requests"] = json!(requests);
@@ -303,6 +307,12 @@ pub fn print(r: &Report, json: bool) {
         },
         r.target
     ));
+    if r.payload_bytes > 0 {
+        lines.push(format!(
+            "  payloads           {} bytes a job",
+            r.payload_bytes
+        ));
+    }
     if let Some(ceiling) = r.receiver_ceiling_per_s {
         lines.push(format!(
             "  receiver ceiling   {ceiling:.0} requests/s (64 keep-alive connections, generator in the same process)"

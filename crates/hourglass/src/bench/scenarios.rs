@@ -103,6 +103,7 @@ pub async fn noisy_neighbour(b: &mut Bench) -> anyhow::Result<Report> {
             body,
             format_args!("{{\"at\":\"{}\"}}", rfc3339_ms(slow_due(i))),
             &target,
+            "",
         )
     });
     b.api = api.in_namespace("slow");

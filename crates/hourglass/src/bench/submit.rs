@@ -308,9 +308,19 @@ pub fn hyphenated(job: u128) -> String {
     )
 }
 
-/// Appends `{"schedule": <schedule>, "target": <target>}`; both are JSON objects.
-pub fn write_job(body: &mut String, schedule: std::fmt::Arguments<'_>, target: &str) {
-    let _ = write!(body, "{{\"schedule\":{schedule},\"target\":{target}}}");
+/// Appends `{"schedule": <schedule>, "target": <target>, "payload": <payload>}`; all three are
+/// JSON values, and an empty `payload` leaves the job without one.
+pub fn write_job(
+    body: &mut String,
+    schedule: std::fmt::Arguments<'_>,
+    target: &str,
+    payload: &str,
+) {
+    let _ = write!(body, "{{\"schedule\":{schedule},\"target\":{target}");
+    if !payload.is_empty() {
+        let _ = write!(body, ",\"payload\":{payload}");
+    }
+    body.push('}');
 }
 
 /// The target object of a job that POSTs to `url`, `batch` deliveries a request at most when
@@ -346,18 +356,22 @@ mod tests {
             &mut body,
             format_args!("{{\"at\":\"{}\"}}", rfc3339_ms(1_700_000_000_123)),
             &webhook_target("http://127.0.0.1:9/hook", None),
+            "",
         );
         let value: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(value["schedule"]["at"], "2023-11-14T22:13:20.123Z");
         assert_eq!(value["target"]["webhook"]["url"], "http://127.0.0.1:9/hook");
+        assert!(value.get("payload").is_none(), "no payload unless asked");
         body.clear();
         write_job(
             &mut body,
             format_args!("{{\"cron\":\"* * * * * *\"}}"),
             &queue_target("bench"),
+            r#"{"pad":"xx"}"#,
         );
         let value: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(value["target"], serde_json::json!({"queue": "bench"}));
+        assert_eq!(value["payload"], serde_json::json!({"pad": "xx"}));
         let job = 0x0190_abcd_0000_7000_8000_0000_0000_0001;
         assert_eq!(hyphenated(job), "0190abcd-0000-7000-8000-000000000001");
         assert_eq!(parse_job_id(&hyphenated(job)), Some(job));
