@@ -340,3 +340,103 @@ pub async fn a_repeated_keyed_trigger_changes_nothing(store: Arc<dyn Store>) {
         Err(StoreError::InvalidState { .. })
     ));
 }
+
+/// Payloads of every size come back byte for byte wherever a job is read: got, listed, claimed,
+/// edited from large to small and back, and kept by a dead letter. (A store may keep large ones
+/// apart from the job; none may lose or mix them up.)
+pub async fn payloads_of_every_size_come_back_whole(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let sized = |tag: &str, pad: usize| format!(r#"{{"tag":"{tag}","pad":"{}"}}"#, "x".repeat(pad));
+    // Over a page, just over a few hundred bytes, and a dozen bytes.
+    let payloads = [sized("a", 20_000), sized("b", 300), sized("c", 0)];
+    let jobs: Vec<_> = payloads
+        .iter()
+        .map(|p| {
+            let mut job = one_off("a", base);
+            job.payload = Some(p.clone());
+            job
+        })
+        .collect();
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    create(&*store, jobs).await;
+    let payload_of = |id| {
+        let i = ids.iter().position(|x| *x == id).expect("one of ours");
+        payloads[i].as_str()
+    };
+    for id in &ids {
+        let got = store.get_job(Some("a"), *id).await.unwrap().unwrap();
+        assert_eq!(got.payload.as_deref(), Some(payload_of(*id)), "get");
+    }
+    let listed = store
+        .list_jobs(crate::JobQuery {
+            namespace: Some("a".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3);
+    for job in &listed {
+        assert_eq!(job.payload.as_deref(), Some(payload_of(job.id)), "list");
+    }
+    let claimed = claim(&*store, ClaimScope::Fired, base, 10, "n1").await;
+    assert_eq!(claimed.len(), 3);
+    for o in &claimed {
+        assert_eq!(o.payload.as_deref(), Some(payload_of(o.job_id)), "claim");
+    }
+
+    // The large one edited to a small payload, then to another large one, then fired again.
+    let edit = |payload: &str| JobUpdate {
+        spec: spec(Schedule::at(base)),
+        payload: Some(payload.to_owned()),
+        next_due: Some(base),
+        now: base,
+    };
+    let small = store
+        .update_job(Some("a"), ids[0], edit("[1]"))
+        .await
+        .unwrap();
+    assert_eq!(small.payload.as_deref(), Some("[1]"));
+    let other = sized("d", 30_000);
+    store
+        .update_job(Some("a"), ids[0], edit(&other))
+        .await
+        .unwrap();
+    let got = store.get_job(Some("a"), ids[0]).await.unwrap().unwrap();
+    assert_eq!(
+        got.payload.as_deref(),
+        Some(other.as_str()),
+        "edited back to large"
+    );
+    let again = claim(&*store, ClaimScope::Fired, base, 10, "n2").await;
+    assert_eq!(again.len(), 1, "the edit made it due again");
+    assert_eq!(again[0].payload.as_deref(), Some(other.as_str()));
+
+    // A dead letter keeps the payload its job had.
+    let b = claimed.iter().find(|o| o.job_id == ids[1]).unwrap();
+    let dead = done(
+        b,
+        Action::DeadLetter {
+            next: None,
+            skipped: 0,
+            reason: "http 500".into(),
+        },
+    );
+    assert_eq!(
+        store
+            .complete(vec![dead, delivered(&again[0])], base)
+            .await
+            .unwrap(),
+        vec![Applied::Yes, Applied::Yes]
+    );
+    let letters = store.dead_letters(Some("a"), None, 10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].payload.as_deref(), Some(payloads[1].as_str()));
+    let finished = store.get_job(Some("a"), ids[0]).await.unwrap().unwrap();
+    assert_eq!(finished.state, JobState::Completed);
+    assert_eq!(
+        finished.payload.as_deref(),
+        Some(other.as_str()),
+        "kept once done"
+    );
+}

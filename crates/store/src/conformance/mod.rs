@@ -58,7 +58,8 @@ macro_rules! conformance_tests {
             a_dead_lettered_job_counts_its_last_attempt,
             a_queue_lists_its_messages_with_their_leases,
             a_job_keeps_the_error_of_its_latest_failed_attempt,
-            a_large_lease_mixes_lapsed_and_fresh_messages);
+            a_large_lease_mixes_lapsed_and_fresh_messages,
+            payloads_of_every_size_come_back_whole);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

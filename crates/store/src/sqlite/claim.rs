@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use rusqlite::{Connection, Row, params};
 
 use super::SqliteStore;
-use super::codec::{SpecCache, column_bytes, corrupt, id_from_blob, unavailable};
+use super::codec::{SpecCache, column_bytes, corrupt, id_from_blob, payload_column, unavailable};
 use super::jobs::find_queue_key;
 use super::leases::{Entry, FIRED, LeaseSchedule};
 use crate::{Applied, ClaimScope, Lease, Release, Result};
@@ -55,7 +55,9 @@ const OWN_FIRE_MS: &str = own_fire_ms!();
 /// What a claim reads: the occurrence's own fire time is the sixth column; the row number, by
 /// which the claim then updates the row without another lookup by id, the eleventh.
 const CLAIM_COLUMNS: &str = concat!(
-    "id, namespace, spec, payload, due_ms, ",
+    "id, namespace, spec, ",
+    payload_column!(),
+    ", due_ms, ",
     own_fire_ms!(),
     ", attempt, lease_token, runs, lease_owner, seq"
 );

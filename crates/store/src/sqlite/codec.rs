@@ -9,9 +9,40 @@ use rusqlite::{Connection, Row};
 use crate::rules::state_from_code;
 use crate::{DeadLetter, JobRecord, KeyedTrigger, Result, StoreError};
 
+/// A payload longer than this many bytes is stored in `job_payloads` under its job's row number,
+/// the job row holding `payload_out = 1` instead. Every claim and every completion rewrites the
+/// whole job row (SQLite rebuilds a changed row's record), so a large payload kept inline was
+/// copied twice a fire, and once past a page its overflow pages were freed, written again and
+/// sent to the WAL each time. Out of line it is written once, at create or edit, and read by the
+/// claims. Small payloads stay inline: the side row costs an insert and a lookup.
+pub(super) const INLINE_PAYLOAD_MAX: usize = 256;
+
+/// A `jobs` row's payload, wherever it is stored (in a query over `jobs`, not aliased).
+macro_rules! payload_column {
+    () => {
+        "CASE WHEN payload_out THEN (SELECT job_payloads.payload FROM job_payloads \
+         WHERE job_payloads.seq = jobs.seq) ELSE payload END"
+    };
+}
+pub(super) use payload_column;
+
+/// A payload split as a job row stores it: the inline value, and the value for `job_payloads`.
+pub(super) fn place_payload(payload: Option<&str>) -> (Option<&str>, Option<&str>) {
+    match payload {
+        Some(p) if p.len() > INLINE_PAYLOAD_MAX => (None, Some(p)),
+        inline => (inline, None),
+    }
+}
+
 /// The columns [`job_from_row`] decodes. While claimed, `fire_ms` is the lease's expiry: the two
 /// `CASE` columns are the fire time of a job no claim holds, and the expiry of one a claim holds.
-pub(super) const JOB_COLUMNS: &str = "id, namespace, key, state, spec, payload, due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, trigger_due_ms, CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END, last_error, CASE WHEN state = 0 AND lease_owner IS NOT NULL THEN fire_ms END";
+pub(super) const JOB_COLUMNS: &str = concat!(
+    "id, namespace, key, state, spec, ",
+    payload_column!(),
+    ", due_ms, attempt, runs, skipped, created_ms, updated_ms, lease_token, trigger_key, \
+     trigger_due_ms, CASE WHEN state = 0 AND lease_owner IS NULL THEN fire_ms END, last_error, \
+     CASE WHEN state = 0 AND lease_owner IS NOT NULL THEN fire_ms END"
+);
 
 pub(super) const DEAD_LETTER_COLUMNS: &str =
     "id, namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms";

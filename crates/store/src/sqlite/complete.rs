@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::codec::unavailable;
+use super::codec::{payload_column, unavailable};
 use crate::rules::{PlannedRun, RowChange, plan_completion, state_code};
 use crate::{Applied, Result};
 
@@ -171,10 +171,12 @@ fn complete_in_tx(
             });
         }
         if let Some(letter) = plan.dead_letter {
-            conn.prepare_cached(
+            conn.prepare_cached(concat!(
                 "INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms)
-                 SELECT namespace, id, ?2, ?3, ?4, spec, payload, ?5 FROM jobs WHERE id = ?1",
-            )
+                 SELECT namespace, id, ?2, ?3, ?4, spec, ",
+                payload_column!(),
+                ", ?5 FROM jobs WHERE id = ?1"
+            ))
             .map_err(unavailable)?
             .execute(params![
                 id,

@@ -5,7 +5,8 @@ use hourglass_core::{JobId, JobSpec};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{
-    Filters, JOB_COLUMNS, encode_spec, id_from_blob, load_job, query_jobs, unavailable,
+    Filters, JOB_COLUMNS, encode_spec, id_from_blob, load_job, place_payload, query_jobs,
+    unavailable,
 };
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
 use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
@@ -82,9 +83,13 @@ pub(super) fn create_in_tx(
     let mut insert = conn
         .prepare_cached(
             "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
-                               due_ms, fire_ms, created_ms, updated_ms, queue, queue_key)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11)",
+                               due_ms, fire_ms, created_ms, updated_ms, queue, queue_key,
+                               payload_out)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11, ?12)",
         )
+        .map_err(unavailable)?;
+    let mut insert_payload = conn
+        .prepare_cached("INSERT INTO job_payloads (seq, payload) VALUES (?1, ?2)")
         .map_err(unavailable)?;
     let mut by_key = conn
         .prepare_cached("SELECT id, fingerprint FROM jobs WHERE namespace = ?1 AND key = ?2")
@@ -110,6 +115,7 @@ pub(super) fn create_in_tx(
             }
         }
         let queue_key = queue_keys.of(conn, &job.namespace, &job.spec)?;
+        let (inline, out_of_line) = place_payload(job.payload.as_deref());
         insert
             .execute(params![
                 job.id.as_bytes().as_slice(),
@@ -117,14 +123,20 @@ pub(super) fn create_in_tx(
                 job.key,
                 job.spec.job_type,
                 spec,
-                job.payload,
+                inline,
                 job.fingerprint,
                 job.first_due.as_millisecond(),
                 job.now.as_millisecond(),
                 job.spec.target.queue(),
                 queue_key,
+                out_of_line.is_some(),
             ])
             .map_err(unavailable)?;
+        if let Some(payload) = out_of_line {
+            insert_payload
+                .execute(params![conn.last_insert_rowid(), payload])
+                .map_err(unavailable)?;
+        }
         out.push(Created::New(job.into_record()));
     }
     Ok(out)
@@ -141,26 +153,44 @@ pub(super) fn update_in_tx(
     let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
     let (state, due, fire) = plan_update(&job, &update)?;
     let queue_key = QueueKeys::default().of(conn, &job.namespace, &update.spec)?;
-    conn.prepare_cached(
-        "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
-                         fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
-                         lease_token = lease_token + 1, updated_ms = ?8, queue = ?9,
-                         queue_key = ?10
-         WHERE id = ?1",
-    )
-    .map_err(unavailable)?
-    .execute(params![
-        id.as_bytes().as_slice(),
-        encode_spec(&update.spec),
-        update.payload,
-        update.spec.job_type,
-        state_code(state),
-        due,
-        fire,
-        update.now.as_millisecond(),
-        update.spec.target.queue(),
-        queue_key,
-    ])
+    let (inline, out_of_line) = place_payload(update.payload.as_deref());
+    let seq: i64 = conn
+        .prepare_cached(
+            "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
+                             fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
+                             lease_token = lease_token + 1, updated_ms = ?8, queue = ?9,
+                             queue_key = ?10, payload_out = ?11
+             WHERE id = ?1
+             RETURNING seq",
+        )
+        .map_err(unavailable)?
+        .query_row(
+            params![
+                id.as_bytes().as_slice(),
+                encode_spec(&update.spec),
+                inline,
+                update.spec.job_type,
+                state_code(state),
+                due,
+                fire,
+                update.now.as_millisecond(),
+                update.spec.target.queue(),
+                queue_key,
+                out_of_line.is_some(),
+            ],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
+    match out_of_line {
+        Some(payload) => conn
+            .prepare_cached("INSERT OR REPLACE INTO job_payloads (seq, payload) VALUES (?1, ?2)")
+            .map_err(unavailable)?
+            .execute(params![seq, payload]),
+        None => conn
+            .prepare_cached("DELETE FROM job_payloads WHERE seq = ?1")
+            .map_err(unavailable)?
+            .execute([seq]),
+    }
     .map_err(unavailable)?;
     load_job(conn, None, id)?.ok_or(StoreError::NotFound)
 }

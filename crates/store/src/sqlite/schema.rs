@@ -179,9 +179,26 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "DROP INDEX jobs_due;
      CREATE INDEX jobs_due ON jobs(fire_ms)
          WHERE state = 0 AND queue IS NULL AND lease_owner IS NULL;",
+    // 12: payloads over `codec::INLINE_PAYLOAD_MAX` bytes are stored out of the job row, which
+    // every claim and completion rewrites whole. Rows written before keep theirs inline
+    // (`payload_out` 0) and read as they are; a deleted job takes its payload with it.
+    "ALTER TABLE jobs ADD COLUMN payload_out INTEGER NOT NULL DEFAULT 0;
+     CREATE TABLE job_payloads (
+         seq     INTEGER PRIMARY KEY,
+         payload TEXT NOT NULL
+     );
+     CREATE TRIGGER job_payloads_follow AFTER DELETE ON jobs WHEN OLD.payload_out
+     BEGIN
+         DELETE FROM job_payloads WHERE seq = OLD.seq;
+     END;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+/// Applies the migrations up to schema version `version` (tests make older stores with it).
+pub(super) fn migrate_to(conn: &Connection, version: usize) -> Result<()> {
     let applied: usize = conn
         .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
         .map_err(unavailable)? as usize;
@@ -191,7 +208,7 @@ pub(super) fn migrate(conn: &Connection) -> Result<()> {
             MIGRATIONS.len()
         )));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+    for (i, sql) in MIGRATIONS.iter().enumerate().take(version).skip(applied) {
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;",
             i + 1

@@ -492,3 +492,126 @@ fn fired_claims_and_next_due_use_the_due_index() {
         );
     }
 }
+
+/// A payload over `INLINE_PAYLOAD_MAX` bytes lives in `job_payloads`, out of the job row that
+/// every claim and completion rewrites; an edit moves it in or out, and a job purged by
+/// retention takes its payload row with it. Rows of a store from before (version 11, payloads
+/// inline whatever their size) read as they are.
+#[tokio::test]
+async fn large_payloads_live_out_of_the_job_row() {
+    use super::codec::INLINE_PAYLOAD_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hourglass.db");
+    let big = |c: char| {
+        format!(
+            r#"{{"pad":"{}"}}"#,
+            c.to_string().repeat(INLINE_PAYLOAD_MAX)
+        )
+    };
+    // Written inline by a version-11 store.
+    let old = fired_job(from_ms(1000));
+    {
+        let conn = open_connection(&path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        super::schema::migrate_to(&conn, 11).unwrap();
+        conn.execute(
+            "INSERT INTO jobs (id, namespace, state, spec, payload, fingerprint, due_ms, fire_ms,
+                               created_ms, updated_ms)
+             VALUES (?1, 'a', 0, ?2, ?3, 1, 1000, 1000, 0, 0)",
+            params![
+                old.id.as_bytes().as_slice(),
+                encode_spec(&old.spec),
+                big('o')
+            ],
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let mut large = fired_job(from_ms(1000));
+    large.payload = Some(big('l'));
+    let mut small = fired_job(from_ms(1000));
+    small.payload = Some("[1]".into());
+    let (large_id, small_id) = (large.id, small.id);
+    store.create_jobs(vec![large, small]).await.unwrap();
+
+    let conn = open_connection(&path).unwrap();
+    let stored = |id: uuid::Uuid| -> (Option<String>, bool, Option<String>) {
+        conn.query_row(
+            "SELECT payload, payload_out,
+                    (SELECT p.payload FROM job_payloads p WHERE p.seq = jobs.seq)
+             FROM jobs WHERE id = ?1",
+            [id.as_bytes().as_slice()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    };
+    assert_eq!(stored(large_id), (None, true, Some(big('l'))));
+    assert_eq!(stored(small_id), (Some("[1]".into()), false, None));
+    assert_eq!(stored(old.id), (Some(big('o')), false, None));
+
+    let lease = Lease {
+        owner: "n".into(),
+        ttl: Duration::from_secs(30),
+        now: from_ms(1000),
+    };
+    let claimed = store
+        .claim_due(ClaimScope::Fired, from_ms(1000), 10, &lease)
+        .await
+        .unwrap();
+    let payload_of = |id| {
+        claimed
+            .iter()
+            .find(|o| o.job_id == id)
+            .and_then(|o| o.payload.as_deref().map(str::to_owned))
+    };
+    assert_eq!(payload_of(large_id), Some(big('l')));
+    assert_eq!(payload_of(old.id), Some(big('o')));
+
+    // Edits move the payload in and out of the row.
+    let edit = |payload: String| crate::JobUpdate {
+        spec: fired_job(from_ms(1000)).spec,
+        payload: Some(payload),
+        next_due: Some(from_ms(1000)),
+        now: from_ms(1000),
+    };
+    store
+        .update_job(None, large_id, edit("[2]".into()))
+        .await
+        .unwrap();
+    assert_eq!(stored(large_id), (Some("[2]".into()), false, None));
+    store
+        .update_job(None, small_id, edit(big('s')))
+        .await
+        .unwrap();
+    assert_eq!(stored(small_id), (None, true, Some(big('s'))));
+
+    // Done and purged: no payload row is left behind. The edits made two jobs due again; the
+    // old one is still held by the first claim.
+    let old_claim = claimed.into_iter().find(|o| o.job_id == old.id).unwrap();
+    let mut claimed = store
+        .claim_due(ClaimScope::Fired, from_ms(1000), 10, &lease)
+        .await
+        .unwrap();
+    claimed.push(old_claim);
+    let done: Vec<_> = claimed
+        .iter()
+        .map(|o| Completion {
+            job_id: o.job_id,
+            token: o.token,
+            due: o.due,
+            attempt: None,
+            action: hourglass_core::Action::Delivered {
+                next: None,
+                skipped: 0,
+            },
+        })
+        .collect();
+    assert_eq!(done.len(), 3);
+    store.complete(done, from_ms(2000)).await.unwrap();
+    let purged = store.purge(from_ms(10_000), 100).await.unwrap();
+    assert_eq!(purged.jobs, 3);
+    let left: i64 = conn
+        .query_row("SELECT COUNT(*) FROM job_payloads", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0, "payload rows follow their jobs");
+}
