@@ -90,7 +90,12 @@ async function seed() {
   seeded.far = far;
   seeded.soon = [
     await create({ type: "reminder.flight", schedule: { after: "20m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { flight: "LH 400" } }),
-    await create({ type: "reminder.flight", schedule: { after: "45m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { flight: "LH 401" } }),
+    await create({
+      type: "reminder.flight",
+      schedule: { after: "45m" },
+      target: { webhook: { url: `${HOOK}/ok`, rate_limit: 10, batch: { max_items: 50 } } },
+      payload: { flight: "LH 401" },
+    }),
   ];
   // A daily cron twelve hours away from Berlin's current hour, so it is never due within the
   // hour the timeline shows, whatever time of day the test runs.
@@ -292,6 +297,18 @@ step("job page: schedule, next fire times, payload, actions", async () => {
   await page.waitForFunction(() => document.querySelector('h1 [data-testid="job-state"]')?.textContent === "active");
   assert.equal((await api("GET", `/v1/jobs/${seeded.cron.id}`)).state, "active");
   await noInjection();
+});
+
+step("job page: a webhook target shows its rate limit and batches", async () => {
+  await page.goto(`${BASE}/#/jobs/${seeded.soon[0].id}`);
+  await ready("job");
+  assert.equal(await testid("job-detail-target").textContent(), `${HOOK}/ok`);
+  await page.goto(`${BASE}/#/jobs/${seeded.soon[1].id}`);
+  await ready("job");
+  assert.equal(
+    await testid("job-detail-target").textContent(),
+    `${HOOK}/ok (at most 10 a second; batches of up to 50)`,
+  );
 });
 
 step("job page: runs of a completed job", async () => {

@@ -209,8 +209,16 @@ const RESOURCE_FIELDS = {
   amqp: (t) => `exchange ${t.exchange || "(default)"} ${t.routing_key || ""}`.trim(),
 };
 
+// A webhook's URL, and the limits its target asks for (a rate limit, batches).
+function webhookText(webhook) {
+  const limits = [];
+  if (webhook.rate_limit) limits.push(`at most ${webhook.rate_limit} a second`);
+  if (webhook.batch) limits.push(`batches of up to ${webhook.batch.max_items}`);
+  return limits.length ? `${webhook.url} (${limits.join("; ")})` : webhook.url;
+}
+
 function targetText(target) {
-  if (target && target.webhook) return target.webhook.url;
+  if (target && target.webhook) return webhookText(target.webhook);
   if (target && target.queue) return `queue ${target.queue}`;
   for (const [kind, text] of Object.entries(RESOURCE_FIELDS)) {
     if (target && target[kind]) return `${kind} via ${target[kind].connection}: ${text(target[kind])}`;
