@@ -8,6 +8,8 @@
 //! valgrind --tool=callgrind target/release/examples/fire_cycle 20000 fire
 //! ```
 //!
+//! A third argument gives each job a payload of that many bytes (default: a dozen).
+//!
 //! `none` stops after the creates, so the difference of the two totals divided by the job count
 //! is what firing one occurrence costs this process in user space: the store's claim and
 //! completion, the pipeline, signing, and hyper's side of the request. The kernel's share (system
@@ -49,10 +51,20 @@ fn main() -> anyhow::Result<()> {
         Some("none") => false,
         Some(other) => anyhow::bail!("phase {other:?}: fire or none"),
     };
-    runtime.block_on(run(n, fire))
+    let payload_bytes: usize = args.next().map_or(Ok(0), |a| a.parse())?;
+    let payload = if payload_bytes == 0 {
+        r#"{"n":1}"#.to_owned()
+    } else {
+        let frame = r#"{"pad":""}"#.len();
+        format!(
+            r#"{{"pad":"{}"}}"#,
+            "x".repeat(payload_bytes.saturating_sub(frame))
+        )
+    };
+    runtime.block_on(run(n, fire, &payload))
 }
 
-async fn run(n: usize, fire: bool) -> anyhow::Result<()> {
+async fn run(n: usize, fire: bool, payload: &str) -> anyhow::Result<()> {
     let mut receiver = Command::new(std::env::current_exe()?)
         .arg("receive")
         .stdout(Stdio::piped())
@@ -68,7 +80,7 @@ async fn run(n: usize, fire: bool) -> anyhow::Result<()> {
     let now = Timestamp::now();
     let started = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        let jobs = chunk.iter().map(|_| job(&url, now)).collect();
+        let jobs = chunk.iter().map(|_| job(&url, now, payload)).collect();
         store.create_jobs(jobs).await?;
     }
     println!(
@@ -119,7 +131,7 @@ async fn run(n: usize, fire: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn job(url: &url::Url, now: Timestamp) -> NewJob {
+fn job(url: &url::Url, now: Timestamp, payload: &str) -> NewJob {
     NewJob {
         id: uuid::Uuid::now_v7(),
         namespace: NAMESPACE.into(),
@@ -136,7 +148,7 @@ fn job(url: &url::Url, now: Timestamp) -> NewJob {
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),
         },
-        payload: Some(r#"{"n":1}"#.into()),
+        payload: Some(payload.to_owned()),
         fingerprint: 0,
         first_due: now,
         now,

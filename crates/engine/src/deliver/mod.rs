@@ -328,6 +328,15 @@ impl Http {
     }
 }
 
+/// An occurrence's payload as a request body, shared rather than copied.
+struct PayloadBytes(Arc<str>);
+
+impl AsRef<[u8]> for PayloadBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
 /// A single delivery keeps the start of a failure's answer only.
 fn keep_failure(status: u16) -> usize {
     if (200..300).contains(&status) {
@@ -351,7 +360,10 @@ impl Deliverer for WebhookDeliverer {
         if let Some(batch) = target.batch {
             return self.batches.deliver(occ, target, batch, started).await;
         }
-        let body = Bytes::copy_from_slice(occ.payload.as_deref().unwrap_or("null").as_bytes());
+        let body = match &occ.payload {
+            Some(payload) => Bytes::from_owner(PayloadBytes(payload.clone())),
+            None => Bytes::from_static(b"null"),
+        };
         let msg_id = occ.delivery_id();
         let exchange = self
             .http

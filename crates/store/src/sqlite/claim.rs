@@ -68,7 +68,8 @@ struct Claimed {
     job_id: JobId,
     namespace: String,
     spec: Vec<u8>,
-    payload: Option<String>,
+    /// Read straight into what the occurrence holds: a large payload is copied once.
+    payload: Option<Arc<str>>,
     due_ms: i64,
     fire_ms: i64,
     attempt: u32,
@@ -89,7 +90,7 @@ impl Claimed {
             token: self.token,
             runs_done: self.runs,
             spec: specs.decode(&self.spec)?,
-            payload: self.payload.map(Into::into),
+            payload: self.payload,
         })
     }
 }
@@ -269,7 +270,11 @@ fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool)> {
         job_id: id_from_blob(row.get(0).map_err(corrupt)?)?,
         namespace: row.get(1).map_err(corrupt)?,
         spec: column_bytes(row, 2)?.to_vec(),
-        payload: row.get(3).map_err(corrupt)?,
+        payload: row
+            .get_ref(3)
+            .and_then(|v| Ok(v.as_str_or_null()?))
+            .map_err(corrupt)?
+            .map(Arc::from),
         due_ms: row.get(4).map_err(corrupt)?,
         fire_ms: row.get(5).map_err(corrupt)?,
         attempt: attempt + 1,
