@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hourglass_store::conformance::fixtures::{job, lease, ms, t0};
+use hourglass_store::conformance::fixtures::{delivered_without_run, job, lease, ms, t0};
 use hourglass_store::{
     ClaimScope, DynamoOptions, DynamoStore, NewJob, Store, StoreEvent, Transition,
 };
@@ -368,6 +368,17 @@ impl LosesOneAnswer {
         self.lost.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// A proxy, and a store through it holding one webhook one-off due at `t0()`.
+    async fn with_one_job() -> (Self, DynamoStore) {
+        let proxy = Self::start().await;
+        let store = proxy.store().await;
+        store
+            .create_jobs(vec![job("ns", t0(), None)])
+            .await
+            .unwrap();
+        (proxy, store)
+    }
+
     async fn store(&self) -> DynamoStore {
         DynamoStore::open(DynamoOptions {
             endpoint_url: Some(self.url.clone()),
@@ -383,12 +394,7 @@ impl LosesOneAnswer {
 /// never was made).
 #[tokio::test]
 async fn a_claim_whose_answer_was_lost_is_handed_out() {
-    let proxy = LosesOneAnswer::start().await;
-    let store = proxy.store().await;
-    store
-        .create_jobs(vec![job("ns", t0(), None)])
-        .await
-        .unwrap();
+    let (proxy, store) = LosesOneAnswer::with_one_job().await;
     proxy.arm("DynamoDB_20120810.UpdateItem", "lowner");
     let got = store
         .claim_due(ClaimScope::Fired, t0(), 10, &lease("w", t0()))
@@ -413,13 +419,7 @@ async fn a_claim_whose_answer_was_lost_is_handed_out() {
 /// whose answer was lost reports applied, not a stale lease.
 #[tokio::test]
 async fn a_completion_whose_answer_was_lost_reports_applied() {
-    use hourglass_core::{Action, Completion};
-    let proxy = LosesOneAnswer::start().await;
-    let store = proxy.store().await;
-    store
-        .create_jobs(vec![job("ns", t0(), None)])
-        .await
-        .unwrap();
+    let (proxy, store) = LosesOneAnswer::with_one_job().await;
     let got = store
         .claim_due(ClaimScope::Fired, t0(), 10, &lease("w", t0()))
         .await
@@ -428,19 +428,7 @@ async fn a_completion_whose_answer_was_lost_reports_applied() {
     let o = &got[0];
     proxy.arm("DynamoDB_20120810.UpdateItem", "lowner");
     let applied = store
-        .complete(
-            vec![Completion {
-                job_id: o.job_id,
-                token: o.token,
-                due: o.due,
-                attempt: None,
-                action: Action::Delivered {
-                    next: None,
-                    skipped: 0,
-                },
-            }],
-            t0(),
-        )
+        .complete(vec![delivered_without_run(o)], t0())
         .await
         .unwrap();
     assert_eq!(proxy.lost(), 1, "the proxy lost the completion's answer");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hourglass_core::{Action, AttemptRecord, Completion, from_ms};
-use hourglass_store::conformance::fixtures::{job, lease, ms, t0};
+use hourglass_store::conformance::fixtures::{delivered_without_run, job, lease, ms, t0};
 use hourglass_store::{
     Applied, ClaimScope, DueEvent, Lease, NewJob, PostgresOptions, PostgresStore, Release, Store,
     StoreError, StoreEvent, Transition,
@@ -294,19 +294,7 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
         .await
         .expect("renewing stale claims does not wait for the new owner");
     assert_eq!(renewed, vec![Applied::StaleLease; 3]);
-    let completions: Vec<Completion> = old
-        .iter()
-        .map(|o| Completion {
-            job_id: o.job_id,
-            token: o.token,
-            due: o.due,
-            attempt: None,
-            action: Action::Delivered {
-                next: None,
-                skipped: 0,
-            },
-        })
-        .collect();
+    let completions: Vec<Completion> = old.iter().map(delivered_without_run).collect();
     let completed = stalled
         .complete(completions, later)
         .await

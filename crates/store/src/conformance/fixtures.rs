@@ -1,9 +1,11 @@
 //! Fixtures for the backends' own tests beside the suite (several stores on one database or
-//! table, events between them): a fixed instant, one-off jobs and leases.
+//! table, events between them): a fixed instant, one-off jobs, leases and completions.
 
 use std::time::Duration;
 
-use hourglass_core::{JobSpec, QueueTarget, Schedule, Target, WebhookTarget};
+use hourglass_core::{
+    Action, Completion, JobSpec, Occurrence, QueueTarget, Schedule, Target, WebhookTarget,
+};
 
 use crate::{Lease, NewJob};
 
@@ -52,5 +54,19 @@ pub fn lease(owner: &str, now: jiff::Timestamp) -> Lease {
         owner: owner.into(),
         ttl: Duration::from_secs(30),
         now,
+    }
+}
+
+/// The completion of a one-off's occurrence as delivered, recording no run (a plain update).
+pub fn delivered_without_run(o: &Occurrence) -> Completion {
+    Completion {
+        job_id: o.job_id,
+        token: o.token,
+        due: o.due,
+        attempt: None,
+        action: Action::Delivered {
+            next: None,
+            skipped: 0,
+        },
     }
 }

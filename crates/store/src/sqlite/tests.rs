@@ -595,16 +595,7 @@ async fn large_payloads_live_out_of_the_job_row() {
     claimed.push(old_claim);
     let done: Vec<_> = claimed
         .iter()
-        .map(|o| Completion {
-            job_id: o.job_id,
-            token: o.token,
-            due: o.due,
-            attempt: None,
-            action: hourglass_core::Action::Delivered {
-                next: None,
-                skipped: 0,
-            },
-        })
+        .map(crate::conformance::fixtures::delivered_without_run)
         .collect();
     assert_eq!(done.len(), 3);
     store.complete(done, from_ms(2000)).await.unwrap();
