@@ -662,13 +662,26 @@ impl Bench {
     }
 }
 
-/// The payload --payload-bytes asks for: `{"pad":"xx…"}`, `bytes` long ("" for 0).
+/// The payload --payload-bytes asks for: `{"pad":"…"}`, `bytes` long ("" for 0). The padding is
+/// letters and digits from a fixed pseudo-random sequence, not one repeated character: a store
+/// that compresses (PostgreSQL's TOAST does) would otherwise keep a few bytes of it.
 fn payload_json(bytes: usize) -> String {
     if bytes == 0 {
         return String::new();
     }
     const FRAME: usize = r#"{"pad":""}"#.len();
-    format!(r#"{{"pad":"{}"}}"#, "x".repeat(bytes.saturating_sub(FRAME)))
+    const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let pad: String = (0..bytes.saturating_sub(FRAME))
+        .map(|_| {
+            // xorshift64: the same padding every run, spread over the alphabet.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(ALPHABET[(state % 36) as usize])
+        })
+        .collect();
+    format!(r#"{{"pad":"{pad}"}}"#)
 }
 
 /// Jobs a batch request carries: `asked`, or fewer when that many jobs with a payload of
@@ -711,6 +724,9 @@ mod tests {
             let value: serde_json::Value = serde_json::from_str(&payload).unwrap();
             assert!(value["pad"].is_string());
         }
+        assert_eq!(payload_json(4096), payload_json(4096), "the same every run");
+        let distinct: std::collections::HashSet<char> = payload_json(4096).chars().collect();
+        assert!(distinct.len() > 30, "not one repeated character");
         assert_eq!(batch_size(1000, 0), 1000);
         assert_eq!(batch_size(1000, 16_384), 504);
         assert_eq!(batch_size(1000, 262_144), 31);
