@@ -40,7 +40,9 @@ async fn backup_under_load_restores_every_acknowledged_job() {
                                 "key": format!("w{w}-b{batches}-{i}"),
                                 "schedule": {"after": "1h"},
                                 "target": {"queue": "backup"},
-                                "payload": {"writer": w, "batch": batches, "i": i},
+                                // Over the embedded store's inline limit: payloads kept
+                                // apart from their job rows are copied too.
+                                "payload": {"writer": w, "batch": batches, "i": i, "pad": "p".repeat(300)},
                             })
                         })
                         .collect();
@@ -203,6 +205,11 @@ async fn backup_under_load_restores_every_acknowledged_job() {
     assert_eq!(status, 200, "{job}");
     assert_eq!(job["type"], "backup.test");
     assert_eq!(job["state"], "active");
+    assert_eq!(
+        job["payload"]["pad"],
+        "p".repeat(300),
+        "its payload came along"
+    );
     Api::create(
         &restored.api,
         json!({"schedule": {"after": "1h"}, "target": {"queue": "backup"}}),
