@@ -263,7 +263,6 @@ impl Expr {
     }
 }
 
-/// A conditional update of one item, as a request or as a transaction's action.
 /// The attribute a single conditional write (an update, a put-if-absent) stamps on its item: a
 /// random id of that write. The SDK retries a request whose answer was lost (a dropped
 /// connection, an attempt timeout) although the first attempt may have been applied; the retry
@@ -288,6 +287,7 @@ fn written_by(
         .cloned()
 }
 
+/// A conditional update of one item, as a request or as a transaction's action.
 pub(super) struct Change {
     pub(super) key: Item,
     expr: Expr,
