@@ -12,6 +12,7 @@ use rusqlite::params;
 use super::SqliteStore;
 use super::codec::encode_spec;
 use super::schema::{MIGRATIONS, SCHEMA, open_connection};
+use crate::conformance::fixtures::lease;
 use crate::{ClaimScope, Created, Lease, NewJob, Store};
 
 fn queue_job(due: Timestamp) -> NewJob {
@@ -179,11 +180,7 @@ async fn a_version_4_store_keys_its_queues() {
         .map(|s| (s.name.as_str(), s.available))
         .collect();
     assert_eq!(names, [("emails", 1), ("sms", 1)]);
-    let lease = Lease {
-        owner: "n".into(),
-        ttl: Duration::from_secs(30),
-        now: from_ms(2000),
-    };
+    let lease = lease("n", from_ms(2000));
     let scope = ClaimScope::Queue {
         namespace: "a",
         queue: "sms",
@@ -227,11 +224,7 @@ async fn a_version_0_store_migrates_and_keeps_its_jobs() {
         stored
     };
     let store = SqliteStore::open(dir.path()).unwrap();
-    let lease = Lease {
-        owner: "n".into(),
-        ttl: Duration::from_secs(30),
-        now: from_ms(2000),
-    };
+    let lease = lease("n", from_ms(2000));
     let claimed = store
         .claim_due(ClaimScope::Fired, from_ms(2000), 10, &lease)
         .await
@@ -549,11 +542,7 @@ async fn large_payloads_live_out_of_the_job_row() {
     assert_eq!(stored(small_id), (Some("[1]".into()), false, None));
     assert_eq!(stored(old.id), (Some(big('o')), false, None));
 
-    let lease = Lease {
-        owner: "n".into(),
-        ttl: Duration::from_secs(30),
-        now: from_ms(1000),
-    };
+    let lease = lease("n", from_ms(1000));
     let claimed = store
         .claim_due(ClaimScope::Fired, from_ms(1000), 10, &lease)
         .await
