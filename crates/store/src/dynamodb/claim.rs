@@ -14,8 +14,9 @@ use super::item::{
     Attrs, DUE_INDEX, Item, Lane, due_sk, due_sk_after, fire_of_due_sk, job_from_item, job_id,
     job_key, n, s, state_code,
 };
+use super::payload;
 use super::table::{Change, Query};
-use crate::{Applied, ClaimScope, Lease, Release, Result, StoreError};
+use crate::{Applied, ClaimScope, JobRecord, Lease, Release, Result, StoreError};
 use hourglass_core::JobState;
 
 /// Conditional writes a batch sends at once.
@@ -173,11 +174,20 @@ async fn take(
     let Some(item) = inner.update(change, true).await? else {
         return Ok(None);
     };
-    occurrence(&item, candidate.fire).map(Some)
+    let mut job = job_from_item(&item)?;
+    if let Some(version) = payload::version_of(&item)? {
+        // `None`: an edit since the claim wrote another payload, and voided the claim (it reset
+        // the lease and raised the token).
+        match inner.claimed_payload(job.id, version, job.token).await? {
+            Some(payload) => job.payload = Some(payload),
+            None => return Ok(None),
+        }
+    }
+    occurrence(&item, job, candidate.fire).map(Some)
 }
 
-fn occurrence(item: &Item, seen_fire: i64) -> Result<Occurrence> {
-    let job = job_from_item(item)?;
+/// The occurrence a claim took: `job` is the claimed item's record, payload filled in.
+fn occurrence(item: &Item, job: JobRecord, seen_fire: i64) -> Result<Occurrence> {
     let own_fire = item.opt_num("lfire")?.unwrap_or(seen_fire);
     Ok(Occurrence {
         job_id: job.id,

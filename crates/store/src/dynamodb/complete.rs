@@ -145,6 +145,17 @@ async fn complete_one(inner: &Inner, c: Completion, now: i64) -> Result<Applied>
     let Some(job) = inner.get(job_key(c.job_id)).await? else {
         return Ok(Applied::StaleLease);
     };
+    if job.num("tok")? != c.token {
+        return Ok(Applied::StaleLease);
+    }
+    let payload = match super::payload::version_of(&job)? {
+        None => job.opt_str("payload")?.map(str::to_owned),
+        Some(version) => match inner.claimed_payload(c.job_id, version, c.token).await? {
+            Some(payload) => Some(payload),
+            // Edited since the read: the transaction would be refused.
+            None => return Ok(Applied::StaleLease),
+        },
+    };
     // Dead-letter ids: the recording time with a random tail, so they sort by age and stay
     // below 2^53 (exact in JSON numbers everywhere). A collision fails the letter's condition
     // and is tried again with another tail.
@@ -161,7 +172,7 @@ async fn complete_one(inner: &Inner, c: Completion, now: i64) -> Result<Applied>
         put_attr("atts", n(i64::from(letter.attempts)));
         put_attr("reason", s(letter.reason));
         put_attr("spec", s(job.str("spec")?));
-        if let Some(payload) = job.opt_str("payload")? {
+        if let Some(payload) = &payload {
             put_attr("payload", s(payload));
         }
         put_attr("cr", n(now));

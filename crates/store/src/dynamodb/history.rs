@@ -182,6 +182,9 @@ pub(super) async fn purge(inner: &Inner, before: Timestamp, limit: usize) -> Res
         if let Some(key_item) = key_item_of(inner, &item).await? {
             keys.push(key_item);
         }
+        if super::payload::version_of(&item)?.is_some() {
+            keys.push(super::item::payload_key(id));
+        }
         keys.push(job_key(id));
         inner.delete_many(keys).await?;
         purged.jobs += 1;

@@ -7,6 +7,7 @@
 //! | item | `pk` | `sk` | in index |
 //! |---|---|---|---|
 //! | job | `j#<id>` | `j` | `due` while active, `byns` always, `age` once finished |
+//! | a job's payload over 256 bytes (`payload.rs`) | `p#<job id>` | `p` | |
 //! | idempotency key | `k#<len(ns)>:<ns>#<key>` | `k` | |
 //! | run | `r#<job id>` | `<started ms>#<seq>` | `age` |
 //! | dead letter | `d#<id>` | `d` | `byns`, `age` |
@@ -36,6 +37,7 @@ pub(super) const JOB_SK: &str = "j";
 pub(super) const KEY_SK: &str = "k";
 pub(super) const LETTER_SK: &str = "d";
 pub(super) const SECRETS_SK: &str = "s";
+pub(super) const PAYLOAD_SK: &str = "p";
 
 /// The global secondary indexes, by name.
 pub(super) const DUE_INDEX: &str = "due";
@@ -57,6 +59,10 @@ pub(super) fn ord(value: i64) -> String {
 
 pub(super) fn job_pk(id: JobId) -> String {
     format!("j#{id}")
+}
+
+pub(super) fn payload_pk(id: JobId) -> String {
+    format!("p#{id}")
 }
 
 pub(super) fn key_pk(namespace: &str, key: &str) -> String {
@@ -98,6 +104,26 @@ pub(super) fn key(pk: String, sk: &str) -> Item {
 
 pub(super) fn job_key(id: JobId) -> Item {
     key(job_pk(id), JOB_SK)
+}
+
+pub(super) fn payload_key(id: JobId) -> Item {
+    key(payload_pk(id), PAYLOAD_SK)
+}
+
+/// An item's size as DynamoDB counts it against its limits (400 KB an item, 4 MB a
+/// transaction) and bills it (a write unit a started KB): each attribute's name and value, a
+/// string by its UTF-8 bytes, a number by about a byte for two digits, plus one.
+pub(super) fn item_bytes(item: &Item) -> usize {
+    item.iter()
+        .map(|(name, value)| {
+            name.len()
+                + match value {
+                    AttributeValue::S(text) => text.len(),
+                    AttributeValue::N(digits) => digits.len().div_ceil(2) + 1,
+                    _ => 1,
+                }
+        })
+        .sum()
 }
 
 /// Which part of the due index a job's occurrences live in.
@@ -221,8 +247,11 @@ pub(super) fn new_job_item(job: &NewJob, shard: u32) -> Item {
     }
     put("st", n(state_code(JobState::Active)));
     put("spec", s(encode_spec(&job.spec)));
-    if let Some(payload) = &job.payload {
-        put("payload", s(payload));
+    match &job.payload {
+        // Written beside the job item, as version 0 (the job's first token).
+        Some(payload) if super::payload::lives_out(payload) => put(super::payload::VERSION, n(0)),
+        Some(payload) => put("payload", s(payload)),
+        None => {}
     }
     put("fp", n(job.fingerprint));
     let due = job.first_due.as_millisecond();
@@ -241,6 +270,8 @@ pub(super) fn new_job_item(job: &NewJob, shard: u32) -> Item {
     item
 }
 
+/// The job record an item holds. A payload that lives in its own item (`payload.rs`) is not
+/// read here: the record has none until [`Inner::read_payload`](super::Inner) fills it in.
 pub(super) fn job_from_item(item: &Item) -> Result<JobRecord> {
     let state = state_from_code(item.num("st")?)?;
     let leased = item.opt_str("lowner")?.is_some();

@@ -9,10 +9,12 @@ use hourglass_core::{JobId, JobSpec, JobState};
 use super::Inner;
 use super::complete::finished_at;
 use super::item::{
-    Attrs, Item, KEY_SK, Lane, NAMESPACE_INDEX, due_sk, encode_spec, job_from_item, job_id,
-    job_key, key, key_pk, n, namespace_pk, new_job_item, ord, queues_pk, s, state_code,
+    Attrs, Item, KEY_SK, Lane, NAMESPACE_INDEX, due_sk, encode_spec, item_bytes, job_from_item,
+    job_id, job_key, key, key_pk, n, namespace_pk, new_job_item, ord, payload_key, queues_pk, s,
+    state_code,
 };
-use super::table::{Change, Query, TRANSACTION_LIMIT, delete, put, put_new};
+use super::payload;
+use super::table::{Change, Query, TRANSACTION_BYTES, TRANSACTION_LIMIT, delete, put, put_new};
 use crate::rules::{TransitionPlan, plan_transition, plan_update};
 use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
 
@@ -75,8 +77,8 @@ async fn decide(inner: &Inner, jobs: &[NewJob]) -> Result<Vec<Creation>> {
         {
             Some(held) => {
                 let holder = job_id(held.str("job")?)?;
-                match inner.get(job_key(holder)).await? {
-                    Some(item) => Some((holder, held.num("fp")?, job_from_item(&item)?)),
+                match inner.read_job(holder).await? {
+                    Some((record, _)) => Some((holder, held.num("fp")?, record)),
                     // The key's job was purged under it: the key is free again.
                     None => {
                         release_key(inner, &job.namespace, job_key_text, holder).await?;
@@ -122,65 +124,73 @@ async fn release_key(inner: &Inner, namespace: &str, key_text: &str, holder: Job
 /// allows. `false` when a key was taken meanwhile: whatever this call wrote is undone, and the
 /// batch must be decided again.
 async fn write_new(inner: &Inner, jobs: &[NewJob], decisions: &[Creation]) -> Result<bool> {
-    // Each new job's writes, kept together in one transaction.
-    let mut groups: Vec<Vec<aws_sdk_dynamodb::types::TransactWriteItem>> = Vec::new();
+    // Each new job's writes, kept together in one transaction, with the bytes of their items.
+    let mut groups: Vec<(Vec<aws_sdk_dynamodb::types::TransactWriteItem>, usize)> = Vec::new();
     let mut undo: Vec<Vec<Item>> = Vec::new();
     let mut queues = Vec::new();
     for (job, decision) in jobs.iter().zip(decisions) {
         if !matches!(decision, Creation::New) {
             continue;
         }
-        let mut group = vec![put_new(
-            &inner.table,
-            new_job_item(job, inner.shard_of(job.id)),
-        )];
+        let item = new_job_item(job, inner.shard_of(job.id));
+        let mut bytes = item_bytes(&item);
+        let mut group = vec![put_new(&inner.table, item)];
         let mut keys = vec![job_key(job.id)];
+        if let Some(payload) = job.payload.as_deref().filter(|p| payload::lives_out(p)) {
+            let item = payload::payload_item(job.id, payload, 0);
+            bytes += item_bytes(&item);
+            group.push(put_new(&inner.table, item));
+            keys.push(payload_key(job.id));
+        }
         if let Some(key_text) = &job.key {
             let mut item = key(key_pk(&job.namespace, key_text), KEY_SK);
             item.insert("job".into(), s(job.id.to_string()));
             item.insert("fp".into(), n(job.fingerprint));
             keys.push(item.clone());
+            bytes += item_bytes(&item);
             group.push(put_new(&inner.table, item));
         }
         if let Some(queue) = job.spec.target.queue() {
             queues.push((job.namespace.clone(), queue.to_owned()));
         }
-        groups.push(group);
+        groups.push((group, bytes));
         undo.push(keys);
     }
     register_queues(inner, queues).await?;
     if groups.is_empty() {
         return Ok(true);
     }
-    // A lone unkeyed job needs no transaction (half the write cost).
-    if groups.len() == 1 && groups[0].len() == 1 {
+    // A lone unkeyed job needs no transaction (half the write cost): its payload item, if it has
+    // one, is written first, so that whoever can read the job can read its payload.
+    if groups.len() == 1 && undo[0].iter().all(|k| !is_key_item(k)) {
         let job = jobs
             .iter()
             .zip(decisions)
             .find(|(_, d)| matches!(d, Creation::New))
             .map(|(j, _)| j)
             .expect("one new job");
+        let used = || StoreError::Unavailable(format!("job id {} is already used", job.id));
+        let payload = job.payload.as_deref().filter(|p| payload::lives_out(p));
+        if let Some(payload) = payload
+            && !inner
+                .put_new(payload::payload_item(job.id, payload, 0))
+                .await?
+        {
+            return Err(used());
+        }
         if inner
             .put_new(new_job_item(job, inner.shard_of(job.id)))
             .await?
         {
             return Ok(true);
         }
-        return Err(StoreError::Unavailable(format!(
-            "job id {} is already used",
-            job.id
-        )));
-    }
-    let mut chunks: Vec<(Vec<_>, Vec<Item>)> = vec![(Vec::new(), Vec::new())];
-    for (group, keys) in groups.into_iter().zip(undo) {
-        let last = chunks.last_mut().expect("a chunk");
-        if last.0.len() + group.len() > TRANSACTION_LIMIT {
-            chunks.push((Vec::new(), Vec::new()));
+        if payload.is_some() {
+            // Ours (it did not exist a moment ago): not left behind without its job.
+            inner.delete_many(vec![payload_key(job.id)]).await?;
         }
-        let last = chunks.last_mut().expect("a chunk");
-        last.0.extend(group);
-        last.1.extend(keys);
+        return Err(used());
     }
+    let chunks = pack(groups.into_iter().zip(undo).map(|((g, b), k)| (g, b, k)));
     let mut written: Vec<Item> = Vec::new();
     for (actions, keys) in chunks {
         let outcome = inner.transact(actions.clone()).await;
@@ -212,10 +222,37 @@ async fn write_new(inner: &Inner, jobs: &[NewJob], decisions: &[Creation]) -> Re
     Ok(true)
 }
 
+/// Packs each new job's writes (its actions, their items' bytes, and the keys that undo them),
+/// kept whole and in order, into as few transactions as the service's limits allow: at most
+/// [`TRANSACTION_LIMIT`] actions and [`TRANSACTION_BYTES`] of items each.
+fn pack<A>(
+    groups: impl IntoIterator<Item = (Vec<A>, usize, Vec<Item>)>,
+) -> Vec<(Vec<A>, Vec<Item>)> {
+    let mut chunks: Vec<(Vec<A>, Vec<Item>)> = Vec::new();
+    let mut chunk_bytes = 0;
+    for (actions, bytes, keys) in groups {
+        let full = chunks.last().is_none_or(|(chunk, _)| {
+            chunk.len() + actions.len() > TRANSACTION_LIMIT
+                || chunk_bytes + bytes > TRANSACTION_BYTES
+        });
+        if full {
+            chunks.push((Vec::new(), Vec::new()));
+            chunk_bytes = 0;
+        }
+        let last = chunks.last_mut().expect("a chunk");
+        last.0.extend(actions);
+        last.1.extend(keys);
+        chunk_bytes += bytes;
+    }
+    chunks
+}
+
 fn is_key_put(action: &aws_sdk_dynamodb::types::TransactWriteItem) -> bool {
-    action
-        .put()
-        .and_then(|p| p.item().get("sk"))
+    action.put().is_some_and(|p| is_key_item(p.item()))
+}
+
+fn is_key_item(item: &Item) -> bool {
+    item.get("sk")
         .is_some_and(|sk| sk.as_s().is_ok_and(|sk| sk == KEY_SK))
 }
 
@@ -238,21 +275,26 @@ async fn register_queues(inner: &Inner, queues: Vec<(String, String)>) -> Result
     Ok(())
 }
 
-fn in_namespace(record: JobRecord, namespace: Option<&str>) -> Option<JobRecord> {
-    namespace
-        .is_none_or(|ns| ns == record.namespace)
-        .then_some(record)
-}
-
 pub(super) async fn get_job(
     inner: &Inner,
     namespace: Option<&str>,
     id: JobId,
 ) -> Result<Option<JobRecord>> {
-    match inner.get(job_key(id)).await? {
-        Some(item) => Ok(in_namespace(job_from_item(&item)?, namespace)),
-        None => Ok(None),
-    }
+    Ok(read_job(inner, namespace, id)
+        .await?
+        .map(|(record, _)| record))
+}
+
+/// A job in a namespace with its payload, and the version of its payload item if it has one.
+async fn read_job(
+    inner: &Inner,
+    namespace: Option<&str>,
+    id: JobId,
+) -> Result<Option<(JobRecord, Option<i64>)>> {
+    Ok(inner
+        .read_job(id)
+        .await?
+        .filter(|(record, _)| namespace.is_none_or(|ns| ns == record.namespace)))
 }
 
 pub(super) async fn get_job_by_key(
@@ -266,10 +308,10 @@ pub(super) async fn get_job_by_key(
     get_job(inner, Some(namespace), job_id(held.str("job")?)?).await
 }
 
-/// The attributes a job record is read from.
-const JOB_ATTRS: [&str; 21] = [
+/// The attributes a job record is read from (`pout` is [`payload::VERSION`]).
+pub(super) const JOB_ATTRS: [&str; 22] = [
     "pk", "id", "ns", "key", "st", "spec", "payload", "due", "fire", "att", "runs", "skip", "cr",
-    "up", "tok", "tkey", "tdue", "lowner", "jtype", "queue", "lerr",
+    "up", "tok", "tkey", "tdue", "lowner", "jtype", "queue", "lerr", "pout",
 ];
 
 fn matches(query: &JobQuery, job: &JobRecord) -> bool {
@@ -303,11 +345,16 @@ pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobR
         for item in inner.scan("j#", &JOB_ATTRS).await? {
             let job = job_from_item(&item)?;
             if query.after.is_none_or(|after| job.id > after) && matches(&query, &job) {
-                jobs.push(job);
+                jobs.push((job.id, item));
             }
         }
-        jobs.sort_by_key(|j| j.id);
+        jobs.sort_by_key(|(id, _)| *id);
         jobs.truncate(query.limit);
+        // Payloads only for the page: read after the cut.
+        let mut jobs = inner
+            .records(jobs.into_iter().map(|(_, item)| item).collect())
+            .await?;
+        jobs.retain(|job| matches(&query, job));
         return Ok(jobs);
     };
     // A namespace's ids in order, a page at a time, each page's jobs read and filtered.
@@ -323,13 +370,13 @@ pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobR
         for entry in &entries {
             ids.push(job_id(entry.str("nsk")?)?);
         }
-        let mut jobs = Vec::with_capacity(ids.len());
-        for item in inner
-            .get_many(ids.iter().map(|id| job_key(*id)).collect())
-            .await?
-        {
-            jobs.push(job_from_item(&item)?);
-        }
+        let mut jobs = inner
+            .records(
+                inner
+                    .get_many(ids.iter().map(|id| job_key(*id)).collect())
+                    .await?,
+            )
+            .await?;
         jobs.sort_by_key(|j| j.id);
         for job in jobs {
             if job.namespace == namespace && matches(&query, &job) {
@@ -402,9 +449,14 @@ fn place(
     }
 }
 
-/// Reads a job in a namespace, or answers not found.
-async fn load(inner: &Inner, namespace: Option<&str>, id: JobId) -> Result<JobRecord> {
-    get_job(inner, namespace, id)
+/// Reads a job in a namespace (with the version of its payload item, if it has one), or answers
+/// not found.
+async fn load(
+    inner: &Inner,
+    namespace: Option<&str>,
+    id: JobId,
+) -> Result<(JobRecord, Option<i64>)> {
+    read_job(inner, namespace, id)
         .await?
         .ok_or(StoreError::NotFound)
 }
@@ -429,7 +481,7 @@ pub(super) async fn update_job(
     update: JobUpdate,
 ) -> Result<JobRecord> {
     for _ in 0..RACES {
-        let record = load(inner, namespace, id).await?;
+        let (record, stored_version) = load(inner, namespace, id).await?;
         let (state, due, fire) = plan_update(&record, &update)?;
         let now = update.now.as_millisecond();
         if let Some(queue) = update.spec.target.queue() {
@@ -437,19 +489,34 @@ pub(super) async fn update_job(
         }
         let mut change = guarded(&record, state, now);
         change.set("spec", s(encode_spec(&update.spec)));
-        change.set_or_remove("payload", update.payload.as_deref().map(s));
+        // The payload in its own item at the token this edit leaves, or inline.
+        let mut actions = Vec::with_capacity(3);
+        match update.payload.as_deref() {
+            Some(payload) if payload::lives_out(payload) => {
+                let version = record.token + 1;
+                change.remove("payload");
+                change.set(payload::VERSION, n(version));
+                let item = payload::payload_item(id, payload, version);
+                actions.push(put(&inner.table, item));
+            }
+            inline => {
+                change.set_or_remove("payload", inline.map(s));
+                change.remove(payload::VERSION);
+                if stored_version.is_some() {
+                    actions.push(delete(&inner.table, payload_key(id), None));
+                }
+            }
+        }
         change.set_or_remove("jtype", update.spec.job_type.as_deref().map(s));
         change.set_or_remove("queue", update.spec.target.queue().map(s));
         change.set_or_remove("due", due.map(n));
         change.set_or_remove("fire", fire.map(n));
         place(inner, &mut change, &record, &update.spec, state, fire, now);
-        let actions = vec![
-            change.into_action(&inner.table),
-            put(&inner.table, fence(inner, id, record.token + 1, now)),
-        ];
+        actions.push(change.into_action(&inner.table));
+        actions.push(put(&inner.table, fence(inner, id, record.token + 1, now)));
         if inner.transact(actions).await?.is_ok() {
             announce_change(inner, &record, &update.spec, fire);
-            return load(inner, namespace, id).await;
+            return load(inner, namespace, id).await.map(|(record, _)| record);
         }
     }
     Err(StoreError::Unavailable(
@@ -464,7 +531,7 @@ pub(super) async fn transition(
     transition: Transition,
 ) -> Result<JobRecord> {
     for _ in 0..RACES {
-        let record = load(inner, namespace, id).await?;
+        let (record, _) = load(inner, namespace, id).await?;
         let (state, due, fire, clear_key, trigger_key, now) =
             match plan_transition(&record, transition.clone())? {
                 TransitionPlan::Unchanged => return Ok(record),
@@ -502,7 +569,7 @@ pub(super) async fn transition(
         actions.push(put(&inner.table, fence(inner, id, record.token + 1, now)));
         if inner.transact(actions).await?.is_ok() {
             announce_change(inner, &record, &record.spec, fire);
-            return load(inner, namespace, id).await;
+            return load(inner, namespace, id).await.map(|(record, _)| record);
         }
     }
     Err(StoreError::Unavailable(
@@ -533,4 +600,59 @@ pub(super) async fn key_item_of(inner: &Inner, item: &Item) -> Result<Option<Ite
         .await?
         .filter(|held| held.str("job").is_ok_and(|j| j == id))
         .map(|_| key_item))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Groups of (job number, actions, bytes); what `pack` made of them, as job numbers.
+    fn packed(groups: &[(u32, usize, usize)]) -> Vec<Vec<u32>> {
+        let chunks = pack(groups.iter().map(|&(job, actions, bytes)| {
+            (vec![job; actions], bytes, vec![key(job.to_string(), "j")])
+        }));
+        for (actions, keys) in &chunks {
+            assert!(
+                !actions.is_empty() && !keys.is_empty(),
+                "an empty transaction"
+            );
+        }
+        chunks
+            .into_iter()
+            .map(|(mut actions, _)| {
+                actions.dedup();
+                actions
+            })
+            .collect()
+    }
+
+    #[test]
+    fn transactions_stay_under_the_action_limit() {
+        // 60 jobs of one action and 60 of two: 180 actions.
+        let groups: Vec<_> = (0..120).map(|i| (i, 1 + (i >= 60) as usize, 500)).collect();
+        let chunks = packed(&groups);
+        assert_eq!(chunks.len(), 2);
+        // The first takes 60 one-action jobs and 20 two-action ones: exactly 100 actions.
+        assert_eq!(chunks[0], (0..80).collect::<Vec<_>>());
+        assert_eq!(chunks[1], (80..120).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn transactions_stay_under_the_size_limit() {
+        // Twenty jobs with a 256 KiB payload each (5 MiB in all) and small ones between.
+        let big = 256 * 1024 + 700;
+        let groups: Vec<_> = (0..40)
+            .map(|i| if i % 2 == 0 { (i, 2, big) } else { (i, 1, 700) })
+            .collect();
+        let chunks = packed(&groups);
+        let bytes =
+            |chunk: &Vec<u32>| -> usize { chunk.iter().map(|&i| groups[i as usize].2).sum() };
+        assert!(chunks.len() >= 2, "5 MiB in one transaction");
+        for chunk in &chunks {
+            assert!(bytes(chunk) <= TRANSACTION_BYTES, "{} bytes", bytes(chunk));
+        }
+        // In order, every job once.
+        let flat: Vec<u32> = chunks.concat();
+        assert_eq!(flat, (0..40).collect::<Vec<_>>());
+    }
 }

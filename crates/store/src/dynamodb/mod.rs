@@ -32,14 +32,17 @@
 //! them): listing jobs across namespaces, and `count_jobs` without a namespace, scan the table;
 //! `gauges` scans it too (the node samples it rarely on this backend); a namespace's listing with
 //! filters reads the namespace's ids and filters the jobs it fetches; queue counts read the
-//! queue's due index. A create batch that needs more than 100 writes is written in several
-//! transactions, and undone if a later one fails.
+//! queue's due index. A create batch that needs more than 100 writes, or more than a
+//! transaction's bytes, is written in several transactions, and undone if a later one fails.
+//! Payloads over 256 bytes live in items of their own (`payload.rs`): DynamoDB bills a write by
+//! the whole item, and claims and completions rewrite the job item.
 
 mod claim;
 mod complete;
 mod history;
 mod item;
 mod jobs;
+mod payload;
 mod table;
 
 use std::sync::Arc;

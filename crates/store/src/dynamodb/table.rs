@@ -498,6 +498,9 @@ impl Query {
 
 /// Writes in one transaction, at most 100 actions (the service's limit).
 pub(super) const TRANSACTION_LIMIT: usize = 100;
+/// Bytes of items in one transaction ([`item_bytes`](super::item::item_bytes)), kept well under
+/// the service's 4 MB: the estimate leaves out the update expressions and conditions.
+pub(super) const TRANSACTION_BYTES: usize = 3 << 20;
 
 impl Inner {
     /// One item by key, strongly consistent.
