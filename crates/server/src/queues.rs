@@ -98,7 +98,7 @@ impl Serialize for Messages<'_> {
             seq.serialize_element(&MessageOut {
                 job_id: occ.job_id,
                 job_type: occ.spec.job_type.as_deref(),
-                payload: wire::payload_out(occ.payload.as_deref()),
+                payload: wire::payload_out(occ.job_id, occ.payload.as_deref()),
                 delivery_id: delivery_id.as_str(),
                 attempt: occ.attempt,
                 max_attempts: occ.spec.retry.max_attempts,
@@ -452,7 +452,7 @@ fn queue_message_out(j: &JobRecord, now: Timestamp) -> Option<QueueMessageOut<'_
         max_attempts: j.spec.retry.max_attempts,
         delivery_id: DeliveryId::new(j.id, due).to_string(),
         last_error: j.last_error.as_deref(),
-        payload: wire::payload_out(j.payload.as_deref()),
+        payload: wire::payload_out(j.id, j.payload.as_deref()),
         created_at: wire::rfc3339(j.created_at),
     })
 }

@@ -1,7 +1,7 @@
 //! The binary's logs in `--log-format json` at debug level: every line is one JSON object, each
 //! failed delivery gets a line with its job id, delivery id, attempt and reason, and no secret
 //! appears anywhere — not the API key, not the signing secret, not a webhook header's value, not
-//! the payload.
+//! the payload. And a payload damaged in the store is logged with its job, not answered silently.
 
 use std::time::Duration;
 
@@ -148,4 +148,75 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
             "the status code, not Some(500): {f}"
         );
     }
+}
+
+/// A stored payload damaged behind the node's back (here by hand, in the file) does not break
+/// the answers it is part of: a lease of several messages still answers every message, with
+/// `null` for the damaged one, and the node logs an error naming the job, not silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_stored_payload_is_logged_and_answered_null() {
+    let nodes = Nodes::default();
+    let opts = NodeOptions::embedded("damaged-payload");
+    let node = nodes.start(&opts).await;
+    let api = Api::new(node.addr);
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let job = api
+            .create(json!({
+                "schedule": {"after": "1ms"},
+                "target": {"queue": "q"},
+                "payload": {"n": n}
+            }))
+            .await;
+        ids.push(job["id"].as_str().unwrap().to_string());
+    }
+    node.kill().await;
+    {
+        let db = nodes.data_dir(&opts.name).join("hourglass.db");
+        let conn = rusqlite::Connection::open(&db).expect("open the store");
+        let changed = conn
+            .execute(
+                "UPDATE jobs SET payload = '{\"n\": 1' WHERE payload = '{\"n\":1}'",
+                [],
+            )
+            .expect("damage one payload");
+        assert_eq!(changed, 1, "the payload to damage was not found as stored");
+    }
+
+    let node = nodes.start(&opts).await;
+    let api = Api::new(node.addr);
+    let (status, leased) = api
+        .call(
+            "POST",
+            "/v1/queues/q/lease",
+            Some(json!({"max": 10, "wait_ms": 2000})),
+        )
+        .await;
+    assert_eq!(status, 200, "{leased}");
+    let messages = leased["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 3, "{leased}");
+    for m in messages {
+        let id = m["job_id"].as_str().unwrap();
+        let expected = match ids.iter().position(|i| i == id) {
+            Some(1) => Value::Null,
+            Some(n) => json!({"n": n}),
+            None => panic!("a message of another job: {m}"),
+        };
+        assert_eq!(m["payload"], expected, "{m}");
+    }
+    let (status, job) = api.call("GET", &format!("/v1/jobs/{}", ids[1]), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(job["payload"], Value::Null);
+
+    let log = node.log.clone();
+    node.kill().await;
+    let text = std::fs::read_to_string(&log).expect("node log");
+    let logged = text
+        .lines()
+        .filter(|l| l.contains("not valid JSON") && l.contains(ids[1].as_str()))
+        .count();
+    assert!(
+        logged >= 2,
+        "the lease and the read each log the damaged payload with its job: {text}"
+    );
 }

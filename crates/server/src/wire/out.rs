@@ -106,9 +106,23 @@ fn target_out(t: &Target) -> TargetOut<'_> {
     }
 }
 
-/// The stored payload text, emitted as-is (it was produced by serde_json, so it is valid JSON).
-pub fn payload_out(payload: Option<&str>) -> Option<&RawValue> {
-    payload.and_then(|p| serde_json::from_str(p).ok())
+/// The stored payload text of job `job`, emitted as-is once checked to be JSON: it was stored
+/// valid, and emitting it unchecked would let one damaged row break a whole answer (a lease of
+/// many messages, a page of jobs). A damaged one is answered as `null` and logged, not silently.
+pub fn payload_out(job: JobId, payload: Option<&str>) -> Option<&RawValue> {
+    let text = payload?;
+    match serde_json::from_str(text) {
+        Ok(raw) => Some(raw),
+        Err(e) => {
+            tracing::error!(
+                job = %job,
+                error = %e,
+                bytes = text.len(),
+                "a stored payload is not valid JSON (the store's data is damaged); answered as null"
+            );
+            None
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -190,7 +204,7 @@ pub fn job_out(j: &JobRecord) -> JobOut<'_> {
         state: j.state.as_str(),
         schedule: schedule_out(&j.spec.schedule),
         target: target_out(&j.spec.target),
-        payload: payload_out(j.payload.as_deref()),
+        payload: payload_out(j.id, j.payload.as_deref()),
         retry: RetryOut {
             max_attempts: j.spec.retry.max_attempts,
             initial_backoff: format_duration(j.spec.retry.initial_backoff),
@@ -237,7 +251,7 @@ pub fn dead_letter_out(d: &DeadLetter) -> Value {
         "reason": d.reason,
         "type": d.spec.job_type,
         "target": target_out(&d.spec.target),
-        "payload": payload_out(d.payload.as_deref()),
+        "payload": payload_out(d.job_id, d.payload.as_deref()),
         "created_at": rfc3339(d.created_at),
     })
 }
