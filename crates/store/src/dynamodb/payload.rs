@@ -47,6 +47,20 @@ pub(super) fn version_of(job: &Item) -> Result<Option<i64>> {
     job.opt_num(VERSION)
 }
 
+/// A payload item's job, version and text.
+fn parts(mut item: Item) -> Result<(JobId, i64, String)> {
+    let pk = item.str("pk")?;
+    let id = pk
+        .strip_prefix("p#")
+        .and_then(|id| id.parse().ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("payload item key {pk:?}")))?;
+    let version = item.num("v")?;
+    match item.remove("payload") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::S(text)) => Ok((id, version, text)),
+        _ => Err(StoreError::Corrupt(format!("payload item of job {id}"))),
+    }
+}
+
 fn missing(id: JobId, version: i64) -> StoreError {
     StoreError::Corrupt(format!(
         "job {id} names payload version {version}, which its payload item lacks"
@@ -57,16 +71,11 @@ impl Inner {
     /// The payload of job `id` at `version`, read strongly consistent; `None` when its item holds
     /// another version or is gone (the job was edited since the version was read).
     pub(super) async fn read_payload(&self, id: JobId, version: i64) -> Result<Option<String>> {
-        let Some(mut item) = self.get(payload_key(id)).await? else {
+        let Some(item) = self.get(payload_key(id)).await? else {
             return Ok(None);
         };
-        if item.num("v")? != version {
-            return Ok(None);
-        }
-        match item.remove("payload") {
-            Some(aws_sdk_dynamodb::types::AttributeValue::S(text)) => Ok(Some(text)),
-            _ => Err(StoreError::Corrupt(format!("payload item of job {id}"))),
-        }
+        let (_, held, text) = parts(item)?;
+        Ok((held == version).then_some(text))
     }
 
     /// The payload at `version` of job `id` as held by a claim at `token`. `None` when the job
@@ -135,13 +144,9 @@ impl Inner {
             return Ok(records);
         }
         let mut found = std::collections::HashMap::with_capacity(wanted.len());
-        for mut item in self.get_many(wanted).await? {
-            let id = item.str("pk")?.trim_start_matches("p#").parse::<JobId>();
-            let id = id.map_err(|_| StoreError::Corrupt("payload item key".into()))?;
-            let version = item.num("v")?;
-            if let Some(aws_sdk_dynamodb::types::AttributeValue::S(text)) = item.remove("payload") {
-                found.insert(id, (version, text));
-            }
+        for item in self.get_many(wanted).await? {
+            let (id, version, text) = parts(item)?;
+            found.insert(id, (version, text));
         }
         let mut out = Vec::with_capacity(records.len());
         for (mut record, version) in records.into_iter().zip(versions) {
