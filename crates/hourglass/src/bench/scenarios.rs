@@ -305,6 +305,14 @@ pub async fn sustained(b: &mut Bench) -> anyhow::Result<Report> {
         let submitted = b.submit(n, true, writer).await?;
         submit_rate = (n as f64 / submitted.seconds.max(0.001)).max(100.0);
         let submit_end = now_ms();
+        // The first step's lead is sized for a slow node, so it can wait minutes before its first
+        // due time: say so, where no progress bar would (output sent to a file).
+        eprintln!(
+            "step {rate}/s: {n} jobs submitted in {:.1} s; the first due in {:.0} s, the last {:.0} s later",
+            submitted.seconds,
+            (start - submit_end).max(0) as f64 / 1000.0,
+            hold as f64 / 1000.0
+        );
         let fire_start = b.stats();
         report.jobs += n as u64;
         report.submit_seconds += submitted.seconds;
