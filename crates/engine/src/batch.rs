@@ -17,15 +17,18 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::deliver::Verdict;
+use crate::deliver::{ClaimCheck, Verdict};
 
 /// Sends one batch under its key and answers one result per entry, in order.
 type SendBatch<I, R> =
     Arc<dyn Fn(String, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<R>> + Send>> + Send + Sync>;
 
-/// An entry's result when its batch could not give one: a transient failure with this reason.
+/// The results a line answers itself, for entries its batches did not carry.
 pub trait Unanswered {
+    /// The batch could not give one: a transient failure with this reason.
     fn unanswered(reason: String) -> Self;
+    /// The entry's claim was taken back before its batch was assembled: left out, not sent.
+    fn withdrawn() -> Self;
 }
 
 impl Unanswered for Verdict {
@@ -34,6 +37,10 @@ impl Unanswered for Verdict {
             after: None,
             reason,
         }
+    }
+
+    fn withdrawn() -> Self {
+        Verdict::Withdrawn
     }
 }
 
@@ -54,7 +61,21 @@ const IDLE: Duration = Duration::from_secs(60);
 struct Entry<I, R> {
     item: I,
     size: usize,
+    /// Checked as the entry is put in a batch: a claim taken back while it waited in the line
+    /// (a pause, cancel or edit of its job) leaves it out.
+    claim: ClaimCheck,
     reply: oneshot::Sender<R>,
+}
+
+impl<I, R: Unanswered> Entry<I, R> {
+    /// The entry, if it may still be sent; else it is answered withdrawn here.
+    fn if_still_held(self) -> Option<Self> {
+        if self.claim.still_held() {
+            return Some(self);
+        }
+        let _ = self.reply.send(R::withdrawn());
+        None
+    }
 }
 
 /// Batch lines by key. `R` is what each entry is answered: a publisher's [`Verdict`], or a
@@ -80,21 +101,37 @@ impl<I: Send + 'static, R: Unanswered + Send + 'static> Batches<I, R> {
         }
     }
 
-    /// Queues `item` (of `size` bytes) into the next batch for `key` and waits for its result.
-    pub async fn submit(&self, key: &str, item: I, size: usize) -> R {
-        self.submit_shaped(key, item, size, self.shape).await
+    /// Queues `item` (of `size` bytes) into the next batch for `key` and waits for its result:
+    /// [`Unanswered::withdrawn`] if `claim` is no longer held when its batch is assembled.
+    pub async fn submit(&self, key: &str, item: I, size: usize, claim: ClaimCheck) -> R {
+        self.submit_shaped(key, item, size, self.shape, claim).await
     }
 
     /// As [`Batches::submit`], for keys whose batches have a shape of their own: `shape` is the
     /// line's when this entry opens it. Entries of one key must agree on it.
-    pub async fn submit_shaped(&self, key: &str, item: I, size: usize, shape: Shape) -> R {
+    pub async fn submit_shaped(
+        &self,
+        key: &str,
+        item: I,
+        size: usize,
+        shape: Shape,
+        claim: ClaimCheck,
+    ) -> R {
         let mut entry = Some(item);
         // A line that just ended for idleness refuses the entry; the second try makes a new one.
         for _ in 0..2 {
             let Some(item) = entry.take() else { break };
             let line = self.line(key, shape);
             let (reply, answer) = oneshot::channel();
-            match line.send(Entry { item, size, reply }).await {
+            let sent = line
+                .send(Entry {
+                    item,
+                    size,
+                    claim: claim.clone(),
+                    reply,
+                })
+                .await;
+            match sent {
                 Ok(()) => {
                     return answer.await.unwrap_or_else(|_| {
                         R::unanswered("the batch was dropped before it was sent".into())
@@ -160,6 +197,11 @@ async fn run_line<I: Send + 'static, R: Unanswered + Send + 'static>(
                 }
             },
         };
+        // Claims are checked as late as possible: an entry may have waited here for a free
+        // request while its job was paused, cancelled or edited.
+        let Some(first) = first.if_still_held() else {
+            continue;
+        };
         // Let deliveries released in the same instant reach the line before it sends.
         tokio::task::yield_now().await;
         let mut bytes = first.size;
@@ -171,8 +213,10 @@ async fn run_line<I: Send + 'static, R: Unanswered + Send + 'static>(
                     break;
                 }
                 Ok(entry) => {
-                    bytes += entry.size;
-                    batch.push(entry);
+                    if let Some(entry) = entry.if_still_held() {
+                        bytes += entry.size;
+                        batch.push(entry);
+                    }
                 }
                 Err(_) => break,
             }
@@ -246,7 +290,7 @@ mod tests {
         for i in 0..25u32 {
             let batches = batches.clone();
             tasks.push(tokio::spawn(async move {
-                (i, batches.submit("q", i, 10).await)
+                (i, batches.submit("q", i, 10, ClaimCheck::unchecked()).await)
             }));
         }
         // Wait until every entry is queued or in the first batch, then open the gate.
@@ -287,7 +331,9 @@ mod tests {
         for i in 0..10u32 {
             let (batches, sent) = (batches.clone(), sent.clone());
             tasks.push(tokio::spawn(async move {
-                batches.submit("q", i * 2, 100).await;
+                batches
+                    .submit("q", i * 2, 100, ClaimCheck::unchecked())
+                    .await;
                 sent.fetch_add(1, Ordering::Relaxed);
             }));
         }
@@ -299,5 +345,50 @@ mod tests {
         assert_eq!(sent.load(Ordering::Relaxed), 10);
         let sizes = sizes.lock().unwrap().clone();
         assert!(sizes.iter().all(|&n| n <= 2), "{sizes:?}");
+    }
+
+    /// An entry whose claim was taken back while it waited for its line's one request in flight
+    /// is left out of the next batch and answered withdrawn; the others go.
+    #[tokio::test]
+    async fn an_entry_whose_claim_was_taken_back_is_left_out() {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new(Semaphore::new(0));
+        let shape = Shape {
+            max_entries: 10,
+            max_bytes: 1_000,
+            in_flight: 1,
+        };
+        let batches = Arc::new(Batches::new(shape, recording(sizes.clone(), gate.clone())));
+        let held = Arc::new(crate::pipeline::Held::default());
+        let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
+        let job = hourglass_core::JobId::from_u128(7);
+        held.hold_for_test(job, 1, i64::MAX);
+        let claim = ClaimCheck::new(held.clone(), clock, job, 1);
+        // The first entry opens the line and its request stays in flight (the gate is shut).
+        let first = {
+            let batches = batches.clone();
+            tokio::spawn(async move { batches.submit("q", 0, 10, ClaimCheck::unchecked()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let waiting = {
+            let (batches, claim) = (batches.clone(), claim.clone());
+            tokio::spawn(async move { batches.submit("q", 2, 10, claim).await })
+        };
+        let other = {
+            let batches = batches.clone();
+            tokio::spawn(async move { batches.submit("q", 4, 10, ClaimCheck::unchecked()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The job is cancelled while its entry waits in the line.
+        held.fence(job, 2);
+        gate.add_permits(100);
+        assert_eq!(first.await.unwrap(), Verdict::Delivered);
+        assert_eq!(waiting.await.unwrap(), Verdict::Withdrawn);
+        assert_eq!(other.await.unwrap(), Verdict::Delivered);
+        assert_eq!(
+            *sizes.lock().unwrap(),
+            vec![1, 1],
+            "the withdrawn entry was sent"
+        );
     }
 }

@@ -36,7 +36,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use deliver::{Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
+pub use deliver::{ClaimCheck, Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
 pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
 pub use pipeline::rates::DeliveryQuotas;
@@ -132,6 +132,9 @@ struct Shared {
     /// Claims whose occurrence must be dropped from the timer (paused, cancelled, edited, or
     /// found taken over at renewal).
     forget_tx: mpsc::UnboundedSender<Forget>,
+    /// The claims this node holds, which a fence marks as no longer ours wherever their
+    /// occurrence waits (see `pipeline/held.rs`).
+    held: Arc<pipeline::Held>,
     /// Cancelled when a pipeline stage has died: the engine no longer fires anything, and the
     /// node must say so (unready) and exit so that it is restarted.
     failed: CancellationToken,
@@ -161,6 +164,14 @@ pub(crate) struct Forget {
 }
 
 impl Shared {
+    /// A change to the job (a pause, cancel, edit or trigger, here or on another node) made its
+    /// claims with a token below `below` stale: none of them may be sent from now on, and the
+    /// timer drops the one it holds.
+    fn fence(&self, job_id: JobId, below: i64) {
+        self.held.fence(job_id, below);
+        let _ = self.forget_tx.send(Forget { job_id, below });
+    }
+
     /// Pokes the planner if `fire_at` is due before its planned look at the store.
     fn wake_for(&self, fire_at: Timestamp) {
         if let Some(hook) = &self.due_hook {
@@ -223,6 +234,7 @@ impl Engine {
             planner_wake_at: AtomicI64::new(i64::MAX),
             wake_lead_ms: hourglass_core::duration_ms(pipeline::wake_lead(config.lookahead)),
             forget_tx,
+            held: Arc::new(pipeline::Held::default()),
             failed: CancellationToken::new(),
             breakers: pipeline::breakers::Breakers::new(
                 config.breaker_failures,

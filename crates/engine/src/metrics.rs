@@ -58,6 +58,9 @@ pub struct Metrics {
     pub store_errors: Counter,
     /// Claims found taken over or fenced when this node tried to renew them.
     pub lost_leases: Counter,
+    /// Occurrences not sent because their claim was taken back (a pause, cancel or edit, or a
+    /// lost lease) while they waited after the timer: for a slot, a rate, a quota or a batch.
+    pub withdrawn: Counter,
     /// Occurrences whose handling panicked: dead-lettered as `internal_error`, job failed.
     pub quarantined: Counter,
     /// Queue messages handed to workers (each lease of each message, redeliveries included).
@@ -91,6 +94,7 @@ impl Metrics {
             breaker_deferred: Counter::default(),
             store_errors: Counter::default(),
             lost_leases: Counter::default(),
+            withdrawn: Counter::default(),
             quarantined: Counter::default(),
             queue_leased: Counter::default(),
             webhook_responses: Family::default(),
@@ -187,6 +191,11 @@ impl Metrics {
             "hourglass_lost_leases",
             "Claims this node gave up: found taken over or fenced when renewing them, or their lease ran out before they fired",
             m.lost_leases.clone(),
+        );
+        registry.register(
+            "hourglass_withdrawn_occurrences",
+            "Occurrences not sent because a pause, cancel or edit of their job (or a lost lease) reached them while they waited for a slot, a rate, a quota or a batch",
+            m.withdrawn.clone(),
         );
         registry.register(
             "hourglass_quarantined_occurrences",

@@ -17,8 +17,8 @@ use hourglass_store::{
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
+use crate::Shared;
 use crate::queue::Queues;
-use crate::{Forget, Shared};
 
 /// What a client changes in a job's definition; `None` keeps the current value. Each part is
 /// already validated.
@@ -300,10 +300,7 @@ impl Scheduler {
     fn changed(&self, job: &JobRecord) {
         // Only claims made before this change are stale; the planner may already have claimed
         // the changed job again (with a higher token), and that claim must fire.
-        let _ = self.shared.forget_tx.send(Forget {
-            job_id: job.id,
-            below: job.token,
-        });
+        self.shared.fence(job.id, job.token);
         let (JobState::Active, Some(due)) = (job.state, job.next_due) else {
             return;
         };

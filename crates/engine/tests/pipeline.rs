@@ -20,7 +20,9 @@ use hourglass_core::{
     Clock, JobId, JobSpec, MisfirePolicy, Occurrence, RetryPolicy, Schedule, ScheduleKind, Target,
     WebhookTarget,
 };
-use hourglass_engine::{Deliverer, DeliveryResult, Engine, EngineConfig, Metrics, Verdict};
+use hourglass_engine::{
+    ClaimCheck, Deliverer, DeliveryResult, Engine, EngineConfig, Metrics, Verdict,
+};
 use hourglass_store::{ClaimScope, DueEvent, MemoryStore, NewJob, SqliteStore, Store, StoreEvent};
 use jiff::{SignedDuration, Timestamp};
 
@@ -58,6 +60,7 @@ struct Seen {
     due: Timestamp,
     attempt: u32,
     at: Timestamp,
+    payload: Option<Arc<str>>,
 }
 
 /// Records every delivery; answers by the job type: "fail" always retries, "gone" gives up,
@@ -73,12 +76,13 @@ struct FakeDeliverer {
 
 #[async_trait]
 impl Deliverer for FakeDeliverer {
-    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+    async fn deliver(&self, occ: &Occurrence, _claim: &ClaimCheck) -> DeliveryResult {
         self.seen.lock().unwrap().push(Seen {
             job_id: occ.job_id,
             due: occ.due,
             attempt: occ.attempt,
             at: self.clock.now(),
+            payload: occ.payload.clone(),
         });
         if occ.spec.job_type.as_deref() == Some("slow") {
             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1558,5 +1562,210 @@ async fn a_namespace_can_have_a_destination_cap_of_its_own() {
         .filter(|s| narrow_ids.contains(&s.job_id))
         .count();
     assert_eq!((narrow_started, seen.len() - narrow_started), (2, 5));
+    rig.engine.shutdown().await;
+}
+
+/// Regression (issue 39): a cancel reached occurrences in the timer only. Twelve one-offs due
+/// together to a destination with `rate_limit: 1` go out one a second; the eight still waiting
+/// for their turn when they are cancelled, 3.5 s in, are never sent, and nothing is written for
+/// them (they stay cancelled, with no run).
+#[tokio::test(start_paused = true)]
+async fn a_cancel_reaches_occurrences_waiting_for_a_rate_limit() {
+    let rig = rig();
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let jobs: Vec<NewJob> = (0..12)
+        .map(|_| {
+            let mut j = to(
+                "https://api.example.com/v1/notify",
+                job("ok", Schedule::at(due), due, now),
+            );
+            if let Target::Webhook(w) = &mut j.spec.target {
+                w.rate_limit = Some(1);
+            }
+            j
+        })
+        .collect();
+    rig.add(jobs.clone()).await;
+    rig.run_until(|s| s.len() == 4).await;
+    tokio::time::sleep_until(tokio::time::Instant::now() + Duration::from_millis(500)).await;
+    let sent: std::collections::HashSet<_> = rig.seen().iter().map(|s| s.job_id).collect();
+    assert_eq!(sent.len(), 4);
+    let waiting: Vec<JobId> = jobs
+        .iter()
+        .map(|j| j.id)
+        .filter(|id| !sent.contains(id))
+        .collect();
+    for id in &waiting {
+        rig.engine
+            .scheduler()
+            .transition("t", &hourglass_engine::JobRef::Id(*id), |now| {
+                hourglass_store::Transition::Cancel { now }
+            })
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(rig.seen().len(), 4, "cancelled occurrences were sent");
+    assert_eq!(rig.metrics.withdrawn.get(), 8);
+    for id in &waiting {
+        let job = rig.store.get_job(Some("t"), *id).await.unwrap().unwrap();
+        assert_eq!(job.state, hourglass_core::JobState::Cancelled);
+        let runs = rig.store.runs(Some("t"), *id, None, 10).await.unwrap();
+        assert!(runs.is_empty(), "a withdrawn occurrence recorded a run");
+    }
+    rig.engine.shutdown().await;
+}
+
+/// Regression (issue 39): a pause did not reach occurrences waiting for their namespace's
+/// delivery quota. With `t` allowed 1 delivery a second, the three still waiting when they are
+/// paused are not sent; resumed, each is delivered once.
+#[tokio::test(start_paused = true)]
+async fn a_pause_reaches_occurrences_waiting_for_a_delivery_quota() {
+    let rig = rig_with(EngineConfig {
+        delivery_quotas: hourglass_engine::DeliveryQuotas {
+            default: None,
+            namespaces: [("t".to_string(), 1)].into(),
+        },
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let jobs: Vec<NewJob> = (0..4)
+        .map(|_| job("ok", Schedule::at(due), due, now))
+        .collect();
+    rig.add(jobs.clone()).await;
+    rig.run_until(|s| s.len() == 1).await;
+    let first = rig.seen()[0].job_id;
+    let paused: Vec<JobId> = jobs
+        .iter()
+        .map(|j| j.id)
+        .filter(|&id| id != first)
+        .collect();
+    for id in &paused {
+        rig.engine
+            .scheduler()
+            .transition("t", &hourglass_engine::JobRef::Id(*id), |now| {
+                hourglass_store::Transition::Pause { now }
+            })
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(rig.seen().len(), 1, "paused occurrences were sent");
+    assert_eq!(rig.metrics.withdrawn.get(), 3);
+    for id in &paused {
+        rig.engine
+            .scheduler()
+            .transition("t", &hourglass_engine::JobRef::Id(*id), |now| {
+                hourglass_store::Transition::Resume { now }
+            })
+            .await
+            .unwrap();
+    }
+    rig.run_until(|s| s.len() == 4).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let seen = rig.seen();
+    assert_eq!(seen.len(), 4, "each resumed job delivered once: {seen:?}");
+    for id in &paused {
+        assert_eq!(seen.iter().filter(|s| s.job_id == *id).count(), 1);
+    }
+    rig.engine.shutdown().await;
+}
+
+/// Regression (issue 39): an edit did not reach an occurrence waiting for its destination's
+/// slot, which was then sent twice: the old payload, and the new one under the same delivery
+/// id. With a cap of one slot and a two-second delivery holding it, an occurrence edited while
+/// it waits is sent once, with the new payload, and one cancelled while it waits is not sent.
+#[tokio::test(start_paused = true)]
+async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot() {
+    let rig = rig_with(EngineConfig {
+        destination_concurrency: 1,
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let url = "https://busy.example/hook";
+    let slow = to(url, job("slow", Schedule::at(due), due, now));
+    let later = due + SignedDuration::from_millis(1);
+    let mut edited = to(url, job("ok", Schedule::at(later), later, now));
+    edited.payload = Some(r#"{"v":1}"#.into());
+    let cancelled = to(url, job("ok", Schedule::at(later), later, now));
+    let (slow_id, edited_id, cancelled_id) = (slow.id, edited.id, cancelled.id);
+    rig.add(vec![slow]).await;
+    rig.add(vec![edited, cancelled]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    // The slow delivery holds the destination; the other two wait for it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rig.metrics.destination_waiting.get(), 2);
+    let edit = hourglass_engine::JobEdit {
+        job_type: None,
+        schedule: None,
+        target: None,
+        retry: None,
+        misfire: None,
+        payload: Some(Some(r#"{"v":2}"#.into())),
+    };
+    rig.engine
+        .scheduler()
+        .edit("t", &hourglass_engine::JobRef::Id(edited_id), edit)
+        .await
+        .unwrap()
+        .unwrap();
+    rig.engine
+        .scheduler()
+        .transition("t", &hourglass_engine::JobRef::Id(cancelled_id), |now| {
+            hourglass_store::Transition::Cancel { now }
+        })
+        .await
+        .unwrap();
+    rig.run_until(|s| s.iter().any(|s| s.job_id == edited_id))
+        .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let seen = rig.seen();
+    assert_eq!(seen.iter().filter(|s| s.job_id == slow_id).count(), 1);
+    assert!(!seen.iter().any(|s| s.job_id == cancelled_id), "{seen:?}");
+    let edited: Vec<_> = seen.iter().filter(|s| s.job_id == edited_id).collect();
+    assert_eq!(edited.len(), 1, "sent once: {edited:?}");
+    assert_eq!(edited[0].payload.as_deref(), Some(r#"{"v":2}"#));
+    assert_eq!(rig.metrics.withdrawn.get(), 2);
+    rig.engine.shutdown().await;
+}
+
+/// Regression (issue 39): a cancel did not reach an occurrence waiting for one of the node's
+/// delivery slots. With one slot, held two seconds by a slow delivery, an occurrence to another
+/// destination cancelled while it waits is not sent.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_reaches_an_occurrence_waiting_for_a_delivery_slot() {
+    let rig = rig_with(EngineConfig {
+        delivery_concurrency: 1,
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let slow = to(
+        "https://slow.example/",
+        job("slow", Schedule::at(due), due, now),
+    );
+    let later = due + SignedDuration::from_millis(1);
+    let waiting = to(
+        "https://other.example/",
+        job("ok", Schedule::at(later), later, now),
+    );
+    let waiting_id = waiting.id;
+    rig.add(vec![slow, waiting]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rig.metrics.slot_waiting.get(), 1);
+    rig.engine
+        .scheduler()
+        .transition("t", &hourglass_engine::JobRef::Id(waiting_id), |now| {
+            hourglass_store::Transition::Cancel { now }
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(rig.seen().len(), 1, "{:?}", rig.seen());
+    assert_eq!(rig.metrics.withdrawn.get(), 1);
     rig.engine.shutdown().await;
 }

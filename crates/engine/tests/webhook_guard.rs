@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hourglass_core::{JobSpec, Occurrence, Schedule, Target, WebhookTarget};
-use hourglass_engine::{Deliverer, Metrics, Secrets, TargetPolicy, Verdict, WebhookDeliverer};
+use hourglass_engine::{
+    ClaimCheck, Deliverer, Metrics, Secrets, TargetPolicy, Verdict, WebhookDeliverer,
+};
 use hourglass_store::SqliteStore;
 
 fn occurrence(url: &str) -> Occurrence {
@@ -71,7 +73,10 @@ async fn forbidden_addresses_are_never_contacted() {
     let (addr, accepted) = counting_listener().await;
 
     let literal = deliverer
-        .deliver(&occurrence(&format!("http://127.0.0.1:{}/x", addr.port())))
+        .deliver(
+            &occurrence(&format!("http://127.0.0.1:{}/x", addr.port())),
+            &ClaimCheck::unchecked(),
+        )
         .await;
     assert!(
         matches!(&literal.verdict, Verdict::GiveUp { reason } if reason.contains("forbidden")),
@@ -81,7 +86,10 @@ async fn forbidden_addresses_are_never_contacted() {
 
     // `localhost` goes through the resolver, which drops loopback addresses.
     let named = deliverer
-        .deliver(&occurrence(&format!("http://localhost:{}/x", addr.port())))
+        .deliver(
+            &occurrence(&format!("http://localhost:{}/x", addr.port())),
+            &ClaimCheck::unchecked(),
+        )
         .await;
     assert!(
         matches!(&named.verdict, Verdict::GiveUp { reason } if reason.contains("forbidden")),
@@ -109,7 +117,10 @@ async fn allowlisted_ranges_are_reachable() {
     let (addr, accepted) = counting_listener().await;
     // The listener drops each connection at once, so the attempt fails: a transient failure.
     let result = deliverer
-        .deliver(&occurrence(&format!("http://localhost:{}/x", addr.port())))
+        .deliver(
+            &occurrence(&format!("http://localhost:{}/x", addr.port())),
+            &ClaimCheck::unchecked(),
+        )
         .await;
     assert!(
         matches!(result.verdict, Verdict::Retry { .. }),

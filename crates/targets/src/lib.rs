@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hourglass_core::Occurrence;
-use hourglass_engine::{Deliverer, DeliveryResult, Verdict};
+use hourglass_engine::{ClaimCheck, Deliverer, DeliveryResult, Verdict};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -44,10 +44,10 @@ enum Publisher {
 }
 
 impl Publisher {
-    async fn publish(&self, occ: &Occurrence) -> Verdict {
+    async fn publish(&self, occ: &Occurrence, claim: &ClaimCheck) -> Verdict {
         use hourglass_core::Target;
         match (self, &occ.spec.target) {
-            (Publisher::Aws(aws), _) => aws.publish(occ).await,
+            (Publisher::Aws(aws), _) => aws.publish(occ, claim).await,
             (Publisher::Nats(nats), Target::Nats(t)) => nats.publish(t, occ).await,
             (Publisher::Redis(redis), Target::RedisStream(t)) => redis.publish(t, occ).await,
             (Publisher::Amqp(amqp), Target::Amqp(t)) => amqp.publish(t, occ).await,
@@ -182,7 +182,7 @@ impl Router {
             .collect()
     }
 
-    async fn publish(&self, name: &str, occ: &Occurrence) -> Verdict {
+    async fn publish(&self, name: &str, occ: &Occurrence, claim: &ClaimCheck) -> Verdict {
         let kind = occ.spec.target.kind();
         // Checked again at each publish: the operator may have taken the namespace off the
         // connection (or the connection out of the file) since the job was created.
@@ -191,8 +191,10 @@ impl Router {
                 reason: format!("{refused} on this node"),
             };
         }
+        // The dispatcher checked the claim just before; the AWS batch lines check it again as
+        // their batches are assembled.
         match self.publishers.get(name) {
-            Some(publisher) => publisher.publish(occ).await,
+            Some(publisher) => publisher.publish(occ, claim).await,
             None => Verdict::GiveUp {
                 reason: format!("the connection {name:?} is not open on this node"),
             },
@@ -202,18 +204,19 @@ impl Router {
 
 #[async_trait]
 impl Deliverer for Router {
-    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+    async fn deliver(&self, occ: &Occurrence, claim: &ClaimCheck) -> DeliveryResult {
         let Some(name) = occ.spec.target.connection() else {
-            return self.webhook.deliver(occ).await;
+            return self.webhook.deliver(occ, claim).await;
         };
         let started = tokio::time::Instant::now();
         // Boxed: the publishers' futures (the AWS SDK's run to kilobytes) would otherwise make
         // this whole future that size, allocated and moved for every webhook delivery too.
-        let verdict = Box::pin(self.publish(name, occ)).await;
+        let verdict = Box::pin(self.publish(name, occ, claim)).await;
         let result = match verdict {
             Verdict::Delivered => "delivered",
             Verdict::Retry { .. } => "retry",
             Verdict::GiveUp { .. } => "rejected",
+            Verdict::Withdrawn => return DeliveryResult::withdrawn(),
         };
         // Only connections this node opened get series: names from stored jobs whose connection
         // left the config file must not grow the label set.
@@ -246,7 +249,7 @@ mod tests {
 
     #[async_trait]
     impl Deliverer for Accepts {
-        async fn deliver(&self, _occ: &Occurrence) -> DeliveryResult {
+        async fn deliver(&self, _occ: &Occurrence, _claim: &ClaimCheck) -> DeliveryResult {
             DeliveryResult {
                 status: Some(204),
                 latency: Duration::ZERO,
@@ -294,7 +297,8 @@ mod tests {
         .await
         .expect("no connections to open");
         let occ = webhook_occurrence();
-        let delivery = router.deliver(&occ);
+        let claim = ClaimCheck::unchecked();
+        let delivery = router.deliver(&occ, &claim);
         // The boxed future is allocated, and moved into its box, whole, whatever path it takes:
         // the bus publishers' futures (the AWS SDK's are many kilobytes) must sit behind boxes of
         // their own, or every webhook delivery pays for them.

@@ -26,7 +26,9 @@ use hourglass_core::{DeliveryId, JobSpec, Occurrence, Target, WebhookBatch, Webh
 use http::header::{HeaderName, HeaderValue};
 use tokio::time::Instant;
 
-use super::{DRAIN_LIMIT, DeliveryResult, Exchange, Http, Verdict, classify, give_up, snippet};
+use super::{
+    ClaimCheck, DRAIN_LIMIT, DeliveryResult, Exchange, Http, Verdict, classify, give_up, snippet,
+};
 use crate::batch::{Batches, Shape, Unanswered};
 
 /// Requests in flight at once on one line. Each occurrence in a batch holds one of its
@@ -80,6 +82,7 @@ impl Lines {
         occ: &Occurrence,
         target: &WebhookTarget,
         batch: WebhookBatch,
+        claim: &ClaimCheck,
         started: Instant,
     ) -> DeliveryResult {
         let id = occ.delivery_id();
@@ -97,7 +100,10 @@ impl Lines {
             in_flight: IN_FLIGHT,
         };
         let key = line_key(&occ.namespace, target, batch);
-        let mut result = self.0.submit_shaped(&key, item, size, shape).await;
+        let mut result = self
+            .0
+            .submit_shaped(&key, item, size, shape, claim.clone())
+            .await;
         result.latency = started.elapsed();
         result
     }

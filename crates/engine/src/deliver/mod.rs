@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use hourglass_core::occurrence::RESPONSE_SNIPPET_BYTES;
-use hourglass_core::{Clock, Occurrence, Target, WebhookTarget};
+use hourglass_core::{Clock, JobId, Occurrence, Target, WebhookTarget};
 use http::header::{self, HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -27,6 +27,7 @@ mod batched;
 use crate::batch::Unanswered;
 use crate::metrics::Metrics;
 use crate::netguard::TargetPolicy;
+use crate::pipeline::Held;
 use crate::signing::Secrets;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +42,10 @@ pub enum Verdict {
     GiveUp {
         reason: String,
     },
+    /// Not sent: the node's claim on the occurrence was taken back (a pause, cancel or edit of
+    /// its job, or a lease lost) while it waited to go out. Its attempt is not spent and nothing
+    /// is written: the change that took the claim back decides what happens next.
+    Withdrawn,
 }
 
 #[derive(Debug, Clone)]
@@ -56,10 +61,62 @@ pub struct DeliveryResult {
     pub shared: bool,
 }
 
-/// Sends one occurrence to its target.
+/// Sends one occurrence to its target. Immediately before it sends (after any wait of its own,
+/// such as a batch line), it checks `claim` and answers [`Verdict::Withdrawn`] unsent when the
+/// claim is no longer held.
 #[async_trait]
 pub trait Deliverer: Send + Sync + 'static {
-    async fn deliver(&self, occurrence: &Occurrence) -> DeliveryResult;
+    async fn deliver(&self, occurrence: &Occurrence, claim: &ClaimCheck) -> DeliveryResult;
+}
+
+/// Whether this node may still send the occurrence being delivered: its claim is held, and no
+/// pause, cancel or edit of the job (here or on another node) nor a refused renewal has taken it
+/// back, and its lease has not run out. Cheap to clone: batch lines keep one per entry.
+#[derive(Clone)]
+pub struct ClaimCheck(Option<Arc<Claimed>>);
+
+struct Claimed {
+    held: Arc<Held>,
+    clock: Arc<dyn Clock>,
+    job_id: JobId,
+    token: i64,
+}
+
+impl ClaimCheck {
+    /// For a delivery outside the engine's pipeline (a tool, a test): always held.
+    pub fn unchecked() -> Self {
+        Self(None)
+    }
+
+    pub(crate) fn new(held: Arc<Held>, clock: Arc<dyn Clock>, job_id: JobId, token: i64) -> Self {
+        Self(Some(Arc::new(Claimed {
+            held,
+            clock,
+            job_id,
+            token,
+        })))
+    }
+
+    /// Whether the occurrence may be sent now.
+    pub fn still_held(&self) -> bool {
+        self.0.as_ref().is_none_or(|c| {
+            c.held
+                .still_ours(c.job_id, c.token, c.clock.now().as_millisecond())
+        })
+    }
+}
+
+impl DeliveryResult {
+    /// The result of an occurrence that was not sent because its claim was taken back.
+    pub fn withdrawn() -> Self {
+        DeliveryResult {
+            status: None,
+            latency: Duration::ZERO,
+            verdict: Verdict::Withdrawn,
+            response: None,
+            shared: false,
+        }
+    }
 }
 
 /// Headers Hourglass sets itself; a job cannot override them.
@@ -186,6 +243,10 @@ fn retry(reason: String, latency: Duration) -> DeliveryResult {
 impl Unanswered for DeliveryResult {
     fn unanswered(reason: String) -> Self {
         retry(reason, Duration::ZERO)
+    }
+
+    fn withdrawn() -> Self {
+        DeliveryResult::withdrawn()
     }
 }
 
@@ -348,7 +409,7 @@ fn keep_failure(status: u16) -> usize {
 
 #[async_trait]
 impl Deliverer for WebhookDeliverer {
-    async fn deliver(&self, occ: &Occurrence) -> DeliveryResult {
+    async fn deliver(&self, occ: &Occurrence, claim: &ClaimCheck) -> DeliveryResult {
         let started = Instant::now();
         let Target::Webhook(target) = &occ.spec.target else {
             // The engine claims only fired targets; a queue message here is a bug upstream.
@@ -358,8 +419,13 @@ impl Deliverer for WebhookDeliverer {
             );
         };
         if let Some(batch) = target.batch {
-            return self.batches.deliver(occ, target, batch, started).await;
+            return self
+                .batches
+                .deliver(occ, target, batch, claim, started)
+                .await;
         }
+        // The dispatcher checked the claim just before it called; the signing key lookup and the
+        // pool's connection come after, but nothing here waits on a quota or a line.
         let body = match &occ.payload {
             Some(payload) => Bytes::from_owner(PayloadBytes(payload.clone())),
             None => Bytes::from_static(b"null"),

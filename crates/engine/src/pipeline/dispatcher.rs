@@ -26,7 +26,7 @@ use super::destinations::{DestinationPermit, Destinations, Slot, WaitForSlot};
 use super::fair::{FairSlots, SlotPermit};
 use super::rates::DeliveryRates;
 use super::{Context, Finished, Stage, quarantined, settle};
-use crate::deliver::{DeliveryResult, Verdict};
+use crate::deliver::{ClaimCheck, DeliveryResult, Verdict};
 
 /// Runs deliveries with bounded concurrency and turns their results into completions.
 pub(super) struct Dispatcher {
@@ -309,6 +309,11 @@ async fn park(
 }
 
 /// Runs one delivery holding its slots, and sends its completion on.
+///
+/// The claim is checked here, after every wait the dispatcher imposes (quota, rate limit,
+/// destination and delivery slots), and again by the deliverer before it sends (after a batch
+/// line's wait): a pause, cancel or edit that reached the claim meanwhile keeps the occurrence
+/// from being sent, and nothing is written for it.
 async fn deliver(
     ctx: Arc<Context>,
     occ: Occurrence,
@@ -317,13 +322,27 @@ async fn deliver(
     destination: Option<DestinationPermit>,
     route: Option<Route>,
 ) {
+    let claim = ClaimCheck::new(
+        ctx.shared.held.clone(),
+        ctx.clock.clone(),
+        occ.job_id,
+        occ.token,
+    );
+    if !claim.still_held() {
+        drop((destination, slot));
+        withdrawn(&ctx, &occ, &complete_tx).await;
+        return;
+    }
     if occ.attempt == 1 {
         let late_ms = (ctx.clock.now().as_millisecond() - occ.due.as_millisecond()).max(0);
         ctx.metrics.lateness.observe(late_ms as f64 / 1000.0);
     }
     let attempt = async {
         let started_at = ctx.clock.now();
-        let result = ctx.deliverer.deliver(&occ).await;
+        let result = ctx.deliverer.deliver(&occ, &claim).await;
+        if result.verdict == Verdict::Withdrawn {
+            return None;
+        }
         if let Target::Webhook(_) = occ.spec.target {
             let code = result
                 .status
@@ -343,7 +362,7 @@ async fn deliver(
                 ctx.metrics.breakers_open.set(breakers.open() as i64);
             }
         }
-        completion_for(&ctx, &occ, started_at, result)
+        Some(completion_for(&ctx, &occ, started_at, result))
     };
     // A panic in the target or in settling its result ends this one occurrence (dead letter, job
     // quarantined), never the dispatcher, and never leaves the claim held.
@@ -351,14 +370,27 @@ async fn deliver(
         Ok(completion) => completion,
         Err(panic) => {
             ctx.metrics.quarantined.inc();
-            quarantined(&occ, ctx.clock.now(), &*panic)
+            Some(quarantined(&occ, ctx.clock.now(), &*panic))
         }
     };
     // The slots go back before the completion is queued: the next delivery to this destination
     // need not wait for the completer.
     drop(destination);
     drop(slot);
-    let _ = complete_tx.send(Finished::Done(completion)).await;
+    match completion {
+        Some(completion) => {
+            let _ = complete_tx.send(Finished::Done(completion)).await;
+        }
+        None => withdrawn(&ctx, &occ, &complete_tx).await,
+    }
+}
+
+/// An occurrence whose claim was taken back before it was sent: nothing is written (the change
+/// that took it back owns the job now), only its in-flight permit returns.
+async fn withdrawn(ctx: &Context, occ: &Occurrence, complete_tx: &mpsc::Sender<Finished>) {
+    ctx.metrics.withdrawn.inc();
+    tracing::debug!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), "not sent: the job was paused, cancelled or edited, or the claim lost, while it waited");
+    let _ = complete_tx.send(Finished::dropped(occ)).await;
 }
 
 /// Releases a claimed occurrence that will not be delivered by this node now, to fire at

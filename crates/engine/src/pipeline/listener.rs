@@ -7,7 +7,6 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{Context, Stage};
-use crate::Forget;
 
 /// Turns the store's events (other nodes' writes, and this node's own) into planner wake-ups and
 /// timer fences. Queue events are for queue consumers, not the engine.
@@ -33,12 +32,7 @@ impl Stage for Listener {
                     queue: None, at, ..
                 })) => ctx.shared.wake_for(at),
                 Ok(StoreEvent::Due(_)) => {}
-                Ok(StoreEvent::Fenced { job_id, token }) => {
-                    let _ = ctx.shared.forget_tx.send(Forget {
-                        job_id,
-                        below: token,
-                    });
-                }
+                Ok(StoreEvent::Fenced { job_id, token }) => ctx.shared.fence(job_id, token),
                 // Events were missed: anything may be due now.
                 Ok(StoreEvent::Resync) | Err(RecvError::Lagged(_)) => {
                     ctx.shared.planner_wake.notify_one()

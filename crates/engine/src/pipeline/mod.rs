@@ -112,7 +112,7 @@ pub(crate) fn spawn(
     let (dispatch_tx, dispatch_rx) = mpsc::channel(DISPATCH_QUEUE);
     let (complete_tx, complete_rx) = mpsc::channel(COMPLETION_QUEUE);
     let in_flight = Arc::new(Semaphore::new(ctx.config.max_in_flight));
-    let held = Arc::new(Held::default());
+    let held = ctx.shared.held.clone();
     let drained = CancellationToken::new();
     let failed = ctx.shared.failed.clone();
     supervise(
@@ -326,6 +326,12 @@ pub(crate) fn settle(
             let at = add_saturating(now, wait);
             (record(Some(reason)), Action::Retry { at })
         }
+        // The dispatcher writes nothing for a withdrawn occurrence and never settles it; were it
+        // settled, a retry now under its stale token is refused by the store.
+        Verdict::Withdrawn => (
+            record(Some("withdrawn".to_string())),
+            Action::Retry { at: now },
+        ),
         Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
             metrics.fired.get_or_create(&label("dead_letter")).inc();
             tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = %HttpStatus(result.status), reason = %reason, "delivery failed for good, dead-lettered");

@@ -66,6 +66,8 @@ impl Stage for Planner {
                 now,
             };
             let horizon = add_saturating(now, ctx.config.lookahead);
+            // Fences that arrive while the claim is on its way back apply to what it brings.
+            let claiming = held.claiming();
             let claimed = match ctx
                 .store
                 .claim_due(ClaimScope::Fired, horizon, limit, &lease)
@@ -91,7 +93,7 @@ impl Stage for Planner {
                 ctx.metrics.claimed.inc_by(count as u64);
                 ctx.metrics.in_flight.inc_by(count as i64);
                 let lease_until = add_saturating(now, ctx.config.lease_ttl).as_millisecond();
-                held.add(&claimed, lease_until);
+                claiming.add(&claimed, lease_until);
                 if timer_tx.send(claimed).await.is_err() {
                     break;
                 }

@@ -7,7 +7,7 @@
 use aws_config::SdkConfig;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use hourglass_core::{EventBridgeTarget, Occurrence};
-use hourglass_engine::Verdict;
+use hourglass_engine::{ClaimCheck, Verdict};
 
 use super::{all, transient_code, verdict_of};
 use crate::envelope::{Meta, RESOURCE_NAMES, payload};
@@ -34,7 +34,12 @@ impl EventBridge {
         }
     }
 
-    pub async fn publish(&self, target: &EventBridgeTarget, occ: &Occurrence) -> Verdict {
+    pub async fn publish(
+        &self,
+        target: &EventBridgeTarget,
+        occ: &Occurrence,
+        claim: &ClaimCheck,
+    ) -> Verdict {
         let meta = Meta::of(occ);
         let detail = payload(occ);
         if !detail.trim_start().starts_with('{') {
@@ -62,7 +67,9 @@ impl EventBridge {
             ))
             .set_resources(Some(resources))
             .build();
-        self.batches.submit(&target.bus, entry, size).await
+        self.batches
+            .submit(&target.bus, entry, size, claim.clone())
+            .await
     }
 }
 

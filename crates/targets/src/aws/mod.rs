@@ -16,7 +16,7 @@ use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_smithy_http_client::tls;
 use hourglass_core::{Occurrence, Target};
-use hourglass_engine::Verdict;
+use hourglass_engine::{ClaimCheck, Verdict};
 
 use crate::config::ConnectionConfig;
 
@@ -45,11 +45,11 @@ impl AwsConnection {
         }
     }
 
-    pub async fn publish(&self, occ: &Occurrence) -> Verdict {
+    pub async fn publish(&self, occ: &Occurrence, claim: &ClaimCheck) -> Verdict {
         match &occ.spec.target {
-            Target::Eventbridge(t) => self.eventbridge.publish(t, occ).await,
-            Target::Sqs(t) => self.sqs.publish(t, occ).await,
-            Target::Sns(t) => self.sns.publish(t, occ).await,
+            Target::Eventbridge(t) => self.eventbridge.publish(t, occ, claim).await,
+            Target::Sqs(t) => self.sqs.publish(t, occ, claim).await,
+            Target::Sns(t) => self.sns.publish(t, occ, claim).await,
             Target::Lambda(t) => self.lambda.publish(t, occ).await,
             other => Verdict::GiveUp {
                 reason: format!("an AWS connection cannot deliver a {} target", other.kind()),

@@ -6,7 +6,7 @@
 use aws_config::SdkConfig;
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use hourglass_core::{Occurrence, SnsTarget};
-use hourglass_engine::Verdict;
+use hourglass_engine::{ClaimCheck, Verdict};
 
 use super::{all, batch_verdicts, verdict_of};
 use crate::envelope::{HEADER_NAMES, Meta, payload};
@@ -33,7 +33,12 @@ impl Sns {
         }
     }
 
-    pub async fn publish(&self, target: &SnsTarget, occ: &Occurrence) -> Verdict {
+    pub async fn publish(
+        &self,
+        target: &SnsTarget,
+        occ: &Occurrence,
+        claim: &ClaimCheck,
+    ) -> Verdict {
         let meta = Meta::of(occ);
         let message = payload(occ).to_string();
         let mut size = message.len();
@@ -59,7 +64,11 @@ impl Sns {
                 .message_group_id(target.group_id.clone().unwrap_or(meta.job_id.clone()));
         }
         match entry.build() {
-            Ok(entry) => self.batches.submit(&target.topic_arn, entry, size).await,
+            Ok(entry) => {
+                self.batches
+                    .submit(&target.topic_arn, entry, size, claim.clone())
+                    .await
+            }
             Err(e) => Verdict::GiveUp {
                 reason: format!("the sns message could not be built: {e}"),
             },

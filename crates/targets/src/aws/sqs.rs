@@ -6,7 +6,7 @@
 use aws_config::SdkConfig;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use hourglass_core::{Occurrence, SqsTarget};
-use hourglass_engine::Verdict;
+use hourglass_engine::{ClaimCheck, Verdict};
 
 use super::{all, batch_verdicts, verdict_of};
 use crate::envelope::{HEADER_NAMES, Meta, payload};
@@ -33,7 +33,12 @@ impl Sqs {
         }
     }
 
-    pub async fn publish(&self, target: &SqsTarget, occ: &Occurrence) -> Verdict {
+    pub async fn publish(
+        &self,
+        target: &SqsTarget,
+        occ: &Occurrence,
+        claim: &ClaimCheck,
+    ) -> Verdict {
         let meta = Meta::of(occ);
         let body = payload(occ).to_string();
         let mut size = body.len();
@@ -61,7 +66,11 @@ impl Sqs {
                 .message_group_id(target.group_id.clone().unwrap_or(meta.job_id.clone()));
         }
         match entry.build() {
-            Ok(entry) => self.batches.submit(&target.queue_url, entry, size).await,
+            Ok(entry) => {
+                self.batches
+                    .submit(&target.queue_url, entry, size, claim.clone())
+                    .await
+            }
             Err(e) => Verdict::GiveUp {
                 reason: format!("the sqs message could not be built: {e}"),
             },

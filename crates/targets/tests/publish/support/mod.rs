@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hourglass_core::{JobSpec, Occurrence, Schedule, ScheduleKind, Target};
-use hourglass_engine::{Deliverer, DeliveryResult, Verdict};
+use hourglass_engine::{ClaimCheck, Deliverer, DeliveryResult, Verdict};
 use hourglass_targets::{ConnectionConfig, Connections, Router};
 
 /// The address of a test server, which `scripts/with-buses` starts (as `scripts/test` does).
@@ -64,7 +64,7 @@ struct NoWebhooks;
 
 #[async_trait]
 impl Deliverer for NoWebhooks {
-    async fn deliver(&self, _: &Occurrence) -> DeliveryResult {
+    async fn deliver(&self, _: &Occurrence, _: &ClaimCheck) -> DeliveryResult {
         unreachable!("the publish tests send no webhooks")
     }
 }
@@ -86,7 +86,7 @@ pub async fn router(connections: Vec<(&str, serde_json::Value)>) -> Router {
 }
 
 pub async fn publish(router: &Router, occ: &Occurrence) -> Verdict {
-    router.deliver(occ).await.verdict
+    router.deliver(occ, &ClaimCheck::unchecked()).await.verdict
 }
 
 pub fn assert_retry(verdict: &Verdict, contains: &str) {
