@@ -19,6 +19,7 @@ mod by_key;
 mod dashboard;
 mod delivery;
 mod edit_race;
+mod fences;
 mod full_disk;
 mod http_limits;
 mod metrics;
