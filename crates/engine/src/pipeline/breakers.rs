@@ -5,6 +5,10 @@
 //! no retries, no dead letters and no slots. When the time is up, one delivery goes out as a
 //! probe; its success closes the breaker, its failure opens it again. An answer that is not a
 //! failure (a 2xx, or a 4xx: the receiver is up and has an opinion) closes it at once.
+//!
+//! A destination nothing is sent to any more is forgotten once it has been idle for
+//! [`Breakers::idle_ms`] (at least ten minutes, and twice the open time): tenants choose
+//! destinations, and hosts that never answer must not pile up state until a restart.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -31,12 +35,23 @@ pub(crate) enum Admit {
     Defer(i64),
 }
 
+/// Entries past which the map is swept of idle destinations (then at twice what stayed).
+const PRUNE_AT: usize = 4096;
+
 pub(crate) struct Breakers {
     /// Consecutive failures that open a breaker; 0 turns breakers off.
     threshold: u32,
     open_ms: i64,
-    /// Only destinations with recent failures: a success removes the entry.
-    states: Mutex<HashMap<String, State>>,
+    states: Mutex<States>,
+}
+
+/// Only destinations with recent failures: a success removes the entry, and so does idleness.
+#[derive(Default)]
+struct States {
+    /// Each destination's state, and the unix ms it was last consulted or fed.
+    by_key: HashMap<String, (State, i64)>,
+    /// The size at which the next sweep runs.
+    prune_at: usize,
 }
 
 impl Breakers {
@@ -44,13 +59,22 @@ impl Breakers {
         Self {
             threshold,
             open_ms: i64::try_from(open_for.as_millis()).unwrap_or(i64::MAX),
-            states: Mutex::new(HashMap::new()),
+            states: Mutex::new(States {
+                by_key: HashMap::new(),
+                prune_at: PRUNE_AT,
+            }),
         }
     }
 
     /// Each change is one insert or remove, so a poisoned lock is used as it is.
-    fn states(&self) -> MutexGuard<'_, HashMap<String, State>> {
+    fn states(&self) -> MutexGuard<'_, States> {
         self.states.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long a destination's entry outlives its last use: long enough that an open breaker's
+    /// handed-back occurrences return to it (they come back when it closes), and more.
+    fn idle_ms(&self) -> i64 {
+        self.open_ms.saturating_mul(2).max(10 * 60_000)
     }
 
     pub(crate) fn admit(&self, key: &str, now: i64) -> Admit {
@@ -58,9 +82,10 @@ impl Breakers {
             return Admit::Go;
         }
         let mut states = self.states();
-        let Some(state) = states.get_mut(key) else {
+        let Some((state, used)) = states.by_key.get_mut(key) else {
             return Admit::Go;
         };
+        *used = now;
         match *state {
             State::Closed { .. } => Admit::Go,
             State::Open { until, .. } | State::Probing { recheck: until, .. } if now < until => {
@@ -85,7 +110,9 @@ impl Breakers {
         let mut states = self.states();
         if !failed {
             let was_open = states
+                .by_key
                 .remove(key)
+                .map(|(state, _)| state)
                 .is_some_and(|s| !matches!(s, State::Closed { .. }));
             if was_open {
                 tracing::info!(
@@ -96,7 +123,7 @@ impl Breakers {
             return was_open;
         }
         let until = now.saturating_add(self.open_ms);
-        let next = match states.get(key).copied() {
+        let next = match states.by_key.get(key).map(|(state, _)| *state) {
             None => State::Closed { failures: 1 },
             Some(State::Closed { failures }) => State::Closed {
                 failures: failures.saturating_add(1),
@@ -117,15 +144,22 @@ impl Breakers {
             }
             other => (other, false),
         };
-        states.insert(key.to_string(), next);
+        if states.by_key.insert(key.to_string(), (next, now)).is_none()
+            && states.by_key.len() >= states.prune_at
+        {
+            let idle_since = now.saturating_sub(self.idle_ms());
+            states.by_key.retain(|_, (_, used)| *used > idle_since);
+            states.prune_at = (states.by_key.len() * 2).max(PRUNE_AT);
+        }
         opened
     }
 
     /// Open breakers (probing included), for metrics.
     pub(crate) fn open(&self) -> usize {
         self.states()
+            .by_key
             .values()
-            .filter(|s| !matches!(s, State::Closed { .. }))
+            .filter(|(s, _)| !matches!(s, State::Closed { .. }))
             .count()
     }
 
@@ -134,9 +168,10 @@ impl Breakers {
     pub(crate) fn open_since(&self, prefix: &str) -> Vec<(String, i64)> {
         let mut open: Vec<(String, i64)> = self
             .states()
+            .by_key
             .iter()
             .filter(|(key, _)| key.starts_with(prefix))
-            .filter_map(|(key, state)| match *state {
+            .filter_map(|(key, (state, _))| match *state {
                 State::Open { since, .. } | State::Probing { since, .. } => {
                     Some((key.clone(), since))
                 }
@@ -189,6 +224,30 @@ mod tests {
             vec![(k.to_string(), 4)],
             "open since the first opening"
         );
+    }
+
+    /// Regression (issue 39): breakers of destinations that never succeed were kept until
+    /// restart (+11–16 MB per 30,000 new failing hosts). Idle ones are now swept as new ones come.
+    #[test]
+    fn idle_destinations_are_forgotten() {
+        let b = Breakers::new(3, Duration::from_secs(30));
+        let idle = b.idle_ms();
+        for i in 0..PRUNE_AT * 3 {
+            b.record(&format!("ns https://h{i}.example:443"), true, 0);
+        }
+        // One destination keeps failing, and stays open.
+        let busy = "ns https://busy.example:443";
+        for t in 0..3 {
+            b.record(busy, true, idle - 10 + t);
+        }
+        assert_eq!(b.admit(busy, idle), Admit::Defer(idle - 8 + 30_000));
+        for i in 0..PRUNE_AT {
+            b.record(&format!("ns https://new{i}.example:443"), true, idle + 1);
+        }
+        let left = b.states().by_key.len();
+        assert!(left <= PRUNE_AT + 1, "{left} destinations kept");
+        assert_eq!(b.admit(busy, idle + 2), Admit::Defer(idle - 8 + 30_000));
+        assert_eq!(b.admit("ns https://h0.example:443", idle + 2), Admit::Go);
     }
 
     #[test]
