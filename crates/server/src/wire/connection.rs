@@ -16,25 +16,51 @@ pub(super) fn validate(
     let kind = target.kind();
     let field = |name: &str| format!("target.{kind}.{name}");
     let name = target.connection().unwrap_or_default();
-    match rules.connections.check(rules.namespace, name, kind) {
-        Ok(_) => {}
-        Err(refused @ ConnectionRefused::Unavailable(_)) => {
-            return Err(ValidationError::new(
-                "unknown_connection",
-                field("connection"),
-                format!(
-                    "{refused}; connections are set up by the node's operator (GET /v1/connections lists yours)"
-                ),
-            ));
+    let config = rules
+        .connections
+        .check(rules.namespace, name, kind)
+        .map_err(|refused| refusal(kind, refused))?;
+    fields(target, &field, limits)?;
+    // Last, once every field is well formed: the operator's lists of what the connection may
+    // reach, and the NATS system's subjects. A resource off the lists gets the answer an
+    // unknown connection gets, decided from the lists alone (nothing asks the service whether
+    // it exists).
+    config
+        .reaches(name, target)
+        .map_err(|refused| refusal(kind, refused))
+}
+
+/// The 422 for a connection or resource the job may not use.
+fn refusal(kind: &str, refused: ConnectionRefused) -> ValidationError {
+    let field = |name: &str| format!("target.{kind}.{name}");
+    match refused {
+        ConnectionRefused::Unavailable(_) => ValidationError::new(
+            "unknown_connection",
+            field("connection"),
+            format!(
+                "{refused}; connections are set up by the node's operator (GET /v1/connections lists yours)"
+            ),
+        ),
+        ConnectionRefused::NotAllowed { field: name, .. } => ValidationError::new(
+            "unknown_connection",
+            field(name),
+            format!("{refused}; what a connection may reach is set up by the node's operator"),
+        ),
+        ConnectionRefused::Reserved { field: name, .. } => {
+            ValidationError::new("invalid_field", field(name), refused.to_string())
         }
-        Err(refused @ ConnectionRefused::WrongKind { .. }) => {
-            return Err(ValidationError::new(
-                "invalid_field",
-                field("connection"),
-                refused.to_string(),
-            ));
+        ConnectionRefused::WrongKind { .. } => {
+            ValidationError::new("invalid_field", field("connection"), refused.to_string())
         }
     }
+}
+
+/// Each field of a bus or cloud target, checked for what the service can take.
+fn fields(
+    target: &Target,
+    field: &dyn Fn(&str) -> String,
+    limits: &Limits,
+) -> Result<(), ValidationError> {
     match target {
         Target::Eventbridge(t) => {
             text(
