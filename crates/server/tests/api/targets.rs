@@ -245,6 +245,69 @@ async fn a_target_the_service_could_never_take_is_refused_naming_its_field() {
             "invalid_field",
             "target.amqp.connection",
         ),
+        // A queue URL with a host and the queue's path, nothing else.
+        (
+            json!({"sqs": {"connection": "aws", "queue_url": "https:///q"}}),
+            json!({}),
+            "invalid_url",
+            "target.sqs.queue_url",
+        ),
+        (
+            json!({"sqs": {"connection": "aws", "queue_url": "https://sqs.eu-central-1.amazonaws.com/"}}),
+            json!({}),
+            "invalid_url",
+            "target.sqs.queue_url",
+        ),
+        (
+            json!({"sqs": {"connection": "aws", "queue_url": "https://sqs.eu-central-1.amazonaws.com/12/q"}}),
+            json!({}),
+            "invalid_url",
+            "target.sqs.queue_url",
+        ),
+        (
+            json!({"sqs": {"connection": "aws", "queue_url": format!("{QUEUE}?Action=DeleteQueue")}}),
+            json!({}),
+            "invalid_url",
+            "target.sqs.queue_url",
+        ),
+        // A topic ARN with its partition, service, region, account and name.
+        (
+            json!({"sns": {"connection": "aws", "topic_arn": "arn:::::"}}),
+            json!({}),
+            "invalid_field",
+            "target.sns.topic_arn",
+        ),
+        (
+            json!({"sns": {"connection": "aws", "topic_arn": "arn:aws:lambda:eu-central-1:123456789012:function:f"}}),
+            json!({}),
+            "invalid_field",
+            "target.sns.topic_arn",
+        ),
+        (
+            json!({"sns": {"connection": "aws", "topic_arn": "arn:aws:sns:eu-central-1:1234:t"}}),
+            json!({}),
+            "invalid_field",
+            "target.sns.topic_arn",
+        ),
+        (
+            json!({"lambda": {"connection": "aws", "function": "arn:aws:sns:eu-central-1:123456789012:t"}}),
+            json!({}),
+            "invalid_field",
+            "target.lambda.function",
+        ),
+        (
+            json!({"eventbridge": {"connection": "aws", "bus": "arn:aws:sns:eu-central-1:123456789012:b", "source": "s", "detail_type": "d"}}),
+            json!({}),
+            "invalid_field",
+            "target.eventbridge.bus",
+        ),
+        // EventBridge reserves "aws." whatever its case.
+        (
+            json!({"eventbridge": {"connection": "aws", "bus": "b", "source": "AWS.events", "detail_type": "d"}}),
+            json!({}),
+            "invalid_field",
+            "target.eventbridge.source",
+        ),
         (
             json!({"nats": {"connection": "acme-only", "subject": "a"}, "queue": "q"}),
             json!({}),
@@ -290,6 +353,36 @@ async fn a_target_the_service_could_never_take_is_refused_naming_its_field() {
     .await;
     assert_eq!(status, 422, "{refused}");
     assert_eq!(refused["error"]["field"], "target.nats.subject");
+    node.shutdown().await;
+}
+
+#[tokio::test]
+async fn well_formed_cloud_names_are_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.connections = connections();
+    let node = start_node_with(config).await;
+    let api = Api::new(node.addr());
+    for target in [
+        json!({"sqs": {"connection": "aws", "queue_url": QUEUE}}),
+        json!({"sqs": {"connection": "aws", "queue_url": "http://127.0.0.1:5000/123456789012/jobs.fifo"}}),
+        json!({"sns": {"connection": "aws", "topic_arn": "arn:aws-cn:sns:cn-north-1:123456789012:t.fifo"}}),
+        json!({"lambda": {"connection": "aws", "function": "reminders"}}),
+        json!({"lambda": {"connection": "aws", "function": "reminders:prod"}}),
+        json!({"lambda": {"connection": "aws", "function": "123456789012:function:reminders"}}),
+        json!({"lambda": {"connection": "aws", "function": "arn:aws:lambda:eu-central-1:123456789012:function:reminders:7"}}),
+        json!({"eventbridge": {"connection": "aws", "bus": "arn:aws:events:eu-central-1:123456789012:event-bus/orders", "source": "awsome.app", "detail_type": "d"}}),
+    ] {
+        let (status, created) = call_in(
+            &api,
+            "acme",
+            "POST",
+            "/v1/jobs",
+            Some(job(target.clone(), json!({}))),
+        )
+        .await;
+        assert_eq!(status, 201, "{target}: {created}");
+    }
     node.shutdown().await;
 }
 
