@@ -113,10 +113,9 @@ impl Amqp {
         };
         match tokio::time::timeout(self.timeout, sent).await {
             Ok(Ok(Confirmation::Ack(None))) => Verdict::Delivered,
-            Ok(Ok(Confirmation::Ack(Some(_returned)))) => retry(format!(
-                "amqp: no queue is bound to exchange {:?} with routing key {:?}; the message came back",
-                target.exchange, target.routing_key
-            )),
+            Ok(Ok(Confirmation::Ack(Some(_returned)))) => {
+                retry("amqp: the broker routed the message to no queue; it came back".into())
+            }
             Ok(Ok(Confirmation::Nack(_))) => {
                 retry("amqp: the broker refused the message (nack)".into())
             }
@@ -160,15 +159,16 @@ fn verdict_of(exchange: &str, e: &lapin::Error) -> Verdict {
         },
         _ => None,
     };
+    // A missing exchange and one the user may not write read the same, without the broker's
+    // text (which names the vhost): a tenant must not learn what exists on the broker.
     match soft {
-        Some(AMQPSoftError::NOTFOUND) => Verdict::GiveUp {
-            reason: format!("amqp: there is no exchange named {exchange:?}: {e}"),
-        },
-        Some(AMQPSoftError::ACCESSREFUSED) => Verdict::GiveUp {
-            reason: format!("amqp: the connection's user may not publish to {exchange:?}: {e}"),
+        Some(AMQPSoftError::NOTFOUND | AMQPSoftError::ACCESSREFUSED) => Verdict::GiveUp {
+            reason: format!(
+                "amqp: the broker refused the publish to exchange {exchange:?}: it does not exist or the connection's user may not publish to it"
+            ),
         },
         Some(AMQPSoftError::CONTENTTOOLARGE) => Verdict::GiveUp {
-            reason: format!("amqp: the message is larger than the broker takes: {e}"),
+            reason: "amqp: the message is larger than the broker takes".into(),
         },
         _ => retry(format!("amqp: {e}")),
     }

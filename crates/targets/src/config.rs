@@ -1,9 +1,19 @@
 //! Connections as the operator declares them (`[connections.NAME]` in the config file), and the
-//! rule for which namespace may publish through which connection. Tenants never supply
-//! endpoints or credentials: a job names a connection, and the node holds the rest.
+//! rules for which namespace may publish through which connection, and to what. Tenants never
+//! supply endpoints or credentials: a job names a connection, and the node holds the rest.
+//!
+//! A connection's credentials usually reach far more than one application's resources (a NATS
+//! account with its JetStream API, every queue of a RabbitMQ vhost, every key of a Redis
+//! database, whatever an IAM role may touch). So besides the namespaces that may use it, a
+//! connection lists the resources they may name: `subjects` (NATS subject patterns), `streams`,
+//! `exchanges` and `routing_keys`, `buses`, `queue_urls`, `topic_arns` and `functions`, each
+//! the plural of the target field it limits. A list left out allows every value (as before
+//! these lists existed; the router warns about it at start); an empty list allows none. NATS
+//! subjects of the system (`$JS.API.…`, `$SYS.…`, `_INBOX.…`) are refused whatever is listed.
 
 use std::collections::BTreeMap;
 
+use hourglass_core::Target;
 use serde::Deserialize;
 
 /// What a connection speaks. `aws` serves every AWS target kind (EventBridge, SQS, SNS and
@@ -82,7 +92,88 @@ pub struct ConnectionConfig {
     /// The namespaces that may use this connection; left out, every namespace may.
     #[serde(default)]
     pub namespaces: Option<Vec<String>>,
+    /// NATS: the subjects jobs may publish to, as NATS subject patterns (`*` one token, `>` the
+    /// tokens left), e.g. `["orders.>"]`.
+    #[serde(default)]
+    pub subjects: Option<Vec<String>>,
+    /// Redis: the streams (keys) jobs may append to; exact, or a prefix ending in `*`.
+    #[serde(default)]
+    pub streams: Option<Vec<String>>,
+    /// AMQP: the exchanges jobs may publish to; exact, or a prefix ending in `*`. The default
+    /// exchange (`""`, which routes to any queue by name) only when `""` is listed itself.
+    #[serde(default)]
+    pub exchanges: Option<Vec<String>>,
+    /// AMQP: the routing keys jobs may give, on every listed exchange; exact, or a prefix
+    /// ending in `*`. With the default exchange these are queue names.
+    #[serde(default)]
+    pub routing_keys: Option<Vec<String>>,
+    /// EventBridge: the event buses (as the target names them: name or ARN); exact, or a
+    /// prefix ending in `*`.
+    #[serde(default)]
+    pub buses: Option<Vec<String>>,
+    /// SQS: the queue URLs; exact, or a prefix ending in `*`.
+    #[serde(default)]
+    pub queue_urls: Option<Vec<String>>,
+    /// SNS: the topic ARNs; exact, or a prefix ending in `*`.
+    #[serde(default)]
+    pub topic_arns: Option<Vec<String>>,
+    /// Lambda: the functions (as the target names them: name, name with qualifier, or ARN);
+    /// exact, or a prefix ending in `*`.
+    #[serde(default)]
+    pub functions: Option<Vec<String>>,
 }
+
+/// A connection's lists of allowed resources: the config key, the target kind it limits, and
+/// how to read it from a config.
+struct ResourceList {
+    key: &'static str,
+    /// The target kind (as `Target::kind` names it) whose field the list limits.
+    target_kind: &'static str,
+    get: fn(&ConnectionConfig) -> Option<&Vec<String>>,
+}
+
+const RESOURCE_LISTS: [ResourceList; 8] = [
+    ResourceList {
+        key: "subjects",
+        target_kind: "nats",
+        get: |c| c.subjects.as_ref(),
+    },
+    ResourceList {
+        key: "streams",
+        target_kind: "redis_stream",
+        get: |c| c.streams.as_ref(),
+    },
+    ResourceList {
+        key: "exchanges",
+        target_kind: "amqp",
+        get: |c| c.exchanges.as_ref(),
+    },
+    ResourceList {
+        key: "routing_keys",
+        target_kind: "amqp",
+        get: |c| c.routing_keys.as_ref(),
+    },
+    ResourceList {
+        key: "buses",
+        target_kind: "eventbridge",
+        get: |c| c.buses.as_ref(),
+    },
+    ResourceList {
+        key: "queue_urls",
+        target_kind: "sqs",
+        get: |c| c.queue_urls.as_ref(),
+    },
+    ResourceList {
+        key: "topic_arns",
+        target_kind: "sns",
+        get: |c| c.topic_arns.as_ref(),
+    },
+    ResourceList {
+        key: "functions",
+        target_kind: "lambda",
+        get: |c| c.functions.as_ref(),
+    },
+];
 
 impl ConnectionConfig {
     /// Checks the settings a connection of its kind needs, naming the setting that is wrong.
@@ -147,6 +238,22 @@ impl ConnectionConfig {
                 }
             }
         }
+        for list in &RESOURCE_LISTS {
+            let Some(patterns) = (list.get)(self) else {
+                continue;
+            };
+            if !self.kind.serves(list.target_kind) {
+                return Err(format!(
+                    "{}: a {} connection does not serve {} targets, which this setting limits",
+                    at(list.key),
+                    self.kind.as_str(),
+                    list.target_kind
+                ));
+            }
+            for pattern in patterns {
+                check_pattern(list.key, pattern).map_err(|e| format!("{}: {e}", at(list.key)))?;
+            }
+        }
         Ok(())
     }
 
@@ -156,6 +263,149 @@ impl ConnectionConfig {
             .as_ref()
             .is_none_or(|names| names.iter().any(|n| n == namespace))
     }
+
+    /// The resource lists this connection leaves out although it serves the target kind they
+    /// limit: with them left out, its namespaces may name anything its credentials reach.
+    pub fn unlimited_lists(&self) -> Vec<&'static str> {
+        RESOURCE_LISTS
+            .iter()
+            .filter(|list| self.kind.serves(list.target_kind) && (list.get)(self).is_none())
+            .map(|list| list.key)
+            .collect()
+    }
+
+    /// Whether this connection may carry `target`: the resources it names must be on the
+    /// connection's lists, and a NATS subject must not be one of the system's. Called once the
+    /// namespace and the kind were checked ([`Connections::check`]).
+    pub fn reaches(&self, name: &str, target: &Target) -> Result<(), ConnectionRefused> {
+        let refuse = |field: &'static str, what: &'static str, value: &str| {
+            Err(ConnectionRefused::NotAllowed {
+                connection: name.to_string(),
+                field,
+                what,
+                value: value.to_string(),
+            })
+        };
+        let listed = |patterns: &Option<Vec<String>>, value: &str| {
+            patterns
+                .as_ref()
+                .is_none_or(|patterns| patterns.iter().any(|p| name_matches(p, value)))
+        };
+        match target {
+            Target::Nats(t) => {
+                if reserved_subject(&t.subject) {
+                    return Err(ConnectionRefused::Reserved {
+                        field: "subject",
+                        value: t.subject.clone(),
+                    });
+                }
+                let allowed = self
+                    .subjects
+                    .as_ref()
+                    .is_none_or(|patterns| patterns.iter().any(|p| subject_matches(p, &t.subject)));
+                if !allowed {
+                    return refuse("subject", "subject", &t.subject);
+                }
+            }
+            Target::RedisStream(t) if !listed(&self.streams, &t.stream) => {
+                return refuse("stream", "stream", &t.stream);
+            }
+            Target::Amqp(t) => {
+                // Only an explicit `""` opens the default exchange: through it a routing key
+                // reaches any queue of the vhost by name.
+                let exchange_allowed = self.exchanges.as_ref().is_none_or(|patterns| {
+                    patterns.iter().any(|p| {
+                        if t.exchange.is_empty() {
+                            p.is_empty()
+                        } else {
+                            name_matches(p, &t.exchange)
+                        }
+                    })
+                });
+                if !exchange_allowed {
+                    return refuse("exchange", "exchange", &t.exchange);
+                }
+                if !listed(&self.routing_keys, &t.routing_key) {
+                    return refuse("routing_key", "routing key", &t.routing_key);
+                }
+            }
+            Target::Eventbridge(t) if !listed(&self.buses, &t.bus) => {
+                return refuse("bus", "event bus", &t.bus);
+            }
+            Target::Sqs(t) if !listed(&self.queue_urls, &t.queue_url) => {
+                return refuse("queue_url", "queue", &t.queue_url);
+            }
+            Target::Sns(t) if !listed(&self.topic_arns, &t.topic_arn) => {
+                return refuse("topic_arn", "topic", &t.topic_arn);
+            }
+            Target::Lambda(t) if !listed(&self.functions, &t.function) => {
+                return refuse("function", "function", &t.function);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Subjects of the NATS system itself, never a tenant's to publish to: the first token
+/// starting with `$` (`$JS.API.…` drives JetStream: purging, deleting and creating streams;
+/// `$SYS.…`, `$KV.…`, `$O.…`), or an `_INBOX` one (where request replies go, so a publish
+/// there answers another client's request).
+pub fn reserved_subject(subject: &str) -> bool {
+    let first = subject.split('.').next().unwrap_or_default();
+    first.starts_with('$') || first.starts_with("_INBOX")
+}
+
+/// Whether a NATS subject pattern matches a subject: tokens equal, `*` any one token, `>` one
+/// or more tokens to the end.
+fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut subject_tokens = subject.split('.');
+    for token in pattern.split('.') {
+        match (token, subject_tokens.next()) {
+            (">", Some(_)) => return true,
+            ("*", Some(_)) => {}
+            (token, Some(given)) if token == given => {}
+            _ => return false,
+        }
+    }
+    subject_tokens.next().is_none()
+}
+
+/// Whether a listed name matches a value: equal, or, for a pattern ending in `*`, the value
+/// starts with what precedes it.
+fn name_matches(pattern: &str, value: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => value.starts_with(prefix),
+        None => pattern == value,
+    }
+}
+
+/// A listed pattern must be one that can match something meant: no empty entries (but the
+/// default exchange `""`), and NATS patterns of whole tokens with `>` only last.
+fn check_pattern(key: &str, pattern: &str) -> Result<(), String> {
+    if pattern.is_empty() {
+        return if key == "exchanges" {
+            Ok(())
+        } else {
+            Err("an empty entry matches nothing".into())
+        };
+    }
+    if key == "subjects" {
+        let tokens: Vec<&str> = pattern.split('.').collect();
+        if tokens.iter().any(|t| t.is_empty()) {
+            return Err(format!(
+                "{pattern:?}: a subject pattern has no empty tokens"
+            ));
+        }
+        if let Some(position) = tokens.iter().position(|t| *t == ">")
+            && position + 1 != tokens.len()
+        {
+            return Err(format!("{pattern:?}: '>' may only be the last token"));
+        }
+    } else if pattern.strip_suffix('*').unwrap_or(pattern).contains('*') {
+        return Err(format!("{pattern:?}: '*' may only end an entry (a prefix)"));
+    }
+    Ok(())
 }
 
 fn is_name_byte(b: u8) -> bool {
@@ -181,6 +431,23 @@ pub enum ConnectionRefused {
         target: String,
         needs: &'static str,
     },
+    /// The connection may be used, but not for this resource. Worded like `Unavailable`, and
+    /// decided from the operator's lists alone, so the answer says nothing of what exists.
+    #[error(
+        "no {what} {value:?} is available to this namespace through the connection {connection:?}"
+    )]
+    NotAllowed {
+        connection: String,
+        /// The target's field that names the resource (`subject`, `queue_url`, …).
+        field: &'static str,
+        what: &'static str,
+        value: String,
+    },
+    /// A NATS subject of the system (JetStream's API, `$SYS`, reply inboxes).
+    #[error(
+        "the subject {value:?} is reserved: subjects whose first token starts with '$' or is _INBOX belong to the NATS system"
+    )]
+    Reserved { field: &'static str, value: String },
 }
 
 impl Connections {
@@ -232,6 +499,19 @@ impl Connections {
                 needs: needs(target_kind),
             });
         }
+        Ok(config)
+    }
+
+    /// [`Connections::check`] and then [`ConnectionConfig::reaches`]: whether a job in
+    /// `namespace` may publish `target` at all. What the router asks before every publish.
+    pub fn check_target(
+        &self,
+        namespace: &str,
+        target: &Target,
+    ) -> Result<&ConnectionConfig, ConnectionRefused> {
+        let name = target.connection().unwrap_or_default();
+        let config = self.check(namespace, name, target.kind())?;
+        config.reaches(name, target)?;
         Ok(config)
     }
 }
@@ -344,6 +624,227 @@ mod tests {
         assert!(serde_json::from_str::<ConnectionConfig>(r#"{"kind": "kafka"}"#).is_err());
         assert!(
             serde_json::from_str::<ConnectionConfig>(r#"{"kind": "aws", "extra": 1}"#).is_err()
+        );
+    }
+    fn nats(subject: &str) -> Target {
+        Target::Nats(hourglass_core::NatsTarget {
+            connection: "bus".into(),
+            subject: subject.into(),
+        })
+    }
+
+    fn amqp(exchange: &str, routing_key: &str) -> Target {
+        Target::Amqp(hourglass_core::AmqpTarget {
+            connection: "rmq".into(),
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+        })
+    }
+
+    fn one(name: &str, json: &str) -> Connections {
+        Connections::new(BTreeMap::from([(name.to_string(), parse(json))])).unwrap()
+    }
+
+    #[test]
+    fn the_nats_systems_subjects_are_refused_whatever_is_listed() {
+        let open = one("bus", r#"{"kind": "nats", "url": "nats://127.0.0.1:4222"}"#);
+        let everything = one(
+            "bus",
+            r#"{"kind": "nats", "url": "nats://127.0.0.1:4222", "subjects": [">"]}"#,
+        );
+        for subject in [
+            "$JS.API.STREAM.PURGE.X",
+            "$JS.API.STREAM.DELETE.X",
+            "$JS.API.STREAM.CREATE.Y",
+            "$SYS.REQ.SERVER.PING",
+            "$KV.bucket.key",
+            "$G",
+            "_INBOX.abc.def",
+            "_INBOX",
+        ] {
+            for connections in [&open, &everything] {
+                assert!(
+                    matches!(
+                        connections.check_target("acme", &nats(subject)),
+                        Err(ConnectionRefused::Reserved { .. })
+                    ),
+                    "{subject}"
+                );
+            }
+        }
+        // Only the first token counts.
+        assert!(open.check_target("acme", &nats("orders.$JS.x")).is_ok());
+        assert!(open.check_target("acme", &nats("orders._INBOX")).is_ok());
+    }
+
+    #[test]
+    fn subject_patterns_match_as_nats_permissions_do() {
+        for (pattern, subject, matches) in [
+            ("orders.>", "orders.eu", true),
+            ("orders.>", "orders.eu.new", true),
+            ("orders.>", "orders", false),
+            ("orders.*", "orders.eu", true),
+            ("orders.*", "orders.eu.new", false),
+            ("orders.*.new", "orders.eu.new", true),
+            ("orders.eu", "orders.eu", true),
+            ("orders.eu", "orders.eu2", false),
+            ("orders.eu", "orders", false),
+            (">", "anything.at.all", true),
+        ] {
+            assert_eq!(
+                subject_matches(pattern, subject),
+                matches,
+                "{pattern} {subject}"
+            );
+        }
+    }
+
+    #[test]
+    fn resources_off_the_lists_are_refused_like_an_unknown_connection() {
+        let bus = one(
+            "bus",
+            r#"{"kind": "nats", "url": "nats://127.0.0.1:4222", "subjects": ["orders.>"]}"#,
+        );
+        assert!(bus.check_target("acme", &nats("orders.eu")).is_ok());
+        let refused = bus.check_target("acme", &nats("billing.eu")).unwrap_err();
+        assert!(matches!(
+            refused,
+            ConnectionRefused::NotAllowed {
+                field: "subject",
+                ..
+            }
+        ));
+        assert_eq!(
+            refused.to_string(),
+            "no subject \"billing.eu\" is available to this namespace through the connection \"bus\""
+        );
+
+        let rmq = one(
+            "rmq",
+            r#"{"kind": "amqp", "url": "amqp://h", "exchanges": ["jobs", "app.*"], "routing_keys": ["remind*"]}"#,
+        );
+        assert!(rmq.check_target("acme", &amqp("jobs", "reminder")).is_ok());
+        assert!(
+            rmq.check_target("acme", &amqp("app.events", "reminders"))
+                .is_ok()
+        );
+        for (exchange, key, field) in [
+            // The default exchange reaches any queue by name: only an explicit "" opens it.
+            ("", "reminder", "exchange"),
+            ("other", "reminder", "exchange"),
+            ("jobs", "other", "routing_key"),
+        ] {
+            assert!(
+                matches!(
+                    rmq.check_target("acme", &amqp(exchange, key)),
+                    Err(ConnectionRefused::NotAllowed { field: f, .. }) if f == field
+                ),
+                "{exchange} {key}"
+            );
+        }
+        let default_exchange = one(
+            "rmq",
+            r#"{"kind": "amqp", "url": "amqp://h", "exchanges": [""], "routing_keys": ["app.q"]}"#,
+        );
+        assert!(
+            default_exchange
+                .check_target("acme", &amqp("", "app.q"))
+                .is_ok()
+        );
+        assert!(
+            default_exchange
+                .check_target("acme", &amqp("", "other.q"))
+                .is_err()
+        );
+
+        let aws = one(
+            "aws",
+            r#"{"kind": "aws", "queue_urls": ["https://sqs.eu-central-1.amazonaws.com/123456789012/app-*"], "functions": []}"#,
+        );
+        let sqs = |url: &str| {
+            Target::Sqs(hourglass_core::SqsTarget {
+                connection: "aws".into(),
+                queue_url: url.into(),
+                group_id: None,
+            })
+        };
+        assert!(
+            aws.check_target(
+                "acme",
+                &sqs("https://sqs.eu-central-1.amazonaws.com/123456789012/app-orders")
+            )
+            .is_ok()
+        );
+        assert!(
+            aws.check_target(
+                "acme",
+                &sqs("https://sqs.eu-central-1.amazonaws.com/123456789012/billing")
+            )
+            .is_err()
+        );
+        // An empty list allows nothing; a list left out allows everything (sns here).
+        let lambda = Target::Lambda(hourglass_core::LambdaTarget {
+            connection: "aws".into(),
+            function: "f".into(),
+        });
+        assert!(aws.check_target("acme", &lambda).is_err());
+        let sns = Target::Sns(hourglass_core::SnsTarget {
+            connection: "aws".into(),
+            topic_arn: "arn:aws:sns:eu-central-1:123456789012:t".into(),
+            group_id: None,
+        });
+        assert!(aws.check_target("acme", &sns).is_ok());
+        assert_eq!(
+            aws.get("aws").unwrap().unlimited_lists(),
+            ["buses", "topic_arns"]
+        );
+    }
+
+    #[test]
+    fn resource_lists_are_checked_at_start() {
+        let bad = [
+            (
+                r#"{"kind": "redis", "url": "redis://h", "subjects": ["a"]}"#,
+                "connections.c.subjects",
+            ),
+            (
+                r#"{"kind": "sqs", "topic_arns": ["arn:aws:sns:r:1:t"]}"#,
+                "connections.c.topic_arns",
+            ),
+            (
+                r#"{"kind": "nats", "url": "nats://h", "subjects": ["a.>.b"]}"#,
+                "connections.c.subjects",
+            ),
+            (
+                r#"{"kind": "nats", "url": "nats://h", "subjects": ["a..b"]}"#,
+                "connections.c.subjects",
+            ),
+            (
+                r#"{"kind": "redis", "url": "redis://h", "streams": ["a*b"]}"#,
+                "connections.c.streams",
+            ),
+            (
+                r#"{"kind": "redis", "url": "redis://h", "streams": [""]}"#,
+                "connections.c.streams",
+            ),
+            (
+                r#"{"kind": "redis", "url": "redis://h", "streams": ["é*é"]}"#,
+                "connections.c.streams",
+            ),
+        ];
+        for (json, field) in bad {
+            let err = parse(json).check("c").unwrap_err();
+            assert!(err.starts_with(field), "{json}: {err}");
+        }
+        assert!(
+            parse(r#"{"kind": "amqp", "url": "amqp://h", "exchanges": ["", "jobs.*"]}"#)
+                .check("c")
+                .is_ok()
+        );
+        assert!(
+            parse(r#"{"kind": "aws", "buses": ["orders"], "functions": ["app-*"]}"#)
+                .check("c")
+                .is_ok()
         );
     }
 }

@@ -120,6 +120,14 @@ impl Router {
                 kind = config.kind.as_str(),
                 "connection opened"
             );
+            let unlimited = config.unlimited_lists();
+            if !unlimited.is_empty() {
+                tracing::warn!(
+                    connection = name,
+                    unlisted = unlimited.join(", "),
+                    "the connection does not list the resources jobs may name: its namespaces may publish to whatever its credentials reach; list them in [connections.{name}]"
+                );
+            }
             for kind in hourglass_core::Target::KINDS {
                 if config.kind.serves(kind) {
                     for result in ["delivered", "retry", "rejected"] {
@@ -183,10 +191,13 @@ impl Router {
     }
 
     async fn publish(&self, name: &str, occ: &Occurrence, claim: &ClaimCheck) -> Verdict {
-        let kind = occ.spec.target.kind();
         // Checked again at each publish: the operator may have taken the namespace off the
-        // connection (or the connection out of the file) since the job was created.
-        if let Err(refused) = self.connections.check(&occ.namespace, name, kind) {
+        // connection, the resource off its lists (or the connection out of the file) since the
+        // job was created, and a job stored before a rule existed must meet it too.
+        if let Err(refused) = self
+            .connections
+            .check_target(&occ.namespace, &occ.spec.target)
+        {
             return Verdict::GiveUp {
                 reason: format!("{refused} on this node"),
             };

@@ -64,16 +64,19 @@ impl Redis {
 }
 
 fn verdict_of(e: &redis::RedisError) -> Verdict {
-    let reason = format!("redis: {e}");
     // A key of another type (WRONGTYPE) or a command the user may not run (NOPERM) will not
     // change by retrying; an unreachable server, a timeout, OOM, LOADING, a failover or a full
-    // client table will.
+    // client table will. The two permanent ones read the same, without Redis's text: a tenant
+    // must not learn from a run that a key of another application exists.
     let permanent = e
         .code()
         .is_some_and(|code| matches!(code, "WRONGTYPE" | "NOPERM"));
     if permanent {
-        Verdict::GiveUp { reason }
+        Verdict::GiveUp {
+            reason: "redis refused the entry: the key holds something other than a stream, or the connection's user may not write it".into(),
+        }
     } else {
+        let reason = format!("redis: {e}");
         Verdict::Retry {
             after: None,
             reason,

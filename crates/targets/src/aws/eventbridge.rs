@@ -9,7 +9,7 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use hourglass_core::{EventBridgeTarget, Occurrence};
 use hourglass_engine::{ClaimCheck, Verdict};
 
-use super::{all, transient_code, verdict_of};
+use super::{all, entry_verdict, transient_code, verdict_of};
 use crate::envelope::{Meta, RESOURCE_NAMES, payload};
 use hourglass_engine::batch::{Batches, Shape};
 
@@ -89,20 +89,14 @@ async fn send(
         .iter()
         .map(|result| match result.error_code() {
             None => Verdict::Delivered,
-            Some(code) => {
-                let reason = format!(
-                    "eventbridge refused the entry: {code}: {}",
-                    result.error_message().unwrap_or_default()
-                );
-                if transient_code(code) {
-                    Verdict::Retry {
-                        after: None,
-                        reason,
-                    }
-                } else {
-                    Verdict::GiveUp { reason }
-                }
-            }
+            // EventBridge reports no sender fault per entry: only throttling and internal
+            // failures are worth another try.
+            Some(code) => entry_verdict(
+                "eventbridge",
+                code,
+                result.error_message().unwrap_or_default(),
+                !transient_code(code),
+            ),
         })
         .collect();
     verdicts.resize(

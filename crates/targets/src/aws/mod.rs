@@ -121,6 +121,34 @@ const TRANSIENT_CODES: [&str; 22] = [
     "EC2ThrottledException",
 ];
 
+/// Whether an error code says the resource does not exist or the credentials may not use it.
+/// The reason a tenant reads (in runs and dead letters) must not tell these apart, nor carry
+/// the service's message: "queue does not exist" against "not authorized" says what exists in
+/// the operator's account, and an access-denied message names the operator's IAM principal.
+pub(crate) fn unavailable(code: &str) -> bool {
+    const MARKS: [&str; 11] = [
+        "NotFound",
+        "NonExistent",
+        "AccessDenied",
+        "NotAuthorized",
+        "AuthorizationError",
+        "Forbidden",
+        "InvalidClientTokenId",
+        "UnrecognizedClient",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "KMS",
+    ];
+    !transient_code(code) && MARKS.iter().any(|mark| code.contains(mark))
+}
+
+/// The one reason for a resource that is missing or out of the credentials' reach.
+fn unavailable_reason(service: &str) -> String {
+    format!(
+        "{service} refused the request: the target does not exist or the connection's credentials may not use it"
+    )
+}
+
 /// Whether a service's error code (or a batch entry's) asks for a later try.
 pub(crate) fn transient_code(code: &str) -> bool {
     TRANSIENT_CODES.contains(&code) || code.ends_with("Throttled") || code.contains("Throttl")
@@ -138,7 +166,11 @@ where
             let status = e.raw().status().as_u16();
             let code = e.err().code().unwrap_or("unknown");
             let message = e.err().message().unwrap_or_default();
-            let reason = format!("{service} answered {status} {code}: {message}");
+            let reason = if unavailable(code) || matches!(status, 401 | 403 | 404) {
+                unavailable_reason(service)
+            } else {
+                format!("{service} answered {status} {code}: {message}")
+            };
             if status >= 500 || status == 429 || transient_code(code) {
                 let after = e
                     .raw()
@@ -189,7 +221,11 @@ pub(crate) fn entry_verdict(
     message: &str,
     sender_fault: bool,
 ) -> Verdict {
-    let reason = format!("{service} refused the entry: {code}: {message}");
+    let reason = if unavailable(code) {
+        unavailable_reason(service)
+    } else {
+        format!("{service} refused the entry: {code}: {message}")
+    };
     if !sender_fault || transient_code(code) {
         Verdict::Retry {
             after: None,
@@ -255,5 +291,30 @@ mod tests {
         assert!(transient_code("RequestThrottled"));
         assert!(!transient_code("AccessDenied"));
         assert!(!transient_code("AWS.SimpleQueueService.NonExistentQueue"));
+    }
+
+    #[test]
+    fn a_missing_resource_and_a_denied_one_read_the_same_and_name_nothing() {
+        let missing = entry_verdict(
+            "sns",
+            "NotFound",
+            "Topic does not exist: arn:aws:sns:eu-central-1:111122223333:other-app",
+            true,
+        );
+        let denied = entry_verdict(
+            "sns",
+            "AuthorizationError",
+            "User: arn:aws:iam::111122223333:user/hourglass is not authorized",
+            true,
+        );
+        let (Verdict::GiveUp { reason: a }, Verdict::GiveUp { reason: b }) = (&missing, &denied)
+        else {
+            panic!("both are permanent: {missing:?} {denied:?}");
+        };
+        assert_eq!(a, b);
+        assert!(!a.contains("111122223333"), "{a}");
+        assert!(unavailable("AWS.SimpleQueueService.NonExistentQueue"));
+        assert!(unavailable("ResourceNotFoundException"));
+        assert!(!unavailable("InvalidParameterValue"));
     }
 }

@@ -113,7 +113,10 @@ async fn an_unroutable_message_is_retried_not_counted_delivered() {
     let (_channel, exchange, _queue) = exchange_with_queue().await;
     let router = broker().await;
     let occ = occurrence(target(&exchange, "nobody-listens"), "{}", 1);
-    assert_retry(&publish(&router, &occ).await, "no queue is bound");
+    assert_retry(
+        &publish(&router, &occ).await,
+        "routed the message to no queue",
+    );
 }
 
 #[tokio::test]
@@ -125,7 +128,10 @@ async fn a_missing_exchange_is_given_up_and_other_exchanges_keep_publishing() {
     let first = occurrence(target(&exchange, "reminder"), r#"{"n":1}"#, 1);
     assert_eq!(publish(&router, &first).await, Verdict::Delivered);
     let missing = occurrence(target(&unique("hg.none."), "reminder"), "{}", 1);
-    assert_give_up(&publish(&router, &missing).await, "no exchange named");
+    assert_give_up(
+        &publish(&router, &missing).await,
+        "it does not exist or the connection's user may not publish to it",
+    );
     let second = occurrence(target(&exchange, "reminder"), r#"{"n":2}"#, 1);
     assert_eq!(publish(&router, &second).await, Verdict::Delivered);
     for n in [1, 2] {
@@ -136,4 +142,38 @@ async fn a_missing_exchange_is_given_up_and_other_exchanges_keep_publishing() {
             .expect("both messages arrived");
         assert_eq!(got.delivery.data, format!(r#"{{"n":{n}}}"#).into_bytes());
     }
+}
+
+#[tokio::test]
+async fn the_default_exchange_and_unlisted_routing_keys_are_refused_unless_listed() {
+    let (channel, exchange, queue) = exchange_with_queue().await;
+    let router = router(vec![(
+        "rmq",
+        json!({
+            "kind": "amqp",
+            "url": server("HOURGLASS_TEST_AMQP_URL"),
+            "exchanges": [exchange],
+            "routing_keys": ["remind*"],
+        }),
+    )])
+    .await;
+    // Through the default exchange a routing key reaches any queue by name: another
+    // application's queue here. The exchange is not listed, so nothing is sent.
+    let sideways = occurrence(target("", &queue), r#"{"n":0}"#, 1);
+    assert_give_up(
+        &publish(&router, &sideways).await,
+        "no exchange \"\" is available to this namespace",
+    );
+    let off_list = occurrence(target(&exchange, "other"), r#"{"n":0}"#, 1);
+    assert_give_up(
+        &publish(&router, &off_list).await,
+        "no routing key \"other\"",
+    );
+    let empty = channel
+        .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap();
+    assert!(empty.is_none(), "nothing reached the queue");
+    let allowed = occurrence(target(&exchange, "reminder"), r#"{"n":1}"#, 1);
+    assert_eq!(publish(&router, &allowed).await, Verdict::Delivered);
 }

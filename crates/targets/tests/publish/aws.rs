@@ -181,7 +181,11 @@ async fn a_missing_queue_is_given_up_and_an_unreachable_endpoint_retried() {
         "{}",
         1,
     );
-    assert_give_up(&publish(&aws_router, &occ).await, "sqs answered 400");
+    // The reason says the same for a missing queue as for a denied one, and names nothing.
+    assert_give_up(
+        &publish(&aws_router, &occ).await,
+        "sqs refused the request: the target does not exist or the connection's credentials may not use it",
+    );
     let down = router(vec![(
         "aws",
         connection(&format!("http://127.0.0.1:{}", closed_port())),
@@ -328,7 +332,10 @@ async fn a_lambda_is_invoked_asynchronously_and_a_missing_function_is_given_up()
         1,
     );
     // moto in its default mode answers a function it does not have with 404.
-    assert_give_up(&publish(&router, &occ).await, "lambda answered 404");
+    assert_give_up(
+        &publish(&router, &occ).await,
+        "lambda refused the request: the target does not exist",
+    );
     // Told not to run functions, moto accepts every invocation as Lambda accepts an
     // asynchronous one (202): all an emulator can show of the happy path.
     moto_config(r#"{"lambda": {"use_docker": false}}"#).await;
@@ -353,4 +360,34 @@ async fn moto_config(body: &str) {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 20"), "moto config: {answer}");
+}
+
+#[tokio::test]
+async fn a_queue_off_the_connections_list_is_given_up_and_not_sent() {
+    let sdk = sdk().await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let mine = queue(&sqs, false).await;
+    let others = queue(&sqs, false).await;
+    let mut listed = connection(&moto());
+    listed["queue_urls"] = json!([mine]);
+    let router = router(vec![("aws", listed)]).await;
+    let to = |url: &str| {
+        occurrence(
+            Target::Sqs(SqsTarget {
+                connection: "aws".into(),
+                queue_url: url.to_string(),
+                group_id: None,
+            }),
+            r#"{"n":1}"#,
+            1,
+        )
+    };
+    // The credentials reach the other application's queue; the list keeps the job out of it.
+    assert_give_up(
+        &publish(&router, &to(&others)).await,
+        "is available to this namespace through the connection",
+    );
+    assert!(drain(&sqs, &others, 1).await.is_empty());
+    assert_eq!(publish(&router, &to(&mine)).await, Verdict::Delivered);
+    assert_eq!(drain(&sqs, &mine, 1).await.len(), 1);
 }

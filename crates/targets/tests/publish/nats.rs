@@ -140,3 +140,62 @@ async fn an_unreachable_server_is_a_transient_failure() {
         Verdict::Retry { .. }
     ));
 }
+
+#[tokio::test]
+async fn the_jetstream_api_and_reply_inboxes_are_never_published_to() {
+    let stream = stream(-1).await;
+    // No `subjects` list: even a connection that allows every subject keeps the system's.
+    let router = bus().await;
+    let kept = occurrence(target(&stream.subject), r#"{"n":1}"#, 1);
+    assert_eq!(publish(&router, &kept).await, Verdict::Delivered);
+    let api = |verb: &str| format!("$JS.API.STREAM.{verb}.{}", stream.name);
+    for subject in [
+        api("PURGE"),
+        api("DELETE"),
+        api("UPDATE"),
+        format!("$JS.API.STREAM.CREATE.{}", unique("HG")),
+        "$SYS.REQ.SERVER.PING".to_string(),
+        format!("_INBOX.{}", unique("x")),
+    ] {
+        // A job stored before the rule (nothing at create refused it then) meets it at publish.
+        let occ = occurrence(target(&subject), r#"{"name":"X","subjects":["x.>"]}"#, 1);
+        assert_give_up(&publish(&router, &occ).await, "is reserved");
+    }
+    // The stream is still there, with its one message.
+    let on_server = stream.js.get_stream(&stream.name).await.unwrap();
+    assert_eq!(on_server.get_info().await.unwrap().state.messages, 1);
+}
+
+#[tokio::test]
+async fn a_subject_off_the_connections_list_is_given_up_and_not_sent() {
+    let stream = stream(-1).await;
+    let root = stream.subject.trim_end_matches(".reminder").to_string();
+    let router = router(vec![(
+        "bus",
+        json!({
+            "kind": "nats",
+            "url": server("HOURGLASS_TEST_NATS_URL"),
+            "subjects": [format!("{root}.reminder"), format!("{root}.orders.>")],
+        }),
+    )])
+    .await;
+    // The stream captures `{root}.>`: only the list keeps these out.
+    for subject in [format!("{root}.other"), format!("{root}.orders")] {
+        let occ = occurrence(target(&subject), "{}", 1);
+        assert_give_up(
+            &publish(&router, &occ).await,
+            "is available to this namespace through the connection",
+        );
+    }
+    let on_server = stream.js.get_stream(&stream.name).await.unwrap();
+    assert_eq!(on_server.get_info().await.unwrap().state.messages, 0);
+    for subject in [stream.subject.clone(), format!("{root}.orders.eu.new")] {
+        let occ = occurrence(target(&subject), "{}", 1);
+        assert_eq!(
+            publish(&router, &occ).await,
+            Verdict::Delivered,
+            "{subject}"
+        );
+    }
+    assert_eq!(on_server.get_info().await.unwrap().state.messages, 2);
+}

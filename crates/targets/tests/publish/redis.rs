@@ -57,7 +57,11 @@ async fn a_key_of_another_type_is_given_up() {
     let _: () = redis.set(&key, "a string").await.unwrap();
     let router = streams(&url).await;
     let occ = occurrence(target(&key), "{}", 1);
-    assert_give_up(&publish(&router, &occ).await, "WRONGTYPE");
+    // Said without Redis's own text, and the same as for a key the user may not write.
+    assert_give_up(
+        &publish(&router, &occ).await,
+        "the key holds something other than a stream, or the connection's user may not write it",
+    );
     let _: () = redis.del(&key).await.unwrap();
 }
 
@@ -80,4 +84,33 @@ async fn an_unreachable_server_is_retried_and_the_retry_keeps_the_delivery_id() 
     let id: String = entries.ids[0].get("delivery_id").unwrap();
     assert_eq!(id, occ.delivery_id().to_string());
     let _: () = redis.del(&stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stream_off_the_connections_list_is_given_up_and_not_written() {
+    let url = server("HOURGLASS_TEST_REDIS_URL");
+    let prefix = unique("hg:app:");
+    let router = router(vec![(
+        "r",
+        json!({"kind": "redis", "url": url, "streams": [format!("{prefix}:*")]}),
+    )])
+    .await;
+    let mut redis = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // Another application's key: the job is refused before anything reaches Redis.
+    let other = unique("hg:other:");
+    let occ = occurrence(target(&other), "{}", 1);
+    assert_give_up(
+        &publish(&router, &occ).await,
+        "is available to this namespace through the connection",
+    );
+    let exists: bool = redis.exists(&other).await.unwrap();
+    assert!(!exists, "nothing was written to {other}");
+    let mine = format!("{prefix}:jobs");
+    let occ = occurrence(target(&mine), "{}", 1);
+    assert_eq!(publish(&router, &occ).await, Verdict::Delivered);
+    let _: () = redis.del(&mine).await.unwrap();
 }
