@@ -75,6 +75,12 @@ pub struct EngineConfig {
     pub connection_concurrency: usize,
     /// `destination_concurrency` for namespaces the operator gave one of their own.
     pub destination_concurrency_by_namespace: std::collections::HashMap<String, usize>,
+    /// Most of the `delivery_concurrency` slots one namespace may hold; `None` is three
+    /// quarters of them, so that a namespace whose deliveries hang to many destinations leaves
+    /// a quarter of the node to the others.
+    pub namespace_concurrency: Option<usize>,
+    /// `namespace_concurrency` for namespaces the operator gave one of their own.
+    pub namespace_concurrency_by_namespace: std::collections::HashMap<String, usize>,
     /// Consecutive failed deliveries to one namespace's destination (no answer, a timeout, a
     /// 5xx or a 429) that open its circuit breaker; 0 turns breakers off. A webhook batch counts
     /// as one delivery.
@@ -94,6 +100,15 @@ pub struct EngineConfig {
     pub dead_letter_retention: Option<Duration>,
 }
 
+impl EngineConfig {
+    /// The most delivery slots a namespace may hold, unless it has a cap of its own.
+    pub fn namespace_cap(&self) -> usize {
+        self.namespace_concurrency
+            .unwrap_or_else(|| self.delivery_concurrency.saturating_mul(3).div_ceil(4))
+            .clamp(1, self.delivery_concurrency.max(1))
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
@@ -106,6 +121,8 @@ impl Default for EngineConfig {
             destination_concurrency: 64,
             connection_concurrency: 256,
             destination_concurrency_by_namespace: Default::default(),
+            namespace_concurrency: None,
+            namespace_concurrency_by_namespace: Default::default(),
             breaker_failures: 10,
             breaker_open_for: Duration::from_secs(30),
             delivery_quotas: DeliveryQuotas::default(),

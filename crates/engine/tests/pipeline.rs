@@ -1769,3 +1769,44 @@ async fn a_cancel_reaches_an_occurrence_waiting_for_a_delivery_slot() {
     assert_eq!(rig.metrics.withdrawn.get(), 1);
     rig.engine.shutdown().await;
 }
+
+/// Regression (issue 39): destination caps bound one receiver, not a namespace: with hanging
+/// deliveries to enough destinations, one namespace took every delivery slot and another's
+/// waited for them to time out. A namespace now holds at most three quarters of the slots: with
+/// 8 slots, a destination cap of 2 and 40 hanging deliveries of `noisy` to 10 destinations, 6
+/// hang, and `t`'s ten deliveries to a healthy receiver go out on time.
+#[tokio::test(start_paused = true)]
+async fn a_namespace_with_many_hanging_destinations_leaves_slots_to_others() {
+    let rig = rig_with(EngineConfig {
+        delivery_concurrency: 8,
+        destination_concurrency: 2,
+        ..quiet()
+    });
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let hanging: Vec<NewJob> = (0..40)
+        .map(|i| {
+            in_namespace(
+                "noisy",
+                to(
+                    &format!("https://hang{}.example/", i % 10),
+                    job("hang", Schedule::at(due), due, now),
+                ),
+            )
+        })
+        .collect();
+    let started = started_beside_a_healthy_destination(&rig, hanging, due).await;
+    assert_eq!(
+        started, 6,
+        "the noisy namespace holds three quarters of the slots"
+    );
+    let healthy_late = rig
+        .seen()
+        .iter()
+        .filter(|s| s.due > due)
+        .map(|s| s.at.as_millisecond() - s.due.as_millisecond())
+        .max()
+        .unwrap();
+    assert_eq!(healthy_late, 0, "the other namespace waited");
+    rig.engine.shutdown().await;
+}

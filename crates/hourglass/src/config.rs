@@ -90,6 +90,8 @@ struct NamespaceQuotaFile {
     max_jobs: Option<u64>,
     /// This namespace's own `destination_concurrency`.
     destination_concurrency: Option<usize>,
+    /// This namespace's own `namespace_concurrency`.
+    namespace_concurrency: Option<usize>,
 }
 
 fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> {
@@ -109,6 +111,7 @@ fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> 
             deliveries_per_second: deliveries,
             max_jobs,
             destination_concurrency: None,
+            namespace_concurrency: None,
         })
     };
     let mut namespaces = std::collections::HashMap::new();
@@ -123,7 +126,11 @@ fn quotas(file: QuotasFile) -> anyhow::Result<hourglass_server::quotas::Quotas> 
         if q.destination_concurrency == Some(0) {
             bail!("config {at}.destination_concurrency must be at least 1");
         }
+        if q.namespace_concurrency == Some(0) {
+            bail!("config {at}.namespace_concurrency must be at least 1");
+        }
         quota.destination_concurrency = q.destination_concurrency;
+        quota.namespace_concurrency = q.namespace_concurrency;
         namespaces.insert(name, quota);
     }
     Ok(Quotas {
@@ -187,6 +194,9 @@ struct FileConfig {
     destination_concurrency: Option<usize>,
     /// Publishes running at once from one namespace to one bus or cloud destination.
     connection_concurrency: Option<usize>,
+    /// Deliveries running at once from one namespace (default: three quarters of
+    /// `delivery_concurrency`).
+    namespace_concurrency: Option<usize>,
     /// Consecutive failed deliveries to a destination that open its breaker; 0 turns them off.
     breaker_failures: Option<u32>,
     /// How long an open breaker holds deliveries back before a probe, e.g. "30s".
@@ -394,6 +404,12 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             bail!("config destination_concurrency must be at least 1");
         }
         engine.destination_concurrency = n;
+    }
+    if let Some(n) = file.namespace_concurrency {
+        if n == 0 {
+            bail!("config namespace_concurrency must be at least 1");
+        }
+        engine.namespace_concurrency = Some(n);
     }
     if let Some(n) = file.connection_concurrency {
         if n == 0 {
@@ -744,6 +760,7 @@ destination_concurrency = 8
             ("delivery_timeout = \"soon\"", "delivery_timeout"),
             ("delivery_concurrency = 0", "delivery_concurrency"),
             ("destination_concurrency = 0", "destination_concurrency"),
+            ("namespace_concurrency = 0", "namespace_concurrency"),
             (
                 "[quotas.namespaces.acme]\ncreates_per_second = 0",
                 "quotas.namespaces.acme.creates_per_second",

@@ -199,6 +199,7 @@ impl Parts {
         let mut engine_config = config.engine.clone();
         engine_config.delivery_quotas = config.quotas.deliveries();
         engine_config.destination_concurrency_by_namespace = config.quotas.destination_caps();
+        engine_config.namespace_concurrency_by_namespace = config.quotas.namespace_caps();
         // Lease owners must differ between nodes sharing a store; a restarted node is a new
         // owner (its old claims lapse or were released).
         engine_config.node_id = unique_node_name();

@@ -29,6 +29,9 @@ pub struct NamespaceQuota {
     /// The namespace's own cap on deliveries at once to one destination, in place of the node's
     /// `destination_concurrency` (used per namespace only, not as a default).
     pub destination_concurrency: Option<usize>,
+    /// The namespace's own cap on the node's delivery slots, in place of the node's
+    /// `namespace_concurrency` (used per namespace only, not as a default).
+    pub namespace_concurrency: Option<usize>,
 }
 
 /// The operator's quotas: a default for every namespace, and namespaces of their own.
@@ -44,6 +47,14 @@ impl Quotas {
         self.namespaces
             .iter()
             .filter_map(|(name, q)| q.destination_concurrency.map(|cap| (name.clone(), cap)))
+            .collect()
+    }
+
+    /// The namespaces with a share of the delivery slots of their own, and that share.
+    pub fn namespace_caps(&self) -> HashMap<String, usize> {
+        self.namespaces
+            .iter()
+            .filter_map(|(name, q)| q.namespace_concurrency.map(|cap| (name.clone(), cap)))
             .collect()
     }
 
@@ -205,6 +216,7 @@ mod tests {
                     deliveries_per_second: None,
                     max_jobs: None,
                     destination_concurrency: None,
+                    namespace_concurrency: None,
                 },
             )]),
         })
@@ -232,6 +244,7 @@ mod tests {
                 deliveries_per_second: None,
                 max_jobs: None,
                 destination_concurrency: None,
+                namespace_concurrency: None,
             },
             namespaces: HashMap::new(),
         });

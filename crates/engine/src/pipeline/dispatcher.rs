@@ -3,7 +3,8 @@
 //! quarantines the one occurrence.
 //!
 //! An occurrence that cannot start at once — its destination is at its cap
-//! (`destination_concurrency`), or every delivery slot is taken — is parked in a task of its own
+//! (`destination_concurrency`), its namespace holds its share of the delivery slots
+//! (`namespace_concurrency`), or every delivery slot is taken — is parked in a task of its own
 //! that waits for its destination, then for a delivery slot in its namespace's turn (`fair.rs`),
 //! so the dispatcher goes on with everyone else's: one hanging receiver or one namespace's
 //! backlog delays only its own occurrences. Parked occurrences are claims the node holds, so
@@ -48,7 +49,11 @@ impl Stage for Dispatcher {
             complete_tx,
         } = self;
         let gates = Arc::new(Gates {
-            slots: FairSlots::new(ctx.config.delivery_concurrency),
+            slots: FairSlots::new(
+                ctx.config.delivery_concurrency,
+                ctx.config.namespace_cap(),
+                ctx.config.namespace_concurrency_by_namespace.clone(),
+            ),
             destinations: Destinations::new(),
             rates: DeliveryRates::new(ctx.config.delivery_quotas.clone()),
         });
@@ -151,7 +156,7 @@ impl Stage for Dispatcher {
                 .destinations_busy
                 .set(destinations.in_use() as i64);
             match destination {
-                Destination::Held(permit) => match slots.try_acquire() {
+                Destination::Held(permit) => match slots.try_acquire(&occ.namespace) {
                     Some(slot) => {
                         deliveries.spawn(deliver(
                             ctx.clone(),

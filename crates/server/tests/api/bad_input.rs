@@ -2787,6 +2787,7 @@ async fn a_namespace_past_its_create_quota_gets_429_and_changes_nothing() {
                 deliveries_per_second: None,
                 max_jobs: None,
                 destination_concurrency: None,
+                namespace_concurrency: None,
             },
         )]
         .into(),
