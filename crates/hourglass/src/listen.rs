@@ -3,6 +3,11 @@
 //! late it was, its delivery id, its attempt, whether its signature verifies with the namespace's
 //! secret (`--secret`), and its payload, pretty-printed. With colour on a terminal, plain text
 //! when stdout is a pipe or a file (or `NO_COLOR` is set).
+//!
+//! With `--secret` it behaves as a receiver should: a request whose signatures do not verify is
+//! answered `401` (the node gives up on it) and none of its `hourglass-*` headers is shown, since
+//! nothing says they are the node's. A single delivery's headers are trusted only under their own
+//! `hourglass-signature` (see the engine's `signing.rs`); a batch's facts are in its signed body.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -13,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use hourglass_engine::signing::SigningKey;
+use hourglass_engine::signing::{Metadata, SigningKey};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::HeaderMap;
@@ -107,22 +112,25 @@ async fn handle(
         // The connection broke mid-body: nothing to show, and no one to answer.
         Err(_) => Bytes::new(),
     };
-    let block = render(
-        &state,
-        &Received {
-            arrived,
-            method: parts.method.as_str(),
-            path: parts.uri.path(),
-            headers: &parts.headers,
-            body: &body,
-        },
-    );
+    let received = Received {
+        arrived,
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        headers: &parts.headers,
+        body: &body,
+    };
+    let check = check(&state, &received);
+    let status = match check {
+        Check::Failed(_) => StatusCode::UNAUTHORIZED,
+        Check::Unchecked | Check::Verified => state.status,
+    };
+    let block = render(&state, &received, &check, status);
     // One write per block, so that concurrent deliveries never interleave their lines.
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(block.as_bytes());
     let _ = out.flush();
     let mut response = Response::new(Empty::new());
-    *response.status_mut() = state.status;
+    *response.status_mut() = status;
     Ok(response)
 }
 
@@ -163,25 +171,65 @@ impl Style {
     }
 }
 
-/// The signature's state, in words, and whether it is good news.
-fn signature(state: &Listener, r: &Received<'_>) -> (String, Option<bool>) {
+/// What the signatures say about a request.
+enum Check {
+    /// No `--secret`: nothing was checked, and the headers are shown as they came.
+    Unchecked,
+    /// The body, the id and the timestamp, and a single delivery's `hourglass-*` headers, are
+    /// the node's.
+    Verified,
+    /// Why the request is refused.
+    Failed(String),
+}
+
+/// Checks a request against `--secret`: the Standard Webhooks signature, and for a single
+/// delivery (a `webhook-id` that is not a batch's) the `hourglass-signature` over its metadata.
+fn check(state: &Listener, r: &Received<'_>) -> Check {
+    let Some(key) = &state.key else {
+        return Check::Unchecked;
+    };
     let (Some(id), Some(timestamp), Some(header)) = (
         r.header("webhook-id"),
         r.header("webhook-timestamp"),
         r.header("webhook-signature"),
     ) else {
-        return (
+        return Check::Failed(
             "missing (no webhook-id, webhook-timestamp and webhook-signature headers)".into(),
-            state.key.as_ref().map(|_| false),
         );
     };
-    match &state.key {
-        None => ("not checked (no --secret)".into(), None),
-        Some(key) if key.verify(id, timestamp, r.body, header) => ("verified".into(), Some(true)),
-        Some(_) => (
-            "FAILED: signed with another secret, or the request was altered".into(),
-            Some(false),
+    if !key.verify(id, timestamp, r.body, header) {
+        return Check::Failed("signed with another secret, or the request was altered".into());
+    }
+    if id.starts_with("batch_") {
+        return Check::Verified;
+    }
+    let meta = Metadata {
+        job_id: r.header("hourglass-job-id").unwrap_or_default(),
+        due_at: r.header("hourglass-due-at").unwrap_or_default(),
+        attempt: r.header("hourglass-attempt").unwrap_or_default(),
+        job_type: r.header("hourglass-job-type"),
+    };
+    match r.header("hourglass-signature") {
+        Some(signed) if key.verify_metadata(id, timestamp, &meta, r.body, signed) => {
+            Check::Verified
+        }
+        Some(_) => Check::Failed(
+            "the hourglass-* headers were altered (hourglass-signature does not match)".into(),
         ),
+        None => Check::Failed("no hourglass-signature over the hourglass-* headers".into()),
+    }
+}
+
+/// The signature's state, in words, and whether it is good news.
+fn signature(r: &Received<'_>, check: &Check) -> (String, Option<bool>) {
+    match check {
+        Check::Unchecked if r.header("webhook-signature").is_none() => (
+            "missing (no webhook-id, webhook-timestamp and webhook-signature headers)".into(),
+            None,
+        ),
+        Check::Unchecked => ("not checked (no --secret)".into(), None),
+        Check::Verified => ("verified".into(), Some(true)),
+        Check::Failed(why) => (format!("FAILED: {why}"), Some(false)),
     }
 }
 
@@ -199,8 +247,13 @@ fn lateness(ms: i64) -> String {
     }
 }
 
-fn render(state: &Listener, r: &Received<'_>) -> String {
+fn render(state: &Listener, r: &Received<'_>, check: &Check, status: StatusCode) -> String {
     let style = state.style;
+    // A refused request's hourglass-* headers may be anyone's: show none of them.
+    let trusted = |name: &str| match check {
+        Check::Failed(_) => None,
+        Check::Unchecked | Check::Verified => r.header(name),
+    };
     let mut out = String::new();
     let id = r.header("webhook-id").unwrap_or("(no webhook-id header)");
     let _ = writeln!(
@@ -211,9 +264,7 @@ fn render(state: &Listener, r: &Received<'_>) -> String {
     );
     let _ = writeln!(out, "  arrived    {:.3}", r.arrived);
     let arrived_ms = r.arrived.as_millisecond();
-    let due = r
-        .header("hourglass-due-at")
-        .and_then(|v| v.parse::<Timestamp>().ok());
+    let due = trusted("hourglass-due-at").and_then(|v| v.parse::<Timestamp>().ok());
     let sent = r
         .header("webhook-timestamp")
         .and_then(|v| v.parse::<i64>().ok());
@@ -234,11 +285,11 @@ fn render(state: &Listener, r: &Received<'_>) -> String {
         }
         (None, None) => {}
     }
-    if let Some(attempt) = r.header("hourglass-attempt") {
+    if let Some(attempt) = trusted("hourglass-attempt") {
         let _ = writeln!(out, "  attempt    {attempt}");
     }
-    if let Some(job) = r.header("hourglass-job-id") {
-        match r.header("hourglass-job-type") {
+    if let Some(job) = trusted("hourglass-job-id") {
+        match trusted("hourglass-job-type") {
             Some(job_type) => {
                 let _ = writeln!(out, "  job        {job} (type {job_type})");
             }
@@ -247,7 +298,7 @@ fn render(state: &Listener, r: &Received<'_>) -> String {
             }
         }
     }
-    let (words, good) = signature(state, r);
+    let (words, good) = signature(r, check);
     let words = match good {
         Some(true) => style.paint("32", &words),
         Some(false) => style.paint("31;1", &words),
@@ -259,7 +310,7 @@ fn render(state: &Listener, r: &Received<'_>) -> String {
         "  request    {} {} -> answered {}",
         r.method,
         r.path,
-        state.status.as_u16()
+        status.as_u16()
     );
     let payload = if r.body.is_empty() {
         "(empty body)".to_string()
@@ -290,43 +341,65 @@ mod tests {
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-    fn headers(signature: &str) -> HeaderMap {
+    const ID: &str = "01a1fee1265e739b98093d3692d507c6_1795277530719";
+    const META: Metadata<'static> = Metadata {
+        job_id: "01a1fee1-265e-739b-9809-3d3692d507c6",
+        due_at: "2026-11-22T12:12:10.719Z",
+        attempt: "2",
+        job_type: Some("reminder.flight"),
+    };
+
+    /// A delivery's headers, signed by `SECRET` as the node signs them, with the `hourglass-*`
+    /// values of `sent` (a replay may alter them after signing).
+    fn headers(body: &[u8], sent: &Metadata<'_>) -> HeaderMap {
+        let key = SigningKey::parse(SECRET).unwrap();
+        let signature = key.sign(ID, 1795277530, body);
+        let meta_signature = key.sign_metadata(ID, 1795277530, &META, body);
         let mut h = HeaderMap::new();
         for (name, value) in [
-            (
-                "webhook-id",
-                "01a1fee1265e739b98093d3692d507c6_1795277530719",
-            ),
+            ("webhook-id", ID),
             ("webhook-timestamp", "1795277530"),
-            ("webhook-signature", signature),
-            ("hourglass-job-id", "01a1fee1-265e-739b-9809-3d3692d507c6"),
-            ("hourglass-due-at", "2026-11-22T12:12:10.719Z"),
-            ("hourglass-attempt", "2"),
-            ("hourglass-job-type", "reminder.flight"),
+            ("webhook-signature", &signature),
+            ("hourglass-job-id", sent.job_id),
+            ("hourglass-due-at", sent.due_at),
+            ("hourglass-attempt", sent.attempt),
+            ("hourglass-signature", &meta_signature),
         ] {
             h.insert(name, value.parse().unwrap());
         }
+        if let Some(job_type) = sent.job_type {
+            h.insert("hourglass-job-type", job_type.parse().unwrap());
+        }
         h
+    }
+
+    fn received<'a>(headers: &'a HeaderMap, body: &'a [u8]) -> Received<'a> {
+        Received {
+            arrived: "2026-11-22T12:12:10.723Z".parse().unwrap(),
+            method: "POST",
+            path: "/hooks/reminder",
+            headers,
+            body,
+        }
+    }
+
+    /// The block printed and the status answered for a request.
+    fn show(listener: &Listener, r: &Received<'_>) -> (String, StatusCode) {
+        let check = check(listener, r);
+        let status = match check {
+            Check::Failed(_) => StatusCode::UNAUTHORIZED,
+            _ => listener.status,
+        };
+        (render(listener, r, &check, status), status)
     }
 
     #[test]
     fn a_block_shows_id_lateness_attempt_signature_and_payload() {
         let body = br#"{"flight":"LH 400","passenger":"p-123"}"#;
-        let key = SigningKey::parse(SECRET).unwrap();
-        let sig = key.sign(
-            "01a1fee1265e739b98093d3692d507c6_1795277530719",
-            1795277530,
-            body,
-        );
-        let headers = headers(&sig);
-        let received = Received {
-            arrived: "2026-11-22T12:12:10.723Z".parse().unwrap(),
-            method: "POST",
-            path: "/hooks/reminder",
-            headers: &headers,
-            body,
-        };
-        let block = render(&listener(Some(SECRET)), &received);
+        let headers = headers(body, &META);
+        let received = received(&headers, body);
+        let (block, status) = show(&listener(Some(SECRET)), &received);
+        assert_eq!(status, StatusCode::OK);
         for want in [
             "delivery 01a1fee1265e739b98093d3692d507c6_1795277530719\n",
             "  arrived    2026-11-22T12:12:10.723Z\n",
@@ -340,13 +413,69 @@ mod tests {
             assert!(block.contains(want), "{want:?} missing from:\n{block}");
         }
         assert!(!block.contains('\x1b'), "plain text: {block:?}");
-        let unchecked = render(&listener(None), &received);
+        let (unchecked, _) = show(&listener(None), &received);
         assert!(unchecked.contains("  signature  not checked (no --secret)\n"));
-        let other = render(
+        let (other, status) = show(
             &listener(Some("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")),
             &received,
         );
         assert!(other.contains("  signature  FAILED"), "{other}");
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+
+    /// Issue 39, defect 8: a replay whose body, id and timestamp are intact but whose
+    /// `hourglass-*` headers were altered used to print "signature verified" beside the forged
+    /// values. Now it is refused and the forged values are not shown.
+    #[test]
+    fn a_forged_metadata_header_is_refused_and_not_shown() {
+        let body = br#"{"flight":"LH 400"}"#;
+        let forgeries = [
+            Metadata {
+                job_type: Some("account.delete"),
+                ..META
+            },
+            Metadata {
+                job_id: "00000000-0000-0000-0000-000000000000",
+                ..META
+            },
+            Metadata {
+                attempt: "7",
+                ..META
+            },
+            Metadata {
+                due_at: "2026-11-22T12:12:00.000Z",
+                ..META
+            },
+            Metadata {
+                job_type: None,
+                ..META
+            },
+        ];
+        for forged in &forgeries {
+            let headers = headers(body, forged);
+            let (block, status) = show(&listener(Some(SECRET)), &received(&headers, body));
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{forged:?}:\n{block}");
+            assert!(
+                block.contains("  signature  FAILED: the hourglass-* headers were altered"),
+                "{block}"
+            );
+            for hidden in [
+                "account.delete",
+                "00000000-0000",
+                "attempt",
+                "12:12:00",
+                "  job  ",
+            ] {
+                assert!(!block.contains(hidden), "{hidden:?} shown:\n{block}");
+            }
+        }
+        // Without the metadata signature at all, the headers are not trusted either.
+        let mut headers = headers(body, &forgeries[0]);
+        headers.remove("hourglass-signature");
+        let (block, status) = show(&listener(Some(SECRET)), &received(&headers, body));
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(block.contains("no hourglass-signature"), "{block}");
+        assert!(!block.contains("account.delete"), "{block}");
     }
 
     #[test]
