@@ -4,9 +4,13 @@
 //! secret (`--secret`), and its payload, pretty-printed. With colour on a terminal, plain text
 //! when stdout is a pipe or a file (or `NO_COLOR` is set).
 //!
-//! With `--secret` it behaves as a receiver should: a request whose signatures do not verify is
-//! answered `401` (the node gives up on it) and none of its `hourglass-*` headers is shown, since
-//! nothing says they are the node's. A single delivery's headers are trusted only under their own
+//! With `--secret` it behaves as a receiver should: a request whose signatures do not verify, or
+//! whose `webhook-timestamp` is more than the Standard Webhooks tolerance (5 minutes) from the
+//! listener's clock (a replay, or a clock that is off), is answered `401` (the node gives up on it)
+//! and none of its `hourglass-*` headers is shown, since nothing says they are the node's.
+//!
+//! A body larger than `--max-body-bytes` is not read: `413`. Whatever is printed from a request has
+//! its control characters escaped, so a body cannot drive the terminal. A single delivery's headers are trusted only under their own
 //! `hourglass-signature` (see the engine's `signing.rs`); a batch's facts are in its signed body.
 
 use std::convert::Infallible;
@@ -42,12 +46,24 @@ pub struct ListenArgs {
     /// each delivery's signature is checked against it. Without it, signatures are not checked.
     #[arg(long, env = "HOURGLASS_WEBHOOK_SECRET", hide_env_values = true)]
     secret: Option<String>,
+    /// Largest request body read; a larger one is answered 413 unread. The default is above the
+    /// largest request a node with default limits sends (a batch of 1 MiB of items).
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY)]
+    max_body_bytes: usize,
 }
+
+/// Twice the most bytes of items a webhook batch request carries (`deliver/batched.rs`): room for
+/// the batch's own JSON around them, and well above a single delivery's 256 KiB payload.
+const DEFAULT_MAX_BODY: usize = 2 * 1024 * 1024;
+
+/// How far `webhook-timestamp` may be from the listener's clock, either way (Standard Webhooks).
+const TOLERANCE_SECONDS: i64 = 5 * 60;
 
 struct Listener {
     status: StatusCode,
     key: Option<SigningKey>,
     style: Style,
+    max_body: usize,
 }
 
 pub async fn run(args: ListenArgs) -> anyhow::Result<()> {
@@ -67,6 +83,7 @@ pub async fn run(args: ListenArgs) -> anyhow::Result<()> {
         status,
         key,
         style: Style::detect(),
+        max_body: args.max_body_bytes,
     });
     outln!("hourglass listen: receiving webhooks on http://{addr}/ (any path)");
     outln!(
@@ -107,8 +124,36 @@ async fn handle(
 ) -> Result<Response<Empty<Bytes>>, Infallible> {
     let arrived = Timestamp::now();
     let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
+    let declared = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = |state: &Listener| {
+        let block = render_too_large(
+            state,
+            &parts.headers,
+            parts.method.as_str(),
+            parts.uri.path(),
+        );
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(block.as_bytes());
+        let _ = out.flush();
+        let mut response = Response::new(Empty::new());
+        *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+        Ok(response)
+    };
+    // Refused on its declared length before any of it is read; a chunked body is read only up to
+    // the limit.
+    if declared.is_some_and(|n| n > state.max_body as u64) {
+        return too_large(&state);
+    }
+    let body = match http_body_util::Limited::new(body, state.max_body)
+        .collect()
+        .await
+    {
         Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(&state),
         // The connection broke mid-body: nothing to show, and no one to answer.
         Err(_) => Bytes::new(),
     };
@@ -197,6 +242,21 @@ fn check(state: &Listener, r: &Received<'_>) -> Check {
             "missing (no webhook-id, webhook-timestamp and webhook-signature headers)".into(),
         );
     };
+    let Ok(sent) = timestamp.parse::<i64>() else {
+        return Check::Failed("webhook-timestamp is not unix seconds".into());
+    };
+    let skew = r.arrived.as_second().saturating_sub(sent);
+    if skew > TOLERANCE_SECONDS {
+        return Check::Failed(format!(
+            "webhook-timestamp is {skew} s old, past the 5-minute tolerance (a replay?)"
+        ));
+    }
+    if skew < -TOLERANCE_SECONDS {
+        return Check::Failed(format!(
+            "webhook-timestamp is {} s in the future, past the 5-minute tolerance",
+            skew.unsigned_abs()
+        ));
+    }
     if !key.verify(id, timestamp, r.body, header) {
         return Check::Failed("signed with another secret, or the request was altered".into());
     }
@@ -321,8 +381,47 @@ fn render(state: &Listener, r: &Received<'_>, check: &Check, status: StatusCode)
             Err(_) => String::from_utf8_lossy(r.body).into_owned(),
         }
     };
-    for line in payload.lines() {
+    for line in printable(&payload).lines() {
         let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+/// The block of a request refused for its size: its id and where it went, nothing of its body.
+fn render_too_large(state: &Listener, headers: &HeaderMap, method: &str, path: &str) -> String {
+    let style = state.style;
+    let id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("(no webhook-id header)");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{} {}",
+        style.paint("1", "delivery"),
+        style.paint("1", &printable(id))
+    );
+    let _ = writeln!(
+        out,
+        "  request    {method} {} -> answered 413 (body over {} bytes, not read)",
+        printable(path),
+        state.max_body
+    );
+    out
+}
+
+/// `text` with every control character but line feeds and tabs escaped (`\u{1b}`), and the
+/// bidirectional overrides too, so that what a request carries cannot move the cursor, recolour
+/// or clear the terminal, or reorder what is shown.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
     }
     out
 }
@@ -336,6 +435,7 @@ mod tests {
             status: StatusCode::OK,
             key: secret.and_then(SigningKey::parse),
             style: Style { color: false },
+            max_body: DEFAULT_MAX_BODY,
         }
     }
 
@@ -344,7 +444,7 @@ mod tests {
     const ID: &str = "01a1fee1265e739b98093d3692d507c6_1795277530719";
     const META: Metadata<'static> = Metadata {
         job_id: "01a1fee1-265e-739b-9809-3d3692d507c6",
-        due_at: "2026-11-22T12:12:10.719Z",
+        due_at: "2026-11-21T16:12:10.719Z",
         attempt: "2",
         job_type: Some("reminder.flight"),
     };
@@ -375,7 +475,7 @@ mod tests {
 
     fn received<'a>(headers: &'a HeaderMap, body: &'a [u8]) -> Received<'a> {
         Received {
-            arrived: "2026-11-22T12:12:10.723Z".parse().unwrap(),
+            arrived: "2026-11-21T16:12:10.723Z".parse().unwrap(),
             method: "POST",
             path: "/hooks/reminder",
             headers,
@@ -402,8 +502,8 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         for want in [
             "delivery 01a1fee1265e739b98093d3692d507c6_1795277530719\n",
-            "  arrived    2026-11-22T12:12:10.723Z\n",
-            "  due        2026-11-22T12:12:10.719Z (4 ms late)\n",
+            "  arrived    2026-11-21T16:12:10.723Z\n",
+            "  due        2026-11-21T16:12:10.719Z (4 ms late)\n",
             "  attempt    2\n",
             "  job        01a1fee1-265e-739b-9809-3d3692d507c6 (type reminder.flight)\n",
             "  signature  verified\n",
@@ -443,7 +543,7 @@ mod tests {
                 ..META
             },
             Metadata {
-                due_at: "2026-11-22T12:12:00.000Z",
+                due_at: "2026-11-21T16:12:00.000Z",
                 ..META
             },
             Metadata {
@@ -463,7 +563,7 @@ mod tests {
                 "account.delete",
                 "00000000-0000",
                 "attempt",
-                "12:12:00",
+                "16:12:00",
                 "  job  ",
             ] {
                 assert!(!block.contains(hidden), "{hidden:?} shown:\n{block}");
@@ -476,6 +576,64 @@ mod tests {
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert!(block.contains("no hourglass-signature"), "{block}");
         assert!(!block.contains("account.delete"), "{block}");
+    }
+
+    /// Issue 39, defect 10: a signed delivery replayed hours later, or stamped in the future,
+    /// printed "signature verified". Standard Webhooks' 5 minutes either way now apply.
+    #[test]
+    fn a_timestamp_outside_five_minutes_is_refused() {
+        let body = br#"{"flight":"LH 400"}"#;
+        let headers = headers(body, &META);
+        let sent: Timestamp = "2026-11-21T16:12:10Z".parse().unwrap();
+        let at = |offset_s: i64| Received {
+            arrived: sent + jiff::SignedDuration::from_secs(offset_s),
+            ..received(&headers, body)
+        };
+        for (offset, verdict) in [
+            (0, "  signature  verified\n"),
+            (299, "  signature  verified\n"),
+            (-299, "  signature  verified\n"),
+            (301, "  signature  FAILED: webhook-timestamp is 301 s old"),
+            (
+                6 * 3600,
+                "  signature  FAILED: webhook-timestamp is 21600 s old",
+            ),
+            (
+                -301,
+                "  signature  FAILED: webhook-timestamp is 301 s in the future",
+            ),
+        ] {
+            let (block, status) = show(&listener(Some(SECRET)), &at(offset));
+            assert!(block.contains(verdict), "{offset}: {block}");
+            let want = if verdict.contains("FAILED") {
+                StatusCode::UNAUTHORIZED
+            } else {
+                StatusCode::OK
+            };
+            assert_eq!(status, want, "{offset}");
+        }
+    }
+
+    /// Issue 39, defect 10: a body that is not JSON was printed raw, control characters and all
+    /// (an escape sequence could clear or recolour the terminal).
+    #[test]
+    fn control_characters_of_a_body_are_escaped() {
+        let body = "hello\x1b[2J\x1b]0;owned\x07 world\r\n\u{9b}31m\u{202e}txt.exe\tend".as_bytes();
+        let headers = HeaderMap::new();
+        let (block, _) = show(&listener(None), &received(&headers, body));
+        for raw in ['\x1b', '\x07', '\r', '\u{9b}', '\u{202e}'] {
+            assert!(!block.contains(raw), "{raw:?} printed raw: {block:?}");
+        }
+        assert!(
+            block.contains(
+                "  hello\\u{1b}[2J\\u{1b}]0;owned\\u{7} world\\r\n  \\u{9b}31m\\u{202e}txt.exe\tend\n"
+            ),
+            "{block:?}"
+        );
+        // JSON strings come out escaped by the JSON printer already.
+        let json = br#"{"a":"\u001b[2J"}"#;
+        let (block, _) = show(&listener(None), &received(&headers, json));
+        assert!(!block.contains('\x1b'), "{block:?}");
     }
 
     #[test]
