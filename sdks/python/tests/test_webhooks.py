@@ -18,6 +18,7 @@ from hourglass import (
     after,
     at,
     sign,
+    sign_metadata,
 )
 
 from .conftest import Receiver
@@ -32,6 +33,24 @@ def test_signs_the_standard_webhooks_reference_vector() -> None:
         b'{"test": 2432232314}',
     )
     assert signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def test_signs_metadata_as_the_node_does() -> None:
+    # The vector the node's own test checks (crates/engine/src/signing.rs).
+    headers = {
+        "hourglass-job-id": "01a1fee1-265e-739b-9809-3d3692d507c6",
+        "hourglass-due-at": "2026-11-22T12:12:10.719Z",
+        "hourglass-attempt": "2",
+        "hourglass-job-type": "reminder.flight",
+    }
+    signature = sign_metadata(
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "01a1fee1265e739b98093d3692d507c6_1795277530719",
+        1795277530,
+        headers,
+        b'{"flight":"LH 400"}',
+    )
+    assert signature == "v1,8a/2M9ECOVVnij/pxrlAKLdK5QXhX8JStkWIqk/KuGk="
 
 
 def test_accepts_a_real_delivery_and_refuses_forgeries(client: Client, receiver: Receiver) -> None:
@@ -86,10 +105,23 @@ def test_accepts_a_real_delivery_and_refuses_forgeries(client: Client, receiver:
     restamped = {**second.headers, "webhook-timestamp": str(timestamp + 1)}
     with pytest.raises(WebhookVerificationError, match="signature"):
         verifier.verify(second.body, restamped)
-    # The hourglass-* headers are not signed; the ones the signed id also carries must agree.
-    other_job = {**second.headers, "hourglass-job-id": "01a1fee1-265e-739b-9809-3d3692d507c6"}
-    with pytest.raises(WebhookVerificationError, match="hourglass-job-id"):
-        verifier.verify(second.body, other_job)
+    # Issue 39, defect 8: a replay with an altered hourglass-* header (the body, id and timestamp
+    # intact, so webhook-signature still matches) used to verify and answer the forged values.
+    for name, forged in [
+        ("hourglass-job-type", "account.delete"),
+        ("hourglass-job-id", "00000000-0000-0000-0000-000000000000"),
+        ("hourglass-attempt", "1"),
+        ("hourglass-due-at", "2020-01-01T00:00:00.000Z"),
+    ]:
+        altered = {**second.headers, name: forged}
+        with pytest.raises(WebhookVerificationError, match="hourglass-signature"):
+            verifier.verify(second.body, altered)
+    untyped = {k: v for k, v in second.headers.items() if k.lower() != "hourglass-job-type"}
+    with pytest.raises(WebhookVerificationError, match="hourglass-signature"):
+        verifier.verify(second.body, untyped)
+    unsigned = {k: v for k, v in second.headers.items() if k.lower() != "hourglass-signature"}
+    with pytest.raises(WebhookVerificationError, match="missing header hourglass-signature"):
+        verifier.verify(second.body, unsigned)
     missing = {k: v for k, v in second.headers.items() if k.lower() != "webhook-signature"}
     with pytest.raises(WebhookVerificationError, match="missing header webhook-signature"):
         verifier.verify(second.body, missing)

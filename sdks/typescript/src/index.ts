@@ -23,7 +23,7 @@ export {
 export { operations } from "./operations.js";
 export type { Operation, OperationId } from "./operations.js";
 export type * from "./types.js";
-export { DEFAULT_TOLERANCE_SECONDS, deliveryHeaders, WebhookVerifier, sign } from "./webhooks.js";
+export { DEFAULT_TOLERANCE_SECONDS, deliveryHeaders, WebhookVerifier, sign, signMetadata } from "./webhooks.js";
 export type { Delivery, HeadersLike } from "./webhooks.js";
 export { RetryLater, Worker } from "./worker.js";
 export type { Handler, HandlerContext, WorkerLogger, WorkerOptions } from "./worker.js";

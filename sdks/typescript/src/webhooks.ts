@@ -6,10 +6,13 @@
  * `webhook-signature: v1,<base64>`; during a rotation's overlap, two space-separated signatures,
  * one per secret. A delivery is genuine when any of them matches any secret the receiver knows.
  *
- * The `hourglass-*` headers are not covered by the signature. The job id and the due time are
- * also inside the signed `webhook-id` (`<job id without hyphens>_<due unix ms>`): the verifier
- * takes them from there and refuses a delivery whose headers disagree. The job type and the
- * attempt come from their headers only.
+ * That signature leaves the `hourglass-*` headers out, so a single delivery also carries
+ * `hourglass-signature: v1,<base64>`: HMAC-SHA256, keyed by `HMAC-SHA256(secret key,
+ * "hourglass-signature")`, of `<webhook-id>\n<webhook-timestamp>\n<hourglass-job-id>\n
+ * <hourglass-due-at>\n<hourglass-attempt>\n<hourglass-job-type or empty>\n<body>`. `verify`
+ * refuses a delivery unless both signatures match, so every field of the `Delivery` it answers is
+ * the node's: a replay with an altered header is refused. The job id and the due time are also
+ * inside the signed `webhook-id` (`<job id without hyphens>_<due unix ms>`) and must agree with it.
  *
  * A target with `batch` gets its deliveries several to a request (the `jobOccurrenceBatch`
  * webhook): `verifyBatch` checks the request and answers each item as a `Delivery`. There every
@@ -37,6 +40,7 @@ export const deliveryHeaders = {
   "hourglass-attempt": "attempt",
   "hourglass-job-type": "type",
   "hourglass-batch-size": null,
+  "hourglass-signature": null,
 } as const satisfies Record<string, keyof Delivery | null>;
 
 const DELIVERY_ID = /^([0-9a-f]{32})_(-?[0-9]+)$/;
@@ -50,9 +54,9 @@ export interface Delivery {
    */
   deliveryId: string;
   jobId: string;
-  /** The job's `type` (`hourglass-job-type`; not covered by the signature). */
+  /** The job's `type` (`hourglass-job-type`, signed by `hourglass-signature`). */
   type: string | null;
-  /** 1-based (`hourglass-attempt`; not covered by the signature). */
+  /** 1-based (`hourglass-attempt`, signed by `hourglass-signature`). */
   attempt: number;
   /** The occurrence's nominal due instant. */
   dueAt: Date;
@@ -85,6 +89,39 @@ export function sign(secret: string, deliveryId: string, timestamp: number, body
   return `v1,${mac.digest("base64")}`;
 }
 
+const METADATA_KEY_LABEL = "hourglass-signature";
+const METADATA_HEADERS = ["hourglass-job-id", "hourglass-due-at", "hourglass-attempt", "hourglass-job-type"] as const;
+
+/** The key of `hourglass-signature`, derived from the secret's: a key of its own, so that neither
+ * signature can stand for the other. */
+function metadataKey(secretKey: Buffer): Buffer {
+  return createHmac("sha256", secretKey).update(METADATA_KEY_LABEL).digest();
+}
+
+/** What `hourglass-signature` covers, or `null` when a value holds a line break (no header value
+ * the node sent does). An absent header is an empty line. */
+function metadataText(id: string, stamp: string, headers: Map<string, string>, raw: Buffer): Buffer | null {
+  const parts = [id, stamp, ...METADATA_HEADERS.map((name) => (headers.get(name) ?? "").replace(/^[ \t]+|[ \t]+$/g, ""))];
+  if (parts.some((p) => /[\r\n]/.test(p))) return null;
+  return Buffer.concat([Buffer.from(parts.map((p) => `${p}\n`).join(""), "utf8"), raw]);
+}
+
+/**
+ * The `hourglass-signature` value the node sends for a delivery with these `hourglass-*` headers
+ * (lower-case names) and this secret.
+ */
+export function signMetadata(
+  secret: string,
+  deliveryId: string,
+  timestamp: number,
+  headers: Record<string, string>,
+  body: string | Uint8Array,
+): string {
+  const text = metadataText(deliveryId, String(timestamp), new Map(Object.entries(headers)), toBytes(body));
+  if (text === null) throw new TypeError("header values hold no line breaks");
+  return `v1,${createHmac("sha256", metadataKey(key(secret))).update(text).digest("base64")}`;
+}
+
 function lower(headers: HeadersLike): Map<string, string> {
   const found = new Map<string, string>();
   if (typeof (headers as Headers).forEach === "function" && typeof (headers as Headers).get === "function") {
@@ -110,12 +147,14 @@ function lower(headers: HeadersLike): Map<string, string> {
  */
 export class WebhookVerifier {
   readonly #keys: Buffer[];
+  readonly #metadataKeys: Buffer[];
   readonly toleranceSeconds: number;
 
   constructor(secrets: string | string[], options: { toleranceSeconds?: number } = {}) {
     const listed = typeof secrets === "string" ? [secrets] : secrets;
     if (listed.length === 0) throw new TypeError("a verifier needs at least one secret");
     this.#keys = listed.map(key);
+    this.#metadataKeys = this.#keys.map(metadataKey);
     this.toleranceSeconds = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
   }
 
@@ -126,6 +165,12 @@ export class WebhookVerifier {
   verify(body: string | Uint8Array, headers: HeadersLike, options: { now?: number } = {}): Delivery {
     const { id, timestamp, raw, found } = this.#check(body, headers, options.now);
     if (BATCH_ID.test(id)) throw new WebhookVerificationError("webhook-id is a batch's: use verifyBatch");
+    // The hourglass-* headers are the node's only under their own signature.
+    const metadataSignatures = required(found, "hourglass-signature");
+    const text = metadataText(id, required(found, "webhook-timestamp"), found, raw);
+    if (text === null || !matches(this.#metadataKeys, text, metadataSignatures)) {
+      throw new WebhookVerificationError("hourglass-signature does not match: the hourglass-* headers were altered");
+    }
     return delivery(id, timestamp, raw, found);
   }
 
@@ -167,32 +212,36 @@ export class WebhookVerifier {
     if (timestamp < current - this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is too old");
     if (timestamp > current + this.toleranceSeconds) throw new WebhookVerificationError("webhook-timestamp is in the future");
     const signed = Buffer.concat([Buffer.from(`${id}.${stamp}.`), raw]);
-    if (!this.#matches(signed, signatures)) throw new WebhookVerificationError("no signature matches");
+    if (!matches(this.#keys, signed, signatures)) throw new WebhookVerificationError("no signature matches");
     return { id, timestamp, raw, found };
-  }
-
-  #matches(signed: Buffer, header: string): boolean {
-    const expected = this.#keys.map((k) => createHmac("sha256", k).update(signed).digest());
-    for (const candidate of header.split(/\s+/)) {
-      const comma = candidate.indexOf(",");
-      if (comma < 0 || candidate.slice(0, comma) !== "v1") continue;
-      const encoded = candidate.slice(comma + 1);
-      if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) continue;
-      const given = Buffer.from(encoded, "base64");
-      let match = false;
-      for (const e of expected) {
-        // Every key is compared; the comparison itself takes constant time.
-        if (e.length === given.length && timingSafeEqual(e, given)) match = true;
-      }
-      if (match) return true;
-    }
-    return false;
   }
 
   /** `[object]` rather than the secrets when logged. */
   toJSON(): Record<string, unknown> {
     return { secrets: this.#keys.length, toleranceSeconds: this.toleranceSeconds };
   }
+}
+
+/**
+ * Whether any `v1,<base64>` of a space-separated signature header is the HMAC-SHA256 of `signed`
+ * under any of `keys`.
+ */
+function matches(keys: Buffer[], signed: Buffer, header: string): boolean {
+  const expected = keys.map((k) => createHmac("sha256", k).update(signed).digest());
+  for (const candidate of header.split(/\s+/)) {
+    const comma = candidate.indexOf(",");
+    if (comma < 0 || candidate.slice(0, comma) !== "v1") continue;
+    const encoded = candidate.slice(comma + 1);
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded)) continue;
+    const given = Buffer.from(encoded, "base64");
+    let match = false;
+    for (const e of expected) {
+      // Every key is compared; the comparison itself takes constant time.
+      if (e.length === given.length && timingSafeEqual(e, given)) match = true;
+    }
+    if (match) return true;
+  }
+  return false;
 }
 
 function required(headers: Map<string, string>, name: string): string {
@@ -251,7 +300,7 @@ function delivery(deliveryId: string, timestamp: number, raw: Buffer, headers: M
   if (headerDue !== undefined && Date.parse(headerDue.trim()) !== dueAt.getTime()) {
     throw new WebhookVerificationError("hourglass-due-at does not match the signed webhook-id");
   }
-  const attemptText = headers.get("hourglass-attempt") ?? "1";
+  const attemptText = required(headers, "hourglass-attempt");
   if (!/^\d+$/.test(attemptText.trim())) throw new WebhookVerificationError("hourglass-attempt is not a number");
   let payload: Json = null;
   const text = raw.toString("utf8");
@@ -265,7 +314,7 @@ function delivery(deliveryId: string, timestamp: number, raw: Buffer, headers: M
   return {
     deliveryId,
     jobId,
-    type: headers.get("hourglass-job-type") ?? null,
+    type: headers.get("hourglass-job-type")?.replace(/^[ \t]+|[ \t]+$/g, "") || null,
     attempt: Number(attemptText.trim()),
     dueAt,
     timestamp,

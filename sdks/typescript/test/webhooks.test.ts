@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { sign, WebhookVerificationError, WebhookVerifier } from "@hourglass/client";
+import { sign, signMetadata, WebhookVerificationError, WebhookVerifier } from "@hourglass/client";
 
 import { handler } from "../examples/lambda.js";
 import { clientFor, type Node, Receiver, startNode } from "./helpers.js";
@@ -24,6 +24,23 @@ describe("webhook verifier", () => {
   it("signs the Standard Webhooks reference vector", () => {
     const signature = sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}');
     assert.equal(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  });
+
+  it("signs metadata as the node does", () => {
+    // The vector the node's own test checks (crates/engine/src/signing.rs).
+    const signature = signMetadata(
+      "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+      "01a1fee1265e739b98093d3692d507c6_1795277530719",
+      1795277530,
+      {
+        "hourglass-job-id": "01a1fee1-265e-739b-9809-3d3692d507c6",
+        "hourglass-due-at": "2026-11-22T12:12:10.719Z",
+        "hourglass-attempt": "2",
+        "hourglass-job-type": "reminder.flight",
+      },
+      '{"flight":"LH 400"}',
+    );
+    assert.equal(signature, "v1,8a/2M9ECOVVnij/pxrlAKLdK5QXhX8JStkWIqk/KuGk=");
   });
 
   it("accepts a real delivery and refuses forgeries", async () => {
@@ -69,10 +86,20 @@ describe("webhook verifier", () => {
       refuses(() => verifier.verify(second.body, second.headers, { now: timestamp - 301 }), /future/);
       assert.equal(verifier.verify(second.body, second.headers, { now: timestamp + 299 }).attempt, 2);
       refuses(() => verifier.verify(second.body, { ...second.headers, "webhook-timestamp": String(timestamp + 1) }), /signature/);
-      refuses(
-        () => verifier.verify(second.body, { ...second.headers, "hourglass-job-id": "01a1fee1-265e-739b-9809-3d3692d507c6" }),
-        /hourglass-job-id/,
-      );
+      // Issue 39, defect 8: a replay with an altered hourglass-* header (the body, id and timestamp
+      // intact, so webhook-signature still matches) used to verify and answer the forged values.
+      for (const [name, forged] of [
+        ["hourglass-job-type", "account.delete"],
+        ["hourglass-job-id", "00000000-0000-0000-0000-000000000000"],
+        ["hourglass-attempt", "1"],
+        ["hourglass-due-at", "2020-01-01T00:00:00.000Z"],
+      ] as const) {
+        refuses(() => verifier.verify(second.body, { ...second.headers, [name]: forged }), /hourglass-signature/);
+      }
+      const { "hourglass-job-type": _type, ...untyped } = second.headers;
+      refuses(() => verifier.verify(second.body, untyped), /hourglass-signature/);
+      const { "hourglass-signature": _meta, ...metaUnsigned } = second.headers;
+      refuses(() => verifier.verify(second.body, metaUnsigned), /missing header hourglass-signature/);
       const { "webhook-signature": _, ...unsigned } = second.headers;
       refuses(() => verifier.verify(second.body, unsigned), /missing header webhook-signature/);
     } finally {

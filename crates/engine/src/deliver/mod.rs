@@ -28,7 +28,7 @@ use crate::batch::Unanswered;
 use crate::metrics::Metrics;
 use crate::netguard::TargetPolicy;
 use crate::pipeline::Held;
-use crate::signing::Secrets;
+use crate::signing::{Metadata, Secrets, SigningKeys};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -168,6 +168,7 @@ const HOURGLASS_JOB_ID: HeaderName = HeaderName::from_static("hourglass-job-id")
 const HOURGLASS_DUE_AT: HeaderName = HeaderName::from_static("hourglass-due-at");
 const HOURGLASS_ATTEMPT: HeaderName = HeaderName::from_static("hourglass-attempt");
 const HOURGLASS_JOB_TYPE: HeaderName = HeaderName::from_static("hourglass-job-type");
+const HOURGLASS_SIGNATURE: HeaderName = HeaderName::from_static("hourglass-signature");
 
 /// How long a connection may sit idle in the pool, and the TCP keepalive probes on it.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -283,8 +284,9 @@ enum Exchange {
 
 impl Http {
     /// Signs `body` under `msg_id` with the namespace's keys and POSTs it to the target with the
-    /// target's headers, the signature headers and what `extra` adds. Keeps the first
-    /// `keep(status)` bytes of the answer's body.
+    /// target's headers, the signature headers and what `extra` adds (given the keys, the
+    /// signature's timestamp and the body, to sign what it adds). Keeps the first `keep(status)`
+    /// bytes of the answer's body.
     async fn post(
         &self,
         namespace: &str,
@@ -292,7 +294,7 @@ impl Http {
         msg_id: &str,
         body: Bytes,
         keep: fn(u16) -> usize,
-        extra: impl FnOnce(&mut http::HeaderMap),
+        extra: impl FnOnce(&mut http::HeaderMap, &SigningKeys, i64, &[u8]),
     ) -> Exchange {
         let started = Instant::now();
         // IP-literal URLs never reach the resolver, so check them here.
@@ -322,6 +324,8 @@ impl Http {
             Err(e) => return Exchange::Failed(give_up(format!("url not usable: {e}"), started)),
         };
         let signature = keys.sign(msg_id, timestamp, &body);
+        // A reference to the same bytes, for `extra`'s signature.
+        let signed = body.clone();
         let mut request = http::Request::new(Full::new(body));
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = uri;
@@ -347,7 +351,7 @@ impl Http {
             HeaderValue::from_static("application/json"),
         );
         headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
-        extra(headers);
+        extra(headers, &keys, timestamp, &signed);
         let response = tokio::time::timeout(self.timeout, self.client.request(request)).await;
         let latency = started.elapsed();
         match response {
@@ -439,19 +443,8 @@ impl Deliverer for WebhookDeliverer {
                 msg_id.as_str(),
                 body,
                 keep_failure,
-                |headers| {
-                    if let Ok(id) = HeaderValue::try_from(occ.job_id.to_string()) {
-                        headers.insert(HOURGLASS_JOB_ID, id);
-                    }
-                    if let Ok(due) = HeaderValue::try_from(format!("{:.3}", occ.due)) {
-                        headers.insert(HOURGLASS_DUE_AT, due);
-                    }
-                    if let Some(job_type) = &occ.spec.job_type
-                        && let Ok(value) = HeaderValue::from_str(job_type)
-                    {
-                        headers.insert(HOURGLASS_JOB_TYPE, value);
-                    }
-                    headers.insert(HOURGLASS_ATTEMPT, HeaderValue::from(occ.attempt));
+                |headers, keys, timestamp, body| {
+                    sign_metadata(headers, keys, msg_id.as_str(), timestamp, body, occ);
                 },
             )
             .await;
@@ -470,6 +463,49 @@ impl Deliverer for WebhookDeliverer {
             },
             Exchange::Failed(result) => result,
         }
+    }
+}
+
+/// Sets a single delivery's `hourglass-*` headers and `hourglass-signature` over them (see
+/// `signing.rs`): what the signature covers is exactly what is sent. A job type that cannot be a
+/// header value (not visible ASCII) is not sent, and signed as absent; one with spaces around it
+/// is sent and signed trimmed, since receivers' HTTP parsers drop those spaces.
+fn sign_metadata(
+    headers: &mut http::HeaderMap,
+    keys: &SigningKeys,
+    msg_id: &str,
+    timestamp: i64,
+    body: &[u8],
+    occ: &Occurrence,
+) {
+    let job_id = occ.job_id.to_string();
+    let due_at = format!("{:.3}", occ.due);
+    let attempt = itoa::Buffer::new().format(occ.attempt).to_owned();
+    let job_type = occ
+        .spec
+        .job_type
+        .as_deref()
+        .map(|t| t.trim_matches([' ', '\t']))
+        .and_then(|t| HeaderValue::from_str(t).ok().map(|v| (t, v)));
+    let meta = Metadata {
+        job_id: &job_id,
+        due_at: &due_at,
+        attempt: &attempt,
+        job_type: job_type.as_ref().map(|(t, _)| *t),
+    };
+    let signature = keys.sign_metadata(msg_id, timestamp, &meta, body);
+    for (name, value) in [
+        (HOURGLASS_JOB_ID, job_id.as_str()),
+        (HOURGLASS_DUE_AT, due_at.as_str()),
+        (HOURGLASS_ATTEMPT, attempt.as_str()),
+        (HOURGLASS_SIGNATURE, signature.as_str()),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(name, value);
+        }
+    }
+    if let Some((_, value)) = job_type {
+        headers.insert(HOURGLASS_JOB_TYPE, value);
     }
 }
 

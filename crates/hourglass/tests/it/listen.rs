@@ -156,3 +156,74 @@ async fn listen_prints_each_delivery_and_verifies_its_signature() {
     .await;
     assert!(recorded, "{:?}", node.api.call("GET", &path, None).await);
 }
+
+/// Issue 39, defect 10: `listen` read any body whole (50 MB held). A body over
+/// `--max-body-bytes` is now answered 413, on its `Content-Length` before it is read, and a
+/// chunked one as soon as it passes the limit; a body within it is still shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_refuses_a_body_over_its_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut listen = Listen::start(&["--max-body-bytes", "1024"]).await;
+    // reqwest is built without a default TLS provider; the binary installs ring, so do we.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: Vec<u8>, id: &str| {
+        client
+            .post(format!("{}{path}", listen.url))
+            .header("webhook-id", id)
+            .body(body)
+            .send()
+    };
+    let small = post("/small", b"[1]".to_vec(), "small_1").await.unwrap();
+    assert_eq!(small.status(), 200);
+    let big = post("/big", vec![b'x'; 4096], "big_1").await.unwrap();
+    assert_eq!(big.status(), 413);
+
+    // Chunked: no length declared, 2 KiB sent in 256-byte chunks.
+    let addr = listen.url.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /chunked HTTP/1.1\r\nhost: {addr}\r\nwebhook-id: chunked_1\r\n\
+         transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    for _ in 0..8 {
+        let chunk = format!("100\r\n{}\r\n", "y".repeat(256));
+        if stream.write_all(chunk.as_bytes()).await.is_err() {
+            break; // answered and closed before the rest was sent
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    // What it printed: the small body, and the refusals without their bodies.
+    let mut seen = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(line) = listen.lines.next_line().await.unwrap() {
+            let done = line.contains("/chunked");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+    })
+    .await;
+    let text = seen.join("\n");
+    assert!(
+        text.contains("  request    POST /small -> answered 200"),
+        "{text}"
+    );
+    for refused in ["/big", "/chunked"] {
+        assert!(
+            text.contains(&format!(
+                "  request    POST {refused} -> answered 413 (body over 1024 bytes, not read)"
+            )),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("xxxx") && !text.contains("yyyy"), "{text}");
+}

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::support::{Api, Receiver, start_node};
+use hourglass_engine::signing::{Metadata, SigningKey};
 use serde_json::json;
 use standardwebhooks::Webhook;
 
@@ -91,10 +92,38 @@ async fn every_schedule_kind_is_delivered_signed_and_on_time() {
         .await;
 
     let verifier = Webhook::new(&secret).expect("secret accepted by the reference library");
+    let key = SigningKey::parse(&secret).expect("the node's secret parses");
     for d in &all {
         verifier
             .verify(&d.body, &d.headers)
             .unwrap_or_else(|e| panic!("signature of {} does not verify: {e:?}", d.path));
+        // Issue 39, defect 8: the hourglass-* headers are signed too, and a replay with a forged
+        // one does not verify.
+        let job_type = d
+            .headers
+            .get("hourglass-job-type")
+            .map(|_| d.header("hourglass-job-type"));
+        let meta = Metadata {
+            job_id: d.header("hourglass-job-id"),
+            due_at: d.header("hourglass-due-at"),
+            attempt: d.header("hourglass-attempt"),
+            job_type,
+        };
+        let verify = |meta: &Metadata<'_>| {
+            key.verify_metadata(
+                d.header("webhook-id"),
+                d.header("webhook-timestamp"),
+                meta,
+                &d.body,
+                d.header("hourglass-signature"),
+            )
+        };
+        assert!(verify(&meta), "metadata of {} does not verify", d.path);
+        let forged = Metadata {
+            job_type: Some("account.delete"),
+            ..meta
+        };
+        assert!(!verify(&forged), "a forged type verifies on {}", d.path);
         assert!(
             d.received_ms >= d.due_ms(),
             "{} fired early: received {} < due {}",

@@ -11,7 +11,12 @@
 //! through, so the copy holds what the `-wal` file holds too (copying `hourglass.db` alone misses
 //! everything not yet checkpointed). The copy is written beside the destination under a temporary
 //! name, checked (`PRAGMA integrity_check`), switched to a rollback journal so that it is one
-//! self-contained file, synced, and only then renamed into place.
+//! self-contained file, synced, and only then linked into place.
+//!
+//! The copy holds every namespace's signing secret in plaintext, so it is created readable by its
+//! owner only (0600), and never through a symlink: the temporary file is created exclusively
+//! (`O_EXCL`, which refuses an existing name, a dangling symlink included), and the finished copy
+//! takes the destination's name by a hard link, which fails when anything has that name.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -43,11 +48,17 @@ pub fn backup(data_dir: &Path, dest: &Path) -> Result<BackupSummary> {
             source.display()
         )));
     }
-    if dest.exists() {
-        return Err(StoreError::Unavailable(format!(
+    // `symlink_metadata`, not `exists`: a dangling symlink is something at that name too.
+    let exists = || {
+        StoreError::Unavailable(format!(
             "backup: {} already exists; give a new file name",
             dest.display()
-        )));
+        ))
+    };
+    match dest.symlink_metadata() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Ok(_) => return Err(exists()),
+        Err(e) => return Err(unavailable(&format!("cannot check {}", dest.display()), &e)),
     }
     let partial = partial_path(dest)?;
     // Ours, from a backup that was interrupted: VACUUM INTO refuses a file that is not empty.
@@ -61,7 +72,10 @@ pub fn backup(data_dir: &Path, dest: &Path) -> Result<BackupSummary> {
             ));
         }
     }
-    let written = copy(&source, &partial).and_then(|()| finish(&partial));
+    let written = create_private(&partial)
+        .map_err(|e| unavailable(&format!("cannot create {}", partial.display()), &e))
+        .and_then(|()| copy(&source, &partial))
+        .and_then(|()| finish(&partial));
     let summary = match written {
         Ok(summary) => summary,
         Err(e) => {
@@ -69,8 +83,20 @@ pub fn backup(data_dir: &Path, dest: &Path) -> Result<BackupSummary> {
             return Err(e);
         }
     };
-    std::fs::rename(&partial, dest)
-        .map_err(|e| unavailable(&format!("cannot rename to {}", dest.display()), &e))?;
+    // A hard link never replaces anything at `dest` (a file or a symlink made since the check
+    // above), unlike a rename.
+    let linked = std::fs::hard_link(&partial, dest);
+    let _ = std::fs::remove_file(&partial);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists()),
+        Err(e) => {
+            return Err(unavailable(
+                &format!("cannot link the copy to {}", dest.display()),
+                &e,
+            ));
+        }
+    }
     // The rename is durable once the directory is synced.
     let dir = dest
         .parent()
@@ -80,6 +106,16 @@ pub fn backup(data_dir: &Path, dest: &Path) -> Result<BackupSummary> {
         .and_then(|d| d.sync_all())
         .map_err(|e| unavailable(&format!("cannot sync {}", dir.display()), &e))?;
     Ok(summary)
+}
+
+/// Creates `path` empty, exclusively, readable by its owner only; `VACUUM INTO` then writes into
+/// it (it takes an empty file) and the copy keeps its mode.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map(drop)
 }
 
 /// `dest` with `.partial` appended, in the same directory so that the rename is atomic.
@@ -149,4 +185,57 @@ fn finish(partial: &Path) -> Result<BackupSummary> {
         jobs: u64::try_from(jobs).unwrap_or(0),
         bytes,
     })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::sqlite::SqliteStore;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    /// Issue 39, defect 15: the data directory was created 0755, `hourglass.db` 0644 and the
+    /// backup 0644, though each holds (or lets read) every namespace's signing secret; a dangling
+    /// symlink at the backup's path was replaced although the path "must not exist".
+    #[test]
+    fn the_store_and_its_backup_are_private_and_a_symlink_is_never_replaced() {
+        let root = tempfile::tempdir().unwrap();
+        // Whatever the umask, what is created is the owner's only.
+        let data = root.path().join("nested").join("data");
+        let store = SqliteStore::open(&data).unwrap();
+        drop(store);
+        assert_eq!(mode(&data), 0o700, "data dir");
+        assert_eq!(mode(&root.path().join("nested")), 0o700, "its parent");
+        assert_eq!(mode(&data.join(DB_FILE)), 0o600, "hourglass.db");
+
+        let dest = root.path().join("copy.db");
+        backup(&data, &dest).unwrap();
+        assert_eq!(mode(&dest), 0o600, "backup");
+        assert!(!root.path().join("copy.db.partial").exists());
+        // The copy opens as a store.
+        let restored = root.path().join("restored");
+        std::fs::create_dir(&restored).unwrap();
+        std::fs::copy(&dest, restored.join(DB_FILE)).unwrap();
+        drop(SqliteStore::open(&restored).unwrap());
+
+        // A dangling symlink at the path: refused, and neither it nor its target touched.
+        let target = root.path().join("elsewhere.db");
+        let link = root.path().join("link.db");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = backup(&data, &link).unwrap_err().to_string();
+        assert!(err.contains("already exists"), "{err}");
+        assert!(!target.exists(), "the symlink was followed");
+        assert_eq!(std::fs::read_link(&link).unwrap(), target);
+        // An existing file is refused as before.
+        let err = backup(&data, &dest).unwrap_err().to_string();
+        assert!(err.contains("already exists"), "{err}");
+    }
 }

@@ -78,10 +78,35 @@ struct ReaderPool {
     idle: Mutex<Vec<Connection>>,
 }
 
+/// Creates `dir` and any missing parents readable by their owner only (0700): the store holds
+/// every namespace's signing secret in plaintext. A directory that exists keeps its mode.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates the database file empty with mode 0600 when there is none, before SQLite opens it:
+/// SQLite would create it 0644, and gives its `-wal` and `-shm` files the database file's mode.
+/// An existing file (or a symlink to one) keeps its mode.
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the store in `dir`, taking an exclusive lock on it.
     pub fn open(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| {
+        create_private_dir(dir).map_err(|e| {
             StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
         })?;
         let lock = File::create(dir.join("LOCK"))
@@ -93,6 +118,9 @@ impl SqliteStore {
             ))
         })?;
         let path = dir.join(DB_FILE);
+        create_private_file(&path).map_err(|e| {
+            StoreError::Unavailable(format!("cannot create {}: {e}", path.display()))
+        })?;
         let conn = open_connection(&path)?;
         // The writer inserts into the due-time index at random positions (due times are not
         // creation order), so its working set is the whole index; SQLite's default 2 MB page

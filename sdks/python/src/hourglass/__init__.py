@@ -78,7 +78,7 @@ from ._models import (
     cron,
     every,
 )
-from ._webhooks import DEFAULT_TOLERANCE, Delivery, WebhookVerifier, sign
+from ._webhooks import DEFAULT_TOLERANCE, Delivery, WebhookVerifier, sign, sign_metadata
 from ._worker import Handler, RetryLater, Worker
 
 __version__ = "0.1.0"
@@ -163,4 +163,5 @@ __all__ = [
     "every",
     "job_ref",
     "sign",
+    "sign_metadata",
 ]

@@ -6,10 +6,14 @@ namespace's ``whsec_`` secret (the base64 after the prefix, decoded), and sends
 signatures, one per secret. A delivery is genuine when any of them matches any secret the
 receiver knows.
 
-The ``hourglass-*`` headers are not covered by the signature. The job id and the due time are
-also inside the signed ``webhook-id`` (``<job id without hyphens>_<due unix ms>``): the verifier
-takes them from there and refuses a delivery whose headers disagree. The job type and the attempt
-number come from their headers only.
+That signature leaves the ``hourglass-*`` headers out, so a single delivery also carries
+``hourglass-signature: v1,<base64>``: HMAC-SHA256, keyed by ``HMAC-SHA256(secret key,
+b"hourglass-signature")``, of ``<webhook-id>\n<webhook-timestamp>\n<hourglass-job-id>\n
+<hourglass-due-at>\n<hourglass-attempt>\n<hourglass-job-type or empty>\n<body>``. ``verify``
+refuses a delivery unless both signatures match, so every field of the ``Delivery`` it answers is
+the node's: a replay with an altered header is refused. The job id and the due time are also
+inside the signed ``webhook-id`` (``<job id without hyphens>_<due unix ms>``) and must agree
+with it.
 
 A target with ``batch`` gets its deliveries several to a request (the ``jobOccurrenceBatch``
 webhook): ``verify_batch`` checks the request and answers each item as a ``Delivery``. There every
@@ -45,6 +49,7 @@ HEADER_FIELDS: Mapping[str, str | None] = {
     "hourglass-attempt": "attempt",
     "hourglass-job-type": "type",
     "hourglass-batch-size": None,
+    "hourglass-signature": None,
 }
 """The headers of a delivery (the OpenAPI document's ``jobOccurrence`` and ``jobOccurrenceBatch``
 webhooks) and the ``Delivery`` field each one fills; ``None``: read to verify the delivery only."""
@@ -63,9 +68,9 @@ class Delivery:
     occurrence. Deduplicate on it."""
     job_id: str
     type: str | None
-    """The job's ``type`` (``hourglass-job-type``; not covered by the signature)."""
+    """The job's ``type`` (``hourglass-job-type``, signed by ``hourglass-signature``)."""
     attempt: int
-    """1-based (``hourglass-attempt``; not covered by the signature)."""
+    """1-based (``hourglass-attempt``, signed by ``hourglass-signature``)."""
     due_at: datetime
     """The occurrence's nominal due instant."""
     timestamp: int
@@ -85,6 +90,45 @@ def _key(secret: str) -> bytes:
     if len(key) < 16:
         raise ValueError("a signing secret decodes to at least 16 bytes")
     return key
+
+
+_METADATA_KEY_LABEL = b"hourglass-signature"
+_METADATA_HEADERS = ("hourglass-job-id", "hourglass-due-at", "hourglass-attempt")
+
+
+def _metadata_key(key: bytes) -> bytes:
+    """The key of ``hourglass-signature``, derived from the secret's: a key of its own, so that
+    neither signature can stand for the other."""
+    return hmac.new(key, _METADATA_KEY_LABEL, hashlib.sha256).digest()
+
+
+def _metadata_text(
+    delivery_id: str, timestamp: str, headers: Mapping[str, str], body: bytes
+) -> bytes | None:
+    """What ``hourglass-signature`` covers, or ``None`` when a value holds a line break (no header
+    value the node sent does)."""
+    parts = [delivery_id, timestamp]
+    parts += [headers.get(name, "").strip(" \t") for name in _METADATA_HEADERS]
+    parts.append(headers.get("hourglass-job-type", "").strip(" \t"))
+    if any("\n" in p or "\r" in p for p in parts):
+        return None
+    return "".join(p + "\n" for p in parts).encode() + body
+
+
+def sign_metadata(
+    secret: str,
+    delivery_id: str,
+    timestamp: int,
+    headers: Mapping[str, str],
+    body: bytes,
+) -> str:
+    """The ``hourglass-signature`` value the node sends for a delivery with these
+    ``hourglass-*`` headers (lower-case names) and this secret."""
+    text = _metadata_text(delivery_id, str(timestamp), headers, body)
+    if text is None:
+        raise ValueError("header values hold no line breaks")
+    mac = hmac.new(_metadata_key(_key(secret)), text, hashlib.sha256)
+    return "v1," + base64.b64encode(mac.digest()).decode()
 
 
 def sign(secret: str, delivery_id: str, timestamp: int, body: bytes) -> str:
@@ -107,6 +151,7 @@ class WebhookVerifier:
         if not listed:
             raise ValueError("a verifier needs at least one secret")
         self._keys = [_key(s) for s in listed]
+        self._metadata_keys = [_metadata_key(k) for k in self._keys]
         self.tolerance = tolerance
 
     def __repr__(self) -> str:
@@ -124,6 +169,13 @@ class WebhookVerifier:
         delivery_id, timestamp, raw, found = self._check(body, headers, now)
         if _BATCH_ID.match(delivery_id):
             raise WebhookVerificationError("webhook-id is a batch's: use verify_batch")
+        # The hourglass-* headers are the node's only under their own signature.
+        text = _metadata_text(delivery_id, found["webhook-timestamp"].strip(), found, raw)
+        metadata_signatures = _required(found, "hourglass-signature")
+        if text is None or not _matches(self._metadata_keys, text, metadata_signatures):
+            raise WebhookVerificationError(
+                "hourglass-signature does not match: the hourglass-* headers were altered"
+            )
         return _delivery(delivery_id, timestamp, raw, found)
 
     def verify_batch(
@@ -173,24 +225,27 @@ class WebhookVerifier:
         if timestamp > current + self.tolerance:
             raise WebhookVerificationError("webhook-timestamp is in the future")
         signed = f"{delivery_id}.{stamp}.".encode() + raw
-        if not self._matches(signed, signatures):
+        if not _matches(self._keys, signed, signatures):
             raise WebhookVerificationError("no signature matches")
         return delivery_id, timestamp, raw, found
 
-    def _matches(self, signed: bytes, header: str) -> bool:
-        expected = [hmac.new(k, signed, hashlib.sha256).digest() for k in self._keys]
-        for candidate in header.split():
-            version, _, encoded = candidate.partition(",")
-            if version != "v1":
-                continue
-            try:
-                given = base64.b64decode(encoded, validate=True)
-            except (binascii.Error, ValueError):
-                continue
-            # Compare against every key without stopping early.
-            if any([hmac.compare_digest(given, e) for e in expected]):
-                return True
-        return False
+
+def _matches(keys: list[bytes], signed: bytes, header: str) -> bool:
+    """Whether any ``v1,<base64>`` of a space-separated signature header is the HMAC-SHA256 of
+    ``signed`` under any of ``keys``."""
+    expected = [hmac.new(k, signed, hashlib.sha256).digest() for k in keys]
+    for candidate in header.split():
+        version, _, encoded = candidate.partition(",")
+        if version != "v1":
+            continue
+        try:
+            given = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        # Compare against every key without stopping early.
+        if any([hmac.compare_digest(given, e) for e in expected]):
+            return True
+    return False
 
 
 def _lower(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -265,17 +320,18 @@ def _delivery(delivery_id: str, timestamp: int, raw: bytes, headers: Mapping[str
         if not agrees:
             raise WebhookVerificationError("hourglass-due-at does not match the signed webhook-id")
     try:
-        attempt = int(headers.get("hourglass-attempt", "1"))
+        attempt = int(_required(headers, "hourglass-attempt"))
     except ValueError:
         raise WebhookVerificationError("hourglass-attempt is not a number") from None
     try:
         payload: Any = json.loads(raw) if raw.strip() else None
     except ValueError:
         raise WebhookVerificationError("the body is not JSON") from None
+    job_type = headers.get("hourglass-job-type")
     return Delivery(
         delivery_id=delivery_id,
         job_id=job_id,
-        type=headers.get("hourglass-job-type"),
+        type=(job_type or "").strip(" \t") or None,
         attempt=attempt,
         due_at=due_at,
         timestamp=timestamp,
