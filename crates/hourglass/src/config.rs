@@ -151,6 +151,8 @@ struct FileConfig {
     idle_timeout: Option<String>,
     /// Largest body of a batch create, in bytes.
     max_batch_bytes: Option<usize>,
+    /// Encoded size past which a listing's page or a lease's answer stops, in bytes.
+    max_answer_bytes: Option<usize>,
     /// How long a request body may take to arrive, whole, e.g. "60s".
     body_read_timeout: Option<String>,
     data_dir: Option<PathBuf>,
@@ -309,6 +311,12 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
             bail!("config max_batch_bytes must be at least 65536");
         }
         node.limits.max_batch_bytes = max;
+    }
+    if let Some(max) = file.max_answer_bytes {
+        if max < 64 * 1024 {
+            bail!("config max_answer_bytes must be at least 65536");
+        }
+        node.limits.max_answer_bytes = max;
     }
     if let Some(dir) = args.data_dir.or(file.data_dir) {
         node.data_dir = dir;
@@ -601,6 +609,7 @@ max_connections = 200
 header_read_timeout = "5s"
 idle_timeout = "2m"
 max_batch_bytes = 1048576
+max_answer_bytes = 1048576
 body_read_timeout = "30s"
 retention = "30d"
 dead_letter_retention = "14d"
@@ -637,6 +646,7 @@ destination_concurrency = 8
         assert_eq!(from_file.http.header_read_timeout, Duration::from_secs(5));
         assert_eq!(from_file.http.idle_timeout, Duration::from_secs(120));
         assert_eq!(from_file.limits.max_batch_bytes, 1024 * 1024);
+        assert_eq!(from_file.limits.max_answer_bytes, 1024 * 1024);
         assert_eq!(from_file.limits.body_read_timeout, Duration::from_secs(30));
         assert_eq!(from_file.api_keys.len(), 1);
         assert_eq!(from_file.quotas.default.creates_per_second, Some(100));
@@ -754,6 +764,7 @@ destination_concurrency = 8
             ("header_read_timeout = \"soon\"", "header_read_timeout"),
             ("idle_timeout = \"0s\"", "idle_timeout"),
             ("max_batch_bytes = 10", "max_batch_bytes"),
+            ("max_answer_bytes = 1000", "max_answer_bytes"),
             (
                 "body_read_timeout = \"48h\"",
                 "body_read_timeout must be at most 24h",

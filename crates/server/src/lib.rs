@@ -11,6 +11,7 @@ pub mod error;
 mod extract;
 pub mod metrics;
 pub mod node;
+mod pages;
 pub mod queues;
 pub mod quotas;
 pub mod serve;

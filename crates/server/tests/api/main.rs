@@ -13,6 +13,7 @@
 
 mod support;
 
+mod answer_budget;
 mod bad_input;
 mod batched;
 mod by_key;
