@@ -60,6 +60,8 @@ pub struct AppState {
     pub jobs_quota: Arc<JobsLimiter>,
     /// The bus and cloud connections, with this node's publish counts.
     pub targets: Arc<hourglass_targets::Router>,
+    /// Bytes of request bodies held now, against the node's budget and each key's share.
+    pub bodies: Arc<crate::budget::Budgets>,
 }
 
 impl AppState {

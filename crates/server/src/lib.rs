@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod budget;
 pub mod dashboard;
 pub mod error;
 mod extract;

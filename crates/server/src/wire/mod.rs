@@ -48,6 +48,8 @@ pub struct Limits {
     /// The encoded size past which a listing's page, or a lease's answer, stops: the rest comes
     /// on the next page (or lease). An answer may pass it by one item.
     pub max_answer_bytes: usize,
+    /// Bytes of request bodies the node holds at once, in total and per API key.
+    pub body_budget: crate::budget::BodyBudget,
 }
 
 impl Limits {
@@ -76,6 +78,7 @@ impl Default for Limits {
             max_batch_bytes: 16 * 1024 * 1024,
             body_read_timeout: Duration::from_secs(60),
             max_answer_bytes: 4 * 1024 * 1024,
+            body_budget: crate::budget::BodyBudget::default(),
         }
     }
 }
