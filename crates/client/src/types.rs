@@ -576,6 +576,9 @@ pub struct JobFilter {
     /// 1..=1000, server default 100.
     pub limit: Option<usize>,
     pub cursor: Option<String>,
+    /// Include each job's payload: listings leave it out (`JobInfo::payload` reads `null`)
+    /// unless asked.
+    pub payload: bool,
 }
 
 impl JobFilter {
@@ -598,6 +601,9 @@ impl JobFilter {
         }
         if let Some(cursor) = &self.cursor {
             pairs.push(("cursor", cursor.clone()));
+        }
+        if self.payload {
+            pairs.push(("payload", "true".to_owned()));
         }
         pairs
     }

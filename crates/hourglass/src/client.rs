@@ -169,6 +169,9 @@ enum JobCommand {
         /// The previous page's `next_cursor`, for the page after it.
         #[arg(long)]
         cursor: Option<String>,
+        /// Include each job's payload (left out of listings by default).
+        #[arg(long)]
+        payload: bool,
     },
     /// Cancel a job: no occurrence that is not yet sent fires.
     Cancel {
@@ -594,12 +597,14 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
             job_type,
             limit,
             cursor,
+            payload,
         } => {
             let query = query_string([
                 ("state", state),
                 ("type", job_type),
                 ("limit", limit.map(|l| l.to_string())),
                 ("cursor", cursor),
+                ("payload", payload.then(|| "true".to_owned())),
             ]);
             let path = format!("/v1/jobs{query}");
             call(conn, out, View::Jobs, Method::GET, path, None).await

@@ -158,6 +158,12 @@ struct FileConfig {
     idle_timeout: Option<String>,
     /// Largest body of a batch create, in bytes.
     max_batch_bytes: Option<usize>,
+    /// Encoded size past which a listing's page or a lease's answer stops, in bytes.
+    max_answer_bytes: Option<usize>,
+    /// Bytes of request bodies the node holds at once, in bytes.
+    body_budget_bytes: Option<usize>,
+    /// Bytes of request bodies the node holds at once for one API key, in bytes.
+    body_budget_bytes_per_key: Option<usize>,
     /// How long a request body may take to arrive, whole, e.g. "60s".
     body_read_timeout: Option<String>,
     data_dir: Option<PathBuf>,
@@ -320,6 +326,18 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         }
         node.limits.max_batch_bytes = max;
     }
+    if let Some(max) = file.max_answer_bytes {
+        if max < 64 * 1024 {
+            bail!("config max_answer_bytes must be at least 65536");
+        }
+        node.limits.max_answer_bytes = max;
+    }
+    if let Some(n) = file.body_budget_bytes {
+        node.limits.body_budget.node_bytes = n;
+    }
+    if let Some(n) = file.body_budget_bytes_per_key {
+        node.limits.body_budget.key_bytes = n;
+    }
     if let Some(dir) = args.data_dir.or(file.data_dir) {
         node.data_dir = dir;
     }
@@ -357,6 +375,21 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     }
     if let Some(max) = file.max_webhook_header_bytes {
         node.limits.max_webhook_header_bytes = max;
+    }
+    // Every body the API takes must fit a key's share, and a share the node's budget.
+    let largest_body = node
+        .limits
+        .max_batch_bytes
+        .max(node.limits.job_body_bytes());
+    let budget = node.limits.body_budget;
+    if budget.key_bytes < largest_body {
+        bail!(
+            "config body_budget_bytes_per_key must be at least the largest request body \
+             ({largest_body} bytes: max_batch_bytes, or max_payload_bytes + 65536)"
+        );
+    }
+    if budget.node_bytes < budget.key_bytes {
+        bail!("config body_budget_bytes must be at least body_budget_bytes_per_key");
     }
     let engine = &mut node.engine;
     engine.lookahead = duration(file.lookahead.as_deref(), "lookahead", engine.lookahead)?;
@@ -617,6 +650,9 @@ max_connections = 200
 header_read_timeout = "5s"
 idle_timeout = "2m"
 max_batch_bytes = 1048576
+max_answer_bytes = 1048576
+body_budget_bytes = 100000000
+body_budget_bytes_per_key = 20000000
 body_read_timeout = "30s"
 retention = "30d"
 dead_letter_retention = "14d"
@@ -653,6 +689,9 @@ destination_concurrency = 8
         assert_eq!(from_file.http.header_read_timeout, Duration::from_secs(5));
         assert_eq!(from_file.http.idle_timeout, Duration::from_secs(120));
         assert_eq!(from_file.limits.max_batch_bytes, 1024 * 1024);
+        assert_eq!(from_file.limits.max_answer_bytes, 1024 * 1024);
+        assert_eq!(from_file.limits.body_budget.node_bytes, 100_000_000);
+        assert_eq!(from_file.limits.body_budget.key_bytes, 20_000_000);
         assert_eq!(from_file.limits.body_read_timeout, Duration::from_secs(30));
         assert_eq!(from_file.api_keys.len(), 1);
         assert_eq!(from_file.quotas.default.creates_per_second, Some(100));
@@ -771,6 +810,15 @@ destination_concurrency = 8
             ("header_read_timeout = \"soon\"", "header_read_timeout"),
             ("idle_timeout = \"0s\"", "idle_timeout"),
             ("max_batch_bytes = 10", "max_batch_bytes"),
+            ("max_answer_bytes = 1000", "max_answer_bytes"),
+            (
+                "body_budget_bytes_per_key = 65536",
+                "body_budget_bytes_per_key",
+            ),
+            (
+                "body_budget_bytes = 16777216",
+                "body_budget_bytes must be at least",
+            ),
             (
                 "body_read_timeout = \"48h\"",
                 "body_read_timeout must be at most 24h",

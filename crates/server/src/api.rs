@@ -25,6 +25,7 @@ use crate::extract::{
     Segment, page_limit, parse_body, parse_cursor, parse_job_ref, parse_query, principal, read_body,
 };
 use crate::metrics::ApiMetrics;
+use crate::pages::{Paging, push_json};
 use crate::quotas::{CreateLimiter, JobsLimiter};
 use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
 
@@ -59,6 +60,8 @@ pub struct AppState {
     pub jobs_quota: Arc<JobsLimiter>,
     /// The bus and cloud connections, with this node's publish counts.
     pub targets: Arc<hourglass_targets::Router>,
+    /// Bytes of request bodies held now, against the node's budget and each key's share.
+    pub bodies: Arc<crate::budget::Budgets>,
 }
 
 impl AppState {
@@ -355,12 +358,6 @@ struct BatchOut<T> {
     jobs: Vec<T>,
 }
 
-#[derive(serde::Serialize)]
-struct JobPage<'a> {
-    jobs: Vec<wire::JobOut<'a>>,
-    next_cursor: Option<String>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
@@ -371,6 +368,8 @@ struct ListQuery {
     due_after: Option<String>,
     cursor: Option<String>,
     limit: Option<usize>,
+    /// `true` includes each job's payload; a listing leaves payloads out by default.
+    payload: Option<bool>,
 }
 
 async fn list_jobs(
@@ -403,29 +402,42 @@ async fn list_jobs(
         })
         .transpose()?;
     let limit = page_limit(q.limit)?;
-    let jobs = state
-        .scheduler
-        .list(JobQuery {
-            namespace: Some(principal.namespace),
-            state: job_state,
-            job_type: q.job_type,
-            due_before: instant(&q.due_before, "due_before")?,
-            due_after: instant(&q.due_after, "due_after")?,
-            after: parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?,
-            limit,
-            ..Default::default()
-        })
+    let with_payload = q.payload.unwrap_or(false);
+    let query = JobQuery {
+        namespace: Some(principal.namespace),
+        state: job_state,
+        job_type: q.job_type,
+        due_before: instant(&q.due_before, "due_before")?,
+        due_after: instant(&q.due_after, "due_after")?,
+        ..Default::default()
+    };
+    let after = parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?;
+    let paging = Paging {
+        budget: state.limits.max_answer_bytes,
+        worst_item: state.limits.max_job_bytes(),
+        limit,
+    };
+    let page = paging
+        .read(
+            after,
+            |after, n| {
+                let (scheduler, mut query) = (state.scheduler.clone(), query.clone());
+                query.after = after;
+                query.limit = n;
+                async move { Ok(scheduler.list(query).await?) }
+            },
+            |j: &hourglass_store::JobRecord| j.id,
+            |j, buf| {
+                let out = wire::job_out(j);
+                if with_payload {
+                    push_json(buf, &out)
+                } else {
+                    push_json(buf, &out.without_payload())
+                }
+            },
+        )
         .await?;
-    let next_cursor = (jobs.len() == limit)
-        .then(|| jobs.last().map(|j| j.id.to_string()))
-        .flatten();
-    Ok(typed_response(
-        StatusCode::OK,
-        &JobPage {
-            jobs: jobs.iter().map(wire::job_out).collect(),
-            next_cursor,
-        },
-    ))
+    Ok(page.answer("jobs", JobId::to_string))
 }
 
 async fn get_job(

@@ -120,6 +120,19 @@ impl Auth {
         }
     }
 
+    /// Who a request's body is charged to: its API key's hash when keys are configured (the key
+    /// was checked already), `None` in development mode, where every caller is the same.
+    pub fn budget_key(&self, headers: &HeaderMap) -> Option<String> {
+        if self.is_open() {
+            return None;
+        }
+        headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer_token)
+            .map(hash_key)
+    }
+
     /// What the request's API key grants: 401 when it is missing, malformed or unknown.
     fn grant(&self, headers: &HeaderMap) -> Result<&Grant, ApiError> {
         let unauthorized =

@@ -86,6 +86,7 @@ error_codes! {
     QuotaExceeded = "quota_exceeded" => TOO_MANY_REQUESTS,
     RateLimited = "rate_limited" => TOO_MANY_REQUESTS,
     ScheduleNeverFires = "schedule_never_fires" => UNPROCESSABLE_ENTITY,
+    ServerBusy = "server_busy" => SERVICE_UNAVAILABLE,
     StoreUnavailable = "store_unavailable" => SERVICE_UNAVAILABLE,
     Unauthorized = "unauthorized" => UNAUTHORIZED,
     UnknownConnection = "unknown_connection" => UNPROCESSABLE_ENTITY,

@@ -2,15 +2,20 @@
 //! path segments, and the principal its API key names. Every refusal here is an `ApiError`
 //! from the one table, so handlers only chain these and call the scheduler.
 
+use std::pin::Pin;
+
 use axum::body::{Body, Bytes};
 use axum::extract::Path;
 use axum::http::{HeaderMap, header};
+use bytes::BytesMut;
 use hourglass_core::JobId;
 use hourglass_engine::JobRef;
+use hyper::body::Body as _;
 use serde::de::DeserializeOwned;
 
 use crate::api::AppState;
 use crate::auth::Principal;
+use crate::budget::Held;
 use crate::error::{ApiError, ErrorCode};
 use crate::wire::{self, Limits};
 
@@ -26,16 +31,32 @@ fn is_json(content_type: &[u8]) -> bool {
         .eq_ignore_ascii_case("application/json")
 }
 
+/// A request body read whole, holding its bytes of the node's body budget until it is dropped.
+pub(crate) struct BodyBytes {
+    bytes: Bytes,
+    _held: Held,
+}
+
+impl std::ops::Deref for BodyBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// Reads a request body of at most `limit` bytes. A declared `Content-Length` over the limit is
 /// refused before a byte of the body is read; a chunked body is read only up to the limit. The
 /// whole body must arrive within `body_read_timeout`: a client trickling it would otherwise hold
-/// its connection slot forever.
+/// its connection slot forever. Its bytes are taken from the node's body budget (and the API
+/// key's share of it) as they arrive, all at once for a declared `Content-Length`: a body that
+/// finds the budget spent is refused at once with `503 server_busy`, before it is buffered.
 pub(crate) async fn read_body(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,
     limit: usize,
-) -> Result<Bytes, ApiError> {
+) -> Result<BodyBytes, ApiError> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE)
         && !is_json(ct.as_bytes())
     {
@@ -60,9 +81,46 @@ pub(crate) async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
+    let busy = || {
+        ApiError::new(
+            ErrorCode::ServerBusy,
+            "the node holds as many request bodies as its memory budget allows; retry shortly",
+        )
+        .field("body")
+    };
+    let key = state.auth.budget_key(headers);
+    let mut hold = state.bodies.hold(key.as_deref());
+    // Checked above: at most `limit`.
+    let declared = declared.map_or(0, |n| n as usize);
+    if !hold.take(declared) {
+        return Err(busy());
+    }
+    let read = async {
+        let mut body = body;
+        let mut buf = BytesMut::with_capacity(declared);
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let Ok(data) = frame.map_err(|_| too_large())?.into_data() else {
+                continue;
+            };
+            let len = buf.len() + data.len();
+            if len > limit {
+                return Err(too_large());
+            }
+            if !hold.take(len.saturating_sub(hold.bytes())) {
+                return Err(busy());
+            }
+            buf.extend_from_slice(&data);
+        }
+        Ok(buf.freeze())
+    };
     let timeout = state.limits.body_read_timeout;
-    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
-        Ok(read) => read.map_err(|_| too_large()),
+    let outcome = tokio::time::timeout(timeout, read).await;
+    match outcome {
+        Ok(read) => Ok(BodyBytes {
+            bytes: read?,
+            _held: hold.finish(),
+        }),
         Err(_) => Err(ApiError::new(
             ErrorCode::BodyTimeout,
             format!(

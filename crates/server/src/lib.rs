@@ -6,11 +6,13 @@
 
 pub mod api;
 pub mod auth;
+pub mod budget;
 pub mod dashboard;
 pub mod error;
 mod extract;
 pub mod metrics;
 pub mod node;
+mod pages;
 pub mod queues;
 pub mod quotas;
 pub mod serve;

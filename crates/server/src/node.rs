@@ -247,6 +247,7 @@ impl Parts {
             create_quota: Arc::new(CreateLimiter::new(config.quotas.clone())),
             jobs_quota: Arc::new(JobsLimiter::new(config.quotas.clone())),
             targets: self.targets,
+            bodies: Arc::new(crate::budget::Budgets::new(config.limits.body_budget)),
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::extract::{
     Segment, page_limit, parse_body, parse_cursor, parse_query, principal, read_body,
 };
+use crate::pages::{Paging, push_json};
 use crate::wire::{self, valid_queue_name, validate_name};
 
 pub const MAX_LEASE: u32 = 1000;
@@ -185,6 +186,8 @@ struct QueuesOut {
 struct MessagesQuery {
     limit: Option<usize>,
     cursor: Option<String>,
+    /// `true` includes each message's payload; left out by default.
+    payload: Option<bool>,
 }
 
 /// Where a listed message stands, as [`QueueStats`] counts it.
@@ -216,14 +219,10 @@ struct QueueMessageOut<'a> {
     max_attempts: u32,
     delivery_id: String,
     last_error: Option<&'a str>,
-    payload: Option<&'a RawValue>,
+    /// Left out (`None`) unless the listing asked for payloads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<Option<&'a RawValue>>,
     created_at: String,
-}
-
-#[derive(Serialize)]
-struct MessagesOut<'a> {
-    messages: Vec<QueueMessageOut<'a>>,
-    next_cursor: Option<String>,
 }
 
 fn queue_name(name: &str) -> Result<&str, ApiError> {
@@ -334,27 +333,87 @@ async fn lease(
             validate_name(t, &format!("types[{i}]"), 128)?;
         }
     }
-    let request = LeaseRequest {
-        max: max as usize,
-        wait: Duration::from_millis(wait),
-        visibility: Duration::from_millis(visibility),
-        types: req.types,
-    };
-    let leased = state
-        .scheduler
-        .queues()
-        .lease(&principal.namespace, queue, &request)
-        .await?;
-    // About 330 bytes a message besides its payload; 384 leaves room for long types.
-    let size = leased
-        .iter()
-        .map(|l| 384 + l.occurrence.payload.as_deref().map_or(0, str::len))
-        .sum::<usize>();
+    let leased = lease_within(
+        &state,
+        &principal.namespace,
+        queue,
+        LeaseRequest {
+            max: max as usize,
+            wait: Duration::from_millis(wait),
+            visibility: Duration::from_millis(visibility),
+            types: req.types,
+        },
+    )
+    .await?;
+    let size = leased.iter().map(message_bytes).sum::<usize>();
     Ok(sized_response(
         StatusCode::OK,
         &LeaseOut(&leased),
         size + 16,
     ))
+}
+
+/// What one message's fields besides its payload can take in a lease's answer: ids, instants and
+/// the receipt take about 330 bytes, and a type of 128 characters up to 768 more once escaped.
+const MESSAGE_FIELDS_BYTES: usize = 1200;
+
+/// About what `l` takes in a lease's answer.
+fn message_bytes(l: &Leased) -> usize {
+    384 + l.occurrence.payload.as_deref().map_or(0, str::len)
+}
+
+/// Leases up to `request.max` messages whose answer stays within `max_answer_bytes`. A claim
+/// cannot be cut after the fact (a message claimed and not handed out would stay invisible until
+/// its lease lapsed, and a nack would spend an attempt), so the store is asked in rounds, each for
+/// no more messages than the room left could hold at the largest payload a message may have: the
+/// first round waits as the request says, later ones take only what is due now. With small
+/// payloads a large lease takes several claims; with large ones it answers fewer messages than
+/// asked for, never more bytes than the budget (plus one message, so that a lease always makes
+/// progress).
+async fn lease_within(
+    state: &AppState,
+    namespace: &str,
+    queue: &str,
+    mut request: LeaseRequest,
+) -> Result<Vec<Leased>, ApiError> {
+    let budget = state.limits.max_answer_bytes;
+    let worst = state
+        .limits
+        .max_payload_bytes
+        .saturating_add(MESSAGE_FIELDS_BYTES);
+    let max = request.max;
+    let mut leased: Vec<Leased> = Vec::new();
+    let mut used = 0;
+    loop {
+        let room = budget.saturating_sub(used) / worst;
+        let want = if leased.is_empty() { room.max(1) } else { room }.min(max - leased.len());
+        if want == 0 {
+            return Ok(leased);
+        }
+        request.max = want;
+        let round = match state
+            .scheduler
+            .queues()
+            .lease(namespace, queue, &request)
+            .await
+        {
+            Ok(round) => round,
+            Err(e) if leased.is_empty() => return Err(e.into()),
+            // The messages of earlier rounds are leased already: hand them out rather than
+            // leave them invisible until their leases lapse.
+            Err(e) => {
+                tracing::warn!(error = %e, "a lease's later claim failed; answering what it has");
+                return Ok(leased);
+            }
+        };
+        let got = round.len();
+        used += round.iter().map(message_bytes).sum::<usize>();
+        leased.extend(round);
+        if got < want || leased.len() >= max || used >= budget {
+            return Ok(leased);
+        }
+        request.wait = Duration::ZERO;
+    }
 }
 
 async fn ack(
@@ -432,7 +491,11 @@ async fn extend(
 /// Where an active queue job stands at `now`, and since or until when: a lease that has not
 /// lapsed holds it; a lapsed one, like a message no lease holds, leaves it available from its fire
 /// time (the lapse) on. `None` for a job that is no message: not active, or without a due time.
-fn queue_message_out(j: &JobRecord, now: Timestamp) -> Option<QueueMessageOut<'_>> {
+fn queue_message_out(
+    j: &JobRecord,
+    now: Timestamp,
+    with_payload: bool,
+) -> Option<QueueMessageOut<'_>> {
     let due = j.next_due.filter(|_| j.state == JobState::Active)?;
     let (status, available_at, leased_until) = match (j.leased_until, j.next_attempt) {
         (Some(until), _) if until > now => (MessageStatus::Leased, None, Some(until)),
@@ -452,7 +515,7 @@ fn queue_message_out(j: &JobRecord, now: Timestamp) -> Option<QueueMessageOut<'_
         max_attempts: j.spec.retry.max_attempts,
         delivery_id: DeliveryId::new(j.id, due).to_string(),
         last_error: j.last_error.as_deref(),
-        payload: wire::payload_out(j.id, j.payload.as_deref()),
+        payload: with_payload.then(|| wire::payload_out(j.id, j.payload.as_deref())),
         created_at: wire::rfc3339(j.created_at),
     })
 }
@@ -469,35 +532,43 @@ async fn list_messages(
     let queue = queue_name(&name)?;
     let q: MessagesQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
+    let with_payload = q.payload.unwrap_or(false);
     let after = parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?;
-    let jobs = state
-        .scheduler
-        .list(JobQuery {
-            namespace: Some(principal.namespace),
-            state: Some(JobState::Active),
-            queue: Some(queue.to_owned()),
+    let paging = Paging {
+        budget: state.limits.max_answer_bytes,
+        worst_item: state.limits.max_job_bytes(),
+        limit,
+    };
+    let page = paging
+        .read(
             after,
-            limit,
-            ..Default::default()
-        })
+            |after, n| {
+                let scheduler = state.scheduler.clone();
+                let query = JobQuery {
+                    namespace: Some(principal.namespace.clone()),
+                    state: Some(JobState::Active),
+                    queue: Some(queue.to_owned()),
+                    after,
+                    limit: n,
+                    ..Default::default()
+                };
+                async move {
+                    let jobs = scheduler.list(query).await?;
+                    // Read after the jobs, so a lease read as held has not lapsed before this
+                    // instant.
+                    let now = scheduler.now();
+                    Ok(jobs.into_iter().map(|j| (j, now)).collect())
+                }
+            },
+            |(j, _): &(JobRecord, Timestamp)| j.id,
+            // A job that is no message (none is: every active job has a due time) is left out,
+            // and the cursor still moves past it.
+            |(j, now), buf| {
+                queue_message_out(j, *now, with_payload).is_some_and(|out| push_json(buf, &out))
+            },
+        )
         .await?;
-    // Read after the jobs, so a lease read as held has not lapsed before this instant.
-    let now = state.scheduler.now();
-    // The cursor follows the jobs read, so a page that dropped a job (none does: every active
-    // job has a due time) still leads to the next.
-    let next_cursor = (jobs.len() == limit)
-        .then(|| jobs.last().map(|j| j.id.to_string()))
-        .flatten();
-    Ok(typed_response(
-        StatusCode::OK,
-        &MessagesOut {
-            messages: jobs
-                .iter()
-                .filter_map(|j| queue_message_out(j, now))
-                .collect(),
-            next_cursor,
-        },
-    ))
+    Ok(page.answer("messages", JobId::to_string))
 }
 
 fn queue_out(s: QueueStats, now_ms: i64) -> QueueOut {

@@ -45,6 +45,11 @@ pub struct Limits {
     pub max_batch_bytes: usize,
     /// How long a request body may take to arrive, whole; 408 `body_timeout` after it.
     pub body_read_timeout: Duration,
+    /// The encoded size past which a listing's page, or a lease's answer, stops: the rest comes
+    /// on the next page (or lease). An answer may pass it by one item.
+    pub max_answer_bytes: usize,
+    /// Bytes of request bodies the node holds at once, in total and per API key.
+    pub body_budget: crate::budget::BodyBudget,
 }
 
 impl Limits {
@@ -52,6 +57,12 @@ impl Limits {
     pub fn job_body_bytes(&self) -> usize {
         self.max_payload_bytes
             .saturating_add(crate::api::ENVELOPE_BYTES)
+    }
+
+    /// The most a stored job weighs, in memory or encoded in an answer: its payload and
+    /// everything else its create could carry.
+    pub fn max_job_bytes(&self) -> usize {
+        self.job_body_bytes()
     }
 }
 
@@ -66,6 +77,8 @@ impl Default for Limits {
             max_webhook_header_bytes: 16 * 1024,
             max_batch_bytes: 16 * 1024 * 1024,
             body_read_timeout: Duration::from_secs(60),
+            max_answer_bytes: 4 * 1024 * 1024,
+            body_budget: crate::budget::BodyBudget::default(),
         }
     }
 }

@@ -144,7 +144,10 @@ pub struct JobOut<'a> {
     state: &'static str,
     schedule: ScheduleIn,
     target: TargetOut<'a>,
-    payload: Option<&'a RawValue>,
+    /// `None` leaves the field out (a listing that was not asked for payloads); `Some(None)` is
+    /// a job without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<Option<&'a RawValue>>,
     retry: RetryOut,
     misfire: MisfireOut,
     next_due_at: Option<String>,
@@ -164,6 +167,14 @@ pub struct JobOut<'a> {
     /// Trigger answers only: the delivery id of the occurrence the trigger made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery_id: Option<String>,
+}
+
+impl JobOut<'_> {
+    /// The job as a listing shows it when payloads were not asked for: without the field.
+    pub fn without_payload(mut self) -> Self {
+        self.payload = None;
+        self
+    }
 }
 
 /// A job in a batch answer under `Prefer: return=minimal`: what a bulk submitter needs to find
@@ -204,7 +215,7 @@ pub fn job_out(j: &JobRecord) -> JobOut<'_> {
         state: j.state.as_str(),
         schedule: schedule_out(&j.spec.schedule),
         target: target_out(&j.spec.target),
-        payload: payload_out(j.id, j.payload.as_deref()),
+        payload: Some(payload_out(j.id, j.payload.as_deref())),
         retry: RetryOut {
             max_attempts: j.spec.retry.max_attempts,
             initial_backoff: format_duration(j.spec.retry.initial_backoff),

@@ -13,8 +13,10 @@
 
 mod support;
 
+mod answer_budget;
 mod bad_input;
 mod batched;
+mod body_budget;
 mod by_key;
 mod dashboard;
 mod delivery;

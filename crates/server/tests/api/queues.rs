@@ -600,7 +600,7 @@ async fn a_queue_lists_its_messages_waiting_and_leased() {
         assert!(Instant::now() < deadline, "nothing to lease");
     };
 
-    let page = messages(&api, "/v1/queues/emails/messages").await;
+    let page = messages(&api, "/v1/queues/emails/messages?payload=true").await;
     let listed = page["messages"].as_array().expect("messages");
     assert_eq!(page["next_cursor"], Value::Null);
     let listed_ids: Vec<&Value> = listed.iter().map(|m| &m["job_id"]).collect();
