@@ -17,6 +17,7 @@ mod bad_input;
 mod batched;
 mod by_key;
 mod dashboard;
+mod dead_letters;
 mod delivery;
 mod edit_race;
 mod fences;
