@@ -749,6 +749,22 @@ async fn replay_dead_letter(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let id = parse_dead_letter_id(&id)?;
+    // A replay stores a new job, so it is admitted like a create: past the namespace's
+    // `creates_per_second` or `max_jobs` it gets the same 429 and the dead letter stays. A
+    // letter that does not exist is a 404 before it spends any of the quota.
+    if state
+        .scheduler
+        .dead_letter(&principal.namespace, id)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::not_found("dead letter"));
+    }
+    state.create_quota.admit(&principal.namespace, 1)?;
+    state
+        .jobs_quota
+        .admit(&state.scheduler, &principal.namespace, 1)
+        .await?;
     let created = state
         .scheduler
         .replay(&principal.namespace, id)

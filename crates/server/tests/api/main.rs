@@ -19,6 +19,7 @@ mod batched;
 mod body_budget;
 mod by_key;
 mod dashboard;
+mod dead_letters;
 mod delivery;
 mod edit_race;
 mod fences;
