@@ -172,6 +172,26 @@ pub fn account(expected: &HashMap<DeliveryKey, i64>, receipts: &[Receipt]) -> Ac
     acc
 }
 
+/// Expected occurrences not received within `limit_ms` of their due time: received later than
+/// that (by their earliest receipt), or not at all.
+pub fn not_within(
+    expected: &HashMap<DeliveryKey, i64>,
+    receipts: &[Receipt],
+    limit_ms: i64,
+) -> u64 {
+    let mut first: HashMap<DeliveryKey, i64> = HashMap::with_capacity(expected.len());
+    for receipt in receipts.iter().filter(|r| expected.contains_key(&r.id)) {
+        first
+            .entry(receipt.id)
+            .and_modify(|at| *at = (*at).min(receipt.received_ms))
+            .or_insert(receipt.received_ms);
+    }
+    expected
+        .iter()
+        .filter(|(id, due)| first.get(id).is_none_or(|at| at - *due > limit_ms))
+        .count() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +301,33 @@ mod tests {
         assert_eq!(lateness.max, 89);
         let rate = acc.fire_rate_per_s().unwrap();
         assert!((rate - 89.0 * 1000.0 / 178.0).abs() < 1e-9);
+    }
+
+    /// Four occurrences due at 1000: one on time, one 1 s late to the ms, one a ms later, one
+    /// never; a late duplicate of the first and a stray receipt change nothing.
+    #[test]
+    fn counts_what_did_not_arrive_within_a_limit() {
+        let key = |i: u128| DeliveryKey::new(i, 1000);
+        let expected: HashMap<DeliveryKey, i64> = (0..4).map(|i| (key(i), 1000)).collect();
+        let receipts = [
+            receipt(key(0), 1002),
+            receipt(key(0), 9000),
+            receipt(key(1), 2000),
+            receipt(key(2), 2001),
+            receipt(DeliveryKey::new(9, 1000), 5000),
+        ];
+        assert_eq!(
+            not_within(&expected, &receipts, 1000),
+            2,
+            "one a ms past the limit, one never"
+        );
+        assert_eq!(not_within(&expected, &receipts, 999), 3);
+        assert_eq!(
+            not_within(&expected, &receipts, 30_000),
+            1,
+            "only the missing one"
+        );
+        assert_eq!(not_within(&HashMap::new(), &receipts, 0), 0);
     }
 
     #[test]

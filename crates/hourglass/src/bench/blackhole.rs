@@ -1,5 +1,6 @@
-//! The noisy neighbour's receiver: a loopback listener that misbehaves in one chosen way, for
-//! `bench noisy-neighbour`. It speaks just enough HTTP/1.1 to answer (a status line, then close).
+//! The noisy neighbour's receivers: loopback listeners (one port per destination) that misbehave
+//! in one chosen way, for `bench noisy-neighbour`. They speak just enough HTTP/1.1 to answer (a
+//! status line, then close).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,68 +44,113 @@ impl SlowMode {
     }
 }
 
+/// The noisy namespace's destinations: one listener per port, each misbehaving the same way.
+/// Distinct ports are distinct destinations to the node, so each has its own slots.
 pub struct Blackhole {
-    url: String,
-    requests: Arc<AtomicU64>,
-    task: JoinHandle<()>,
+    urls: Vec<String>,
+    counters: Arc<Counters>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    /// Requests received, over all the listeners.
+    requests: AtomicU64,
+    /// Requests read and not yet let go (answered, or dropped by the node).
+    open: AtomicU64,
+    /// The most requests open at once.
+    peak_open: AtomicU64,
+}
+
+/// Counts one request as open while it lives.
+struct Held<'a>(&'a Counters);
+
+impl<'a> Held<'a> {
+    fn new(counters: &'a Counters) -> Self {
+        counters.requests.fetch_add(1, Ordering::Relaxed);
+        let open = counters.open.fetch_add(1, Ordering::Relaxed) + 1;
+        counters.peak_open.fetch_max(open, Ordering::Relaxed);
+        Self(counters)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Blackhole {
-    pub async fn start(mode: SlowMode) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/slow", listener.local_addr()?);
-        let requests = Arc::new(AtomicU64::new(0));
-        let counter = requests.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let counter = counter.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 16 * 1024];
-                    let mut seen = Vec::new();
-                    // Read until the end of the request head (a delivery's body is small and
-                    // follows at once; the answer does not depend on it).
-                    loop {
-                        match socket.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => {
-                                seen.extend_from_slice(&buf[..n]);
-                                if seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    match mode.answer() {
-                        Some(answer) => {
-                            let _ = socket.write_all(answer).await;
-                            let _ = socket.shutdown().await;
-                        }
-                        // Hold the connection, discarding whatever comes, until the node gives up.
-                        None => while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {},
-                    }
-                });
-            }
-        });
+    /// `destinations` listeners on loopback, each on a port of its own.
+    pub async fn start(mode: SlowMode, destinations: usize) -> anyhow::Result<Self> {
+        let counters = Arc::new(Counters::default());
+        let mut urls = Vec::with_capacity(destinations);
+        let mut tasks = Vec::with_capacity(destinations);
+        for _ in 0..destinations.max(1) {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            urls.push(format!("http://{}/slow", listener.local_addr()?));
+            tasks.push(tokio::spawn(serve(listener, mode, counters.clone())));
+        }
         Ok(Self {
-            url,
-            requests,
-            task,
+            urls,
+            counters,
+            tasks,
         })
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
+    /// The destinations' URLs, one per port.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
     }
 
     /// Requests received (each delivery attempt to the noisy namespace).
     pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        self.counters.requests.load(Ordering::Relaxed)
+    }
+
+    /// The most requests held open at once over all the destinations: with `hang`, the noisy
+    /// namespace's deliveries in flight at their peak.
+    pub fn peak_open(&self) -> u64 {
+        self.counters.peak_open.load(Ordering::Relaxed)
+    }
+}
+
+async fn serve(listener: TcpListener, mode: SlowMode, counters: Arc<Counters>) {
+    while let Ok((mut socket, _)) = listener.accept().await {
+        let counters = counters.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut seen = Vec::new();
+            // Read until the end of the request head (a delivery's body is small and follows
+            // at once; the answer does not depend on it).
+            loop {
+                match socket.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        seen.extend_from_slice(&buf[..n]);
+                        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _held = Held::new(&counters);
+            match mode.answer() {
+                Some(answer) => {
+                    let _ = socket.write_all(answer).await;
+                    let _ = socket.shutdown().await;
+                }
+                // Hold the connection, discarding whatever comes, until the node gives up.
+                None => while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {},
+            }
+        });
     }
 }
 
 impl Drop for Blackhole {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }

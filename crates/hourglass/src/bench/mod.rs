@@ -42,7 +42,8 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     scenario: Scenario,
     /// Jobs to create [default: burst 100000, far-future 1000000, cron 10000, noisy-neighbour
-    /// 5000 (the healthy namespace's); sustained creates rate × hold jobs per step].
+    /// 5000 (the healthy namespace's), or 40 with --destinations; sustained creates rate × hold
+    /// jobs per step].
     #[arg(long)]
     jobs: Option<usize>,
     /// Where the jobs' occurrences go: webhooks to the bench's receiver, or the pull queue
@@ -67,16 +68,23 @@ pub struct BenchArgs {
     /// --target queue: most messages one lease asks for (the API takes 1 to 1000).
     #[arg(long, default_value_t = 1000)]
     lease_max: usize,
-    /// noisy-neighbour: one-offs of the noisy namespace, to its misbehaving receiver.
-    #[arg(long, default_value_t = 2000)]
-    slow_jobs: usize,
-    /// noisy-neighbour: how the noisy namespace's receiver misbehaves.
+    /// noisy-neighbour: one-offs of the noisy namespace, shared round-robin by its misbehaving
+    /// destinations [default: 2000, or 200 a destination with --destinations].
+    #[arg(long)]
+    slow_jobs: Option<usize>,
+    /// noisy-neighbour: how the noisy namespace's receivers misbehave.
     #[arg(long, value_enum, default_value_t = blackhole::SlowMode::Hang)]
     slow: blackhole::SlowMode,
+    /// noisy-neighbour: the noisy namespace's distinct destinations (loopback listeners on ports
+    /// of their own, each with its own slots at the node). Given, the other flags default to 200
+    /// noisy one-offs a destination and 40 healthy ones, all due at the same millisecond
+    /// [default: one destination, due times spread over 20 s].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    destinations: Option<u16>,
     /// burst and noisy-neighbour: the due times are spread evenly over this window, which opens
-    /// 5 s after the start.
-    #[arg(long, default_value = "20s", value_parser = duration_arg)]
-    spread: Duration,
+    /// 5 s after the start [default: 20s; noisy-neighbour with --destinations: all due at once].
+    #[arg(long, value_parser = duration_arg)]
+    spread: Option<Duration>,
     /// sustained: how long each fire-rate step is held.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     hold: Duration,
@@ -161,8 +169,9 @@ pub enum Scenario {
     FarFuture,
     /// N every-second cron jobs: every occurrence once.
     Cron,
-    /// A healthy namespace's one-offs alone, then again beside a noisy namespace's one-offs to a
-    /// receiver that hangs (or fails, or throttles): the healthy namespace's lateness both times.
+    /// A healthy namespace's one-offs alone, then again beside a noisy namespace's one-offs to
+    /// receivers that hang (or fail, or throttle): the healthy namespace's lateness both times.
+    /// --destinations N spreads the noisy one-offs over N receivers on ports of their own.
     NoisyNeighbour,
 }
 
@@ -286,6 +295,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.scenario == Scenario::NoisyNeighbour && args.target != Target::Webhook {
         bail!("noisy-neighbour runs with webhook targets only");
+    }
+    if args.destinations.is_some() && args.scenario != Scenario::NoisyNeighbour {
+        bail!("--destinations applies to noisy-neighbour only");
     }
     if args.webhook_batch.is_some() && args.target != Target::Webhook {
         bail!("--webhook-batch applies to webhook targets only");

@@ -39,16 +39,25 @@ pub struct Phase {
     pub name: &'static str,
     pub submit_seconds: f64,
     pub acc: Accounting,
+    /// Occurrences that arrived more than 1 s after their due time, or never.
+    pub late_over_1s: u64,
+    /// Occurrences that arrived more than 30 s after their due time, or never.
+    pub not_within_30s: u64,
     pub complete: bool,
 }
 
 /// What the noisy-neighbour scenario adds to a report.
 pub struct Noisy {
-    /// How the noisy namespace's receiver misbehaved.
+    /// How the noisy namespace's receivers misbehaved.
     pub mode: &'static str,
     pub slow_jobs: u64,
-    /// Delivery attempts that reached the noisy receiver.
+    /// The noisy namespace's distinct destinations (ports).
+    pub destinations: usize,
+    /// Delivery attempts that reached the noisy receivers.
     pub slow_requests: u64,
+    /// The most of those requests the receivers held at once: with `hang`, the noisy
+    /// namespace's deliveries in flight at their peak.
+    pub slow_peak_open: u64,
     /// The healthy namespace alone, then beside the noisy one.
     pub phases: Vec<Phase>,
 }
@@ -272,7 +281,9 @@ pub fn to_json(r: &Report) -> Value {
         out["noisy"] = json!({
             "slow_mode": noisy.mode,
             "slow_jobs": noisy.slow_jobs,
+            "destinations": noisy.destinations,
             "slow_requests": noisy.slow_requests,
+            "slow_peak_in_flight": noisy.slow_peak_open,
             "phases": noisy.phases.iter().map(|p| json!({
                 "name": p.name,
                 "expected": p.acc.expected,
@@ -281,6 +292,8 @@ pub fn to_json(r: &Report) -> Value {
                 "duplicates": p.acc.duplicates,
                 "early": p.acc.early,
                 "complete": p.complete,
+                "late_over_1s": p.late_over_1s,
+                "not_within_30s": p.not_within_30s,
                 "lateness_ms": lateness_json(p.acc.lateness),
             })).collect::<Vec<_>>(),
         });
@@ -367,24 +380,35 @@ pub fn print(r: &Report, json: bool) {
     }
     if let Some(noisy) = &r.noisy {
         lines.push(format!(
-            "  noisy namespace    {} one-offs to a receiver that answers {}; {} attempts reached it",
+            "  noisy namespace    {} one-offs to {} that {}; {} attempts reached {}, at most {} held at once",
             noisy.slow_jobs,
-            match noisy.mode {
-                "hang" => "nothing (hangs)",
-                "error" => "500",
-                _ => "429, Retry-After: 5",
+            match noisy.destinations {
+                1 => "a receiver".to_string(),
+                n => format!("{n} receivers (ports)"),
             },
-            noisy.slow_requests
+            match (noisy.mode, noisy.destinations) {
+                ("hang", 1) => "never answers (hangs)",
+                ("hang", _) => "never answer (hang)",
+                ("error", 1) => "answers 500",
+                ("error", _) => "answer 500",
+                (_, 1) => "answers 429, Retry-After: 5",
+                _ => "answer 429, Retry-After: 5",
+            },
+            noisy.slow_requests,
+            if noisy.destinations == 1 { "it" } else { "them" },
+            noisy.slow_peak_open
         ));
         for p in &noisy.phases {
             lines.push(format!(
-                "  healthy, {:<27} executed {} of {}  missing {}  duplicates {}  early {}  lateness (ms) {}",
+                "  healthy, {:<27} executed {} of {}  missing {}  duplicates {}  early {}  over 1 s {}  not within 30 s {}  lateness (ms) {}",
                 format!("{}:", p.name),
                 p.acc.executed,
                 p.acc.expected,
                 p.acc.missing,
                 p.acc.duplicates,
                 p.acc.early,
+                p.late_over_1s,
+                p.not_within_30s,
                 lateness_text(p.acc.lateness)
             ));
         }
