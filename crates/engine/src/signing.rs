@@ -114,23 +114,17 @@ impl std::fmt::Debug for SigningKey {
 
 impl SigningKey {
     pub fn parse(secret: &str) -> Option<Self> {
-        let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
-        BASE64
-            .decode(encoded)
-            .ok()
-            .filter(|k| k.len() >= 16)
-            .map(|k| {
-                let webhook =
-                    Hmac::<Sha256>::new_from_slice(&k).expect("hmac takes any key length");
-                let mut derive = webhook.clone();
-                derive.update(METADATA_KEY_LABEL);
-                let metadata = Hmac::<Sha256>::new_from_slice(&derive.finalize().into_bytes())
-                    .expect("hmac takes any key length");
-                Self {
-                    webhook: Arc::new(webhook),
-                    metadata: Arc::new(metadata),
-                }
-            })
+        secret_bytes(secret).map(|k| {
+            let webhook = Hmac::<Sha256>::new_from_slice(&k).expect("hmac takes any key length");
+            let mut derive = webhook.clone();
+            derive.update(METADATA_KEY_LABEL);
+            let metadata = Hmac::<Sha256>::new_from_slice(&derive.finalize().into_bytes())
+                .expect("hmac takes any key length");
+            Self {
+                webhook: Arc::new(webhook),
+                metadata: Arc::new(metadata),
+            }
+        })
     }
 
     /// The `webhook-signature` header value.
@@ -221,6 +215,12 @@ impl SigningKey {
             mac
         })
     }
+}
+
+/// The key bytes of a `whsec_` secret (at least 16), or `None` when it is not one.
+pub fn secret_bytes(secret: &str) -> Option<Vec<u8>> {
+    let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
+    BASE64.decode(encoded).ok().filter(|k| k.len() >= 16)
 }
 
 /// A fresh random secret in the `whsec_` format.

@@ -759,3 +759,69 @@ async fn bad_message_listings_name_their_field() {
     }
     node.shutdown().await;
 }
+
+/// Issue 39, defect 9: receipts were `<job id>.<counter from 1>`; with the job id from the
+/// message listing, one extend with 1,000 guessed tokens took over another worker's lease. Now a
+/// receipt carries a MAC under the store's receipt key: the right job id and token with no MAC
+/// is not a receipt (422), and under a wrong MAC it is refused like an unknown one, whatever the
+/// token, while the real receipt keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_receipt_with_the_right_job_and_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let created = api
+        .create(json!({"schedule": {"after": "1s"}, "target": {"queue": "forge"}}))
+        .await;
+    let got = lease(&api, "forge", json!({"wait_ms": 5000})).await;
+    assert_eq!(got.len(), 1);
+    let real = got[0]["receipt"].as_str().unwrap().to_string();
+    let parts: Vec<&str> = real.split('.').collect();
+    assert_eq!(parts.len(), 3, "{real}");
+    assert_eq!(parts[0], created["id"].as_str().unwrap().replace('-', ""));
+    let (job_hex, token) = (parts[0], parts[1]);
+
+    // The old form: job and token only.
+    let (status, out) = api
+        .call(
+            "POST",
+            "/v1/queues/forge/extend",
+            Some(json!({"receipts": [format!("{job_hex}.{token}")], "visibility_ms": 60000})),
+        )
+        .await;
+    assert_eq!(status, 422, "{out}");
+    assert_eq!(out["error"]["code"], "invalid_receipt", "{out}");
+
+    // Guesses of every token up to 1,000 under a made-up MAC (the real token among them).
+    let guesses: Vec<String> = (1..=1000)
+        .map(|t| format!("{job_hex}.{t}.AAAAAAAAAAAAAAAAAAAAAA"))
+        .collect();
+    let out = settle(
+        &api,
+        "forge",
+        "extend",
+        json!({"receipts": guesses, "visibility_ms": 60000}),
+    )
+    .await;
+    assert_eq!(out["succeeded"], json!([]), "a guess was taken");
+    assert_eq!(out["failed"].as_array().unwrap().len(), 1000);
+    assert!(
+        out["failed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["code"] == "stale_receipt")
+    );
+    for verb in ["ack", "nack"] {
+        // 22 characters, the last one's spare bits zero: a well-formed MAC, just not ours.
+        let forged = format!("{job_hex}.{token}.{}A", "B".repeat(21));
+        let out = settle(&api, "forge", verb, json!({"receipts": [forged]})).await;
+        assert_eq!(out["failed"][0]["code"], "stale_receipt", "{verb}: {out}");
+    }
+    assert_eq!(job(&api, &created["id"]).await["state"], "active");
+
+    // The real receipt still holds the lease.
+    let out = settle(&api, "forge", "ack", json!({"receipts": [real]})).await;
+    assert_eq!(out["succeeded"], json!([real]), "{out}");
+    assert_eq!(job(&api, &created["id"]).await["state"], "completed");
+}
