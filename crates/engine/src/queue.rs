@@ -171,6 +171,9 @@ pub struct LeaseRequest {
     pub visibility: Duration,
     /// Only messages of these job types; `None` for all.
     pub types: Option<Vec<String>>,
+    /// Stop leasing once the messages' payloads reach this many bytes (one message is always
+    /// leased when one is available); `None` for no budget.
+    pub max_bytes: Option<usize>,
 }
 
 /// One leased message.
@@ -300,6 +303,7 @@ impl Queues {
             namespace,
             queue,
             types: req.types.as_deref(),
+            max_bytes: req.max_bytes,
         };
         let mut recheck = FILTERED_RECHECK_MIN;
         loop {
@@ -353,7 +357,9 @@ impl Queues {
     ) -> Result<Vec<Leased>> {
         let inner = &self.inner;
         let mut out = Vec::new();
-        while out.len() < req.max {
+        // Payload bytes leased so far, against `req.max_bytes` across this lease's claims.
+        let mut bytes = 0usize;
+        while out.len() < req.max && hourglass_store::under_byte_budget(req.max_bytes, bytes) {
             let now = inner.clock.now();
             let lease = Lease {
                 owner: inner.node_id.clone(),
@@ -361,7 +367,25 @@ impl Queues {
                 now,
             };
             let want = req.max - out.len();
+            let scope = match scope {
+                ClaimScope::Queue {
+                    namespace,
+                    queue,
+                    types,
+                    max_bytes,
+                } => ClaimScope::Queue {
+                    namespace,
+                    queue,
+                    types,
+                    max_bytes: max_bytes.map(|max| max.saturating_sub(bytes)),
+                },
+                fired => fired,
+            };
             let claimed = inner.store.claim_due(scope, now, want, &lease).await?;
+            bytes += claimed
+                .iter()
+                .map(|o| o.payload.as_deref().map_or(0, str::len))
+                .sum::<usize>();
             let exhausted = claimed.len() < want;
             let visible_until = hourglass_core::add_saturating(now, req.visibility);
             let mut settled = Vec::new();

@@ -342,6 +342,7 @@ async fn lease(
             wait: Duration::from_millis(wait),
             visibility: Duration::from_millis(visibility),
             types: req.types,
+            max_bytes: None,
         },
     )
     .await?;
@@ -353,67 +354,29 @@ async fn lease(
     ))
 }
 
-/// What one message's fields besides its payload can take in a lease's answer: ids, instants and
-/// the receipt take about 330 bytes, and a type of 128 characters up to 768 more once escaped.
-const MESSAGE_FIELDS_BYTES: usize = 1200;
-
-/// About what `l` takes in a lease's answer.
+/// About what `l` takes in a lease's answer: its payload, and some 384 bytes of ids, instants
+/// and the receipt.
 fn message_bytes(l: &Leased) -> usize {
     384 + l.occurrence.payload.as_deref().map_or(0, str::len)
 }
 
-/// Leases up to `request.max` messages whose answer stays within `max_answer_bytes`. A claim
-/// cannot be cut after the fact (a message claimed and not handed out would stay invisible until
-/// its lease lapsed, and a nack would spend an attempt), so the store is asked in rounds, each for
-/// no more messages than the room left could hold at the largest payload a message may have: the
-/// first round waits as the request says, later ones take only what is due now. With small
-/// payloads a large lease takes several claims; with large ones it answers fewer messages than
-/// asked for, never more bytes than the budget (plus one message, so that a lease always makes
-/// progress).
+/// Leases up to `request.max` messages whose payloads stay within `max_answer_bytes`, in one
+/// claim: the store stops taking messages once their payloads reach the budget (one message is
+/// always taken), so a lease answers fewer messages when payloads are big, and leaves none
+/// leased that it did not answer. A claim cannot be cut after the fact (a message claimed and not
+/// handed out would stay invisible until its lease lapsed, and a nack would spend an attempt).
 async fn lease_within(
     state: &AppState,
     namespace: &str,
     queue: &str,
     mut request: LeaseRequest,
 ) -> Result<Vec<Leased>, ApiError> {
-    let budget = state.limits.max_answer_bytes;
-    let worst = state
-        .limits
-        .max_payload_bytes
-        .saturating_add(MESSAGE_FIELDS_BYTES);
-    let max = request.max;
-    let mut leased: Vec<Leased> = Vec::new();
-    let mut used = 0;
-    loop {
-        let room = budget.saturating_sub(used) / worst;
-        let want = if leased.is_empty() { room.max(1) } else { room }.min(max - leased.len());
-        if want == 0 {
-            return Ok(leased);
-        }
-        request.max = want;
-        let round = match state
-            .scheduler
-            .queues()
-            .lease(namespace, queue, &request)
-            .await
-        {
-            Ok(round) => round,
-            Err(e) if leased.is_empty() => return Err(e.into()),
-            // The messages of earlier rounds are leased already: hand them out rather than
-            // leave them invisible until their leases lapse.
-            Err(e) => {
-                tracing::warn!(error = %e, "a lease's later claim failed; answering what it has");
-                return Ok(leased);
-            }
-        };
-        let got = round.len();
-        used += round.iter().map(message_bytes).sum::<usize>();
-        leased.extend(round);
-        if got < want || leased.len() >= max || used >= budget {
-            return Ok(leased);
-        }
-        request.wait = Duration::ZERO;
-    }
+    request.max_bytes = Some(state.limits.max_answer_bytes);
+    Ok(state
+        .scheduler
+        .queues()
+        .lease(namespace, queue, &request)
+        .await?)
 }
 
 async fn ack(

@@ -79,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
             namespace: NAMESPACE,
             queue: QUEUE,
             types: None,
+            max_bytes: None,
         }
     };
     let (mut claiming, mut acking) = (Duration::ZERO, Duration::ZERO);

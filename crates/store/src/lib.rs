@@ -194,11 +194,32 @@ pub enum ClaimScope<'a> {
     /// A queue claim is a worker's lease: when the previous claim of an occurrence expired
     /// without being completed or released (its visibility timeout passed), that counts as a
     /// failed attempt, so the new claim's `attempt` is one higher.
+    ///
+    /// With `max_bytes`, a claim stops taking messages once the payloads it took reach that many
+    /// bytes (it always takes one, when one is due): a lease's answer, and the memory it takes
+    /// to build, stay near that size whatever the messages carry, in one round trip.
     Queue {
         namespace: &'a str,
         queue: &'a str,
         types: Option<&'a [String]>,
+        max_bytes: Option<usize>,
     },
+}
+
+impl ClaimScope<'_> {
+    /// The payload bytes a claim may take before it stops (see [`ClaimScope::Queue`]).
+    pub fn max_bytes(&self) -> Option<usize> {
+        match self {
+            ClaimScope::Fired => None,
+            ClaimScope::Queue { max_bytes, .. } => *max_bytes,
+        }
+    }
+}
+
+/// Whether a claim whose messages so far carry `taken` payload bytes may take one more under
+/// `max_bytes` (always, while they carry none).
+pub fn under_byte_budget(max_bytes: Option<usize>, taken: usize) -> bool {
+    taken == 0 || max_bytes.is_none_or(|max| taken < max)
 }
 
 /// Counts of one queue's messages (active queue-target jobs) at an instant.

@@ -240,9 +240,11 @@ impl Store for MemoryStore {
         };
         // Due by the horizon; a job still leased (its fire time is the lease expiry) only once
         // that expiry has passed by the claimer's clock, however soon within the horizon.
+        let max_bytes = scope.max_bytes();
         let mut picked = Vec::new();
+        let mut bytes = 0usize;
         for (_, fire, _, id) in state.due_in(Lane::of(scope), horizon.as_millisecond()) {
-            if picked.len() >= limit {
+            if picked.len() >= limit || !crate::under_byte_budget(max_bytes, bytes) {
                 break;
             }
             let Some(job) = state.jobs.get(id) else {
@@ -267,6 +269,7 @@ impl Store for MemoryStore {
                     "active job {id} has no due time"
                 )));
             }
+            bytes += job.payload.as_deref().map_or(0, str::len);
             picked.push(*id);
         }
         let mut claimed = Vec::with_capacity(picked.len());
@@ -804,6 +807,7 @@ mod tests {
                     namespace: "a",
                     queue: "q",
                     types: None,
+                    max_bytes: None,
                 })
                 .await
                 .unwrap(),

@@ -44,6 +44,7 @@ macro_rules! conformance_tests {
             update_replaces_spec_and_fences_claims, list_filters_and_paginates,
             signing_secret_round_trips, queue_jobs_are_leased_not_fired,
             queue_lease_filters_by_type, lapsed_queue_lease_counts_an_attempt,
+            a_queue_claim_stops_at_its_byte_budget,
             extend_moves_the_lease_under_its_token, queue_retry_counts_once,
             queue_stats_count_by_visibility, update_can_move_a_job_between_target_kinds,
             gauges_count_states_backlog_and_queues, purge_removes_only_old_finished_work,
@@ -193,5 +194,6 @@ fn queue<'a>(namespace: &'a str, name: &'a str) -> ClaimScope<'a> {
         namespace,
         queue: name,
         types: None,
+        max_bytes: None,
     }
 }

@@ -7,7 +7,8 @@ use hourglass_core::{Action, JobState, QueueTarget, Schedule, Target};
 
 use super::{T0, claim, create, delivered, done, lease, ms, one_off, queue, queue_job, spec, t};
 use crate::{
-    Applied, ClaimScope, JobQuery, JobRecord, JobUpdate, QueueStats, Release, Store, Transition,
+    Applied, ClaimScope, JobQuery, JobRecord, JobUpdate, NewJob, QueueStats, Release, Store,
+    Transition,
 };
 
 pub async fn queue_jobs_are_leased_not_fired(store: Arc<dyn Store>) {
@@ -80,6 +81,7 @@ pub async fn queue_lease_filters_by_type(store: Arc<dyn Store>) {
         namespace: "a",
         queue: "q",
         types: Some(&types),
+        max_bytes: None,
     };
     let mut got: Vec<_> = claim(&*store, scope, base, 10, "w")
         .await
@@ -91,6 +93,46 @@ pub async fn queue_lease_filters_by_type(store: Arc<dyn Store>) {
     let rest = claim(&*store, queue("a", "q"), base, 10, "w").await;
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].spec.job_type.as_deref(), Some("y"));
+}
+
+/// A queue claim with a byte budget stops once the payloads it took reach the budget (always
+/// taking the first), in due order; what it left is claimed by the next claim, and a claim
+/// without a budget takes every message its limit allows.
+pub async fn a_queue_claim_stops_at_its_byte_budget(store: Arc<dyn Store>) {
+    let base = t(T0);
+    // Ten messages of 1,000-byte payloads (a JSON string of 998 letters), one a millisecond.
+    let jobs: Vec<NewJob> = (0..10)
+        .map(|i| {
+            let mut job = queue_job("a", "q", "x", base + ms(i));
+            job.payload = Some(format!("\"{}\"", "p".repeat(998)));
+            job
+        })
+        .collect();
+    create(&*store, jobs).await;
+    let budget = |max_bytes| ClaimScope::Queue {
+        namespace: "a",
+        queue: "q",
+        types: None,
+        max_bytes: Some(max_bytes),
+    };
+    let at = base + ms(10);
+    let first = claim(&*store, budget(2_500), at, 10, "w").await;
+    assert_eq!(
+        first.len(),
+        3,
+        "2,000 bytes is under the budget, 3,000 reaches it"
+    );
+    let fires: Vec<_> = first.iter().map(|o| o.fire_at).collect();
+    assert_eq!(
+        fires,
+        vec![base, base + ms(1), base + ms(2)],
+        "in due order"
+    );
+    let one = claim(&*store, budget(1), at, 10, "w").await;
+    assert_eq!(one.len(), 1, "a claim always takes one");
+    assert_eq!(one[0].fire_at, base + ms(3));
+    let rest = claim(&*store, queue("a", "q"), at, 10, "w").await;
+    assert_eq!(rest.len(), 6, "without a budget, the limit only");
 }
 
 pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
@@ -416,6 +458,7 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
         namespace: "a",
         queue: "q",
         types: Some(&only_y),
+        max_bytes: None,
     };
     assert!(
         claim(&*store, y_scope, short, 10, "w2").await.is_empty(),

@@ -101,14 +101,42 @@ pub(super) async fn claim_due(
         }
     }
     let owner: Arc<str> = lease.owner.as_str().into();
-    let attempts = futures_util::stream::iter(candidates)
-        .map(|candidate| {
-            let owner = owner.clone();
-            async move { take(inner, candidate, &owner, now, horizon, until, is_queue).await }
-        })
-        .buffer_unordered(super::claim::CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
+    // With a byte budget, candidates are taken in waves until the payloads taken reach it (a
+    // payload is known only once its job is taken): the first wave takes one, each later one as
+    // many as the budget left holds at the largest payload seen so far (at most `CONCURRENCY`).
+    // Payloads of one size stop at the budget exactly; growing ones may pass it by a wave.
+    let max_bytes = scope.max_bytes();
+    let mut candidates = candidates.into_iter().peekable();
+    let mut attempts = Vec::new();
+    let (mut bytes, mut largest, mut took_any) = (0usize, 0usize, false);
+    while candidates.peek().is_some() && crate::under_byte_budget(max_bytes, bytes) {
+        let wave = match max_bytes {
+            None => usize::MAX,
+            Some(_) if !took_any => 1,
+            Some(max) => max
+                .saturating_sub(bytes)
+                .div_ceil(largest.max(1))
+                .clamp(1, CONCURRENCY),
+        };
+        let taken = futures_util::stream::iter(candidates.by_ref().take(wave))
+            .map(|candidate| {
+                let owner = owner.clone();
+                async move { take(inner, candidate, &owner, now, horizon, until, is_queue).await }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        for occurrence in taken
+            .iter()
+            .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
+        {
+            let size = occurrence.payload.as_deref().map_or(0, str::len);
+            bytes += size;
+            largest = largest.max(size);
+            took_any = true;
+        }
+        attempts.extend(taken);
+    }
     let mut claimed = Vec::with_capacity(attempts.len());
     let mut failure = None;
     for attempt in attempts {

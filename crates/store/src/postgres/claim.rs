@@ -100,18 +100,30 @@ pub(super) async fn claim_due(
                     namespace,
                     queue,
                     types,
+                    max_bytes,
                 } => {
                     // A queue message still marked as leased is here because its lease ran out
-                    // unacked: that lease was a failed attempt ($6).
+                    // unacked: that lease was a failed attempt ($6). With a byte budget ($10),
+                    // the rows locked past it are left unchanged (their locks end with the
+                    // statement's transaction).
+                    let max_bytes = max_bytes.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
                     let stmt = client
                         .prepare_cached(&format!(
-                            "WITH due AS MATERIALIZED (
-                             SELECT id FROM jobs
+                            "WITH locked AS MATERIALIZED (
+                             SELECT id, fire_ms, COALESCE(octet_length(payload), 0) AS bytes
+                             FROM jobs
                              WHERE state = 0 AND namespace = $7 AND queue = $8
                                AND fire_ms <= $1 AND (lease_owner IS NULL OR fire_ms <= $2)
                                AND ($9::text[] IS NULL OR job_type = ANY($9))
                              ORDER BY fire_ms LIMIT $3
-                             FOR UPDATE SKIP LOCKED)
+                             FOR UPDATE SKIP LOCKED),
+                             due AS (
+                             SELECT id FROM (
+                               SELECT id, SUM(bytes) OVER (ORDER BY fire_ms, id
+                                                           ROWS UNBOUNDED PRECEDING) - bytes
+                                        AS before
+                               FROM locked) running
+                             WHERE $10::bigint IS NULL OR before < GREATEST($10::bigint, 1))
                          {CLAIM_UPDATE}"
                         ))
                         .await?;
@@ -128,6 +140,7 @@ pub(super) async fn claim_due(
                                 &namespace,
                                 &queue,
                                 &types,
+                                &max_bytes,
                             ],
                         )
                         .await?

@@ -21,6 +21,7 @@ pub(super) enum Scope {
         namespace: String,
         queue: String,
         types: Option<Vec<String>>,
+        max_bytes: Option<usize>,
     },
 }
 
@@ -32,10 +33,12 @@ impl Scope {
                 namespace,
                 queue,
                 types,
+                max_bytes,
             } => Scope::Queue {
                 namespace: namespace.to_owned(),
                 queue: queue.to_owned(),
                 types: types.map(<[String]>::to_vec),
+                max_bytes,
             },
         }
     }
@@ -110,8 +113,14 @@ fn claim_rows(
     let mut claimed = Vec::new();
     // Per claimed row: whether an earlier lease of it lapsed, and its row number.
     let mut rows_to_claim = Vec::new();
+    let max_bytes = match scope {
+        Scope::Queue { max_bytes, .. } => *max_bytes,
+        Scope::Fired => None,
+    };
     let mut picked = Picked {
         is_queue,
+        max_bytes,
+        bytes: 0,
         claimed: &mut claimed,
         rows: &mut rows_to_claim,
         taken,
@@ -127,6 +136,7 @@ fn claim_rows(
             namespace,
             queue,
             types,
+            ..
         } => {
             let Some(key) = find_queue_key(conn, namespace, queue)? else {
                 return Ok(Vec::new());
@@ -236,6 +246,9 @@ enum Kind {
 /// the claim fails.
 struct Picked<'a> {
     is_queue: bool,
+    /// The claim's budget of payload bytes, and what it took so far.
+    max_bytes: Option<usize>,
+    bytes: usize,
     claimed: &'a mut Vec<Claimed>,
     rows: &'a mut Vec<(bool, i64)>,
     taken: &'a mut Vec<(JobId, Entry)>,
@@ -244,13 +257,15 @@ struct Picked<'a> {
 impl Picked<'_> {
     fn push(&mut self, row: &Row<'_>) -> Result<()> {
         let (c, lapsed) = read_claimed(row, self.is_queue)?;
+        self.bytes += c.payload.as_deref().map_or(0, str::len);
         self.rows.push((lapsed, c.seq));
         self.claimed.push(c);
         Ok(())
     }
 
-    fn len(&self) -> usize {
-        self.claimed.len()
+    /// Whether the claim has all it may take: `limit` rows, or its budget of payload bytes.
+    fn full(&self, limit: usize) -> bool {
+        self.claimed.len() >= limit || !crate::under_byte_budget(self.max_bytes, self.bytes)
     }
 }
 
@@ -313,7 +328,7 @@ fn take_lapsed(
                AND {kind_filter}"
         ))
         .map_err(unavailable)?;
-    while picked.len() < limit {
+    while !picked.full(limit) {
         let Some((job, entry)) = leases.pop_due(schedule_key, now) else {
             break;
         };
@@ -361,17 +376,21 @@ fn claim_unleased(
     limit: usize,
     picked: &mut Picked<'_>,
 ) -> Result<()> {
-    if picked.len() >= limit {
+    if picked.full(limit) {
         return Ok(());
     }
-    let left = (limit - picked.len()) as i64;
+    let left = (limit - picked.claimed.len()) as i64;
     // `lease_owner IS NULL` lets SQLite use the partial due indexes.
     let mut rows_of = |mut select: rusqlite::CachedStatement<'_>,
                        params: &[&dyn rusqlite::ToSql]|
      -> Result<()> {
         let mut rows = select.query(params).map_err(unavailable)?;
+        // Rows read past the byte budget are left as they are: only picked rows are updated.
         while let Some(row) = rows.next().map_err(unavailable)? {
             picked.push(row)?;
+            if picked.full(limit) {
+                break;
+            }
         }
         Ok(())
     };

@@ -53,6 +53,7 @@ async fn a_failed_group_commit_loses_no_lease_from_the_schedule() {
         namespace: "a",
         queue: "q",
         types: None,
+        max_bytes: None,
     };
     store.create_jobs(vec![queue_job(t0)]).await.unwrap();
     let first = store.claim_due(scope, t0, 10, &lease(t0)).await.unwrap();
@@ -185,6 +186,7 @@ async fn a_version_4_store_keys_its_queues() {
         namespace: "a",
         queue: "sms",
         types: None,
+        max_bytes: None,
     };
     assert_eq!(store.next_due(scope).await.unwrap(), Some(from_ms(1000)));
     let claimed = store
