@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -363,6 +363,7 @@ impl Client {
         body: Option<&B>,
         timeout: Duration,
     ) -> Result<Vec<u8>, Error> {
+        let writes = method_writes(&method);
         let mut request = self.http.request(method, url.clone()).timeout(timeout);
         if let Some(key) = &self.api_key {
             let value = HeaderValue::from_str(&format!("Bearer {key}"))
@@ -374,8 +375,15 @@ impl Client {
                 .map_err(|_| Error::Config("the namespace is not a valid header value".into()))?;
             request = request.header("hourglass-namespace", value);
         }
-        if let Some(body) = body {
-            request = request.json(body);
+        match body {
+            Some(body) => request = request.json(body),
+            // The node wants the JSON type on every write, also without a body (pause, trigger,
+            // replay).
+            None if writes => {
+                request =
+                    request.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
+            None => {}
         }
         let transport = |source| Error::Transport {
             url: url.to_string(),
@@ -395,6 +403,11 @@ impl Client {
             retry_after,
         ))
     }
+}
+
+/// Methods the node reads a `Content-Type` on, body or not.
+fn method_writes(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PUT | Method::PATCH)
 }
 
 fn error_from_answer(status: u16, url: &Url, body: &[u8], retry_after: Option<Duration>) -> Error {

@@ -110,6 +110,11 @@ pub fn router(state: AppState) -> Router {
                 "this route does not support that method",
             )
         })
+        // Before anything else a request must pass (and still counted below).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::guard::check,
+        ))
         // A layer on the router wraps every route (and the fallbacks), after routing, so the
         // counter sees the matched route template.
         .layer(axum::middleware::from_fn_with_state(
@@ -143,6 +148,10 @@ pub fn metrics_router(state: AppState) -> Router {
             get(|State(state): State<AppState>| async move { render_metrics(&state).await }),
         )
         .fallback(|| async { ApiError::not_found("route") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::guard::check_host,
+        ))
         .with_state(state)
 }
 

@@ -351,8 +351,9 @@ export class Client {
     }
     const headers: Record<string, string> = { ...this.#headers, ...req.headers };
     let body: string | undefined;
-    if (req.body !== undefined) {
-      body = JSON.stringify(req.body);
+    if (req.body !== undefined) body = JSON.stringify(req.body);
+    // The node wants the JSON type on every write, also without a body (pause, trigger).
+    if (body !== undefined || ["POST", "PUT", "PATCH"].includes(operation.method)) {
       headers["content-type"] = "application/json";
     }
     const timeout = AbortSignal.timeout(this.#timeoutMs + (req.extraTimeoutMs ?? 0));

@@ -127,6 +127,8 @@ class _Base:
         content = None
         if req.body is not None:
             content = json.dumps(req.body, separators=(",", ":")).encode()
+        # The node wants the JSON type on every write, also without a body (pause, trigger).
+        if req.body is not None or req.method in ("POST", "PUT", "PATCH"):
             headers["content-type"] = "application/json"
         timeout = self._timeout + req.extra_timeout
         return http.build_request(
