@@ -584,3 +584,25 @@ async fn shutdown_lets_a_request_in_progress_finish() {
     let status = lease.await.unwrap().expect("the long poll got an answer");
     assert_eq!(status, 200);
 }
+
+/// Development mode serves `/metrics` without a key like everything else, so its listener stays
+/// on loopback like the API's (issue 39, defect 14).
+#[tokio::test]
+async fn development_mode_refuses_a_metrics_listener_off_loopback() {
+    for at in ["0.0.0.0:0", "[::]:0"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = NodeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: Some(at.parse().unwrap()),
+            data_dir: dir.path().to_path_buf(),
+            ..NodeConfig::default()
+        };
+        let Err(refused) = Node::start(config, Arc::new(hourglass_core::SystemClock)).await else {
+            panic!("a development node served /metrics on {at}");
+        };
+        assert!(refused.0.contains("metrics"), "{refused}");
+    }
+    // Loopback is served.
+    let dev = TestNode::start(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    dev.node.shutdown().await;
+}
