@@ -180,9 +180,19 @@ impl Client {
         self.get(&["v1", "queues", queue], &[]).await
     }
 
+    /// Every queue of the namespace, by name: the pages the node answers, followed.
     pub async fn list_queues(&self) -> Result<Vec<QueueStats>, Error> {
-        let list: QueueList = self.get(&["v1", "queues"], &[]).await?;
-        Ok(list.queues)
+        let mut queues = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let query = page_query(Some(1000), cursor.as_deref());
+            let page: QueueList = self.get(&["v1", "queues"], &query).await?;
+            queues.extend(page.queues);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(queues),
+            }
+        }
     }
 
     /// The queue's messages, oldest first, a page at a time: waiting or leased, each with when

@@ -1164,7 +1164,14 @@ async function renderDeadLetters(params) {
 // Queues -------------------------------------------------------------------------------------
 
 async function renderQueues() {
-  const { queues } = await api("GET", "/v1/queues");
+  // The list comes a page at a time; the overview shows every queue.
+  const queues = [];
+  let cursor;
+  do {
+    const page = await api("GET", `/v1/queues${query({ limit: 1000, cursor })}`);
+    queues.push(...page.queues);
+    cursor = page.next_cursor || undefined;
+  } while (cursor);
   const rows = queues.map((q) =>
     el(
       "tr",
