@@ -594,7 +594,8 @@ export interface PublishCounts {
 export interface Connection {
   name: string;
   kind: ConnectionKind;
-  published: PublishCounts;
+  /** This node's publishes through it; `null` for a connection other namespaces share. */
+  published: PublishCounts | null;
 }
 
 /** @schema ConnectionList */

@@ -70,8 +70,16 @@ async fn a_namespace_sees_and_uses_only_the_connections_it_may() {
     assert_eq!(names, ["acme-only", "aws"]);
     assert_eq!(listed["connections"][0]["kind"], "nats");
     assert_eq!(listed["connections"][0]["published"]["delivered"], 0);
+    // A connection other namespaces share shows no counts: they would be theirs too (issue 39,
+    // defect 12).
+    assert_eq!(
+        listed["connections"][1]["published"],
+        Value::Null,
+        "{listed}"
+    );
     let (_, other) = call_in(&api, "other", "GET", "/v1/connections", None).await;
     assert_eq!(other["connections"].as_array().unwrap().len(), 1, "{other}");
+    assert_eq!(other["connections"][0]["published"], Value::Null, "{other}");
 
     let nats = json!({"nats": {"connection": "acme-only", "subject": "jobs.reminder"}});
     let (status, created) = call_in(

@@ -1231,15 +1231,18 @@ class Connection:
     __schema__: ClassVar[tuple[str, ...]] = ("ConnectionList.connections[]",)
     name: str
     kind: ConnectionKind
-    published: PublishCounts
+    #: This node's publishes through it; ``None`` for a connection other namespaces share.
+    published: PublishCounts | None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Connection:
-        published = data["published"]
+        published = data.get("published")
         return cls(
             name=str(data["name"]),
             kind=data["kind"],
-            published=PublishCounts(
+            published=None
+            if published is None
+            else PublishCounts(
                 delivered=int(published["delivered"]),
                 retry=int(published["retry"]),
                 rejected=int(published["rejected"]),
