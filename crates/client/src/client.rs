@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -180,9 +180,19 @@ impl Client {
         self.get(&["v1", "queues", queue], &[]).await
     }
 
+    /// Every queue of the namespace, by name: the pages the node answers, followed.
     pub async fn list_queues(&self) -> Result<Vec<QueueStats>, Error> {
-        let list: QueueList = self.get(&["v1", "queues"], &[]).await?;
-        Ok(list.queues)
+        let mut queues = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let query = page_query(Some(1000), cursor.as_deref());
+            let page: QueueList = self.get(&["v1", "queues"], &query).await?;
+            queues.extend(page.queues);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(queues),
+            }
+        }
     }
 
     /// The queue's messages, oldest first, a page at a time: waiting or leased, each with when
@@ -363,6 +373,7 @@ impl Client {
         body: Option<&B>,
         timeout: Duration,
     ) -> Result<Vec<u8>, Error> {
+        let writes = method_writes(&method);
         let mut request = self.http.request(method, url.clone()).timeout(timeout);
         if let Some(key) = &self.api_key {
             let value = HeaderValue::from_str(&format!("Bearer {key}"))
@@ -374,8 +385,15 @@ impl Client {
                 .map_err(|_| Error::Config("the namespace is not a valid header value".into()))?;
             request = request.header("hourglass-namespace", value);
         }
-        if let Some(body) = body {
-            request = request.json(body);
+        match body {
+            Some(body) => request = request.json(body),
+            // The node wants the JSON type on every write, also without a body (pause, trigger,
+            // replay).
+            None if writes => {
+                request =
+                    request.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
+            None => {}
         }
         let transport = |source| Error::Transport {
             url: url.to_string(),
@@ -395,6 +413,11 @@ impl Client {
             retry_after,
         ))
     }
+}
+
+/// Methods the node reads a `Content-Type` on, body or not.
+fn method_writes(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PUT | Method::PATCH)
 }
 
 fn error_from_answer(status: u16, url: &Url, body: &[u8], retry_after: Option<Duration>) -> Error {

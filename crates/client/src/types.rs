@@ -187,6 +187,9 @@ pub struct QueueStats {
 #[derive(Deserialize)]
 pub(crate) struct QueueList {
     pub queues: Vec<QueueStats>,
+    /// The last queue of this page when more follow.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// Where a queue's message stands.

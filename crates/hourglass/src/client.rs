@@ -551,6 +551,10 @@ async fn send(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let url = format!("{}{}", conn.url.trim_end_matches('/'), path);
+    let writes = matches!(
+        method,
+        reqwest::Method::POST | reqwest::Method::PUT | reqwest::Method::PATCH
+    );
     let mut request = client.request(method, &url);
     if let Some(key) = &conn.api_key {
         request = request.bearer_auth(key);
@@ -558,8 +562,12 @@ async fn send(
     if let Some(ns) = &conn.namespace {
         request = request.header("hourglass-namespace", ns);
     }
-    if let Some(body) = body {
-        request = request.json(&body);
+    match body {
+        Some(body) => request = request.json(&body),
+        // The node wants the JSON type on every write, also without a body (pause, trigger,
+        // signing-secret).
+        None if writes => request = request.header("content-type", "application/json"),
+        None => {}
     }
     let response = match request.send().await {
         Ok(response) => response,

@@ -20,8 +20,8 @@ pub struct ServeArgs {
     #[arg(long, env = "HOURGLASS_LISTEN")]
     listen: Option<SocketAddr>,
     /// A second address serving only /metrics, without an API key, for scrapers; keep it on an
-    /// internal interface [default: none: /metrics on --listen, which needs an admin key when
-    /// keys are configured].
+    /// internal interface; loopback only without api keys [default: none: /metrics on --listen,
+    /// which needs an admin key when keys are configured].
     #[arg(long, env = "HOURGLASS_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
     /// Directory of the embedded store [default: ./hourglass-data].

@@ -54,10 +54,9 @@ async function api(method, path, body) {
   if (namespace) headers["hourglass-namespace"] = namespace;
   if (key) headers.authorization = `Bearer ${key}`;
   const init = { method, headers };
-  if (body !== undefined) {
-    headers["content-type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
+  // The node wants the JSON type on every write, also without a body (pause, trigger, replay).
+  if (method !== "GET" && method !== "HEAD") headers["content-type"] = "application/json";
+  if (body !== undefined) init.body = JSON.stringify(body);
   const response = await fetch(path, init);
   if (response.status === 204) return null;
   const text = await response.text();
@@ -1165,7 +1164,14 @@ async function renderDeadLetters(params) {
 // Queues -------------------------------------------------------------------------------------
 
 async function renderQueues() {
-  const { queues } = await api("GET", "/v1/queues");
+  // The list comes a page at a time; the overview shows every queue.
+  const queues = [];
+  let cursor;
+  do {
+    const page = await api("GET", `/v1/queues${query({ limit: 1000, cursor })}`);
+    queues.push(...page.queues);
+    cursor = page.next_cursor || undefined;
+  } while (cursor);
   const rows = queues.map((q) =>
     el(
       "tr",

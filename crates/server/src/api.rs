@@ -110,6 +110,11 @@ pub fn router(state: AppState) -> Router {
                 "this route does not support that method",
             )
         })
+        // Before anything else a request must pass (and still counted below).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::guard::check,
+        ))
         // A layer on the router wraps every route (and the fallbacks), after routing, so the
         // counter sees the matched route template.
         .layer(axum::middleware::from_fn_with_state(
@@ -143,6 +148,10 @@ pub fn metrics_router(state: AppState) -> Router {
             get(|State(state): State<AppState>| async move { render_metrics(&state).await }),
         )
         .fallback(|| async { ApiError::not_found("route") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::guard::check_host,
+        ))
         .with_state(state)
 }
 
@@ -684,20 +693,28 @@ async fn list_open_breakers(State(state): State<AppState>, headers: HeaderMap) -
     ))
 }
 
-/// The bus and cloud connections the namespace may use, with this node's publish counts since
-/// it started. Names and kinds only: endpoints, regions and credentials stay the operator's.
+/// The bus and cloud connections the namespace may use. Names and kinds only: endpoints, regions
+/// and credentials stay the operator's. This node counts publishes per connection, not per
+/// namespace, so the counts are shown only for a connection the namespace has to itself: a
+/// shared connection's would tell one tenant how much another publishes.
 async fn list_connections(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     let principal = principal(&state, &headers)?;
+    let namespace = principal.namespace.as_str();
     let connections: Vec<Value> = state
         .targets
-        .figures(&principal.namespace)
+        .figures(namespace)
         .into_iter()
         .map(|c| {
-            json!({
-                "name": c.name,
-                "kind": c.kind,
-                "published": {"delivered": c.delivered, "retry": c.retried, "rejected": c.rejected},
-            })
+            let own = state
+                .targets
+                .connections()
+                .get(&c.name)
+                .and_then(|config| config.namespaces.as_deref())
+                .is_some_and(|names| !names.is_empty() && names.iter().all(|n| n == namespace));
+            let published = own.then(
+                || json!({"delivered": c.delivered, "retry": c.retried, "rejected": c.rejected}),
+            );
+            json!({"name": c.name, "kind": c.kind, "published": published})
         })
         .collect();
     Ok(json_response(

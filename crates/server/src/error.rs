@@ -64,6 +64,7 @@ error_codes! {
     InvalidDuration = "invalid_duration" => UNPROCESSABLE_ENTITY,
     InvalidField = "invalid_field" => UNPROCESSABLE_ENTITY,
     InvalidHeader = "invalid_header" => UNPROCESSABLE_ENTITY,
+    InvalidHost = "invalid_host" => MISDIRECTED_REQUEST,
     InvalidId = "invalid_id" => BAD_REQUEST,
     InvalidIdempotencyKey = "invalid_idempotency_key" => BAD_REQUEST,
     InvalidInstant = "invalid_instant" => UNPROCESSABLE_ENTITY,

@@ -21,7 +21,7 @@ use crate::wire::{self, Limits};
 
 /// Whether a `Content-Type` names JSON: the media type `application/json` in any case, with or
 /// without parameters (`; charset=utf-8`). `application/jsonfoo` is not JSON.
-fn is_json(content_type: &[u8]) -> bool {
+pub(crate) fn is_json(content_type: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(content_type) else {
         return false;
     };

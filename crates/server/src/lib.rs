@@ -10,6 +10,7 @@ pub mod budget;
 pub mod dashboard;
 pub mod error;
 mod extract;
+mod guard;
 pub mod metrics;
 pub mod node;
 mod pages;

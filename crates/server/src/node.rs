@@ -379,6 +379,15 @@ impl Node {
                     config.listen
                 )));
             }
+            // The metrics listener needs no key in any mode: without keys it is as open as the
+            // API, so it stays on loopback too.
+            if let Some(at) = config.metrics_listen
+                && !at.ip().is_loopback()
+            {
+                return Err(StartError(format!(
+                    "refusing to serve /metrics on {at} without api keys: configure api_keys, or use a loopback address for metrics_listen in development"
+                )));
+            }
             tracing::warn!(
                 listen = %config.listen,
                 "development mode: no api keys configured, every request is admin in the namespace it names; loopback only"

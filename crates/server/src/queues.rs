@@ -179,6 +179,16 @@ struct QueueOut {
 #[derive(Serialize)]
 struct QueuesOut {
     queues: Vec<QueueOut>,
+    /// The last name of this page when more queues follow.
+    next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueuesQuery {
+    limit: Option<usize>,
+    /// The previous page's `next_cursor`: a queue name; this page starts after it.
+    cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -546,18 +556,39 @@ fn queue_out(s: QueueStats, now_ms: i64) -> QueueOut {
     }
 }
 
-async fn list_queues(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+/// The namespace's queues by name, a page at a time: a namespace may have tens of thousands.
+async fn list_queues(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> ApiResult {
     let principal = principal(&state, &headers)?;
+    let q: QueuesQuery = parse_query(query)?;
+    let limit = page_limit(q.limit)?;
+    let after = parse_cursor(q.cursor.as_deref(), |c| {
+        valid_queue_name(c).then(|| c.to_owned())
+    })?;
     let now = state.scheduler.now().as_millisecond();
-    let stats = state
+    let mut stats = state
         .scheduler
         .queues()
         .stats(&principal.namespace, None)
         .await?;
+    // The store answers every queue; the cursor needs them by name in byte order.
+    stats.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    let mut page: Vec<QueueStats> = stats
+        .into_iter()
+        .filter(|s| after.as_ref().is_none_or(|a| s.name.as_str() > a.as_str()))
+        .take(limit + 1)
+        .collect();
+    let more = page.len() > limit;
+    page.truncate(limit);
+    let next_cursor = more.then(|| page.last().map(|s| s.name.clone())).flatten();
     Ok(typed_response(
         StatusCode::OK,
         &QueuesOut {
-            queues: stats.into_iter().map(|s| queue_out(s, now)).collect(),
+            queues: page.into_iter().map(|s| queue_out(s, now)).collect(),
+            next_cursor,
         },
     ))
 }

@@ -26,6 +26,7 @@ import type {
   Queue,
   QueueList,
   QueueMessageList,
+  QueueMessagesQuery,
   ReceiptResults,
   RotateOptions,
   RunList,
@@ -215,9 +216,18 @@ export class Client {
 
   // Queues
 
-  async listQueues(options?: CallOptions): Promise<Queue[]> {
-    const list: QueueList = await this.#send({ op: "listQueues", signal: options?.signal });
-    return list.queues;
+  /** Every queue of the namespace by name (after `paging.cursor`, when given): the pages the node answers, followed. */
+  async listQueues(paging: PageQuery = {}, options?: CallOptions): Promise<Queue[]> {
+    const queues: Queue[] = [];
+    let cursor: string | null = paging.cursor ?? null;
+    do {
+      const query: Record<string, string | number> = { limit: paging.limit ?? 1000 };
+      if (cursor !== null) query["cursor"] = cursor;
+      const page: QueueList = await this.#send({ op: "listQueues", query, signal: options?.signal });
+      queues.push(...page.queues);
+      cursor = page.next_cursor ?? null;
+    } while (cursor !== null);
+    return queues;
   }
 
   /** One queue's counts (zeros for a queue no job targets). */
@@ -229,7 +239,11 @@ export class Client {
    * One page of the queue's messages, oldest first: waiting or leased, each with when it becomes
    * available or when its lease lapses. Leases nothing.
    */
-  listQueueMessages(name: string, query: PageQuery = {}, options?: CallOptions): Promise<QueueMessageList> {
+  listQueueMessages(
+    name: string,
+    query: QueueMessagesQuery = {},
+    options?: CallOptions,
+  ): Promise<QueueMessageList> {
     return this.#send({
       op: "listQueueMessages",
       params: { name: encodeURIComponent(name) },
@@ -351,8 +365,9 @@ export class Client {
     }
     const headers: Record<string, string> = { ...this.#headers, ...req.headers };
     let body: string | undefined;
-    if (req.body !== undefined) {
-      body = JSON.stringify(req.body);
+    if (req.body !== undefined) body = JSON.stringify(req.body);
+    // The node wants the JSON type on every write, also without a body (pause, trigger).
+    if (body !== undefined || ["POST", "PUT", "PATCH"].includes(operation.method)) {
       headers["content-type"] = "application/json";
     }
     const timeout = AbortSignal.timeout(this.#timeoutMs + (req.extraTimeoutMs ?? 0));

@@ -57,6 +57,7 @@ export type ErrorCode =
   | "invalid_duration"
   | "invalid_field"
   | "invalid_header"
+  | "invalid_host"
   | "invalid_id"
   | "invalid_idempotency_key"
   | "invalid_instant"
@@ -79,6 +80,7 @@ export type ErrorCode =
   | "quota_exceeded"
   | "rate_limited"
   | "schedule_never_fires"
+  | "server_busy"
   | "store_unavailable"
   | "unauthorized"
   | "unknown_connection"
@@ -379,12 +381,19 @@ export interface ListJobsQuery {
   /** 1–1000, default 100. */
   limit?: number;
   cursor?: string;
+  /** Include each job's payload; listings leave it out by default. */
+  payload?: boolean;
 }
 
 /** Paging of the other lists. */
 export interface PageQuery {
   limit?: number;
   cursor?: string;
+}
+
+/** Paging of `listQueueMessages`, and whether to include payloads (left out by default). */
+export interface QueueMessagesQuery extends PageQuery {
+  payload?: boolean;
 }
 
 /** One delivery attempt of a job. @schema Run */
@@ -517,6 +526,8 @@ export interface Queue {
 /** @schema QueueList */
 export interface QueueList {
   queues: Queue[];
+  /** The last queue of this page when more follow; `null` on the last page. */
+  next_cursor: string | null;
 }
 
 /**
@@ -583,7 +594,8 @@ export interface PublishCounts {
 export interface Connection {
   name: string;
   kind: ConnectionKind;
-  published: PublishCounts;
+  /** This node's publishes through it; `null` for a connection other namespaces share. */
+  published: PublishCounts | null;
 }
 
 /** @schema ConnectionList */

@@ -259,11 +259,18 @@ async fn run(base: &str, cases: &[Case]) -> Vec<String> {
         for (name, value) in &case.headers {
             request = request.header(name, value.clone());
         }
-        if let Some((bytes, content_type)) = &case.body {
-            if let Some(ct) = content_type {
-                request = request.header("content-type", *ct);
+        match &case.body {
+            Some((bytes, content_type)) => {
+                if let Some(ct) = content_type {
+                    request = request.header("content-type", *ct);
+                }
+                request = request.body(bytes.clone());
             }
-            request = request.body(bytes.clone());
+            // A bodiless write sends the JSON type, as every client does.
+            None if matches!(case.method, "POST" | "PUT" | "PATCH") => {
+                request = request.header("content-type", "application/json");
+            }
+            None => {}
         }
         let (status, text) = match request.send().await {
             Ok(response) => {

@@ -490,7 +490,8 @@ async fn a_retried_trigger_with_the_same_idempotency_key_delivers_once() {
         async move {
             let mut request = api
                 .client
-                .post(format!("{}/v1/jobs/{id}/trigger", api.base));
+                .post(format!("{}/v1/jobs/{id}/trigger", api.base))
+                .header("content-type", "application/json");
             if let Some(key) = key {
                 request = request.header("Idempotency-Key", key);
             }

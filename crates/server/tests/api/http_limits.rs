@@ -170,7 +170,7 @@ async fn silent_and_half_sent_headers_are_closed_after_the_header_timeout() {
     // from the first byte and is not renewed by each trickle.
     let mut trickle = TcpStream::connect(node.addr()).await.unwrap();
     trickle
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         .await
         .unwrap();
     let trickling = async {
@@ -199,7 +199,7 @@ async fn silent_and_half_sent_headers_are_closed_after_the_header_timeout() {
     // A complete request is still served.
     let (status, _) = raw(
         node.addr(),
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     )
     .await;
     assert_eq!(status, 200);
@@ -221,7 +221,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let mut stream = TcpStream::connect(node.addr()).await.unwrap();
     for _ in 0..2 {
         stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
             .unwrap();
         assert_eq!(read_one_response(&mut stream).await, 200);
@@ -240,7 +240,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     // first byte by the header timeout.
     let mut stream = TcpStream::connect(node.addr()).await.unwrap();
     stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     assert_eq!(read_one_response(&mut stream).await, 200);
@@ -266,7 +266,7 @@ async fn at_the_connection_cap_new_connections_wait_until_a_slot_frees() {
     .await;
     // A kept-alive client holds one slot, two silent connections the others.
     let mut kept = TcpStream::connect(node.addr()).await.unwrap();
-    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     assert_eq!(read_one_response(&mut kept).await, 200);
@@ -281,13 +281,13 @@ async fn at_the_connection_cap_new_connections_wait_until_a_slot_frees() {
     let fourth = tokio::spawn(async move {
         let answer = raw(
             addr,
-            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
         )
         .await;
         (answer, Instant::now())
     });
     // Meanwhile the connection already open is served as usual.
-    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     assert_eq!(read_one_response(&mut kept).await, 200);
@@ -311,7 +311,7 @@ async fn at_the_connection_cap_new_connections_wait_until_a_slot_frees() {
     let mut held = Vec::new();
     for _ in 0..3 {
         let mut s = TcpStream::connect(node.addr()).await.unwrap();
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
             .unwrap();
         assert_eq!(read_one_response(&mut s).await, 200);
@@ -320,7 +320,7 @@ async fn at_the_connection_cap_new_connections_wait_until_a_slot_frees() {
     drop(held);
     let (status, _) = raw(
         node.addr(),
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     )
     .await;
     assert_eq!(status, 200);
@@ -338,7 +338,7 @@ async fn a_huge_content_length_is_refused_before_the_body_is_sent() {
     ] {
         // No body follows: an answer can only come from the declared length.
         let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
              Content-Length: 104857600\r\nConnection: close\r\n\r\n"
         );
         let (status, body) = raw(node.addr(), request.as_bytes()).await;
@@ -359,7 +359,7 @@ async fn a_chunked_body_over_the_limit_is_refused() {
         ("/v1/queues/q/lease", 1024 * 1024),
     ] {
         let mut request = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         )
         .into_bytes();
@@ -403,7 +403,7 @@ async fn a_body_that_does_not_arrive_in_time_is_refused() {
     // The head is complete, so the header timeout is over; the body never is.
     stream
         .write_all(
-            b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            b"POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
               Content-Length: 100\r\n\r\n{\"schedule\"",
         )
         .await
@@ -583,4 +583,26 @@ async fn shutdown_lets_a_request_in_progress_finish() {
     node.node.shutdown().await;
     let status = lease.await.unwrap().expect("the long poll got an answer");
     assert_eq!(status, 200);
+}
+
+/// Development mode serves `/metrics` without a key like everything else, so its listener stays
+/// on loopback like the API's (issue 39, defect 14).
+#[tokio::test]
+async fn development_mode_refuses_a_metrics_listener_off_loopback() {
+    for at in ["0.0.0.0:0", "[::]:0"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = NodeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: Some(at.parse().unwrap()),
+            data_dir: dir.path().to_path_buf(),
+            ..NodeConfig::default()
+        };
+        let Err(refused) = Node::start(config, Arc::new(hourglass_core::SystemClock)).await else {
+            panic!("a development node served /metrics on {at}");
+        };
+        assert!(refused.0.contains("metrics"), "{refused}");
+    }
+    // Loopback is served.
+    let dev = TestNode::start(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
+    dev.node.shutdown().await;
 }

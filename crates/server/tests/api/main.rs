@@ -17,6 +17,7 @@ mod answer_budget;
 mod bad_input;
 mod batched;
 mod body_budget;
+mod browser_guard;
 mod by_key;
 mod dashboard;
 mod dead_letters;

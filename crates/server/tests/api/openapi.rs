@@ -371,8 +371,9 @@ async fn raw_status(
 ) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request =
-        format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n{body}");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\r\n{body}"
+    );
     stream.write_all(request.as_bytes()).await.expect("send");
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];

@@ -363,7 +363,7 @@ async fn extend_keeps_a_message_invisible_and_types_filter_leases() {
     assert_eq!(
         all,
         json!({"queues": [{"name": "q", "available": 0, "in_flight": 3, "scheduled": 0,
-                            "oldest_available_age_ms": null}]})
+                            "oldest_available_age_ms": null}], "next_cursor": null})
     );
     let (status, none) = api.call("GET", "/v1/queues/nothing-here", None).await;
     assert_eq!(status, 200);
@@ -824,4 +824,51 @@ async fn a_forged_receipt_with_the_right_job_and_token_is_refused() {
     let out = settle(&api, "forge", "ack", json!({"receipts": [real]})).await;
     assert_eq!(out["succeeded"], json!([real]), "{out}");
     assert_eq!(job(&api, &created["id"]).await["state"], "completed");
+}
+
+/// `GET /v1/queues` is paged like every other listing (issue 39, defect 16): `limit` queues by
+/// name, and `next_cursor` while more follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_list_is_paged_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let names: Vec<String> = (0..7).map(|i| format!("q{i}")).collect();
+    for name in names.iter().rev() {
+        api.create(json!({"schedule": {"after": "1h"}, "target": {"queue": name}}))
+            .await;
+    }
+    let mut listed = Vec::new();
+    let mut path = "/v1/queues?limit=3".to_owned();
+    let mut pages = 0;
+    loop {
+        let page = messages(&api, &path).await;
+        let queues = page["queues"].as_array().expect("queues");
+        assert!(queues.len() <= 3, "{page}");
+        listed.extend(
+            queues
+                .iter()
+                .map(|q| q["name"].as_str().unwrap().to_owned()),
+        );
+        pages += 1;
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/queues?limit=3&cursor={cursor}"),
+            None => break,
+        }
+        assert!(pages < 10, "the pages never end");
+    }
+    assert_eq!(listed, names);
+    assert_eq!(pages, 3);
+    // Without a limit, the first page holds up to 100, and says there is nothing more.
+    let all = messages(&api, "/v1/queues").await;
+    assert_eq!(all["queues"].as_array().unwrap().len(), 7);
+    assert_eq!(all["next_cursor"], Value::Null);
+    let (status, bad) = api.call("GET", "/v1/queues?cursor=a%2Fb", None).await;
+    assert_eq!(
+        (status, bad["error"]["field"].as_str()),
+        (400, Some("cursor"))
+    );
+    let (status, _) = api.call("GET", "/v1/queues?limit=0", None).await;
+    assert_eq!(status, 400);
+    node.shutdown().await;
 }

@@ -106,8 +106,20 @@ async fn a_namespace_sees_and_uses_only_the_connections_it_may() {
     );
     assert_eq!(listed["connections"][0]["kind"], "nats");
     assert_eq!(listed["connections"][0]["published"]["delivered"], 0);
+    // A connection other namespaces share shows no counts: they would be theirs too (issue 39,
+    // defect 12).
+    assert_eq!(
+        listed["connections"][1]["published"],
+        Value::Null,
+        "{listed}"
+    );
     let (_, other) = call_in(&api, "other", "GET", "/v1/connections", None).await;
-    assert_eq!(other["connections"].as_array().unwrap().len(), 5, "{other}");
+    let others = other["connections"].as_array().unwrap();
+    assert_eq!(others.len(), 5, "{other}");
+    assert!(
+        others.iter().all(|c| c["published"] == Value::Null),
+        "shared connections show no counts: {other}"
+    );
 
     let nats = json!({"nats": {"connection": "acme-only", "subject": "jobs.reminder"}});
     let (status, created) = call_in(

@@ -127,6 +127,8 @@ class _Base:
         content = None
         if req.body is not None:
             content = json.dumps(req.body, separators=(",", ":")).encode()
+        # The node wants the JSON type on every write, also without a body (pause, trigger).
+        if req.body is not None or req.method in ("POST", "PUT", "PATCH"):
             headers["content-type"] = "application/json"
         timeout = self._timeout + req.extra_timeout
         return http.build_request(
@@ -170,6 +172,7 @@ def _list_jobs(
     due_after: datetime | str | None,
     limit: int | None,
     cursor: str | None,
+    payload: bool = False,
 ) -> _Request:
     query = {
         "state": state,
@@ -178,6 +181,7 @@ def _list_jobs(
         "due_after": due_after,
         "limit": limit,
         "cursor": cursor,
+        "payload": "true" if payload else None,
     }
     return _Request("listJobs", query=query)
 
@@ -224,8 +228,11 @@ def _page(limit: int | None, cursor: str | None) -> dict[str, Any]:
     return {"limit": limit, "cursor": cursor}
 
 
-def _queue_messages(name: str, limit: int | None, cursor: str | None) -> _Request:
-    return _Request("listQueueMessages", {"name": _segment(name)}, query=_page(limit, cursor))
+def _queue_messages(
+    name: str, limit: int | None, cursor: str | None, payload: bool = False
+) -> _Request:
+    query = {**_page(limit, cursor), "payload": "true" if payload else None}
+    return _Request("listQueueMessages", {"name": _segment(name)}, query=query)
 
 
 def _preview(schedule: Schedule, count: int | None) -> _Request:
@@ -310,10 +317,11 @@ class Client(_Base):
         due_after: datetime | str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        payload: bool = False,
     ) -> JobList:
         """One page of jobs; pass ``next_cursor`` as ``cursor`` for the next (or use
-        ``iter_jobs``)."""
-        req = _list_jobs(state, type, due_before, due_after, limit, cursor)
+        ``iter_jobs``). Payloads are left out unless ``payload=True``."""
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload)
         return _decode(JobList.from_json, self._send(req))
 
     def iter_jobs(
@@ -403,8 +411,19 @@ class Client(_Base):
 
     # Queues
 
-    def list_queues(self) -> list[Queue]:
-        return _decode(QueueList.from_json, self._send(_Request("listQueues"))).queues
+    def list_queues(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> list[Queue]:
+        """Every queue of the namespace by name (after ``cursor``, when given): the pages the
+        node answers, ``limit`` queues each (default 1,000), followed."""
+        queues: list[Queue] = []
+        while True:
+            req = _Request("listQueues", query=_page(limit or 1000, cursor))
+            page = _decode(QueueList.from_json, self._send(req))
+            queues.extend(page.queues)
+            if page.next_cursor is None:
+                return queues
+            cursor = page.next_cursor
 
     def get_queue(self, name: str) -> Queue:
         """One queue's counts (zeros for a queue no job targets)."""
@@ -412,11 +431,16 @@ class Client(_Base):
         return _decode(Queue.from_json, self._send(req))
 
     def list_queue_messages(
-        self, name: str, *, limit: int | None = None, cursor: str | None = None
+        self,
+        name: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        payload: bool = False,
     ) -> QueueMessageList:
         """One page of the queue's messages, oldest first: waiting or leased, each with when it
         becomes available or when its lease lapses. Leases nothing."""
-        return _decode(QueueMessageList.from_json, self._send(_queue_messages(name, limit, cursor)))
+        return _decode(QueueMessageList.from_json, self._send(_queue_messages(name, limit, cursor, payload)))
 
     def lease(
         self,
@@ -546,8 +570,9 @@ class AsyncClient(_Base):
         due_after: datetime | str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        payload: bool = False,
     ) -> JobList:
-        req = _list_jobs(state, type, due_before, due_after, limit, cursor)
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload)
         return _decode(JobList.from_json, await self._send(req))
 
     async def iter_jobs(
@@ -634,17 +659,33 @@ class AsyncClient(_Base):
 
     # Queues
 
-    async def list_queues(self) -> list[Queue]:
-        return _decode(QueueList.from_json, await self._send(_Request("listQueues"))).queues
+    async def list_queues(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> list[Queue]:
+        """Every queue of the namespace by name (after ``cursor``, when given): the pages the
+        node answers, ``limit`` queues each (default 1,000), followed."""
+        queues: list[Queue] = []
+        while True:
+            req = _Request("listQueues", query=_page(limit or 1000, cursor))
+            page = _decode(QueueList.from_json, await self._send(req))
+            queues.extend(page.queues)
+            if page.next_cursor is None:
+                return queues
+            cursor = page.next_cursor
 
     async def get_queue(self, name: str) -> Queue:
         req = _Request("getQueue", {"name": _segment(name)})
         return _decode(Queue.from_json, await self._send(req))
 
     async def list_queue_messages(
-        self, name: str, *, limit: int | None = None, cursor: str | None = None
+        self,
+        name: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        payload: bool = False,
     ) -> QueueMessageList:
-        data = await self._send(_queue_messages(name, limit, cursor))
+        data = await self._send(_queue_messages(name, limit, cursor, payload))
         return _decode(QueueMessageList.from_json, data)
 
     async def lease(

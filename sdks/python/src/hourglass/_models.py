@@ -43,6 +43,7 @@ ErrorCode = Literal[
     "invalid_duration",
     "invalid_field",
     "invalid_header",
+    "invalid_host",
     "invalid_id",
     "invalid_idempotency_key",
     "invalid_instant",
@@ -65,6 +66,7 @@ ErrorCode = Literal[
     "quota_exceeded",
     "rate_limited",
     "schedule_never_fires",
+    "server_busy",
     "store_unavailable",
     "unauthorized",
     "unknown_connection",
@@ -1110,14 +1112,15 @@ class Queue:
 
 @dataclass(frozen=True)
 class QueueList:
-    """Every queue of the namespace (``Client.list_queues`` returns its ``queues``)."""
+    """A page of the namespace's queues (``Client.list_queues`` follows every page)."""
 
     __schema__: ClassVar[tuple[str, ...]] = ("QueueList",)
     queues: list[Queue]
+    next_cursor: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> QueueList:
-        return cls([Queue.from_json(q) for q in data["queues"]])
+        return cls([Queue.from_json(q) for q in data["queues"]], data.get("next_cursor"))
 
 
 @dataclass(frozen=True)
@@ -1228,15 +1231,18 @@ class Connection:
     __schema__: ClassVar[tuple[str, ...]] = ("ConnectionList.connections[]",)
     name: str
     kind: ConnectionKind
-    published: PublishCounts
+    #: This node's publishes through it; ``None`` for a connection other namespaces share.
+    published: PublishCounts | None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Connection:
-        published = data["published"]
+        published = data.get("published")
         return cls(
             name=str(data["name"]),
             kind=data["kind"],
-            published=PublishCounts(
+            published=None
+            if published is None
+            else PublishCounts(
                 delivered=int(published["delivered"]),
                 retry=int(published["retry"]),
                 rejected=int(published["rejected"]),

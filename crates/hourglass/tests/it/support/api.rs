@@ -48,12 +48,19 @@ impl Api {
         body: Option<&Value>,
     ) -> Result<Answer, reqwest::Error> {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let writes = matches!(
+            method,
+            reqwest::Method::POST | reqwest::Method::PUT | reqwest::Method::PATCH
+        );
         let mut request = self.client.request(method, format!("{}{path}", self.base));
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        if let Some(body) = body {
-            request = request.json(body);
+        match body {
+            Some(body) => request = request.json(body),
+            // As every client does: the node wants JSON on each of these, empty or not.
+            None if writes => request = request.header("content-type", "application/json"),
+            None => {}
         }
         let response = request.send().await?;
         let status = response.status().as_u16();

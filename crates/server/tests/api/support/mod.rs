@@ -203,12 +203,23 @@ impl Api {
     /// Sends a request; returns the status and the parsed JSON body (Null when empty).
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        let mut request = self
+            .client
+            .request(method.clone(), format!("{}{path}", self.base));
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        if let Some(body) = body {
-            request = request.json(&body);
+        let bodiless_write = matches!(
+            method,
+            reqwest::Method::POST | reqwest::Method::PUT | reqwest::Method::PATCH
+        );
+        match body {
+            Some(body) => request = request.json(&body),
+            // As every client does: the node wants JSON on each of these, empty or not.
+            None if bodiless_write => {
+                request = request.header("content-type", "application/json");
+            }
+            None => {}
         }
         let response = request.send().await.expect("request sent");
         let status = response.status().as_u16();

@@ -1,0 +1,135 @@
+//! Checks every request passes before its route sees it, against a web page driving the API from
+//! a browser. A page may send a cross-origin `POST` without a preflight when its `Content-Type`
+//! is `text/plain`, a form type, or absent (`fetch(..., {mode: "no-cors"})`): requiring JSON on
+//! every request that may carry a body (empty ones too) puts all of them behind a preflight the
+//! node never grants. In development mode, where no key is needed, a page could also reach the
+//! node through DNS rebinding (its own name resolving to 127.0.0.1), so there the `Host` header
+//! must name this machine: `localhost` or a loopback address.
+
+use std::net::IpAddr;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::api::AppState;
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::is_json;
+
+pub async fn check(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.auth.is_open() {
+        if let Err(e) = local_host(request.headers()) {
+            return e.into_response();
+        }
+    } else if request.uri().path().starts_with("/v1/")
+        && let Err(e) = state.auth.authenticate(request.headers())
+    {
+        // With keys, who is calling is told before what is wrong with the request, as the
+        // handlers do.
+        return e.into_response();
+    }
+    if may_carry_body(request.method(), request.headers())
+        && !request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|ct| is_json(ct.as_bytes()))
+    {
+        return ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "send Content-Type: application/json, also with an empty body",
+        )
+        .field("content-type")
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The development mode's check alone, for the metrics listener (which serves only `GET`).
+pub async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.auth.is_open()
+        && let Err(e) = local_host(request.headers())
+    {
+        return e.into_response();
+    }
+    next.run(request).await
+}
+
+/// `POST`, `PUT` and `PATCH` always; any other method when it declares a body.
+fn may_carry_body(method: &Method, headers: &HeaderMap) -> bool {
+    if matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
+        return true;
+    }
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
+/// A `Host` naming this machine: `localhost` (or a name under it, which browsers resolve to
+/// loopback themselves) or a loopback address, with any port. A request without one is let
+/// through: every browser sends it, so its absence is no page's doing.
+fn local_host(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::HOST) else {
+        return Ok(());
+    };
+    let refused = || {
+        ApiError::new(
+            ErrorCode::InvalidHost,
+            "in development mode the Host header must be localhost or a loopback address \
+             (configure api_keys to serve other names)",
+        )
+        .field("host")
+    };
+    let authority = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse::<axum::http::uri::Authority>().ok())
+        .ok_or_else(refused)?;
+    let host = authority.host();
+    let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    let local = name == "localhost"
+        || name.ends_with(".localhost")
+        || literal.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if local { Ok(()) } else { Err(refused()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(value: &str) -> Result<(), ApiError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, value.parse().unwrap());
+        local_host(&headers)
+    }
+
+    #[test]
+    fn only_names_of_this_machine_pass() {
+        for ok in [
+            "localhost",
+            "localhost:7070",
+            "LocalHost.:7070",
+            "app.localhost:1",
+            "127.0.0.1:7070",
+            "127.8.9.10",
+            "[::1]:7070",
+        ] {
+            assert!(host(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "evil.example:7070",
+            "localhost.evil.example",
+            "10.0.0.1:7070",
+            "0.0.0.0:7070",
+            "[::]:7070",
+            "",
+            "a b",
+        ] {
+            let e = host(bad).expect_err(bad);
+            assert_eq!(e.code, ErrorCode::InvalidHost);
+        }
+        assert!(local_host(&HeaderMap::new()).is_ok());
+    }
+}
