@@ -43,6 +43,8 @@ async fn replay(node: SocketAddr, letter: &Value) -> (u16, Option<u64>, Value) {
     let id = letter["id"].as_str().unwrap();
     let response = reqwest::Client::new()
         .post(format!("http://{node}/v1/dead-letters/{id}/replay"))
+        // Every write names its JSON body, empty or not (see `browser_guard.rs`).
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap();
