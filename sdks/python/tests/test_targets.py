@@ -21,7 +21,6 @@ from hourglass import (
     LambdaTarget,
     NatsTarget,
     NewJob,
-    PublishCounts,
     RedisStreamTarget,
     SnsTarget,
     SqsTarget,
@@ -143,7 +142,8 @@ def test_list_connections(bus_client: Client) -> None:
         "r": "redis",
         "rmq": "amqp",
     }
-    assert connections["bus"].published == PublishCounts(delivered=0, retry=0, rejected=0)
+    # Every namespace may use `bus`: its publish counts would be theirs too, so none are shown.
+    assert connections["bus"].published is None
 
 
 def test_an_unknown_connection_is_a_typed_api_error(bus_client: Client) -> None:

@@ -126,7 +126,8 @@ describe("bus and cloud targets", () => {
         ["rmq", "amqp"],
       ],
     );
-    assert.deepEqual(connections.find((c) => c.name === "bus")?.published, { delivered: 0, retry: 0, rejected: 0 });
+    // Every namespace may use `bus`: its publish counts would be theirs too, so none are shown.
+    assert.equal(connections.find((c) => c.name === "bus")?.published, null);
     assert.deepEqual(await clientFor(plain).listConnections(), []);
   });
 

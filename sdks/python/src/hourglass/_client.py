@@ -411,9 +411,7 @@ class Client(_Base):
 
     # Queues
 
-    def list_queues(
-        self, *, limit: int | None = None, cursor: str | None = None
-    ) -> list[Queue]:
+    def list_queues(self, *, limit: int | None = None, cursor: str | None = None) -> list[Queue]:
         """Every queue of the namespace by name (after ``cursor``, when given): the pages the
         node answers, ``limit`` queues each (default 1,000), followed."""
         queues: list[Queue] = []
@@ -440,7 +438,8 @@ class Client(_Base):
     ) -> QueueMessageList:
         """One page of the queue's messages, oldest first: waiting or leased, each with when it
         becomes available or when its lease lapses. Leases nothing."""
-        return _decode(QueueMessageList.from_json, self._send(_queue_messages(name, limit, cursor, payload)))
+        request = _queue_messages(name, limit, cursor, payload)
+        return _decode(QueueMessageList.from_json, self._send(request))
 
     def lease(
         self,
