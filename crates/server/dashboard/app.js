@@ -588,15 +588,20 @@ async function renderOverview() {
                 { "data-testid": "connection-row" },
                 el("td", { class: "mono" }, c.name),
                 el("td", {}, c.kind),
-                el("td", {}, fmtNumber(c.published.delivered)),
-                el("td", {}, fmtNumber(c.published.retry)),
-                el("td", {}, fmtNumber(c.published.rejected)),
+                // A connection other namespaces may use too shows no counts: they are everyone's.
+                ...(c.published
+                  ? [
+                      el("td", {}, fmtNumber(c.published.delivered)),
+                      el("td", {}, fmtNumber(c.published.retry)),
+                      el("td", {}, fmtNumber(c.published.rejected)),
+                    ]
+                  : [el("td", { colspan: "3", class: "muted", title: "Shared with other namespaces: its counts are not shown" }, "shared")]),
               ),
             ),
           ),
         )
       : el("p", { class: "muted", "data-testid": "connections-none" }, "None configured for this namespace (see README, Targets)."),
-    el("p", { class: "muted small" }, "Publishes through each connection on this node since it started."),
+    el("p", { class: "muted small" }, "Publishes through each connection on this node since it started (for connections this namespace has to itself)."),
   );
   const stats = el("div", { id: "overview-stats" });
   const content = [
