@@ -229,6 +229,20 @@ impl Rig {
         self.engine.scheduler().create(jobs).await.unwrap();
     }
 
+    /// Pauses, resumes or cancels one of namespace `t`'s jobs through the scheduler, as the API
+    /// does.
+    async fn transition(
+        &self,
+        id: JobId,
+        make: impl FnOnce(Timestamp) -> hourglass_store::Transition,
+    ) {
+        self.engine
+            .scheduler()
+            .transition("t", &hourglass_engine::JobRef::Id(id), make)
+            .await
+            .unwrap();
+    }
+
     fn seen(&self) -> Vec<Seen> {
         self.deliverer.seen.lock().unwrap().clone()
     }
@@ -1597,13 +1611,8 @@ async fn a_cancel_reaches_occurrences_waiting_for_a_rate_limit() {
         .filter(|id| !sent.contains(id))
         .collect();
     for id in &waiting {
-        rig.engine
-            .scheduler()
-            .transition("t", &hourglass_engine::JobRef::Id(*id), |now| {
-                hourglass_store::Transition::Cancel { now }
-            })
-            .await
-            .unwrap();
+        rig.transition(*id, |now| hourglass_store::Transition::Cancel { now })
+            .await;
     }
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert_eq!(rig.seen().len(), 4, "cancelled occurrences were sent");
@@ -1643,25 +1652,15 @@ async fn a_pause_reaches_occurrences_waiting_for_a_delivery_quota() {
         .filter(|&id| id != first)
         .collect();
     for id in &paused {
-        rig.engine
-            .scheduler()
-            .transition("t", &hourglass_engine::JobRef::Id(*id), |now| {
-                hourglass_store::Transition::Pause { now }
-            })
-            .await
-            .unwrap();
+        rig.transition(*id, |now| hourglass_store::Transition::Pause { now })
+            .await;
     }
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(rig.seen().len(), 1, "paused occurrences were sent");
     assert_eq!(rig.metrics.withdrawn.get(), 3);
     for id in &paused {
-        rig.engine
-            .scheduler()
-            .transition("t", &hourglass_engine::JobRef::Id(*id), |now| {
-                hourglass_store::Transition::Resume { now }
-            })
-            .await
-            .unwrap();
+        rig.transition(*id, |now| hourglass_store::Transition::Resume { now })
+            .await;
     }
     rig.run_until(|s| s.len() == 4).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -1712,13 +1711,10 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
         .await
         .unwrap()
         .unwrap();
-    rig.engine
-        .scheduler()
-        .transition("t", &hourglass_engine::JobRef::Id(cancelled_id), |now| {
-            hourglass_store::Transition::Cancel { now }
-        })
-        .await
-        .unwrap();
+    rig.transition(cancelled_id, |now| hourglass_store::Transition::Cancel {
+        now,
+    })
+    .await;
     rig.run_until(|s| s.iter().any(|s| s.job_id == edited_id))
         .await;
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -1757,13 +1753,10 @@ async fn a_cancel_reaches_an_occurrence_waiting_for_a_delivery_slot() {
     rig.run_until(|s| !s.is_empty()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rig.metrics.slot_waiting.get(), 1);
-    rig.engine
-        .scheduler()
-        .transition("t", &hourglass_engine::JobRef::Id(waiting_id), |now| {
-            hourglass_store::Transition::Cancel { now }
-        })
-        .await
-        .unwrap();
+    rig.transition(waiting_id, |now| hourglass_store::Transition::Cancel {
+        now,
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(rig.seen().len(), 1, "{:?}", rig.seen());
     assert_eq!(rig.metrics.withdrawn.get(), 1);
