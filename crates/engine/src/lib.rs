@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod netguard;
 mod pipeline;
 pub mod queue;
+pub mod receipt;
 pub mod scheduler;
 pub mod signing;
 mod sweeper;
@@ -41,7 +42,8 @@ pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
 pub use pipeline::rates::DeliveryQuotas;
 pub use pipeline::{INTERNAL_ERROR, panic_message};
-pub use queue::{LeaseRequest, Leased, Queues, Receipt, ReceiptOutcome};
+pub use queue::{LeaseRequest, Leased, Queues, ReceiptOutcome};
+pub use receipt::Receipt;
 pub use scheduler::{JobEdit, JobRef, OpenBreaker, Scheduler};
 pub use signing::Secrets;
 
