@@ -275,17 +275,26 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn entries_gather_while_a_batch_is_in_flight_and_each_gets_its_own_verdict() {
+    /// The sizes of the batches a test line sent, in order.
+    type Sizes = Arc<Mutex<Vec<usize>>>;
+
+    /// A line of one request in flight at a time, whose batches record their sizes and wait at
+    /// `gate` (shut at first: the first batch stays in flight while the rest queue up).
+    fn gated_line(max_bytes: usize) -> (Arc<Batches<u32>>, Sizes, Arc<Semaphore>) {
         let sizes = Arc::new(Mutex::new(Vec::new()));
-        // Closed at first: the first batch stays in flight while the rest queue up.
         let gate = Arc::new(Semaphore::new(0));
         let shape = Shape {
             max_entries: 10,
-            max_bytes: 1_000,
+            max_bytes,
             in_flight: 1,
         };
         let batches = Arc::new(Batches::new(shape, recording(sizes.clone(), gate.clone())));
+        (batches, sizes, gate)
+    }
+
+    #[tokio::test]
+    async fn entries_gather_while_a_batch_is_in_flight_and_each_gets_its_own_verdict() {
+        let (batches, sizes, gate) = gated_line(1_000);
         let mut tasks = Vec::new();
         for i in 0..25u32 {
             let batches = batches.clone();
@@ -318,14 +327,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_stops_at_its_byte_budget() {
-        let sizes = Arc::new(Mutex::new(Vec::new()));
-        let gate = Arc::new(Semaphore::new(0));
-        let shape = Shape {
-            max_entries: 10,
-            max_bytes: 250,
-            in_flight: 1,
-        };
-        let batches = Arc::new(Batches::new(shape, recording(sizes.clone(), gate.clone())));
+        let (batches, sizes, gate) = gated_line(250);
         let sent = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for i in 0..10u32 {
@@ -351,14 +353,7 @@ mod tests {
     /// is left out of the next batch and answered withdrawn; the others go.
     #[tokio::test]
     async fn an_entry_whose_claim_was_taken_back_is_left_out() {
-        let sizes = Arc::new(Mutex::new(Vec::new()));
-        let gate = Arc::new(Semaphore::new(0));
-        let shape = Shape {
-            max_entries: 10,
-            max_bytes: 1_000,
-            in_flight: 1,
-        };
-        let batches = Arc::new(Batches::new(shape, recording(sizes.clone(), gate.clone())));
+        let (batches, sizes, gate) = gated_line(1_000);
         let held = Arc::new(crate::pipeline::Held::default());
         let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
         let job = hourglass_core::JobId::from_u128(7);
