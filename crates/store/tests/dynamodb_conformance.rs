@@ -603,7 +603,7 @@ impl LosesOneAnswer {
 #[tokio::test]
 async fn a_claim_whose_answer_was_lost_is_handed_out() {
     let (proxy, store) = LosesOneAnswer::with_one_job().await;
-    proxy.arm("DynamoDB_20120810.UpdateItem", "lowner");
+    proxy.arm("DynamoDB_20120810.UpdateItem", "lown");
     let got = store
         .claim_due(ClaimScope::Fired, t0(), 10, &lease("w", t0()))
         .await
@@ -623,7 +623,7 @@ async fn a_claim_whose_answer_was_lost_is_handed_out() {
     assert!(again.is_empty(), "and it is held: {again:?}");
 }
 
-/// A completion (one that records no run: a single conditional update) that was applied but
+/// A completion (a one-off's delivery: a put of its entry's settlement) that was applied but
 /// whose answer was lost reports applied, not a stale lease.
 #[tokio::test]
 async fn a_completion_whose_answer_was_lost_reports_applied() {
@@ -634,7 +634,8 @@ async fn a_completion_whose_answer_was_lost_reports_applied() {
         .unwrap();
     assert_eq!(got.len(), 1);
     let o = &got[0];
-    proxy.arm("DynamoDB_20120810.UpdateItem", "lowner");
+    // A one-off's delivery is a put of its entry's settlement.
+    proxy.arm("DynamoDB_20120810.PutItem", "recs");
     let applied = store
         .complete(vec![delivered_without_run(o)], t0())
         .await
@@ -645,7 +646,7 @@ async fn a_completion_whose_answer_was_lost_reports_applied() {
     assert_eq!(job.state, hourglass_core::JobState::Completed);
 }
 
-/// A lone job created by a put whose answer was lost is created, not refused as a job id that
+/// A job created by a batch write whose answer was lost is created, not refused as a job id that
 /// is already used.
 #[tokio::test]
 async fn a_create_whose_answer_was_lost_succeeds() {
@@ -653,7 +654,7 @@ async fn a_create_whose_answer_was_lost_succeeds() {
     let store = proxy.store().await;
     let new = job("ns", t0(), None);
     let id = new.id;
-    proxy.arm("DynamoDB_20120810.PutItem", "\"Item\"");
+    proxy.arm("DynamoDB_20120810.BatchWriteItem", "PutRequest");
     store
         .create_jobs(vec![new])
         .await

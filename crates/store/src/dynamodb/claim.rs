@@ -1,8 +1,15 @@
-//! Claims and what ends them without a completion. A claim reads every shard's due prefix from
-//! the `due` index, then takes each candidate with a conditional update of its job item: the
-//! condition re-checks on the item itself what the (eventually consistent) index said, so two
-//! claimers never both win, and a stale index entry only costs a failed condition.
+//! Claims and what ends them without a completion. A claim reads each shard's entries due by the
+//! horizon (strongly consistent), and leases each entry it takes with one conditional update:
+//! unleased or lapsed, and at the lease counter it read, so two claimers never both win. When the
+//! horizon or the limit takes only part of an entry, the rest is split off into a part of the
+//! same root in the same transaction. It then reads the listed jobs (eventually consistent, read
+//! again strongly when a job item disagrees with its listing) and hands out those whose listing
+//! is still valid and whose delivery no settlement recorded.
+//!
+//! The store remembers the claims it handed out (`Inner::held`): a completion or release finds
+//! the entry it came from there, and the last one of an entry deletes it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -10,14 +17,11 @@ use hourglass_core::{JobId, Occurrence, duration_ms, from_ms};
 use jiff::Timestamp;
 
 use super::Inner;
-use super::item::{
-    Attrs, DUE_INDEX, Item, Lane, due_sk, due_sk_after, fire_of_due_sk, job_from_item, job_id,
-    job_key, n, s, state_code,
-};
+use super::entry::{Entry, Listed, Root, claim_token, encode_listing, root_item, split_token, valid};
+use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, job_key, key, n, s};
 use super::payload;
 use super::table::{Change, Query};
-use crate::{Applied, ClaimScope, JobRecord, Lease, Release, Result, StoreError};
-use hourglass_core::JobState;
+use crate::{Applied, ClaimScope, Lease, Release, Result};
 
 /// Conditional writes a batch sends at once.
 pub(super) const CONCURRENCY: usize = 32;
@@ -31,12 +35,14 @@ fn lane<'a>(scope: ClaimScope<'a>) -> Lane<'a> {
     }
 }
 
-/// A due-index entry: its job, fire time, and whether a lease held it when the index was read.
-struct Candidate {
-    id: JobId,
-    fire: i64,
-    leased: bool,
-    partition: String,
+/// An entry this claim leased, with the jobs it took from it.
+struct Taken {
+    entry: Entry,
+    jobs: Vec<Listed>,
+    /// The lease counter this claim holds.
+    ltok: i64,
+    /// Whether an earlier lease held it (its jobs may be settled already).
+    leased_before: bool,
 }
 
 pub(super) async fn claim_due(
@@ -52,182 +58,259 @@ pub(super) async fn claim_due(
     let now = lease.now.as_millisecond();
     let until = now.saturating_add(duration_ms(lease.ttl));
     let horizon = horizon.as_millisecond();
-    let (is_queue, types) = match scope {
-        ClaimScope::Fired => (false, None),
-        ClaimScope::Queue { types, .. } => (true, types),
+    let types = match scope {
+        ClaimScope::Fired => None,
+        ClaimScope::Queue { types, .. } => types,
     };
+    let is_queue = matches!(scope, ClaimScope::Queue { .. });
     let lane = lane(scope);
-    // Entries still leased at their expiry within the horizon are read too, and skipped: ask
-    // for a few more than needed so they do not crowd out claimable ones.
-    let entries = inner
-        .query_shards(
-            |shard| lane.partition(shard),
-            |partition| {
-                Query::new(Some(DUE_INDEX), partition)
-                    .below(due_sk_after(horizon))
-                    .limit(limit.saturating_mul(2).max(16))
-            },
-        )
-        .await?;
-    let mut candidates = Vec::new();
-    for entry in &entries {
-        let dsk = entry.str("dsk")?;
-        let fire = fire_of_due_sk(dsk)?;
-        let leased = entry.opt_str("lowner")?.is_some();
-        // A job still leased (its fire time is the lease expiry) only once that expiry has
-        // passed by the claimer's clock, however soon within the horizon.
-        if leased && fire > now {
+    // Each shard's entries due by the horizon, in order, until they offer twice the limit of
+    // claimable jobs: entries leased by others (until their claims end) are read past, never
+    // let to hide what is claimable behind them.
+    let mut items = Vec::new();
+    for shard in 0..inner.shards {
+        let mut claimable = 0usize;
+        let query = Query::new(lane.partition(shard)).below(fire_bound_after(horizon));
+        let found = inner
+            .query_while(&query, |item| {
+                if let Ok(entry) = Entry::from_item(item)
+                    && !entry.leased_at(now)
+                {
+                    claimable += entry.jobs.iter().filter(|j| j.fire <= horizon).count();
+                }
+                claimable < limit.saturating_mul(2)
+            })
+            .await?;
+        items.extend(found);
+    }
+    items.sort_by(|a, b| {
+        let key = |i: &Item| i.get("sk").and_then(|v| v.as_s().ok()).cloned();
+        key(a).cmp(&key(b))
+    });
+    let max_bytes = scope.max_bytes();
+    let (mut count, mut bytes) = (0usize, 0usize);
+    let mut taken = Vec::new();
+    for item in &items {
+        if count >= limit || !crate::under_byte_budget(max_bytes, bytes) {
+            break;
+        }
+        let entry = Entry::from_item(item)?;
+        // A lease still running by the claimer's clock is not up for grabs, however soon it
+        // ends within the horizon.
+        if entry.leased_at(now) {
             continue;
         }
         if let Some(types) = types
             && !entry
-                .opt_str("jtype")?
+                .job_type
+                .as_ref()
                 .is_some_and(|t| types.iter().any(|wanted| wanted == t))
         {
             continue;
         }
-        let id = dsk
-            .split_once('#')
-            .map(|(_, id)| id)
-            .ok_or_else(|| StoreError::Corrupt(format!("due index sort key {dsk:?}")))?;
-        candidates.push(Candidate {
-            id: job_id(id)?,
-            fire,
-            leased,
-            partition: entry.str("dpk")?.to_owned(),
-        });
-        if candidates.len() == limit {
-            break;
-        }
-    }
-    let owner: Arc<str> = lease.owner.as_str().into();
-    // With a byte budget, candidates are taken in waves until the payloads taken reach it (a
-    // payload is known only once its job is taken): the first wave takes one, each later one as
-    // many as the budget left holds at the largest payload seen so far (at most `CONCURRENCY`).
-    // Payloads of one size stop at the budget exactly; growing ones may pass it by a wave.
-    let max_bytes = scope.max_bytes();
-    let mut candidates = candidates.into_iter().peekable();
-    let mut attempts = Vec::new();
-    let (mut bytes, mut largest, mut took_any) = (0usize, 0usize, false);
-    while candidates.peek().is_some() && crate::under_byte_budget(max_bytes, bytes) {
-        let wave = match max_bytes {
-            None => usize::MAX,
-            Some(_) if !took_any => 1,
-            Some(max) => max
-                .saturating_sub(bytes)
-                .div_ceil(largest.max(1))
-                .clamp(1, CONCURRENCY),
-        };
-        let taken = futures_util::stream::iter(candidates.by_ref().take(wave))
-            .map(|candidate| {
-                let owner = owner.clone();
-                async move { take(inner, candidate, &owner, now, horizon, until, is_queue).await }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect::<Vec<_>>()
-            .await;
-        for occurrence in taken
+        let mut due: Vec<Listed> = entry
+            .jobs
             .iter()
-            .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
-        {
-            let size = occurrence.payload.as_deref().map_or(0, str::len);
-            bytes += size;
-            largest = largest.max(size);
-            took_any = true;
+            .filter(|j| j.fire <= horizon)
+            .copied()
+            .collect();
+        if due.is_empty() {
+            continue;
         }
-        attempts.extend(taken);
-    }
-    let mut claimed = Vec::with_capacity(attempts.len());
-    let mut failure = None;
-    for attempt in attempts {
-        match attempt {
-            Ok(Some(occurrence)) => claimed.push(occurrence),
-            Ok(None) => {}
-            Err(e) => failure = Some(e),
+        due.sort_by_key(|j| (j.fire, j.id));
+        due.truncate(limit - count);
+        if let Some(ltok) = lease_entry(inner, &entry, &due, &lease.owner, until, is_queue).await? {
+            count += due.len();
+            bytes += entry.bytes;
+            taken.push(Taken {
+                leased_before: entry.ltok > 0,
+                entry,
+                jobs: due,
+                ltok,
+            });
         }
     }
-    // Claims that were taken are handed out even when others failed: left unreported, they
-    // would wait for their lease to lapse.
-    if claimed.is_empty()
-        && let Some(e) = failure
-    {
-        return Err(e);
+    hand_out(inner, taken, is_queue).await
+}
+
+/// Leases `entry` for the jobs `take` of it (splitting the others off into a new part of its
+/// root): the lease counter it now holds, or `None` when another claimer got there first.
+async fn lease_entry(
+    inner: &Inner,
+    entry: &Entry,
+    take: &[Listed],
+    owner: &str,
+    until: i64,
+    is_queue: bool,
+) -> Result<Option<i64>> {
+    let ltok = entry.ltok + 1;
+    let mut change = Change::new(entry.key());
+    // At the counter read: unleased then, or lapsed; no other claimer leased it since.
+    match entry.owner {
+        Some(_) => change.when(
+            "#ltok = {} AND #luntil <= {}",
+            &["ltok", "luntil"],
+            vec![n(entry.ltok), n(entry.until.unwrap_or(i64::MIN))],
+        ),
+        None if entry.ltok == 0 => change.when("attribute_not_exists(#lown) AND attribute_not_exists(#ltok)", &["lown", "ltok"], vec![]),
+        None => change.when(
+            "attribute_not_exists(#lown) AND #ltok = {}",
+            &["lown", "ltok"],
+            vec![n(entry.ltok)],
+        ),
+    }
+    change.set("lown", s(owner));
+    change.set("luntil", n(until));
+    change.set("ltok", n(ltok));
+    // A queue message whose lease ran out unacked: that lease was a failed attempt.
+    if is_queue && entry.owner.is_some() {
+        change.set("lapses", n(entry.lapses + 1));
+    }
+    let rest: Vec<Listed> = entry
+        .jobs
+        .iter()
+        .filter(|j| !take.iter().any(|t| t.id == j.id))
+        .copied()
+        .collect();
+    if rest.is_empty() {
+        return Ok(inner.update(change, false).await?.map(|_| ltok));
+    }
+    change.set("jobs", encode_listing(take));
+    change.set("cnt", n(take.len() as i64));
+    let mut part = root_item(&entry.root, &rest, None);
+    part.insert(
+        "sk".into(),
+        s(entry.root.part_sk(&format!("{:016x}", rand::random::<u64>()))),
+    );
+    // The part continues the entry's lease counter, so its next claim's tokens are higher.
+    part.insert("ltok".into(), n(ltok));
+    let actions = vec![
+        change.into_action(&inner.table),
+        super::table::put_new(&inner.table, part),
+    ];
+    Ok(inner.transact(actions).await?.is_ok().then_some(ltok))
+}
+
+/// The occurrences of the entries this claim leased: the jobs whose listing is still valid and
+/// that no settlement recorded. An entry left with none is deleted at once.
+async fn hand_out(
+    inner: &Inner,
+    taken: Vec<Taken>,
+    is_queue: bool,
+) -> Result<Vec<Occurrence>> {
+    let wanted: Vec<&Listed> = taken.iter().flat_map(|t| &t.jobs).collect();
+    let homes = read_homes(inner, &wanted).await?;
+    let mut claimed = Vec::new();
+    for t in taken {
+        let settled = if t.leased_before {
+            super::complete::settled_jobs(inner, &t.entry.root).await?
+        } else {
+            Default::default()
+        };
+        let mut entry = t.entry.clone();
+        entry.jobs = t.jobs.clone();
+        let lapses = if is_queue && t.entry.owner.is_some() {
+            t.entry.lapses + 1
+        } else {
+            t.entry.lapses
+        };
+        let mut handed = Vec::new();
+        for (listed, home) in valid(&entry, &homes) {
+            if settled.contains(&(listed.id, listed.version)) {
+                continue;
+            }
+            if let Some(occurrence) =
+                occurrence(inner, home, listed, claim_token(listed.version, t.ltok), lapses).await?
+            {
+                handed.push(occurrence);
+            }
+        }
+        let sk = entry.sk.clone();
+        if handed.is_empty() {
+            // Nothing in it is due any more: every listing stale or settled.
+            delete_entry(inner, &entry.root.pk, &sk, t.ltok).await?;
+            continue;
+        }
+        inner.hold(
+            &entry.root.pk,
+            &sk,
+            t.ltok,
+            handed.iter().map(|o| (o.job_id, o.token)),
+        );
+        claimed.extend(handed);
     }
     claimed.sort_by_key(|o| (o.fire_at, o.job_id));
     Ok(claimed)
 }
 
-/// Takes one candidate if the job item still agrees: active, in the same lane, and either
-/// unleased and due by the horizon, or leased with the lease lapsed.
-async fn take(
-    inner: &Inner,
-    candidate: Candidate,
-    owner: &str,
-    now: i64,
-    horizon: i64,
-    until: i64,
-    is_queue: bool,
-) -> Result<Option<Occurrence>> {
-    let mut change = Change::new(job_key(candidate.id));
-    change.when(
-        "#st = {} AND #dpk = {}",
-        &["st", "dpk"],
-        vec![n(state_code(JobState::Active)), s(candidate.partition)],
-    );
-    if candidate.leased {
-        change.when(
-            "attribute_exists(#lowner) AND #fire <= {}",
-            &["lowner", "fire"],
-            vec![n(now)],
-        );
-        // A queue message still leased is here because its lease ran out unacked: that lease
-        // was a failed attempt. (The engine's own lapsed claims are not: the node that held
-        // them may never have fired them.)
-        if is_queue {
-            change.add("att", 1);
-        }
-    } else {
-        change.when(
-            "attribute_not_exists(#lowner) AND #fire <= {}",
-            &["lowner", "fire"],
-            vec![n(horizon)],
-        );
-        // The occurrence's own fire time, restored by a release.
-        change.copy("lfire", "fire");
+/// The job items of `jobs` by id: read eventually consistent (half the price), and again
+/// strongly for any that disagrees with its listing (a write of the last second not seen yet).
+async fn read_homes(inner: &Inner, jobs: &[&Listed]) -> Result<HashMap<JobId, Item>> {
+    let mut homes = HashMap::with_capacity(jobs.len());
+    let mut ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+    ids.sort();
+    ids.dedup();
+    let keys: Vec<Item> = ids.iter().map(|id| job_key(*id)).collect();
+    for item in inner.get_many_as(keys, false).await? {
+        homes.insert(job_id(item.str("id")?)?, item);
     }
-    change.set("fire", n(until));
-    change.set("dsk", s(due_sk(until, candidate.id)));
-    change.set("lowner", s(owner));
-    change.add("tok", 1);
-    let Some(item) = inner.update(change, true).await? else {
-        return Ok(None);
-    };
-    let mut job = job_from_item(&item)?;
-    if let Some(version) = payload::version_of(&item)? {
-        // `None`: an edit since the claim wrote another payload, and voided the claim (it reset
-        // the lease and raised the token).
-        match inner.claimed_payload(job.id, version, job.token).await? {
+    let mut again: Vec<JobId> = jobs
+        .iter()
+        .filter(|j| {
+            homes
+                .get(&j.id)
+                .is_none_or(|home| home.num("tok").ok() != Some(j.version))
+        })
+        .map(|j| j.id)
+        .collect();
+    again.sort();
+    again.dedup();
+    let again: Vec<Item> = again.into_iter().map(job_key).collect();
+    if !again.is_empty() {
+        for item in inner.get_many(again).await? {
+            homes.insert(job_id(item.str("id")?)?, item);
+        }
+    }
+    Ok(homes)
+}
+
+/// The occurrence a claim took: `home` is the job item, its payload read when it lives apart.
+/// `None` when an edit since the read replaced the payload (and voided the claim).
+async fn occurrence(
+    inner: &Inner,
+    home: &Item,
+    listed: &Listed,
+    token: i64,
+    lapses: i64,
+) -> Result<Option<Occurrence>> {
+    let mut job = job_from_item(home)?;
+    if let Some(version) = payload::version_of(home)? {
+        match inner
+            .claimed_payload(job.id, version, listed.version)
+            .await?
+        {
             Some(payload) => job.payload = Some(payload),
             None => return Ok(None),
         }
     }
-    occurrence(&item, job, candidate.fire).map(Some)
-}
-
-/// The occurrence a claim took: `job` is the claimed item's record, payload filled in.
-fn occurrence(item: &Item, job: JobRecord, seen_fire: i64) -> Result<Occurrence> {
-    let own_fire = item.opt_num("lfire")?.unwrap_or(seen_fire);
-    Ok(Occurrence {
+    Ok(Some(Occurrence {
         job_id: job.id,
         namespace: job.namespace.as_str().into(),
-        due: job.next_due.unwrap_or(from_ms(own_fire)),
-        fire_at: from_ms(own_fire),
-        attempt: job.attempt + 1,
-        token: job.token,
+        due: job.next_due.unwrap_or(from_ms(listed.fire)),
+        fire_at: from_ms(listed.fire),
+        attempt: job.attempt + lapses as u32 + 1,
+        token,
         runs_done: job.runs,
         spec: Arc::new(job.spec),
         payload: job.payload.map(Into::into),
-    })
+    }))
+}
+
+/// Deletes an entry if the lease `ltok` still holds it.
+pub(super) async fn delete_entry(inner: &Inner, pk: &str, sk: &str, ltok: i64) -> Result<()> {
+    let mut change = Change::new(key(pk.to_owned(), sk));
+    change.when("#ltok = {}", &["ltok"], vec![n(ltok)]);
+    inner.delete_if(change).await.map(|_| ())
 }
 
 pub(super) async fn extend_claims(
@@ -236,23 +319,48 @@ pub(super) async fn extend_claims(
     until: Timestamp,
     now: Timestamp,
 ) -> Result<Vec<Applied>> {
-    let (until, now) = (until.as_millisecond(), now.as_millisecond());
+    let _ = now;
+    let until = until.as_millisecond();
+    // A claim is extended only while its job is at the claimed version (an edit voids it) and
+    // its entry's lease is still the claim's.
+    let versions: Vec<Listed> = claims
+        .iter()
+        .map(|(id, token)| Listed {
+            id: *id,
+            fire: 0,
+            version: split_token(*token).0,
+        })
+        .collect();
+    let mut homes = HashMap::new();
+    for item in inner
+        .get_many(versions.iter().map(|l| job_key(l.id)).collect())
+        .await?
+    {
+        homes.insert(job_id(item.str("id")?)?, item);
+    }
     let answers = futures_util::stream::iter(claims)
-        .map(|(id, token)| async move {
-            // Only a claim still held: a released or completed one has nothing to extend.
-            let mut change = Change::new(job_key(id));
-            change.when(
-                "#tok = {} AND #st = {} AND attribute_exists(#lowner)",
-                &["tok", "st", "lowner"],
-                vec![n(token), n(state_code(JobState::Active))],
-            );
-            change.set("fire", n(until));
-            change.set("dsk", s(due_sk(until, id)));
-            change.set("up", n(now));
-            Ok::<_, crate::StoreError>(match inner.update(change, false).await? {
-                Some(_) => Applied::Yes,
-                None => Applied::StaleLease,
-            })
+        .map(|(id, token)| {
+            let home = homes.get(&id);
+            async move {
+                let (version, ltok) = split_token(token);
+                let Some(home) = home.filter(|h| h.num("tok").ok() == Some(version)) else {
+                    return Ok(Applied::StaleLease);
+                };
+                let Some((pk, sk)) = entry_of(inner, id, token, home)? else {
+                    return Ok(Applied::StaleLease);
+                };
+                let mut change = Change::new(key(pk, &sk));
+                change.when(
+                    "#ltok = {} AND attribute_exists(#lown)",
+                    &["ltok", "lown"],
+                    vec![n(ltok)],
+                );
+                change.set("luntil", n(until));
+                Ok::<_, crate::StoreError>(match inner.update(change, false).await? {
+                    Some(_) => Applied::Yes,
+                    None => Applied::StaleLease,
+                })
+            }
         })
         .buffered(CONCURRENCY)
         .collect::<Vec<_>>()
@@ -260,39 +368,144 @@ pub(super) async fn extend_claims(
     answers.into_iter().collect()
 }
 
+/// The entry a claim was taken from: as this store remembers it, or (for a claim another
+/// process made, such as a queue lease taken through another API function) the root its job
+/// names, whose part `0` a queue message's entry always is.
+fn entry_of(inner: &Inner, id: JobId, token: i64, home: &Item) -> Result<Option<(String, String)>> {
+    if let Some(held) = inner.held(id, token) {
+        return Ok(Some((held.pk, held.sk)));
+    }
+    Ok(Root::of_job(home)?.map(|root| (root.pk.clone(), root.part_sk("0"))))
+}
+
 pub(super) async fn release(inner: &Inner, claims: Vec<Release>) -> Result<()> {
-    let answers = futures_util::stream::iter(claims)
-        .map(|c| async move {
-            let mut change = Change::new(job_key(c.job_id));
-            change.when(
-                "#tok = {} AND #st = {}",
-                &["tok", "st"],
-                vec![n(c.token), n(state_code(JobState::Active))],
-            );
-            let fire = c.fire_at.as_millisecond();
-            change.set("fire", n(fire));
-            change.set("dsk", s(due_sk(fire, c.job_id)));
-            change.remove("lowner");
-            change.remove("lfire");
-            inner.update(change, false).await.map(|_| ())
-        })
+    // Claims handed back at their own fire time, together the whole rest of their entry's lease:
+    // the entry is simply unleased (one write). Any other: the job moves to an entry of its own.
+    let mut by_entry: HashMap<super::Held, Vec<Release>> = HashMap::new();
+    let mut alone = Vec::new();
+    for claim in claims {
+        match inner.held(claim.job_id, claim.token) {
+            Some(held) => by_entry.entry(held).or_default().push(claim),
+            None => alone.push(claim),
+        }
+    }
+    for (held, claims) in by_entry {
+        if inner.held_count(&held) == claims.len() {
+            let Some(item) = inner.get(key(held.pk.clone(), &held.sk)).await? else {
+                continue;
+            };
+            let entry = Entry::from_item(&item)?;
+            let own_times = claims.iter().all(|c| {
+                entry
+                    .jobs
+                    .iter()
+                    .any(|j| j.id == c.job_id && j.fire == c.fire_at.as_millisecond())
+            });
+            let (_, ltok) = split_token(claims[0].token);
+            if own_times && entry.ltok == ltok {
+                let mut change = Change::new(entry.key());
+                change.when("#ltok = {}", &["ltok"], vec![n(ltok)]);
+                change.remove("lown");
+                change.remove("luntil");
+                inner.update(change, false).await?;
+                for c in &claims {
+                    inner.forget(c.job_id, c.token);
+                }
+                continue;
+            }
+        }
+        alone.extend(claims);
+    }
+    let answers = futures_util::stream::iter(alone)
+        .map(|c| async move { move_alone(inner, c).await })
         .buffer_unordered(CONCURRENCY)
         .collect::<Vec<_>>()
         .await;
     answers.into_iter().collect()
 }
 
-pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {
-    // Claimed jobs count at their lease expiry; a queue scope's type filter is ignored.
-    let lane = lane(scope);
-    let first = inner
-        .query_shards(
-            |shard| lane.partition(shard),
-            |partition| Query::new(Some(DUE_INDEX), partition).limit(1),
-        )
-        .await?;
-    match first.first() {
-        Some(entry) => Ok(Some(from_ms(fire_of_due_sk(entry.str("dsk")?)?))),
-        None => Ok(None),
+/// Moves a released claim's job to an entry of its own, due at the release's fire time.
+async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
+    let (version, _) = split_token(c.token);
+    let Some(home) = inner.get(job_key(c.job_id)).await? else {
+        return inner.settle_held(c.job_id, c.token).await;
+    };
+    if home.num("tok")? != version {
+        return inner.settle_held(c.job_id, c.token).await;
     }
+    let namespace = home.str("ns")?.to_owned();
+    let queue = home.opt_str("queue")?.map(str::to_owned);
+    let lane = match &queue {
+        Some(queue) => Lane::Queue {
+            namespace: &namespace,
+            queue,
+        },
+        None => Lane::Fired,
+    };
+    let fire = c.fire_at.as_millisecond();
+    let root = Root::new(lane, inner.random_shard(), fire);
+    let listed = Listed {
+        id: c.job_id,
+        fire,
+        version: version + 1,
+    };
+    let job_type = home.opt_str("jtype")?.map(str::to_owned);
+    let bytes = home.opt_str("payload")?.map_or(0, str::len);
+    let entry = root_item(&root, &[listed], queue.as_ref().map(|_| (&job_type, bytes)));
+    inner.put(entry).await?;
+    let mut change = Change::new(job_key(c.job_id));
+    change.when(
+        "#tok = {} AND #st = {}",
+        &["tok", "st"],
+        vec![n(version), n(super::item::state_code(hourglass_core::JobState::Active))],
+    );
+    change.set("fire", n(fire));
+    change.set("epk", s(&root.pk));
+    change.set("ekey", s(&root.key));
+    change.add("tok", 1);
+    if inner.update(change, false).await?.is_none() {
+        inner
+            .delete_many(vec![key(root.pk.clone(), &root.part_sk("0"))])
+            .await?;
+    }
+    inner.settle_held(c.job_id, c.token).await
+}
+
+pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {
+    // Leased entries count at their lease expiry; a queue scope's type filter is ignored. An
+    // entry's sort key is a lower bound of every later entry's fire times: each shard is read
+    // until that bound passes the earliest time found.
+    let lane = lane(scope);
+    let mut earliest: Option<i64> = None;
+    for shard in 0..inner.shards {
+        let query = Query::new(lane.partition(shard));
+        let mut failed = None;
+        inner
+            .query_while(&query, |item| {
+                let entry = match Entry::from_item(item) {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
+                };
+                let bound = super::item::fire_of_entry_sk(&entry.sk);
+                if earliest.is_some_and(|e| bound > e) {
+                    return false;
+                }
+                let at = match (&entry.owner, entry.until) {
+                    (Some(_), Some(until)) => Some(until),
+                    _ => entry.first_fire(),
+                };
+                if let Some(at) = at {
+                    earliest = Some(earliest.map_or(at, |e| e.min(at)));
+                }
+                true
+            })
+            .await?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    Ok(earliest.map(from_ms))
 }

@@ -1,21 +1,158 @@
-//! Completions: each is applied only under its claim's fencing token, as `rules.rs` plans it. A
-//! completion that records nothing is one conditional update; one that records a run or a dead
-//! letter is one transaction (the job and its history change together or not at all). A batch is
-//! atomic per completion, not as a whole: each completion is its own request, sent concurrently.
+//! Completions. A one-off delivered (or completed by a skip) leaves its job item as it was: its
+//! completion is a record in a *settlement* of its entry's root, one item for all the jobs of one
+//! leased entry that one call completes, so that a batch of deliveries costs one write (a write
+//! unit a started KB of records) instead of one per job. A settlement is written only while the
+//! entry's lease is still the claim's (read strongly just before), and a record counts only while
+//! the job item is still at the version it names: an edit since voids it. Readers fold records
+//! into the job (`jobs.rs`), its runs (`history.rs`) and the next claim of the entry.
+//!
+//! Every other completion (a retry, the next occurrence of a recurring job, a dead letter, a job
+//! that ends in another way) changes the job item under its version, and moves it to a new entry
+//! when it has another attempt or occurrence: the entry first, then the job item, then its run,
+//! none a transaction (a crash between them can lose the run's record, never the job). A dead
+//! letter is written in one transaction with its job, so a failed job always has its letter.
+//!
+//! Once every job a lease took from an entry is settled or moved, the claimer deletes the entry.
+
+use std::collections::HashMap;
 
 use futures_util::StreamExt;
-use hourglass_core::{Completion, JobState};
+use hourglass_core::{Completion, JobId, JobState, from_ms};
 use jiff::Timestamp;
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 
 use super::Inner;
 use super::claim::CONCURRENCY;
+use super::entry::{Entry, Listed, Root, root_item, split_token};
 use super::item::{
-    Attrs, due_sk, job_key, key, letter_pk, letters_pk, n, ord, run_pk, run_sk, s, state_code,
+    Attrs, Item, Lane, job_key, key, letter_pk, letters_pk, n, ord, run_pk, run_sk, s,
+    state_code,
 };
-use super::table::{Change, put, put_new};
-use crate::rules::{LastError, RowChange, plan_completion};
-use crate::{Applied, Result, RunCursor, StoreError};
+use super::table::{Change, Query, TTL, put, put_new};
+use crate::rules::{LastError, RowChange, plan_completion, state_from_code};
+use crate::{Applied, JobRecord, Result, RunCursor, RunRecord, StoreError};
+
+/// One job's completion as a settlement records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Settled {
+    id: JobId,
+    /// The job's version when claimed.
+    v: i64,
+    /// The claim's token.
+    tok: i64,
+    /// The state the job ends in.
+    fin: i64,
+    ran: u64,
+    skip: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    att: Option<u32>,
+    /// When it was recorded.
+    up: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<SettledRun>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SettledRun {
+    due: i64,
+    att: u32,
+    started: i64,
+    lat: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    err: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resp: Option<String>,
+    out: String,
+}
+
+impl Settled {
+    /// The job as this record leaves it.
+    pub(super) fn apply(&self, record: &mut JobRecord) {
+        if let Ok(state) = state_from_code(self.fin) {
+            record.state = state;
+        }
+        record.runs += self.ran;
+        record.skipped += self.skip;
+        if let Some(att) = self.att {
+            record.attempt = att;
+        }
+        record.next_attempt = None;
+        record.leased_until = None;
+        record.last_error = None;
+        record.updated_at = from_ms(self.up);
+        record.token = self.tok + 1;
+    }
+
+    fn run_record(&self) -> Option<RunRecord> {
+        let run = self.run.as_ref()?;
+        Some(RunRecord {
+            cursor: RunCursor {
+                started_ms: run.started,
+                seq: self.tok + 1,
+            },
+            job_id: self.id,
+            due: from_ms(run.due),
+            attempt: run.att,
+            started_at: from_ms(run.started),
+            latency_ms: run.lat,
+            status: run.status,
+            error: run.err.clone(),
+            response: run.resp.clone(),
+            outcome: run.out.clone(),
+        })
+    }
+}
+
+/// Every record of a root's settlements.
+async fn records(inner: &Inner, root: &Root) -> Result<Vec<Settled>> {
+    let mut out = Vec::new();
+    for item in inner.query(&Query::new(root.settlements())).await? {
+        let records: Vec<Settled> = serde_json::from_str(item.str("recs")?)
+            .map_err(|e| StoreError::Corrupt(format!("settlement records: {e}")))?;
+        out.extend(records);
+    }
+    Ok(out)
+}
+
+/// The settled completion of job `id` at `version` under `root`, if there is one.
+pub(super) async fn settled(
+    inner: &Inner,
+    root: &Root,
+    id: JobId,
+    version: i64,
+) -> Result<Option<Settled>> {
+    Ok(records(inner, root)
+        .await?
+        .into_iter()
+        .find(|r| r.id == id && r.v == version))
+}
+
+/// The run a settlement recorded for job `id` at `version`, if any.
+pub(super) async fn settled_run(
+    inner: &Inner,
+    root: &Root,
+    id: JobId,
+    version: i64,
+) -> Result<Option<RunRecord>> {
+    Ok(settled(inner, root, id, version)
+        .await?
+        .and_then(|r| r.run_record()))
+}
+
+/// The (job, version) pairs a root's settlements hold: what a new lease of its entry skips.
+pub(super) async fn settled_jobs(
+    inner: &Inner,
+    root: &Root,
+) -> Result<std::collections::HashSet<(JobId, i64)>> {
+    Ok(records(inner, root)
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r.v))
+        .collect())
+}
 
 pub(super) async fn complete(
     inner: &Inner,
@@ -23,35 +160,181 @@ pub(super) async fn complete(
     now: Timestamp,
 ) -> Result<Vec<Applied>> {
     let now = now.as_millisecond();
-    let answers = futures_util::stream::iter(batch)
-        .map(|c| async move { complete_one(inner, c, now).await })
+    let mut answers: Vec<Option<Applied>> = vec![None; batch.len()];
+    // Deliveries of one-offs this node claimed, by the entry they were claimed from.
+    let mut settling: HashMap<super::Held, Vec<usize>> = HashMap::new();
+    for (i, c) in batch.iter().enumerate() {
+        let plan = plan_completion(c);
+        let settles = matches!(
+            plan.row,
+            RowChange::Finish {
+                state: JobState::Completed,
+                ..
+            }
+        ) && plan.dead_letter.is_none();
+        if settles && let Some(held) = inner.held(c.job_id, c.token) {
+            settling.entry(held).or_default().push(i);
+        }
+    }
+    for (held, indexes) in settling {
+        let applied = settle(inner, &held.pk, &held.sk, &indexes, &batch, now).await?;
+        for (i, applied) in indexes.into_iter().zip(applied) {
+            answers[i] = Some(applied);
+        }
+    }
+    let rest: Vec<usize> = (0..batch.len()).filter(|i| answers[*i].is_none()).collect();
+    let one_by_one = futures_util::stream::iter(rest)
+        .map(|i| {
+            let c = &batch[i];
+            async move { (i, complete_one(inner, c, now).await) }
+        })
         .buffered(CONCURRENCY)
         .collect::<Vec<_>>()
         .await;
-    answers.into_iter().collect()
+    for (i, applied) in one_by_one {
+        answers[i] = Some(applied?);
+    }
+    // Answered either way, each claim has ended.
+    for c in &batch {
+        inner.settle_held(c.job_id, c.token).await?;
+    }
+    Ok(answers.into_iter().map(|a| a.expect("answered")).collect())
 }
 
-/// The job item's change for a row change, fenced by `token` (and the job being active).
-pub(super) fn row_change(inner: &Inner, c: &Completion, row: &RowChange, now: i64) -> Change {
+/// Records the completions at `indexes` (deliveries of one-offs claimed from the entry `pk`,
+/// `sk`) in one settlement, if the lease on that entry is still theirs.
+async fn settle(
+    inner: &Inner,
+    pk: &str,
+    sk: &str,
+    indexes: &[usize],
+    batch: &[Completion],
+    now: i64,
+) -> Result<Vec<Applied>> {
+    let stale = vec![Applied::StaleLease; indexes.len()];
+    let Some(item) = inner.get(key(pk.to_owned(), sk)).await? else {
+        return Ok(stale);
+    };
+    let entry = Entry::from_item(&item)?;
+    let (_, ltok) = split_token(batch[indexes[0]].token);
+    if entry.ltok != ltok || entry.owner.is_none() {
+        return Ok(stale);
+    }
+    // Still listed at the claimed version: an edit or cancel since takes a job out of its entry.
+    let answers: Vec<Applied> = indexes
+        .iter()
+        .map(|&i| {
+            let (version, _) = split_token(batch[i].token);
+            let listed = entry
+                .jobs
+                .iter()
+                .any(|j| j.id == batch[i].job_id && j.version == version);
+            if listed { Applied::Yes } else { Applied::StaleLease }
+        })
+        .collect();
+    let indexes: Vec<usize> = indexes
+        .iter()
+        .zip(&answers)
+        .filter(|(_, a)| **a == Applied::Yes)
+        .map(|(i, _)| *i)
+        .collect();
+    if indexes.is_empty() {
+        return Ok(answers);
+    }
+    let mut records = Vec::with_capacity(indexes.len());
+    for &i in &indexes {
+        let c = &batch[i];
+        let plan = plan_completion(c);
+        let RowChange::Finish {
+            state,
+            ran,
+            skipped,
+            attempt,
+        } = plan.row
+        else {
+            unreachable!("only finishing completions settle");
+        };
+        let (version, _) = split_token(c.token);
+        records.push(Settled {
+            id: c.job_id,
+            v: version,
+            tok: c.token,
+            fin: state_code(state),
+            ran,
+            skip: skipped,
+            att: attempt,
+            up: now,
+            run: plan.run.as_ref().map(|run| SettledRun {
+                due: c.due.as_millisecond(),
+                att: run.attempt.attempt,
+                started: run.attempt.started_at.as_millisecond(),
+                lat: run.attempt.latency_ms,
+                status: run.attempt.status,
+                err: run.attempt.error.clone(),
+                resp: run.attempt.response.clone(),
+                out: run.outcome.as_str().to_owned(),
+            }),
+        });
+    }
+    let mut settlement = key(
+        entry.root.settlements(),
+        &format!("{}#{:016x}", ord(ltok), rand::random::<u64>()),
+    );
+    settlement.insert(
+        "recs".into(),
+        s(serde_json::to_string(&records).expect("records serialize")),
+    );
+    if let Some(ttl) = inner.finished_ttl(now) {
+        settlement.insert(TTL.into(), n(ttl));
+    }
+    inner.put(settlement).await?;
+    Ok(answers)
+}
+
+/// The job item's change for a row change, fenced by the claim's version (and the job being
+/// active). A change that keeps the job active moves it to a new entry, returned with it.
+fn row_change(
+    inner: &Inner,
+    c: &Completion,
+    row: &RowChange,
+    lane: Lane<'_>,
+    queue: Option<(&Option<String>, usize)>,
+    now: i64,
+) -> (Change, Option<Item>) {
+    let (version, _) = split_token(c.token);
     let mut change = Change::new(job_key(c.job_id));
     change.when(
         "#tok = {} AND #st = {}",
         &["tok", "st"],
-        vec![n(c.token), n(state_code(JobState::Active))],
+        vec![n(version), n(state_code(JobState::Active))],
     );
-    match *row {
+    let moved = |fire: i64, change: &mut Change| {
+        let root = Root::new(lane, inner.random_shard(), fire);
+        change.set("epk", s(&root.pk));
+        change.set("ekey", s(&root.key));
+        let listed = Listed {
+            id: c.job_id,
+            fire,
+            version: version + 1,
+        };
+        root_item(&root, &[listed], queue)
+    };
+    let entry = match *row {
         RowChange::Retry { fire } => {
             change.set("fire", n(fire));
-            change.set("dsk", s(due_sk(fire, c.job_id)));
-            change.add("att", 1);
+            match &c.attempt {
+                Some(attempt) => change.set("att", n(i64::from(attempt.attempt))),
+                None => change.add("att", 1),
+            }
+            Some(moved(fire, &mut change))
         }
         RowChange::Advance { due, ran, skipped } => {
             change.set("due", n(due));
             change.set("fire", n(due));
-            change.set("dsk", s(due_sk(due, c.job_id)));
             change.set("att", n(0));
             change.add("runs", ran as i64);
             change.add("skip", skipped as i64);
+            Some(moved(due, &mut change))
         }
         RowChange::Finish {
             state,
@@ -61,46 +344,54 @@ pub(super) fn row_change(inner: &Inner, c: &Completion, row: &RowChange, now: i6
         } => {
             change.set("st", n(state_code(state)));
             change.remove("fire");
-            change.remove("dpk");
-            change.remove("dsk");
+            change.remove("epk");
+            change.remove("ekey");
             if let Some(attempt) = attempt {
                 change.set("att", n(i64::from(attempt)));
             }
             change.add("runs", ran as i64);
             change.add("skip", skipped as i64);
-            finished_at(inner, &mut change, c.job_id, now);
+            change.set_or_remove(TTL, inner.finished_ttl(now).map(n));
+            None
         }
-    }
-    change.remove("lowner");
-    change.remove("lfire");
+    };
     // A completion ends its claim: the same token cannot settle the occurrence again.
     change.add("tok", 1);
     change.set("up", n(now));
-    change
+    (change, entry)
 }
 
-/// Puts a job that just finished into the age index, for retention.
-pub(super) fn finished_at(inner: &Inner, change: &mut Change, id: hourglass_core::JobId, now: i64) {
-    change.set("apk", s(format!("f#{}", inner.shard_of(id))));
-    change.set("ask", s(format!("{}#{id}", ord(now))));
-}
-
-async fn complete_one(inner: &Inner, c: Completion, now: i64) -> Result<Applied> {
-    let plan = plan_completion(&c);
-    let mut change = row_change(inner, &c, &plan.row, now);
+async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied> {
+    let plan = plan_completion(c);
+    let (version, _) = split_token(c.token);
+    // The job's lane and queue attributes decide where a move goes: read it (strongly), and
+    // answer stale at once when it moved on.
+    let Some(job) = inner.get(job_key(c.job_id)).await? else {
+        return Ok(Applied::StaleLease);
+    };
+    if job.num("tok")? != version || !lease_holds(inner, c, &job).await? {
+        return Ok(Applied::StaleLease);
+    }
+    let namespace = job.str("ns")?.to_owned();
+    let queue_name = job.opt_str("queue")?.map(str::to_owned);
+    let job_type = job.opt_str("jtype")?.map(str::to_owned);
+    let lane = match &queue_name {
+        Some(queue) => Lane::Queue {
+            namespace: &namespace,
+            queue,
+        },
+        None => Lane::Fired,
+    };
+    let payload_bytes = match super::payload::version_of(&job)? {
+        Some(_) => super::payload::INLINE_MAX + 1,
+        None => job.opt_str("payload")?.map_or(0, str::len),
+    };
+    let queue = queue_name.as_ref().map(|_| (&job_type, payload_bytes));
+    let (mut change, entry) = row_change(inner, c, &plan.row, lane, queue, now);
     if let LastError::Write(error) = plan.last_error {
         change.set_or_remove("lerr", error.map(s));
     }
-    if plan.run.is_none() && plan.dead_letter.is_none() {
-        return Ok(match inner.update(change, false).await? {
-            Some(_) => Applied::Yes,
-            None => Applied::StaleLease,
-        });
-    }
-    // The run's place in the job's history: the token this completion leaves behind is unique
-    // to it within the job.
-    let mut actions = vec![change.into_action(&inner.table)];
-    if let Some(run) = &plan.run {
+    let run = plan.run.as_ref().map(|run| {
         let attempt = run.attempt;
         let cursor = RunCursor {
             started_ms: attempt.started_at.as_millisecond(),
@@ -126,35 +417,117 @@ async fn complete_one(inner: &Inner, c: Completion, now: i64) -> Result<Applied>
             put_attr("resp", s(response));
         }
         put_attr("outcome", s(run.outcome.as_str()));
-        put_attr("apk", s(format!("r#{}", inner.shard_of(c.job_id))));
-        put_attr(
-            "ask",
-            s(format!(
-                "{}#{}",
-                ord(cursor.started_ms),
-                run_sk_tail(&c, cursor)
-            )),
-        );
-        actions.push(put(&inner.table, item));
-    }
-    let Some(letter) = plan.dead_letter else {
-        return fenced(inner, actions).await;
+        if let Some(ttl) = inner.finished_ttl(cursor.started_ms) {
+            put_attr(TTL, n(ttl));
+        }
+        item
+    });
+    // A queue message's old entry lists only it: it leaves with the completion, so that queue
+    // counts never see the message twice.
+    let old_entry = match (&queue_name, Root::of_job(&job)?) {
+        (Some(_), Some(root)) => Some(key(root.pk.clone(), &root.part_sk("0"))),
+        _ => None,
     };
-    // The letter copies the job's namespace, spec and payload as stored: read them (a change
-    // since would have raised the token, and the transaction would be refused).
-    let Some(job) = inner.get(job_key(c.job_id)).await? else {
-        return Ok(Applied::StaleLease);
-    };
-    if job.num("tok")? != c.token {
+    if let Some(letter) = plan.dead_letter {
+        let mut actions = vec![change.into_action(&inner.table)];
+        if let Some(entry) = entry {
+            actions.push(put(&inner.table, entry));
+        }
+        if let Some(run) = run {
+            actions.push(put(&inner.table, run));
+        }
+        let applied =
+            dead_letter(inner, c, &job, actions, letter.reason, letter.attempts, now).await?;
+        if applied == Applied::Yes
+            && let Some(old) = old_entry
+        {
+            inner.delete_many(vec![old]).await?;
+        }
+        return Ok(applied);
+    }
+    // The new entry first: a job item never names an entry that is not there.
+    if let Some(entry) = &entry {
+        inner.put(entry.clone()).await?;
+    }
+    if inner.update(change, false).await?.is_none() {
+        if let Some(entry) = entry {
+            inner
+                .delete_many(vec![key(entry.str("pk")?.to_owned(), entry.str("sk")?)])
+                .await?;
+        }
         return Ok(Applied::StaleLease);
     }
-    let payload = match super::payload::version_of(&job)? {
-        None => job.opt_str("payload")?.map(str::to_owned),
-        Some(version) => match inner.claimed_payload(c.job_id, version, c.token).await? {
-            Some(payload) => Some(payload),
-            // Edited since the read: the transaction would be refused.
-            None => return Ok(Applied::StaleLease),
+    if let Some(run) = run {
+        inner.put(run).await?;
+    }
+    if let Some(old) = old_entry {
+        inner.delete_many(vec![old]).await?;
+    }
+    Ok(Applied::Yes)
+}
+
+/// Whether the claim's lease still holds the entry that lists its job: the entry this store
+/// remembers handing the claim out from, or (a claim another process made, such as a queue
+/// lease completed through another API function) the part of the job's root that lists it.
+async fn lease_holds(inner: &Inner, c: &Completion, job: &Item) -> Result<bool> {
+    let (version, ltok) = split_token(c.token);
+    let entry = match inner.held(c.job_id, c.token) {
+        Some(held) => match inner.get(key(held.pk, &held.sk)).await? {
+            Some(item) => Some(Entry::from_item(&item)?),
+            None => None,
         },
+        None => match Root::of_job(job)? {
+            Some(root) => {
+                let mut found = None;
+                for item in inner
+                    .query(&Query::new(root.pk.clone()).prefix(format!("{}#", root.key)))
+                    .await?
+                {
+                    let entry = Entry::from_item(&item)?;
+                    if entry
+                        .jobs
+                        .iter()
+                        .any(|j| j.id == c.job_id && j.version == version)
+                    {
+                        found = Some(entry);
+                    }
+                }
+                found
+            }
+            None => None,
+        },
+    };
+    Ok(entry.is_some_and(|e| {
+        e.ltok == ltok
+            && e.owner.is_some()
+            && e.jobs.iter().any(|j| j.id == c.job_id && j.version == version)
+    }))
+}
+
+/// Applies a completion that dead-letters its occurrence: the job's change and the letter in one
+/// transaction.
+async fn dead_letter(
+    inner: &Inner,
+    c: &Completion,
+    job: &Item,
+    actions: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+    reason: &str,
+    attempts: u32,
+    now: i64,
+) -> Result<Applied> {
+    let (version, _) = split_token(c.token);
+    let payload = match super::payload::version_of(job)? {
+        None => job.opt_str("payload")?.map(str::to_owned),
+        Some(payload_version) => {
+            match inner
+                .claimed_payload(c.job_id, payload_version, version)
+                .await?
+            {
+                Some(payload) => Some(payload),
+                // Edited since the read: the transaction would be refused.
+                None => return Ok(Applied::StaleLease),
+            }
+        }
     };
     // Dead-letter ids: the recording time with a random tail, so they sort by age and stay
     // below 2^53 (exact in JSON numbers everywhere). A collision fails the letter's condition
@@ -169,19 +542,19 @@ async fn complete_one(inner: &Inner, c: Completion, now: i64) -> Result<Applied>
         put_attr("ns", s(job.str("ns")?));
         put_attr("job", s(c.job_id.to_string()));
         put_attr("due", n(c.due.as_millisecond()));
-        put_attr("atts", n(i64::from(letter.attempts)));
-        put_attr("reason", s(letter.reason));
+        put_attr("atts", n(i64::from(attempts)));
+        put_attr("reason", s(reason));
         put_attr("spec", s(job.str("spec")?));
         if let Some(payload) = &payload {
             put_attr("payload", s(payload));
         }
         put_attr("cr", n(now));
-        put_attr("npk", s(letters_pk(job.str("ns")?)));
-        put_attr("nsk", s(ord(id)));
-        put_attr("apk", s(format!("d#{}", id % i64::from(inner.shards))));
-        put_attr("ask", s(ord(id)));
         let mut attempt = actions.clone();
         attempt.push(put_new(&inner.table, item));
+        // The namespace's list of letters, and the list of all of them (both in id order).
+        for list in letter_lists(inner, job.str("ns")?, id) {
+            attempt.push(put(&inner.table, list));
+        }
         match inner.transact(attempt).await? {
             Ok(()) => return Ok(Applied::Yes),
             Err(failed) if failed.first() == Some(&true) => return Ok(Applied::StaleLease),
@@ -193,18 +566,11 @@ async fn complete_one(inner: &Inner, c: Completion, now: i64) -> Result<Applied>
     ))
 }
 
-/// A run's tail in the age index: its job and sequence, so that runs of one instant differ.
-fn run_sk_tail(c: &Completion, cursor: RunCursor) -> String {
-    format!("{}#{}", c.job_id, ord(cursor.seq))
-}
-
-/// Sends a completion's transaction: stale when the job's condition failed.
-async fn fenced(
-    inner: &Inner,
-    actions: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
-) -> Result<Applied> {
-    match inner.transact(actions).await? {
-        Ok(()) => Ok(Applied::Yes),
-        Err(_) => Ok(Applied::StaleLease),
-    }
+/// The items that list dead letter `id` of `namespace`: in its namespace's list, and in one of
+/// the shards of the list of all letters.
+pub(super) fn letter_lists(inner: &Inner, namespace: &str, id: i64) -> [Item; 2] {
+    [
+        key(letters_pk(namespace), &ord(id)),
+        key(format!("dl#{}", id % i64::from(inner.shards)), &ord(id)),
+    ]
 }

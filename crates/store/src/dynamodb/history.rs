@@ -9,14 +9,14 @@ use hourglass_core::{JobId, JobState, from_ms};
 use jiff::Timestamp;
 
 use super::Inner;
+use super::entry::{Entry, Root};
 use super::item::{
-    AGE_INDEX, Attrs, DUE_INDEX, Item, LETTER_SK, Lane, NAMESPACE_INDEX, SECRETS_SK,
-    fire_of_due_sk, job_id, job_key, key, letter_from_item, letter_pk, letters_pk, n, ord,
-    queues_pk, run_from_item, run_pk, run_sk, s, secrets_pk,
+    Attrs, Item, LETTER_SK, Lane, SECRETS_SK, job_id, job_key, key, letter_from_item, letter_pk,
+    letters_pk, n, ord, queues_pk, run_from_item, run_pk, run_sk, s, secrets_pk,
 };
 use super::jobs::key_item_of;
 use super::table::{Change, Query};
-use crate::rules::{Visibility, state_from_code};
+use crate::rules::Visibility;
 use crate::{
     DeadLetter, Purged, QueueStats, Result, RunCursor, RunRecord, SigningSecrets, StoreError,
     StoreEvent, StoreGauges,
@@ -29,22 +29,33 @@ pub(super) async fn runs(
     before: Option<RunCursor>,
     limit: usize,
 ) -> Result<Vec<RunRecord>> {
-    if super::jobs::get_job(inner, namespace, id).await?.is_none() {
+    let Some(read) = super::jobs::read_job(inner, namespace, id).await? else {
         return Err(StoreError::NotFound);
-    }
+    };
     if limit == 0 {
         return Ok(Vec::new());
     }
     let before = before.unwrap_or(RunCursor::NEWEST);
     let items = inner
         .query(
-            &Query::new(None, run_pk(id))
+            &Query::new(run_pk(id))
                 .below(run_sk(before))
                 .backward()
                 .limit(limit),
         )
         .await?;
-    items.iter().map(run_from_item).collect()
+    let mut runs: Vec<RunRecord> = items.iter().map(run_from_item).collect::<Result<_>>()?;
+    // A settled delivery's run lives in its settlement: the newest run, when there is one.
+    if let Some(root) = &read.root
+        && let Some(run) =
+            super::complete::settled_run(inner, root, id, read.version).await?
+        && (run.cursor.started_ms, run.cursor.seq) < (before.started_ms, before.seq)
+    {
+        runs.push(run);
+        runs.sort_by_key(|r| std::cmp::Reverse((r.cursor.started_ms, r.cursor.seq)));
+        runs.truncate(limit);
+    }
+    Ok(runs)
 }
 
 pub(super) async fn dead_letters(
@@ -57,38 +68,28 @@ pub(super) async fn dead_letters(
         return Ok(Vec::new());
     }
     let after = ord(after.unwrap_or(0));
-    let (entries, sort_key) = match namespace {
-        Some(ns) => (
+    let entries = match namespace {
+        Some(ns) => {
             inner
-                .query(
-                    &Query::new(Some(NAMESPACE_INDEX), letters_pk(ns))
-                        .above(after)
-                        .limit(limit),
-                )
-                .await?,
-            "nsk",
-        ),
-        None => (
+                .query(&Query::new(letters_pk(ns)).above(after).limit(limit))
+                .await?
+        }
+        None => {
             inner
                 .query_shards(
-                    |shard| format!("d#{shard}"),
-                    |partition| {
-                        Query::new(Some(AGE_INDEX), partition)
-                            .above(after.clone())
-                            .limit(limit)
-                    },
+                    |shard| format!("dl#{shard}"),
+                    |partition| Query::new(partition).above(after.clone()).limit(limit),
                 )
-                .await?,
-            "ask",
-        ),
+                .await?
+        }
     };
     let mut ids = Vec::with_capacity(entries.len());
     for entry in &entries {
         ids.push(
             entry
-                .str(sort_key)?
+                .str("sk")?
                 .parse::<i64>()
-                .map_err(|_| StoreError::Corrupt(format!("dead letter index entry {entry:?}")))?,
+                .map_err(|_| StoreError::Corrupt(format!("dead letter list entry {entry:?}")))?,
         );
     }
     let keys = ids
@@ -132,52 +133,51 @@ pub(super) async fn delete_dead_letter(
     if let Some(ns) = namespace {
         change.when("#ns = {}", &["ns"], vec![s(ns)]);
     }
-    // A conditional delete expressed as the transaction's delete, so the namespace is checked on
-    // the item itself.
-    let action = change.into_delete(&inner.table);
-    Ok(inner.transact(vec![action]).await?.is_ok())
+    // The letter and its list entries in one transaction, the namespace checked on the letter.
+    let Some(letter) = get_dead_letter(inner, namespace, id).await? else {
+        return Ok(false);
+    };
+    let mut actions = vec![change.into_delete(&inner.table)];
+    for list in super::complete::letter_lists(inner, &letter.namespace, id) {
+        actions.push(super::table::delete(&inner.table, list, None));
+    }
+    Ok(inner.transact(actions).await?.is_ok())
 }
 
 pub(super) async fn purge(inner: &Inner, before: Timestamp, limit: usize) -> Result<Purged> {
-    let before = before.as_millisecond();
     let mut purged = Purged::default();
-    if limit == 0 {
+    // With retention on, DynamoDB's time to live deletes all this, for free.
+    if inner.retention_ms.is_some() || limit == 0 {
         return Ok(purged);
     }
-    // Finished jobs last changed before the cutoff, longest finished first, with their runs.
-    let finished = inner
-        .query_shards(
-            |shard| format!("f#{shard}"),
-            |partition| {
-                Query::new(Some(AGE_INDEX), partition)
-                    .below(ord(before))
-                    .limit(limit)
-            },
-        )
-        .await?;
-    for entry in finished {
-        let id = job_id(entry.str("pk")?.trim_start_matches("j#"))?;
-        let Some(item) = inner.get(job_key(id)).await? else {
-            continue;
-        };
-        // Still finished before the cutoff (a cancel since may have moved it on).
-        let still = state_from_code(item.num("st")?)?.is_terminal() && item.num("up")? < before;
-        if !still {
-            continue;
+    let before = before.as_millisecond();
+    // Finished jobs last changed before the cutoff (settled ones included), longest finished
+    // first, with their runs: a scan (see the module's opening comment).
+    let mut finished = Vec::new();
+    for item in inner.scan("j#", &[]).await? {
+        let mut record = super::item::job_from_item(&item)?;
+        let root = Root::of_job(&item)?;
+        super::jobs::fold(inner, &mut record, root.as_ref()).await?;
+        if record.state.is_terminal() && record.updated_at.as_millisecond() < before {
+            finished.push((record.updated_at, item, root, record));
         }
-        let runs = inner.query(&Query::new(None, run_pk(id))).await?;
+    }
+    finished.sort_by_key(|(up, ..)| *up);
+    finished.truncate(limit);
+    for (_, item, root, record) in finished {
+        let id = record.id;
+        let runs = inner.query(&Query::new(run_pk(id))).await?;
         purged.runs += runs.len() as u64;
+        if let Some(root) = &root
+            && super::complete::settled_run(inner, root, id, item.num("tok")?)
+                .await?
+                .is_some()
+        {
+            purged.runs += 1;
+        }
         let mut keys: Vec<Item> = runs
             .iter()
-            .map(|run| {
-                Ok(key(
-                    run_pk(id),
-                    &run_sk(RunCursor {
-                        started_ms: run.num("started")?,
-                        seq: run.num("seq")?,
-                    }),
-                ))
-            })
+            .map(|run| Ok(key(run.str("pk")?.to_owned(), run.str("sk")?)))
             .collect::<Result<_>>()?;
         if let Some(key_item) = key_item_of(inner, &item).await? {
             keys.push(key_item);
@@ -190,37 +190,20 @@ pub(super) async fn purge(inner: &Inner, before: Timestamp, limit: usize) -> Res
         purged.jobs += 1;
     }
     // Then old runs of any job (recurring ones live on), oldest first.
-    let old = inner
-        .query_shards(
-            |shard| format!("r#{shard}"),
-            |partition| {
-                Query::new(Some(AGE_INDEX), partition)
-                    .below(ord(before))
-                    .limit(limit)
-            },
-        )
-        .await?;
+    let mut old = Vec::new();
+    for run in inner.scan("r#", &[]).await? {
+        if run.num("started")? < before {
+            old.push(run);
+        }
+    }
+    old.sort_by_key(|run| run.num("started").unwrap_or_default());
+    old.truncate(limit);
     purged.runs += old.len() as u64;
     let keys = old
         .iter()
-        .map(|entry| Ok(key(entry.str("pk")?.to_owned(), entry.str("sk")?)))
+        .map(|run| Ok(key(run.str("pk")?.to_owned(), run.str("sk")?)))
         .collect::<Result<Vec<_>>>()?;
     inner.delete_many(keys).await?;
-    // And fence entries older than any claim they could still fence.
-    for shard in 0..inner.shards {
-        let stale = inner
-            .query(
-                &Query::new(None, format!("x#{shard}"))
-                    .below(ord(before))
-                    .limit(limit),
-            )
-            .await?;
-        let keys = stale
-            .iter()
-            .map(|entry| Ok(key(entry.str("pk")?.to_owned(), entry.str("sk")?)))
-            .collect::<Result<Vec<_>>>()?;
-        inner.delete_many(keys).await?;
-    }
     Ok(purged)
 }
 
@@ -232,14 +215,30 @@ pub(super) async fn purge_dead_letters(
     let before = before.as_millisecond();
     // Only the `limit` oldest letters are looked at, as the SQL sweep does.
     let oldest = dead_letters(inner, None, None, limit).await?;
-    let keys: Vec<Item> = oldest
+    let mut deleted = 0;
+    for letter in oldest
         .iter()
         .filter(|letter| letter.created_at.as_millisecond() < before)
-        .map(|letter| key(letter_pk(letter.id), LETTER_SK))
-        .collect();
-    let deleted = keys.len() as u64;
-    inner.delete_many(keys).await?;
+    {
+        let mut keys = vec![key(letter_pk(letter.id), LETTER_SK)];
+        keys.extend(super::complete::letter_lists(inner, &letter.namespace, letter.id));
+        inner.delete_many(keys).await?;
+        deleted += 1;
+    }
     Ok(deleted)
+}
+
+/// Every job item, with claims and settled deliveries folded in (a scan: gauges are sampled
+/// rarely on this backend).
+async fn every_job(inner: &Inner) -> Result<Vec<crate::JobRecord>> {
+    let mut out = Vec::new();
+    for item in inner.scan("j#", &[]).await? {
+        let mut record = super::item::job_from_item(&item)?;
+        let root = Root::of_job(&item)?;
+        super::jobs::fold(inner, &mut record, root.as_ref()).await?;
+        out.push(record);
+    }
+    Ok(out)
 }
 
 pub(super) async fn gauges(inner: &Inner, now: Timestamp) -> Result<StoreGauges> {
@@ -249,22 +248,20 @@ pub(super) async fn gauges(inner: &Inner, now: Timestamp) -> Result<StoreGauges>
         ..Default::default()
     };
     let mut queues = Visibility::default();
-    for item in inner
-        .scan("j#", &["pk", "st", "fire", "queue", "lowner"])
-        .await?
-    {
-        let state = state_from_code(item.num("st")?)?;
-        if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == state) {
+    for job in every_job(inner).await? {
+        if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == job.state) {
             slot.1 += 1;
         }
-        let Some(fire) = item.opt_num("fire")? else {
-            continue;
-        };
-        if state != JobState::Active {
+        if job.state != JobState::Active {
             continue;
         }
-        if item.opt_str("queue")?.is_some() {
-            queues.count(fire, item.opt_str("lowner")?.is_some(), now);
+        let (fire, leased) = match (job.leased_until, job.next_attempt) {
+            (Some(until), _) => (until.as_millisecond(), true),
+            (None, Some(at)) => (at.as_millisecond(), false),
+            (None, None) => continue,
+        };
+        if job.spec.target.queue().is_some() {
+            queues.count(fire, leased, now);
         } else if fire <= now {
             // Unclaimed occurrences, and claims whose lease lapsed (backlog again).
             gauges.due_backlog += 1;
@@ -293,7 +290,7 @@ pub(super) async fn queue_stats(
         Some(name) => vec![name.to_owned()],
         None => {
             let mut names = Vec::new();
-            for item in inner.query(&Query::new(None, queues_pk(namespace))).await? {
+            for item in inner.query(&Query::new(queues_pk(namespace))).await? {
                 names.push(item.str("sk")?.to_owned());
             }
             names
@@ -305,16 +302,18 @@ pub(super) async fn queue_stats(
             namespace,
             queue: &name,
         };
+        // A queue message's entry lists it alone, and leaves with it (see `jobs.rs`).
         let entries = inner
-            .query_shards(
-                |shard| lane.partition(shard),
-                |partition| Query::new(Some(DUE_INDEX), partition),
-            )
+            .query_shards(|shard| lane.partition(shard), Query::new)
             .await?;
         let mut counts = Visibility::default();
-        for entry in &entries {
-            let fire = fire_of_due_sk(entry.str("dsk")?)?;
-            counts.count(fire, entry.opt_str("lowner")?.is_some(), now);
+        for item in &entries {
+            let entry = Entry::from_item(item)?;
+            match (&entry.owner, entry.until, entry.first_fire()) {
+                (Some(_), Some(until), _) => counts.count(until, true, now),
+                (_, _, Some(fire)) => counts.count(fire, false, now),
+                _ => {}
+            }
         }
         // Every queue that has active jobs, or the one asked for even when it has none.
         if counts.total() == 0 && queue.is_none() {
@@ -424,7 +423,7 @@ pub(super) async fn poll_events(inner: Weak<Inner>, interval: Duration) {
         let fences = inner
             .query_shards(
                 |shard| format!("x#{shard}"),
-                |partition| Query::new(None, partition).above(ord(since)),
+                |partition| Query::new(partition).above(ord(since)),
             )
             .await;
         match fences {

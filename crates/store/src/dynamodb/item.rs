@@ -2,22 +2,29 @@
 //! each is decoded (a value that does not decode is corrupt data, not an outage), and how SDK
 //! errors become [`StoreError`]s.
 //!
-//! One table holds every kind of item, told apart by the partition key's prefix:
+//! One table holds every kind of item, told apart by the partition key's prefix. It has no
+//! secondary index: every index write is a write unit more, so what is looked up by time or by
+//! namespace is kept in items of its own, each serving many jobs.
 //!
-//! | item | `pk` | `sk` | in index |
-//! |---|---|---|---|
-//! | job | `j#<id>` | `j` | `due` while active, `byns` always, `age` once finished |
-//! | a job's payload over 256 bytes (`payload.rs`) | `p#<job id>` | `p` | |
-//! | idempotency key | `k#<len(ns)>:<ns>#<key>` | `k` | |
-//! | run | `r#<job id>` | `<started ms>#<seq>` | `age` |
-//! | dead letter | `d#<id>` | `d` | `byns`, `age` |
-//! | queue name | `qr#<ns>` | `<queue>` | |
-//! | signing secrets | `s#<ns>` | `s` | |
-//! | fence | `x#<shard>` | `<ms>#<job id>#<token>` | |
-//! | table settings | `meta` | `meta` | |
+//! | item | `pk` | `sk` |
+//! |---|---|---|
+//! | job | `j#<id>` | `j` |
+//! | a job's payload over 256 bytes (`payload.rs`) | `p#<job id>` | `p` |
+//! | due entry (`entry.rs`) | `e#f#<shard>`, or `e#q#<shard>#<len(ns)>:<ns>#<queue>` | `<fire ms>#<root uid>#<part>` |
+//! | settlement (`complete.rs`) | `s#<entry pk>#<fire ms>#<root uid>` | `<lease>#<uid>` |
+//! | namespace registry (a create batch's ids) | `n#<ns>` | `<first id>#<uid>` |
+//! | idempotency key | `k#<len(ns)>:<ns>#<key>` | `k` |
+//! | run | `r#<job id>` | `<started ms>#<seq>` |
+//! | dead letter | `d#<id>` | `d` |
+//! | dead letters of a namespace | `dn#<ns>` | `<id>` |
+//! | queue name | `qr#<ns>` | `<queue>` |
+//! | signing secrets | `s#<ns>` | `s` |
+//! | fence | `x#<shard>` | `<ms>#<job id>#<token>` |
+//! | table settings | `meta` | `meta` |
 //!
 //! Numbers inside sort keys are zero-padded to 20 digits (negative instants count as 0), so
-//! that string order is numeric order.
+//! that string order is numeric order. Items that retention removes carry `ttl` (seconds since
+//! the epoch), which DynamoDB's time to live deletes for free.
 
 use std::collections::HashMap;
 
@@ -38,11 +45,6 @@ pub(super) const KEY_SK: &str = "k";
 pub(super) const LETTER_SK: &str = "d";
 pub(super) const SECRETS_SK: &str = "s";
 pub(super) const PAYLOAD_SK: &str = "p";
-
-/// The global secondary indexes, by name.
-pub(super) const DUE_INDEX: &str = "due";
-pub(super) const NAMESPACE_INDEX: &str = "byns";
-pub(super) const AGE_INDEX: &str = "age";
 
 pub(super) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
@@ -81,7 +83,7 @@ pub(super) fn letter_pk(id: i64) -> String {
     format!("d#{id}")
 }
 
-pub(super) fn namespace_pk(namespace: &str) -> String {
+pub(super) fn registry_pk(namespace: &str) -> String {
     format!("n#{namespace}")
 }
 
@@ -143,31 +145,27 @@ impl<'a> Lane<'a> {
         }
     }
 
-    /// The due index's partition key for this lane's shard `shard`.
+    /// The partition of this lane's due entries in shard `shard`.
     pub(super) fn partition(self, shard: u32) -> String {
         match self {
-            Lane::Fired => format!("f#{shard}"),
+            Lane::Fired => format!("e#f#{shard}"),
             Lane::Queue { namespace, queue } => {
-                format!("q#{shard}#{}:{namespace}#{queue}", namespace.len())
+                format!("e#q#{shard}#{}:{namespace}#{queue}", namespace.len())
             }
         }
     }
 }
 
-/// The due index's sort key of a job firing at `fire`.
-pub(super) fn due_sk(fire: i64, id: JobId) -> String {
-    format!("{}#{id}", ord(fire))
-}
-
-/// The fire time a due-index sort key starts with.
-pub(super) fn fire_of_due_sk(sk: &str) -> Result<i64> {
+/// The fire time an entry's sort key starts with: no job it or any later entry lists is due
+/// earlier.
+pub(super) fn fire_of_entry_sk(sk: &str) -> i64 {
     sk.split_once('#')
         .and_then(|(fire, _)| fire.parse().ok())
-        .ok_or_else(|| StoreError::Corrupt(format!("due index sort key {sk:?}")))
+        .unwrap_or(0)
 }
 
-/// The first due-index sort key after every job firing at or before `ms`.
-pub(super) fn due_sk_after(ms: i64) -> String {
+/// The first entry sort key after every entry whose jobs fall due at or before `ms`.
+pub(super) fn fire_bound_after(ms: i64) -> String {
     ord(ms.saturating_add(1))
 }
 
@@ -228,8 +226,9 @@ pub(super) fn job_id(text: &str) -> Result<JobId> {
         .map_err(|_| StoreError::Corrupt(format!("job id {text:?}")))
 }
 
-/// A new job's item, active with its first occurrence due; `shard` places it in the due index.
-pub(super) fn new_job_item(job: &NewJob, shard: u32) -> Item {
+/// A new job's item, active with its first occurrence due, scheduled by the entry `root`, and
+/// expiring at `ttl` (seconds) if given.
+pub(super) fn new_job_item(job: &NewJob, root: &super::entry::Root, ttl: Option<i64>) -> Item {
     let mut item = job_key(job.id);
     let mut put = |name: &str, value| {
         item.insert(name.to_owned(), value);
@@ -262,19 +261,20 @@ pub(super) fn new_job_item(job: &NewJob, shard: u32) -> Item {
     }
     put("cr", n(job.now.as_millisecond()));
     put("up", n(job.now.as_millisecond()));
-    put("npk", s(namespace_pk(&job.namespace)));
-    put("nsk", s(job.id.to_string()));
-    let lane = Lane::of_spec(&job.namespace, &job.spec);
-    put("dpk", s(lane.partition(shard)));
-    put("dsk", s(due_sk(due, job.id)));
+    put("epk", s(&root.pk));
+    put("ekey", s(&root.key));
+    if let Some(ttl) = ttl {
+        put("ttl", n(ttl));
+    }
     item
 }
 
-/// The job record an item holds. A payload that lives in its own item (`payload.rs`) is not
-/// read here: the record has none until [`Inner::read_payload`](super::Inner) fills it in.
+/// The job record an item holds, as the item alone tells it: a claim's lease lives in the job's
+/// entry and a settled delivery in a settlement (`jobs.rs` adds both). A payload that lives in
+/// its own item (`payload.rs`) is not read here: the record has none until
+/// [`Inner::read_payload`](super::Inner) fills it in.
 pub(super) fn job_from_item(item: &Item) -> Result<JobRecord> {
     let state = state_from_code(item.num("st")?)?;
-    let leased = item.opt_str("lowner")?.is_some();
     Ok(JobRecord {
         id: job_id(item.str("id")?)?,
         namespace: item.str("ns")?.to_owned(),
@@ -283,22 +283,18 @@ pub(super) fn job_from_item(item: &Item) -> Result<JobRecord> {
         spec: decode_spec(item.str("spec")?)?,
         payload: item.opt_str("payload")?.map(str::to_owned),
         next_due: item.opt_num("due")?.map(from_ms),
-        next_attempt: match (state, leased) {
-            (JobState::Active, false) => item.opt_num("fire")?.map(from_ms),
+        next_attempt: match state {
+            JobState::Active => item.opt_num("fire")?.map(from_ms),
             _ => None,
         },
-        // While claimed, the fire time is the lease's expiry.
-        leased_until: match (state, leased) {
-            (JobState::Active, true) => item.opt_num("fire")?.map(from_ms),
-            _ => None,
-        },
+        leased_until: None,
         last_error: item.opt_str("lerr")?.map(str::to_owned),
         attempt: item.num("att")? as u32,
         runs: item.num("runs")? as u64,
         skipped: item.num("skip")? as u64,
         created_at: from_ms(item.num("cr")?),
         updated_at: from_ms(item.num("up")?),
-        token: item.num("tok")?,
+        token: super::entry::record_token(item.num("tok")?),
         last_trigger: match (item.opt_str("tkey")?, item.opt_num("tdue")?) {
             (Some(key), Some(due)) => Some(KeyedTrigger {
                 key: key.to_owned(),

@@ -1,22 +1,25 @@
 //! Jobs as the API changes them: creating batches (with idempotent keys), edits and lifecycle
-//! transitions (decided by `rules.rs`, applied under the token read, with a fence entry for other
-//! nodes), reading, listing and counting.
+//! transitions (decided by `rules.rs`, applied under the version read, with a fence entry for
+//! other nodes), reading (the job item with its claim and a settled delivery folded in), listing
+//! (from the namespace's registry) and counting.
 
 use std::collections::HashMap;
 
-use hourglass_core::{JobId, JobSpec, JobState};
+use hourglass_core::{JobId, JobSpec, JobState, from_ms};
 
 use super::Inner;
-use super::complete::finished_at;
+use super::entry::{Entry, Listed, Root, root_item, windows};
 use super::item::{
-    Attrs, Item, KEY_SK, Lane, NAMESPACE_INDEX, due_sk, encode_spec, item_bytes, job_from_item,
-    job_id, job_key, key, key_pk, n, namespace_pk, new_job_item, ord, payload_key, queues_pk, s,
-    state_code,
+    Attrs, Item, KEY_SK, Lane, encode_spec, job_id, job_key, key, key_pk, n, new_job_item, ord,
+    payload_key, queues_pk, registry_pk, s, state_code,
 };
 use super::payload;
-use super::table::{Change, Query, TRANSACTION_BYTES, TRANSACTION_LIMIT, delete, put, put_new};
+use super::table::{Change, Query, TTL, delete, put};
 use crate::rules::{TransitionPlan, plan_transition, plan_update};
 use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
+
+/// How long a key item without its job is taken to belong to a create still under way.
+const KEY_GRACE_MS: i64 = 60_000;
 
 /// How often a write that lost a race (a key taken meanwhile, a job changed between its read and
 /// its conditional write) is decided again before the call reports the store unavailable.
@@ -77,9 +80,21 @@ async fn decide(inner: &Inner, jobs: &[NewJob]) -> Result<Vec<Creation>> {
         {
             Some(held) => {
                 let holder = job_id(held.str("job")?)?;
-                match inner.read_job(holder).await? {
-                    Some((record, _)) => Some((holder, held.num("fp")?, record)),
-                    // The key's job was purged under it: the key is free again.
+                match read_job(inner, None, holder).await? {
+                    Some(read) => Some((holder, held.num("fp")?, read.record)),
+                    // A create that wrote the key is still writing its job (a key item is written
+                    // first): not decided until it is done, or has clearly failed.
+                    None if held
+                        .opt_num("cr")?
+                        .is_some_and(|cr| job.now.as_millisecond() - cr < KEY_GRACE_MS) =>
+                    {
+                        return Err(StoreError::Unavailable(format!(
+                            "key {job_key_text:?} is being used by a create still under way; \
+                             try again"
+                        )));
+                    }
+                    // The key's job was purged under it, or its create failed: the key is free
+                    // again.
                     None => {
                         release_key(inner, &job.namespace, job_key_text, holder).await?;
                         None
@@ -120,140 +135,137 @@ async fn release_key(inner: &Inner, namespace: &str, key_text: &str, holder: Job
     inner.transact(vec![action]).await.map(|_| ())
 }
 
-/// Writes the new jobs (with their keys and queue names), in as few transactions as the service
-/// allows. `false` when a key was taken meanwhile: whatever this call wrote is undone, and the
-/// batch must be decided again.
+/// Writes the new jobs: their keys (each a conditional put, so a key taken meanwhile is seen),
+/// payload items, job items, due entries, and last the namespace's registry item, which makes
+/// them listed. Nothing here is a transaction (which would bill every item twice); a failure
+/// deletes what this call wrote. `false` when a key was taken meanwhile: the batch must be
+/// decided again.
 async fn write_new(inner: &Inner, jobs: &[NewJob], decisions: &[Creation]) -> Result<bool> {
-    // Each new job's writes, kept together in one transaction, with the bytes of their items.
-    let mut groups: Vec<(Vec<aws_sdk_dynamodb::types::TransactWriteItem>, usize)> = Vec::new();
-    let mut undo: Vec<Vec<Item>> = Vec::new();
-    let mut queues = Vec::new();
-    for (job, decision) in jobs.iter().zip(decisions) {
-        if !matches!(decision, Creation::New) {
-            continue;
-        }
-        let item = new_job_item(job, inner.shard_of(job.id));
-        let mut bytes = item_bytes(&item);
-        let mut group = vec![put_new(&inner.table, item)];
-        let mut keys = vec![job_key(job.id)];
-        if let Some(payload) = job.payload.as_deref().filter(|p| payload::lives_out(p)) {
-            let item = payload::payload_item(job.id, payload, 0);
-            bytes += item_bytes(&item);
-            group.push(put_new(&inner.table, item));
-            keys.push(payload_key(job.id));
-        }
-        if let Some(key_text) = &job.key {
-            let mut item = key(key_pk(&job.namespace, key_text), KEY_SK);
-            item.insert("job".into(), s(job.id.to_string()));
-            item.insert("fp".into(), n(job.fingerprint));
-            keys.push(item.clone());
-            bytes += item_bytes(&item);
-            group.push(put_new(&inner.table, item));
-        }
-        if let Some(queue) = job.spec.target.queue() {
-            queues.push((job.namespace.clone(), queue.to_owned()));
-        }
-        groups.push((group, bytes));
-        undo.push(keys);
-    }
-    register_queues(inner, queues).await?;
-    if groups.is_empty() {
+    let new: Vec<&NewJob> = jobs
+        .iter()
+        .zip(decisions)
+        .filter(|(_, d)| matches!(d, Creation::New))
+        .map(|(j, _)| j)
+        .collect();
+    if new.is_empty() {
         return Ok(true);
     }
-    // A lone unkeyed job needs no transaction (half the write cost): its payload item, if it has
-    // one, is written first, so that whoever can read the job can read its payload.
-    if groups.len() == 1 && undo[0].iter().all(|k| !is_key_item(k)) {
-        let job = jobs
-            .iter()
-            .zip(decisions)
-            .find(|(_, d)| matches!(d, Creation::New))
-            .map(|(j, _)| j)
-            .expect("one new job");
-        let used = || StoreError::Unavailable(format!("job id {} is already used", job.id));
-        let payload = job.payload.as_deref().filter(|p| payload::lives_out(p));
-        if let Some(payload) = payload
-            && !inner
-                .put_new(payload::payload_item(job.id, payload, 0))
-                .await?
-        {
-            return Err(used());
-        }
-        if inner
-            .put_new(new_job_item(job, inner.shard_of(job.id)))
-            .await?
-        {
-            return Ok(true);
-        }
-        if payload.is_some() {
-            // Ours (it did not exist a moment ago): not left behind without its job.
-            inner.delete_many(vec![payload_key(job.id)]).await?;
-        }
-        return Err(used());
-    }
-    let chunks = pack(groups.into_iter().zip(undo).map(|((g, b), k)| (g, b, k)));
+    register_queues(
+        inner,
+        new.iter()
+            .filter_map(|j| Some((j.namespace.clone(), j.spec.target.queue()?.to_owned())))
+            .collect(),
+    )
+    .await?;
     let mut written: Vec<Item> = Vec::new();
-    for (actions, keys) in chunks {
-        let outcome = inner.transact(actions.clone()).await;
-        match outcome {
-            Ok(Ok(())) => written.extend(keys),
-            Ok(Err(failed)) => {
-                inner.delete_many(written).await?;
-                // A key item failed its condition: taken by a concurrent create.
-                let key_taken = failed
-                    .iter()
-                    .zip(&actions)
-                    .any(|(f, a)| *f && is_key_put(a));
-                if key_taken {
-                    return Ok(false);
-                }
-                return Err(StoreError::Unavailable(
-                    "a job id of the batch is already used".into(),
+    let outcome = write_parts(inner, &new, &mut written).await;
+    match outcome {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            inner.delete_many(written).await?;
+            Ok(false)
+        }
+        Err(e) => {
+            // Best effort: the batch is reported failed, so leave nothing of it behind.
+            if let Err(undo) = inner.delete_many(written).await {
+                tracing::warn!(error = %undo, "could not undo part of a failed create batch");
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) -> Result<bool> {
+    for job in new {
+        let Some(key_text) = &job.key else { continue };
+        let mut item = key(key_pk(&job.namespace, key_text), KEY_SK);
+        item.insert("job".into(), s(job.id.to_string()));
+        item.insert("fp".into(), n(job.fingerprint));
+        item.insert("cr".into(), n(job.now.as_millisecond()));
+        let keyed = key(key_pk(&job.namespace, key_text), KEY_SK);
+        if !inner.put_new(item).await? {
+            return Ok(false);
+        }
+        written.push(keyed);
+    }
+    let payloads: Vec<Item> = new
+        .iter()
+        .filter_map(|j| {
+            let payload = j.payload.as_deref().filter(|p| payload::lives_out(p))?;
+            Some(payload::payload_item(j.id, payload, 0))
+        })
+        .collect();
+    written.extend(new.iter().map(|j| payload_key(j.id)));
+    inner.put_many(payloads).await?;
+    // Entries: a create batch's fired jobs by time window, each queue message alone.
+    let mut roots: HashMap<JobId, Root> = HashMap::with_capacity(new.len());
+    let mut entries = Vec::new();
+    let mut fired = Vec::new();
+    for job in new {
+        let listed = Listed {
+            id: job.id,
+            fire: job.first_due.as_millisecond(),
+            version: 0,
+        };
+        match Lane::of_spec(&job.namespace, &job.spec) {
+            Lane::Fired => fired.push(listed),
+            lane @ Lane::Queue { .. } => {
+                let root = Root::new(lane, inner.random_shard(), listed.fire);
+                let bytes = job.payload.as_deref().map_or(0, str::len);
+                entries.push(root_item(
+                    &root,
+                    &[listed],
+                    Some((&job.spec.job_type, bytes)),
                 ));
-            }
-            Err(e) => {
-                // Best effort: the batch is reported failed, so leave nothing of it behind.
-                if let Err(undo) = inner.delete_many(written).await {
-                    tracing::warn!(error = %undo, "could not undo part of a failed create batch");
-                }
-                return Err(e);
+                roots.insert(job.id, root);
             }
         }
     }
+    for window in windows(fired) {
+        let root = Root::new(Lane::Fired, inner.random_shard(), window[0].fire);
+        entries.push(root_item(&root, &window, None));
+        for listed in &window {
+            roots.insert(listed.id, root.clone());
+        }
+    }
+    let homes: Vec<Item> = new
+        .iter()
+        .map(|j| new_job_item(j, &roots[&j.id], inner.one_off_ttl(&j.spec, j.first_due.as_millisecond())))
+        .collect();
+    written.extend(new.iter().map(|j| job_key(j.id)));
+    inner.put_many(homes).await?;
+    for entry in &entries {
+        written.push(key(entry.str("pk")?.to_owned(), entry.str("sk")?));
+    }
+    inner.put_many(entries).await?;
+    // Last, what lists them: a job is in its namespace's listing once its batch is whole.
+    let mut by_namespace: HashMap<&str, Vec<JobId>> = HashMap::new();
+    for job in new {
+        by_namespace.entry(&job.namespace).or_default().push(job.id);
+    }
+    let registry: Vec<Item> = by_namespace
+        .into_iter()
+        .map(|(namespace, mut ids)| {
+            ids.sort();
+            let mut item = key(
+                registry_pk(namespace),
+                &format!("{}#{:016x}", ids[0], rand::random::<u64>()),
+            );
+            let mut bytes = Vec::with_capacity(ids.len() * 16);
+            for id in &ids {
+                bytes.extend_from_slice(id.as_bytes());
+            }
+            item.insert(
+                "ids".into(),
+                aws_sdk_dynamodb::types::AttributeValue::B(
+                    aws_sdk_dynamodb::primitives::Blob::new(bytes),
+                ),
+            );
+            item
+        })
+        .collect();
+    inner.put_many(registry).await?;
     Ok(true)
-}
-
-/// Packs each new job's writes (its actions, their items' bytes, and the keys that undo them),
-/// kept whole and in order, into as few transactions as the service's limits allow: at most
-/// [`TRANSACTION_LIMIT`] actions and [`TRANSACTION_BYTES`] of items each.
-fn pack<A>(
-    groups: impl IntoIterator<Item = (Vec<A>, usize, Vec<Item>)>,
-) -> Vec<(Vec<A>, Vec<Item>)> {
-    let mut chunks: Vec<(Vec<A>, Vec<Item>)> = Vec::new();
-    let mut chunk_bytes = 0;
-    for (actions, bytes, keys) in groups {
-        let full = chunks.last().is_none_or(|(chunk, _)| {
-            chunk.len() + actions.len() > TRANSACTION_LIMIT
-                || chunk_bytes + bytes > TRANSACTION_BYTES
-        });
-        if full {
-            chunks.push((Vec::new(), Vec::new()));
-            chunk_bytes = 0;
-        }
-        let last = chunks.last_mut().expect("a chunk");
-        last.0.extend(actions);
-        last.1.extend(keys);
-        chunk_bytes += bytes;
-    }
-    chunks
-}
-
-fn is_key_put(action: &aws_sdk_dynamodb::types::TransactWriteItem) -> bool {
-    action.put().is_some_and(|p| is_key_item(p.item()))
-}
-
-fn is_key_item(item: &Item) -> bool {
-    item.get("sk")
-        .is_some_and(|sk| sk.as_s().is_ok_and(|sk| sk == KEY_SK))
 }
 
 /// Records queue names a namespace uses (for its queue list), once per name and process.
@@ -280,21 +292,96 @@ pub(super) async fn get_job(
     namespace: Option<&str>,
     id: JobId,
 ) -> Result<Option<JobRecord>> {
-    Ok(read_job(inner, namespace, id)
-        .await?
-        .map(|(record, _)| record))
+    Ok(read_job(inner, namespace, id).await?.map(|read| read.record))
 }
 
-/// A job in a namespace with its payload, and the version of its payload item if it has one.
-async fn read_job(
+/// A job as read: its record (with its claim and a settled delivery folded in), the version of
+/// its payload item if it has one, and its item's version (`tok`).
+pub(super) struct ReadJob {
+    pub(super) record: JobRecord,
+    pub(super) payload_version: Option<i64>,
+    pub(super) version: i64,
+    pub(super) root: Option<Root>,
+    /// The entry (root or part) that lists the job at its version, if one does.
+    pub(super) listing: Option<Entry>,
+}
+
+/// A job in a namespace, as [`ReadJob`] tells it.
+pub(super) async fn read_job(
     inner: &Inner,
     namespace: Option<&str>,
     id: JobId,
-) -> Result<Option<(JobRecord, Option<i64>)>> {
-    Ok(inner
-        .read_job(id)
-        .await?
-        .filter(|(record, _)| namespace.is_none_or(|ns| ns == record.namespace)))
+) -> Result<Option<ReadJob>> {
+    let Some(item) = inner.get(job_key(id)).await? else {
+        return Ok(None);
+    };
+    if namespace.is_some_and(|ns| item.str("ns").is_ok_and(|held| held != ns)) {
+        return Ok(None);
+    }
+    let version = item.num("tok")?;
+    let root = Root::of_job(&item)?;
+    let Some((mut record, payload_version)) = inner.read_job(id).await? else {
+        return Ok(None);
+    };
+    if record.token != super::entry::record_token(version) {
+        // Changed between the two reads: the second is the newer.
+        return Box::pin(read_job(inner, namespace, id)).await;
+    }
+    let listing = fold(inner, &mut record, root.as_ref()).await?;
+    Ok(Some(ReadJob {
+        record,
+        payload_version,
+        version,
+        root,
+        listing,
+    }))
+}
+
+/// What the job item alone does not tell: the lease of the entry that lists it (and a queue
+/// message's lapsed leases, attempts its item has not counted), and a delivery settled in its
+/// root's settlements (a one-off delivered leaves its job item as it was). Answers the entry
+/// part that lists the job, if one does.
+pub(super) async fn fold(
+    inner: &Inner,
+    record: &mut JobRecord,
+    root: Option<&Root>,
+) -> Result<Option<Entry>> {
+    let (JobState::Active, Some(root)) = (record.state, root) else {
+        return Ok(None);
+    };
+    let version = record.token >> super::entry::LEASE_BITS;
+    let parts = inner
+        .query(&Query::new(root.pk.clone()).prefix(format!("{}#", root.key)))
+        .await?;
+    let mut leased_ever = false;
+    let mut listing = None;
+    for part in &parts {
+        let entry = Entry::from_item(part)?;
+        leased_ever |= entry.ltok > 0;
+        if entry
+            .jobs
+            .iter()
+            .any(|j| j.id == record.id && j.version == version)
+        {
+            listing = Some(entry);
+        }
+    }
+    if let Some(entry) = &listing {
+        record.attempt += entry.lapses as u32;
+        if entry.owner.is_some() {
+            record.next_attempt = None;
+            record.leased_until = entry.until.map(from_ms);
+            record.token = super::entry::claim_token(version, entry.ltok);
+        }
+        if !leased_ever {
+            return Ok(listing);
+        }
+    }
+    if let Some(settled) = super::complete::settled(inner, root, record.id, version).await? {
+        settled.apply(record);
+        return Ok(None);
+    }
+    Ok(listing)
 }
 
 pub(super) async fn get_job_by_key(
@@ -307,12 +394,6 @@ pub(super) async fn get_job_by_key(
     };
     get_job(inner, Some(namespace), job_id(held.str("job")?)?).await
 }
-
-/// The attributes a job record is read from (`pout` is [`payload::VERSION`]).
-pub(super) const JOB_ATTRS: [&str; 22] = [
-    "pk", "id", "ns", "key", "st", "spec", "payload", "due", "fire", "att", "runs", "skip", "cr",
-    "up", "tok", "tkey", "tdue", "lowner", "jtype", "queue", "lerr", "pout",
-];
 
 fn matches(query: &JobQuery, job: &JobRecord) -> bool {
     let due = job.next_due.map(|t| t.as_millisecond());
@@ -334,6 +415,24 @@ fn matches(query: &JobQuery, job: &JobRecord) -> bool {
             .is_none_or(|q| job.spec.target.queue() == Some(q))
 }
 
+/// How long before a listing's `after` id a registry item may start and still hold later ids:
+/// the ids of one create request are made within its handling, seconds apart.
+const REGISTRY_SPAN_MS: i64 = 10 * 60 * 1000;
+
+/// Job records of job items, claims and settlements folded in.
+async fn folded(inner: &Inner, items: Vec<Item>) -> Result<Vec<JobRecord>> {
+    let mut roots = HashMap::with_capacity(items.len());
+    for item in &items {
+        roots.insert(job_id(item.str("id")?)?, Root::of_job(item)?);
+    }
+    let mut records = inner.records(items).await?;
+    for record in &mut records {
+        let root = roots.get(&record.id).cloned().flatten();
+        fold(inner, record, root.as_ref()).await?;
+    }
+    Ok(records)
+}
+
 pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobRecord>> {
     let mut out = Vec::new();
     if query.limit == 0 {
@@ -341,68 +440,122 @@ pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobR
     }
     let Some(namespace) = query.namespace.clone() else {
         // Across namespaces: a scan (admin only; see the module's opening comment).
-        let mut jobs = Vec::new();
-        for item in inner.scan("j#", &JOB_ATTRS).await? {
-            let job = job_from_item(&item)?;
-            if query.after.is_none_or(|after| job.id > after) && matches(&query, &job) {
-                jobs.push((job.id, item));
+        let mut items = Vec::new();
+        for item in inner.scan("j#", &[]).await? {
+            let id = job_id(item.str("id")?)?;
+            if query.after.is_none_or(|after| id > after) {
+                items.push((id, item));
             }
         }
-        jobs.sort_by_key(|(id, _)| *id);
-        jobs.truncate(query.limit);
-        // Payloads only for the page: read after the cut.
-        let mut jobs = inner
-            .records(jobs.into_iter().map(|(_, item)| item).collect())
-            .await?;
-        jobs.retain(|job| matches(&query, job));
-        return Ok(jobs);
-    };
-    // A namespace's ids in order, a page at a time, each page's jobs read and filtered.
-    let page = query.limit.clamp(25, 100);
-    let mut after = query.after;
-    loop {
-        let mut ids_query = Query::new(Some(NAMESPACE_INDEX), namespace_pk(&namespace)).limit(page);
-        if let Some(after) = after {
-            ids_query = ids_query.above(after.to_string());
-        }
-        let entries = inner.query(&ids_query).await?;
-        let mut ids = Vec::with_capacity(entries.len());
-        for entry in &entries {
-            ids.push(job_id(entry.str("nsk")?)?);
-        }
-        let mut jobs = inner
-            .records(
-                inner
-                    .get_many(ids.iter().map(|id| job_key(*id)).collect())
-                    .await?,
-            )
-            .await?;
-        jobs.sort_by_key(|j| j.id);
-        for job in jobs {
-            if job.namespace == namespace && matches(&query, &job) {
-                out.push(job);
-                if out.len() == query.limit {
-                    return Ok(out);
+        items.sort_by_key(|(id, _)| *id);
+        for chunk in items.chunks(100) {
+            let mut jobs = folded(inner, chunk.iter().map(|(_, i)| i.clone()).collect()).await?;
+            jobs.sort_by_key(|j| j.id);
+            for job in jobs {
+                if matches(&query, &job) {
+                    out.push(job);
+                    if out.len() == query.limit {
+                        return Ok(out);
+                    }
                 }
             }
         }
-        match ids.last() {
-            Some(last) if entries.len() == page => after = Some(*last),
-            _ => return Ok(out),
+        return Ok(out);
+    };
+    // The namespace's registry in id order: an item holds ids no smaller than its sort key's,
+    // so once a page of registry items is read, every pending id below the last item's first
+    // id is final in order.
+    let start = query.after.map(|after| {
+        let ms = after.get_timestamp().map_or(0, |t| {
+            let (secs, nanos) = t.to_unix();
+            secs as i64 * 1000 + i64::from(nanos / 1_000_000)
+        });
+        uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            (ms.saturating_sub(REGISTRY_SPAN_MS).max(0) / 1000) as u64,
+            0,
+        ))
+        .to_string()
+    });
+    let mut pending = std::collections::BTreeSet::new();
+    let mut cursor = start;
+    loop {
+        let mut page_query = Query::new(registry_pk(&namespace)).limit(100);
+        if let Some(cursor) = &cursor {
+            page_query = page_query.above(cursor.clone());
+        }
+        let page = inner.query(&page_query).await?;
+        for item in &page {
+            for id in registry_ids(item)? {
+                if query.after.is_none_or(|after| id > after) {
+                    pending.insert(id);
+                }
+            }
+        }
+        let done = page.len() < 100;
+        let bound = match page.last() {
+            Some(last) if !done => Some(job_id(
+                last.str("sk")?.split_once('#').map_or("", |(id, _)| id),
+            )?),
+            _ => None,
+        };
+        cursor = page.last().map(|l| l.str("sk").map(str::to_owned)).transpose()?;
+        // Ids below the bound (all of them on the last page) are final: read them in order.
+        let ready: Vec<JobId> = match bound {
+            Some(bound) => pending.iter().copied().take_while(|id| *id < bound).collect(),
+            None => pending.iter().copied().collect(),
+        };
+        for chunk in ready.chunks(100) {
+            for id in chunk {
+                pending.remove(id);
+            }
+            let items = inner
+                .get_many_as(chunk.iter().map(|id| job_key(*id)).collect(), false)
+                .await?;
+            let mut jobs = folded(inner, items).await?;
+            jobs.sort_by_key(|j| j.id);
+            for job in jobs {
+                if job.namespace == namespace && matches(&query, &job) {
+                    out.push(job);
+                    if out.len() == query.limit {
+                        return Ok(out);
+                    }
+                }
+            }
+        }
+        if done {
+            return Ok(out);
         }
     }
 }
 
-pub(super) async fn count_jobs(inner: &Inner, namespace: Option<&str>) -> Result<u64> {
-    let items = match namespace {
-        Some(ns) => {
-            inner
-                .query(&Query::new(Some(NAMESPACE_INDEX), namespace_pk(ns)))
-                .await?
+/// The job ids a registry item lists.
+fn registry_ids(item: &Item) -> Result<Vec<JobId>> {
+    match item.get("ids") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::B(blob)) if blob.as_ref().len() % 16 == 0 => {
+            Ok(blob
+                .as_ref()
+                .chunks_exact(16)
+                .map(|c| JobId::from_slice(c).expect("16 bytes"))
+                .collect())
         }
-        None => inner.scan("j#", &["pk"]).await?,
+        other => Err(StoreError::Corrupt(format!("registry ids {other:?}"))),
+    }
+}
+
+pub(super) async fn count_jobs(inner: &Inner, namespace: Option<&str>) -> Result<u64> {
+    let Some(namespace) = namespace else {
+        return Ok(inner.scan("j#", &["pk"]).await?.len() as u64);
     };
-    Ok(items.len() as u64)
+    // The registry lists every job ever created; those retention removed are not counted.
+    let mut ids = Vec::new();
+    for item in inner.query(&Query::new(registry_pk(namespace))).await? {
+        ids.extend(registry_ids(&item)?);
+    }
+    let found = inner
+        .get_many_as(ids.iter().map(|id| job_key(*id)).collect(), false)
+        .await?;
+    Ok(found.len() as u64)
 }
 
 /// A fence entry: other nodes holding a claim on `id` below `token` drop it (see `history.rs`'s
@@ -414,64 +567,100 @@ fn fence(inner: &Inner, id: JobId, token: i64, now: i64) -> Item {
     );
     item.insert("job".into(), s(id.to_string()));
     item.insert("tok".into(), n(token));
-    // Fences matter for seconds; DynamoDB's TTL (when enabled on `expires`) and the retention
-    // sweep remove them.
-    item.insert("expires".into(), n(now / 1000 + 3600));
+    // Fences matter for seconds.
+    item.insert(TTL.into(), n(now / 1000 + 3600));
     item
 }
 
-/// Where a job's item sits in the indexes for its state and fire time.
-fn place(
+/// Where a changed job is scheduled: a new root entry listing it at `version` when it is active
+/// with a fire time (its item names that root), none otherwise. Also sets the item's expiry.
+pub(super) fn reschedule(
     inner: &Inner,
     change: &mut Change,
     record: &JobRecord,
     spec: &JobSpec,
     state: JobState,
     fire: Option<i64>,
+    due: Option<i64>,
+    version: i64,
     now: i64,
-) {
-    match fire {
+) -> Option<Item> {
+    let entry = match fire {
         Some(fire) if state == JobState::Active => {
             let lane = Lane::of_spec(&record.namespace, spec);
-            change.set("dpk", s(lane.partition(inner.shard_of(record.id))));
-            change.set("dsk", s(due_sk(fire, record.id)));
+            let root = Root::new(lane, inner.random_shard(), fire);
+            change.set("epk", s(&root.pk));
+            change.set("ekey", s(&root.key));
+            let listed = Listed {
+                id: record.id,
+                fire,
+                version,
+            };
+            let queue = spec.target.queue().map(|_| {
+                (&spec.job_type, record.payload.as_deref().map_or(0, str::len))
+            });
+            Some(root_item(&root, &[listed], queue))
         }
         _ => {
-            change.remove("dpk");
-            change.remove("dsk");
+            change.remove("epk");
+            change.remove("ekey");
+            None
         }
-    }
-    if state.is_terminal() {
-        finished_at(inner, change, record.id, now);
+    };
+    let ttl = if state.is_terminal() {
+        inner.finished_ttl(now)
+    } else if state == JobState::Active {
+        due.and_then(|due| inner.one_off_ttl(spec, due))
     } else {
-        change.remove("apk");
-        change.remove("ask");
+        None
+    };
+    change.set_or_remove(TTL, ttl.map(n));
+    entry
+}
+
+/// Takes a changed job out of the entry that lists it, as that entry was read (a claim or
+/// another change since fails the transaction, which is then decided again): the entry is
+/// deleted when the job was its last. So an edited or cancelled job leaves no listing behind for
+/// the claims, counts and due times that read entries.
+fn unlist(inner: &Inner, read: &ReadJob) -> Option<aws_sdk_dynamodb::types::TransactWriteItem> {
+    let entry = read.listing.as_ref()?;
+    let rest: Vec<Listed> = entry
+        .jobs
+        .iter()
+        .filter(|j| j.id != read.record.id)
+        .copied()
+        .collect();
+    let mut change = Change::new(entry.key());
+    change.when(
+        "#jobs = {}",
+        &["jobs"],
+        vec![super::entry::encode_listing(&entry.jobs)],
+    );
+    if rest.is_empty() {
+        return Some(change.into_delete(&inner.table));
     }
+    change.set("jobs", super::entry::encode_listing(&rest));
+    change.set("cnt", n(rest.len() as i64));
+    Some(change.into_action(&inner.table))
 }
 
-/// Reads a job in a namespace (with the version of its payload item, if it has one), or answers
-/// not found.
-async fn load(
-    inner: &Inner,
-    namespace: Option<&str>,
-    id: JobId,
-) -> Result<(JobRecord, Option<i64>)> {
-    read_job(inner, namespace, id)
-        .await?
-        .ok_or(StoreError::NotFound)
-}
-
-/// A change of a job read at `record.token`, applied only if no one changed it since.
-fn guarded(record: &JobRecord, state: JobState, now: i64) -> Change {
-    let mut change = Change::new(job_key(record.id));
-    change.when("#tok = {}", &["tok"], vec![n(record.token)]);
+/// A change of a job read at `version`, applied only if no one changed it since; it raises the
+/// version, which voids every claim made before it.
+fn guarded(id: JobId, version: i64, state: JobState, now: i64) -> Change {
+    let mut change = Change::new(job_key(id));
+    change.when("#tok = {}", &["tok"], vec![n(version)]);
     change.set("st", n(state_code(state)));
     change.set("att", n(0));
-    change.remove("lowner");
-    change.remove("lfire");
     change.add("tok", 1);
     change.set("up", n(now));
     change
+}
+
+/// Reads a job in a namespace, or answers not found.
+async fn load(inner: &Inner, namespace: Option<&str>, id: JobId) -> Result<ReadJob> {
+    read_job(inner, namespace, id)
+        .await?
+        .ok_or(StoreError::NotFound)
 }
 
 pub(super) async fn update_job(
@@ -481,19 +670,20 @@ pub(super) async fn update_job(
     update: JobUpdate,
 ) -> Result<JobRecord> {
     for _ in 0..RACES {
-        let (record, stored_version) = load(inner, namespace, id).await?;
-        let (state, due, fire) = plan_update(&record, &update)?;
+        let read = load(inner, namespace, id).await?;
+        let record = &read.record;
+        let (state, due, fire) = plan_update(record, &update)?;
         let now = update.now.as_millisecond();
         if let Some(queue) = update.spec.target.queue() {
             register_queues(inner, vec![(record.namespace.clone(), queue.to_owned())]).await?;
         }
-        let mut change = guarded(&record, state, now);
+        let version = read.version + 1;
+        let mut change = guarded(id, read.version, state, now);
         change.set("spec", s(encode_spec(&update.spec)));
-        // The payload in its own item at the token this edit leaves, or inline.
-        let mut actions = Vec::with_capacity(3);
+        // The payload in its own item at the version this edit leaves, or inline.
+        let mut actions = Vec::with_capacity(5);
         match update.payload.as_deref() {
             Some(payload) if payload::lives_out(payload) => {
-                let version = record.token + 1;
                 change.remove("payload");
                 change.set(payload::VERSION, n(version));
                 let item = payload::payload_item(id, payload, version);
@@ -502,7 +692,7 @@ pub(super) async fn update_job(
             inline => {
                 change.set_or_remove("payload", inline.map(s));
                 change.remove(payload::VERSION);
-                if stored_version.is_some() {
+                if read.payload_version.is_some() {
                     actions.push(delete(&inner.table, payload_key(id), None));
                 }
             }
@@ -511,12 +701,20 @@ pub(super) async fn update_job(
         change.set_or_remove("queue", update.spec.target.queue().map(s));
         change.set_or_remove("due", due.map(n));
         change.set_or_remove("fire", fire.map(n));
-        place(inner, &mut change, &record, &update.spec, state, fire, now);
+        let mut edited = record.clone();
+        edited.payload = update.payload.clone();
+        let entry = reschedule(
+            inner, &mut change, &edited, &update.spec, state, fire, due, version, now,
+        );
+        actions.extend(unlist(inner, &read));
+        if let Some(entry) = entry {
+            actions.push(put(&inner.table, entry));
+        }
         actions.push(change.into_action(&inner.table));
-        actions.push(put(&inner.table, fence(inner, id, record.token + 1, now)));
+        actions.push(put(&inner.table, fence(inner, id, super::entry::record_token(version), now)));
         if inner.transact(actions).await?.is_ok() {
-            announce_change(inner, &record, &update.spec, fire);
-            return load(inner, namespace, id).await.map(|(record, _)| record);
+            announce_change(inner, record, &update.spec, fire, version);
+            return load(inner, namespace, id).await.map(|read| read.record);
         }
     }
     Err(StoreError::Unavailable(
@@ -531,10 +729,11 @@ pub(super) async fn transition(
     transition: Transition,
 ) -> Result<JobRecord> {
     for _ in 0..RACES {
-        let (record, _) = load(inner, namespace, id).await?;
+        let read = load(inner, namespace, id).await?;
+        let record = &read.record;
         let (state, due, fire, clear_key, trigger_key, now) =
-            match plan_transition(&record, transition.clone())? {
-                TransitionPlan::Unchanged => return Ok(record),
+            match plan_transition(record, transition.clone())? {
+                TransitionPlan::Unchanged => return Ok(read.record),
                 TransitionPlan::Apply {
                     state,
                     due,
@@ -544,15 +743,18 @@ pub(super) async fn transition(
                     now,
                 } => (state, due, fire, clear_key, trigger_key, now),
             };
-        let mut change = guarded(&record, state, now);
+        let version = read.version + 1;
+        let mut change = guarded(id, read.version, state, now);
         change.set_or_remove("due", due.map(n));
         change.set_or_remove("fire", fire.map(n));
-        place(inner, &mut change, &record, &record.spec, state, fire, now);
+        let entry = reschedule(
+            inner, &mut change, record, &record.spec, state, fire, due, version, now,
+        );
         if let Some(key_text) = &trigger_key {
             change.set("tkey", s(key_text));
             change.set("tdue", n(now));
         }
-        let mut actions = Vec::with_capacity(3);
+        let mut actions = Vec::with_capacity(5);
         if clear_key && let Some(key_text) = &record.key {
             change.remove("key");
             // A cancelled job frees its key for a new job (unless it no longer holds it).
@@ -565,11 +767,15 @@ pub(super) async fn transition(
                 actions.push(delete(&inner.table, key_item, Some(&id.to_string())));
             }
         }
+        actions.extend(unlist(inner, &read));
+        if let Some(entry) = entry {
+            actions.push(put(&inner.table, entry));
+        }
         actions.push(change.into_action(&inner.table));
-        actions.push(put(&inner.table, fence(inner, id, record.token + 1, now)));
+        actions.push(put(&inner.table, fence(inner, id, super::entry::record_token(version), now)));
         if inner.transact(actions).await?.is_ok() {
-            announce_change(inner, &record, &record.spec, fire);
-            return load(inner, namespace, id).await.map(|(record, _)| record);
+            announce_change(inner, record, &record.spec, fire, version);
+            return load(inner, namespace, id).await.map(|read| read.record);
         }
     }
     Err(StoreError::Unavailable(
@@ -577,15 +783,21 @@ pub(super) async fn transition(
     ))
 }
 
-/// An edit or transition applied to the job read as `record`: older claims are fenced, and the
-/// job is due at `fire` if it has one.
-fn announce_change(inner: &Inner, record: &JobRecord, spec: &JobSpec, fire: Option<i64>) {
+/// An edit or transition applied to the job read as `record`, leaving it at `version`: older
+/// claims are fenced, and the job is due at `fire` if it has one.
+fn announce_change(
+    inner: &Inner,
+    record: &JobRecord,
+    spec: &JobSpec,
+    fire: Option<i64>,
+    version: i64,
+) {
     if let Some(fire) = fire {
         let mut dues = super::Dues::default();
         dues.add(&record.namespace, spec.target.queue(), fire);
         inner.announce(dues);
     }
-    inner.fence(record.id, record.token + 1);
+    inner.fence(record.id, super::entry::record_token(version));
 }
 
 /// Keys of a job's own items besides the job: its key item, when it still holds it.
@@ -600,59 +812,4 @@ pub(super) async fn key_item_of(inner: &Inner, item: &Item) -> Result<Option<Ite
         .await?
         .filter(|held| held.str("job").is_ok_and(|j| j == id))
         .map(|_| key_item))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Groups of (job number, actions, bytes); what `pack` made of them, as job numbers.
-    fn packed(groups: &[(u32, usize, usize)]) -> Vec<Vec<u32>> {
-        let chunks = pack(groups.iter().map(|&(job, actions, bytes)| {
-            (vec![job; actions], bytes, vec![key(job.to_string(), "j")])
-        }));
-        for (actions, keys) in &chunks {
-            assert!(
-                !actions.is_empty() && !keys.is_empty(),
-                "an empty transaction"
-            );
-        }
-        chunks
-            .into_iter()
-            .map(|(mut actions, _)| {
-                actions.dedup();
-                actions
-            })
-            .collect()
-    }
-
-    #[test]
-    fn transactions_stay_under_the_action_limit() {
-        // 60 jobs of one action and 60 of two: 180 actions.
-        let groups: Vec<_> = (0..120).map(|i| (i, 1 + (i >= 60) as usize, 500)).collect();
-        let chunks = packed(&groups);
-        assert_eq!(chunks.len(), 2);
-        // The first takes 60 one-action jobs and 20 two-action ones: exactly 100 actions.
-        assert_eq!(chunks[0], (0..80).collect::<Vec<_>>());
-        assert_eq!(chunks[1], (80..120).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn transactions_stay_under_the_size_limit() {
-        // Twenty jobs with a 256 KiB payload each (5 MiB in all) and small ones between.
-        let big = 256 * 1024 + 700;
-        let groups: Vec<_> = (0..40)
-            .map(|i| if i % 2 == 0 { (i, 2, big) } else { (i, 1, 700) })
-            .collect();
-        let chunks = packed(&groups);
-        let bytes =
-            |chunk: &Vec<u32>| -> usize { chunk.iter().map(|&i| groups[i as usize].2).sum() };
-        assert!(chunks.len() >= 2, "5 MiB in one transaction");
-        for chunk in &chunks {
-            assert!(bytes(chunk) <= TRANSACTION_BYTES, "{} bytes", bytes(chunk));
-        }
-        // In order, every job once.
-        let flat: Vec<u32> = chunks.concat();
-        assert_eq!(flat, (0..40).collect::<Vec<_>>());
-    }
 }

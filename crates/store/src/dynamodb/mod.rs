@@ -1,44 +1,42 @@
 //! The DynamoDB store: one table that many nodes, or serverless functions, share.
 //!
-//! The layout (`item.rs` has the full table of item kinds):
-//! - **Jobs by id**, one item each. Three global secondary indexes project what the store looks
-//!   jobs up by: `due` (an active job's lane and shard → its fire time and id: what claims read),
-//!   `byns` (a namespace → its jobs' ids, for listing), `age` (finished jobs, runs and dead
-//!   letters by age, for retention).
-//! - **The due index** is keyed by (lane # shard, fire ms # job id). A lane is "fired by the
-//!   engine" or one queue of one namespace; each has `shards` partitions (a job's shard comes from
-//!   its id), so that no partition takes more than its ~1,000 writes a second. Unlike the
-//!   time-bucket tables this design grew from, the partition key carries no time bucket: within a
-//!   partition the sort key already orders by fire time, so a claim reads "everything due by the
-//!   horizon, earliest first" with one Query per shard, however long ago the oldest overdue job
-//!   fell due (a time bucket would make the claimer discover the oldest non-empty bucket), and
-//!   jobs created for the next few seconds spread over every shard instead of the current
-//!   bucket's. The index is sparse: paused and finished jobs leave it.
-//! - **A claim** reads each shard's due prefix (eventually consistent, as every GSI is) and then
-//!   takes each candidate with a conditional update on the job item, which checks that it is
-//!   still active and due (or its lease lapsed) and raises its fencing token; a stale read only
-//!   costs a failed condition. As in the SQL backends the claim moves the fire time to the lease
-//!   expiry, so an abandoned claim is due again by itself.
-//! - **A completion** is conditioned on the token; when it records a run or a dead letter it is
-//!   one `TransactWriteItems` (the job and its history change together or not at all). A batch of
-//!   completions is atomic per job, not per batch: each is its own request.
+//! The layout (layout 2; `item.rs` has the full table of item kinds) is shaped by how DynamoDB
+//! bills: a write unit for every started KB of every item written, twice that inside a
+//! transaction, and again for every secondary index the write touches; TTL deletions free.
+//! A fired one-off should cost about one write (its creation) plus small shares of writes made
+//! for many jobs at once. So:
+//!
+//! - **No secondary index.** A job item (`j#<id>`) is found by its id. What is looked up by
+//!   time is kept in **due entries** (`entry.rs`): items in a lane's shard partitions, sorted by
+//!   fire time, each listing the jobs of one create batch that fall due within a second (up to
+//!   100). A claim reads the entries due by its horizon, one Query per shard.
+//! - **A claim leases an entry**, not a job: one conditional write on the entry, whatever the
+//!   number of jobs it lists. The occurrence token is the job's version (raised by every change
+//!   of the job item) with the entry's lease counter; a completion is fenced by both.
+//! - **A delivered one-off is settled, not rewritten** (`complete.rs`): one settlement item
+//!   records the completions, and runs, of all the jobs of an entry that one call completes.
+//!   Everything else (retries, recurring jobs, dead letters, edits) changes the job item under its
+//!   version and moves the job to a new entry of its own.
+//! - **Retention is DynamoDB's time to live**: finished job items, runs and settlements carry
+//!   `ttl`; a one-off's item carries it from its creation (its due time plus the retention and a
+//!   day), since its settled delivery never rewrites it. With `retention` unset nothing expires
+//!   and [`Store::purge`] deletes by scanning.
+//! - **A namespace's jobs are listed from its registry**: one item per create batch with the
+//!   batch's ids (`n#<ns>`), written last, after the jobs and their entries.
 //! - **Events** (`events()`): DynamoDB has no `NOTIFY`. While anyone listens, a poller sends
 //!   [`StoreEvent::Resync`] every `poll_interval` (the planner and queue long polls re-read the
-//!   due index), and reads the fence log: edits and lifecycle changes append a fence entry in the
-//!   same transaction, which the poller turns into [`StoreEvent::Fenced`], so a node drops a
-//!   claim another node's edit made stale before firing it.
+//!   entries), and reads the fence log: edits and lifecycle changes append a fence entry in the
+//!   same transaction, which the poller turns into [`StoreEvent::Fenced`].
 //!
 //! What DynamoDB cannot do cheaply, and what this backend does instead (ARCHITECTURE.md lists
-//! them): listing jobs across namespaces, and `count_jobs` without a namespace, scan the table;
-//! `gauges` scans it too (the node samples it rarely on this backend); a namespace's listing with
-//! filters reads the namespace's ids and filters the jobs it fetches; queue counts read the
-//! queue's due index. A create batch that needs more than 100 writes, or more than a
-//! transaction's bytes, is written in several transactions, and undone if a later one fails.
-//! Payloads over 256 bytes live in items of their own (`payload.rs`): DynamoDB bills a write by
-//! the whole item, and claims and completions rewrite the job item.
+//! them): listing jobs across namespaces, `count_jobs` without a namespace and `gauges` scan the
+//! table; a namespace's listing reads its registry and the jobs it names; reading an active job
+//! also reads its entry and its root's settlements. Payloads over 256 bytes live in items of
+//! their own (`payload.rs`), read once a claim. COSTS.md (deploy/aws) has each operation's cost.
 
 mod claim;
 mod complete;
+mod entry;
 mod history;
 mod item;
 mod jobs;
@@ -83,6 +81,9 @@ pub struct DynamoOptions {
     pub region: Option<String>,
     pub endpoint_url: Option<String>,
     pub credentials: Option<(String, String)>,
+    /// How long finished jobs and runs are kept: items carry DynamoDB's `ttl` from this, and
+    /// [`Store::purge`] has nothing to do. `None` keeps them until `purge` deletes them.
+    pub retention: Option<Duration>,
 }
 
 /// Due-index partitions per lane when the URL does not say: 8 × ~1,000 writes a second per
@@ -100,6 +101,7 @@ impl DynamoOptions {
             region: None,
             endpoint_url: None,
             credentials: None,
+            retention: None,
         }
     }
 
@@ -183,7 +185,29 @@ pub(super) struct Inner {
     events: broadcast::Sender<StoreEvent>,
     /// Queue names this process already recorded for their namespace's queue list.
     known_queues: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+    retention_ms: Option<i64>,
+    /// The claims this store handed out and has not seen end, by entry.
+    claims: std::sync::Mutex<Claims>,
 }
+
+/// Where a claim came from: its entry's key and the lease counter it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Held {
+    pub(super) pk: String,
+    pub(super) sk: String,
+    pub(super) ltok: i64,
+}
+
+#[derive(Default)]
+pub(super) struct Claims {
+    by_claim: std::collections::HashMap<(JobId, i64), Held>,
+    /// Claims not yet ended, per lease of an entry.
+    open: std::collections::HashMap<Held, usize>,
+}
+
+/// How long after its retention a one-off's item outlives its due time, for a delivery that is
+/// late (nodes down, or retrying).
+const TTL_GRACE_MS: i64 = 24 * 3600 * 1000;
 
 pub struct DynamoStore {
     inner: Arc<Inner>,
@@ -249,6 +273,8 @@ impl DynamoStore {
             counts: RequestCounts::default(),
             known_queues: Default::default(),
             events,
+            retention_ms: options.retention.map(|r| r.as_millis() as i64),
+            claims: Default::default(),
         });
         let poller = tokio::spawn(history::poll_events(
             Arc::downgrade(&inner),
@@ -321,9 +347,95 @@ impl Inner {
         let _ = self.events.send(StoreEvent::Fenced { job_id, token });
     }
 
-    /// The shard of a job's due-index entries, from its id's random bits.
+    /// The shard of a job's fence entries, from its id's random bits.
     fn shard_of(&self, id: JobId) -> u32 {
         (id.as_u128() as u64 % u64::from(self.shards)) as u32
+    }
+
+    /// A shard for a new entry: any, so that writes spread over every partition.
+    pub(super) fn random_shard(&self) -> u32 {
+        rand::random::<u32>() % self.shards
+    }
+
+    /// The expiry (seconds) of a one-off job item due at `due`, with retention on.
+    pub(super) fn one_off_ttl(&self, spec: &hourglass_core::JobSpec, due: i64) -> Option<i64> {
+        let retention = self.retention_ms?;
+        (!spec.schedule.is_recurring())
+            .then(|| due.saturating_add(retention).saturating_add(TTL_GRACE_MS) / 1000)
+    }
+
+    /// The expiry (seconds) of what finished at `at`, with retention on.
+    pub(super) fn finished_ttl(&self, at: i64) -> Option<i64> {
+        Some(at.saturating_add(self.retention_ms?) / 1000)
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Claims> {
+        self.claims.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers claims handed out from the entry `pk`, `sk` under lease counter `ltok`.
+    pub(super) fn hold(
+        &self,
+        pk: &str,
+        sk: &str,
+        ltok: i64,
+        claims: impl Iterator<Item = (JobId, i64)>,
+    ) {
+        let mut book = self.book();
+        let held = Held {
+            pk: pk.to_owned(),
+            sk: sk.to_owned(),
+            ltok,
+        };
+        let mut count = 0;
+        for claim in claims {
+            book.by_claim.insert(claim, held.clone());
+            count += 1;
+        }
+        book.open.insert(held, count);
+    }
+
+    pub(super) fn held(&self, id: JobId, token: i64) -> Option<Held> {
+        self.book().by_claim.get(&(id, token)).cloned()
+    }
+
+    /// Claims of the lease still open.
+    pub(super) fn held_count(&self, held: &Held) -> usize {
+        self.book().open.get(held).copied().unwrap_or(0)
+    }
+
+    /// Forgets claims whose entry was handed back whole.
+    pub(super) fn forget(&self, id: JobId, token: i64) {
+        let mut book = self.book();
+        if let Some(held) = book.by_claim.remove(&(id, token)) {
+            book.open.remove(&held);
+        }
+    }
+
+    /// A claim ended (completed, moved or stale): the last of its entry deletes the entry.
+    pub(super) async fn settle_held(&self, id: JobId, token: i64) -> Result<()> {
+        let done = {
+            let mut book = self.book();
+            let Some(held) = book.by_claim.remove(&(id, token)) else {
+                return Ok(());
+            };
+            match book.open.get_mut(&held) {
+                Some(left) => {
+                    *left = left.saturating_sub(1);
+                    if *left == 0 {
+                        book.open.remove(&held);
+                        Some(held)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            }
+        };
+        match done {
+            Some(held) => claim::delete_entry(self, &held.pk, &held.sk, held.ltok).await,
+            None => Ok(()),
+        }
     }
 }
 

@@ -7,14 +7,13 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, Delete, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-    KeysAndAttributes, Projection, ProjectionType, Put, ScalarAttributeType, TableStatus,
-    TransactWriteItem, Update, WriteRequest,
+    AttributeDefinition, BillingMode, Delete, KeySchemaElement, KeyType, KeysAndAttributes, Put,
+    ScalarAttributeType, TableStatus, TimeToLiveSpecification, TransactWriteItem, Update,
+    WriteRequest,
 };
 
 use super::item::{
-    AGE_INDEX, Attrs, DUE_INDEX, Item, NAMESPACE_INDEX, cancelled_on_condition, condition_failed,
-    key, n, unavailable,
+    Attrs, Item, cancelled_on_condition, condition_failed, key, n, unavailable,
 };
 use super::{DynamoOptions, Inner, RequestCounts};
 use crate::{Result, StoreError};
@@ -26,24 +25,14 @@ pub(super) fn valid_table_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The key attributes of the table and of each index: (index, partition key, sort key).
-const KEYS: [(Option<&str>, &str, &str); 4] = [
-    (None, "pk", "sk"),
-    (Some(DUE_INDEX), "dpk", "dsk"),
-    (Some(NAMESPACE_INDEX), "npk", "nsk"),
-    (Some(AGE_INDEX), "apk", "ask"),
-];
+/// The layout of items this version reads and writes, kept in the table's settings item. Layout
+/// 1 (until November 2026) indexed jobs with three global secondary indexes; layout 2 keeps its
+/// time index and namespace lists in items of the table (`entry.rs`, `jobs.rs`).
+pub(super) const LAYOUT: i64 = 2;
 
-/// What the due index carries besides keys: enough to pick claimable candidates (a live lease is
-/// skipped, a queue's type filter applied) without reading the jobs.
-const DUE_PROJECTED: [&str; 2] = ["jtype", "lowner"];
-
-fn index_keys(index: Option<&str>) -> (&'static str, &'static str) {
-    KEYS.iter()
-        .find(|(name, ..)| *name == index)
-        .map(|(_, pk, sk)| (*pk, *sk))
-        .expect("a known index")
-}
+/// The attribute DynamoDB's time to live reads: items carrying it are deleted, for free, some
+/// time after that instant (seconds since the epoch).
+pub(super) const TTL: &str = "ttl";
 
 fn schema(pk: &str, sk: &str) -> Vec<KeySchemaElement> {
     let element = |name: &str, kind| {
@@ -75,6 +64,7 @@ pub(super) async fn prepare(client: &Client, options: &DynamoOptions) -> Result<
     let meta = key("meta".into(), "meta");
     let mut item = meta.clone();
     item.insert("shards".into(), n(i64::from(options.shards)));
+    item.insert("layout".into(), n(LAYOUT));
     let put = client
         .put_item()
         .table_name(table)
@@ -95,11 +85,19 @@ pub(super) async fn prepare(client: &Client, options: &DynamoOptions) -> Result<
         .send()
         .await
         .map_err(unavailable)?;
-    let shards = stored
+    let settings = stored
         .item()
         .ok_or_else(|| StoreError::Corrupt("the table's settings item is missing".into()))?
-        .clone()
-        .num("shards")?;
+        .clone();
+    let layout = settings.opt_num("layout")?.unwrap_or(1);
+    if layout != LAYOUT {
+        return Err(StoreError::Unavailable(format!(
+            "table {table} holds Hourglass's layout {layout}, and this version reads and writes \
+             layout {LAYOUT} (no secondary indexes; due entries and namespace lists in the \
+             table): point HOURGLASS_STORE at a new table name, or delete this one"
+        )));
+    }
+    let shards = settings.num("shards")?;
     let shards = u32::try_from(shards)
         .ok()
         .filter(|s| (1..=super::MAX_SHARDS).contains(s))
@@ -139,63 +137,33 @@ fn check(
     if names(description.key_schema()) != ["pk", "sk"] {
         return Err(wrong("its key is not (pk, sk)".into()));
     }
-    for (index, pk, sk) in KEYS
-        .iter()
-        .filter_map(|(i, pk, sk)| Some((i.as_ref()?, pk, sk)))
-    {
-        let found = description
-            .global_secondary_indexes()
-            .iter()
-            .find(|g| g.index_name() == Some(index));
-        match found {
-            Some(g) if names(g.key_schema()) == [*pk, *sk] => {}
-            Some(_) => return Err(wrong(format!("index {index} is not keyed by ({pk}, {sk})"))),
-            None => return Err(wrong(format!("it has no index {index}"))),
-        }
+    if let Some(index) = description.global_secondary_indexes().first() {
+        let name = index.index_name().unwrap_or_default();
+        return Err(StoreError::Unavailable(format!(
+            "table {table} has the secondary index {name:?}: it was made for Hourglass's layout \
+             1, and this version reads and writes layout {LAYOUT}, which has none (point \
+             HOURGLASS_STORE at a new table name, or delete this one)"
+        )));
     }
     Ok(())
 }
 
 async fn create(client: &Client, table: &str) -> Result<()> {
-    let mut definitions = Vec::new();
-    let mut indexes = Vec::new();
-    for (index, pk, sk) in KEYS {
-        for name in [pk, sk] {
-            definitions.push(
-                AttributeDefinition::builder()
-                    .attribute_name(name)
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .expect("attribute definition"),
-            );
-        }
-        let Some(index) = index else { continue };
-        let projection = if index == DUE_INDEX {
-            Projection::builder()
-                .projection_type(ProjectionType::Include)
-                .set_non_key_attributes(Some(DUE_PROJECTED.map(String::from).to_vec()))
+    let definitions = ["pk", "sk"]
+        .map(|name| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(ScalarAttributeType::S)
                 .build()
-        } else {
-            Projection::builder()
-                .projection_type(ProjectionType::KeysOnly)
-                .build()
-        };
-        indexes.push(
-            GlobalSecondaryIndex::builder()
-                .index_name(index)
-                .set_key_schema(Some(schema(pk, sk)))
-                .projection(projection)
-                .build()
-                .expect("index definition"),
-        );
-    }
+                .expect("attribute definition")
+        })
+        .to_vec();
     let created = client
         .create_table()
         .table_name(table)
         .billing_mode(BillingMode::PayPerRequest)
         .set_attribute_definitions(Some(definitions))
         .set_key_schema(Some(schema("pk", "sk")))
-        .set_global_secondary_indexes(Some(indexes))
         .send()
         .await;
     match created {
@@ -206,7 +174,7 @@ async fn create(client: &Client, table: &str) -> Result<()> {
                 .is_some_and(|e| e.is_resource_in_use_exception()) => {}
         Err(e) => return Err(unavailable(e)),
     }
-    // A new table (with its indexes) takes a while to become usable on AWS.
+    // A new table takes a while to become usable on AWS.
     let started = Instant::now();
     loop {
         let out = client
@@ -215,14 +183,12 @@ async fn create(client: &Client, table: &str) -> Result<()> {
             .send()
             .await
             .map_err(unavailable)?;
-        let active = out.table().is_some_and(|t| {
-            t.table_status() == Some(&TableStatus::Active)
-                && t.global_secondary_indexes().iter().all(|g| {
-                    g.index_status() == Some(&aws_sdk_dynamodb::types::IndexStatus::Active)
-                })
-        });
+        let active = out
+            .table()
+            .is_some_and(|t| t.table_status() == Some(&TableStatus::Active));
         if active {
-            return check(out.table(), table);
+            check(out.table(), table)?;
+            break;
         }
         if started.elapsed() > Duration::from_secs(300) {
             return Err(StoreError::Unavailable(format!(
@@ -230,6 +196,24 @@ async fn create(client: &Client, table: &str) -> Result<()> {
             )));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // Retention is DynamoDB's time to live on `ttl`: deletes that cost nothing.
+    let ttl = TimeToLiveSpecification::builder()
+        .attribute_name(TTL)
+        .enabled(true)
+        .build()
+        .expect("time to live");
+    let enabled = client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(ttl)
+        .send()
+        .await;
+    match enabled {
+        Ok(_) => Ok(()),
+        // Another node enabled it meanwhile.
+        Err(e) if format!("{e:?}").contains("already enabled") => Ok(()),
+        Err(e) => Err(unavailable(e)),
     }
 }
 
@@ -441,14 +425,15 @@ pub(super) fn delete(table: &str, key: Item, owner: Option<&str>) -> TransactWri
         .build()
 }
 
-/// One Query: a partition of the table or of an index, optionally only sort keys below or above
-/// a bound, in either order, up to `limit` items over as many pages as that takes.
+/// One Query: a partition of the table, optionally only sort keys below or above a bound or
+/// with a prefix, in either order, up to `limit` items over as many pages as that takes.
 pub(super) struct Query {
-    pub(super) index: Option<&'static str>,
     pub(super) partition: String,
     pub(super) range: Range,
     pub(super) forward: bool,
     pub(super) limit: usize,
+    /// Strongly consistent (a read unit a started 4 KB) unless asked otherwise (half that).
+    pub(super) consistent: bool,
 }
 
 pub(super) enum Range {
@@ -457,16 +442,18 @@ pub(super) enum Range {
     Below(String),
     /// Sort keys strictly above this.
     Above(String),
+    /// Sort keys starting with this.
+    Prefix(String),
 }
 
 impl Query {
-    pub(super) fn new(index: Option<&'static str>, partition: String) -> Self {
+    pub(super) fn new(partition: String) -> Self {
         Self {
-            index,
             partition,
             range: Range::All,
             forward: true,
             limit: usize::MAX,
+            consistent: true,
         }
     }
 
@@ -480,6 +467,11 @@ impl Query {
         self
     }
 
+    pub(super) fn prefix(mut self, prefix: String) -> Self {
+        self.range = Range::Prefix(prefix);
+        self
+    }
+
     pub(super) fn backward(mut self) -> Self {
         self.forward = false;
         self
@@ -490,9 +482,9 @@ impl Query {
         self
     }
 
-    /// The sort key's attribute name in what this query returns.
-    pub(super) fn sort_key(&self) -> &'static str {
-        index_keys(self.index).1
+    pub(super) fn eventually_consistent(mut self) -> Self {
+        self.consistent = false;
+        self
     }
 }
 
@@ -520,6 +512,12 @@ impl Inner {
 
     /// Items by key, strongly consistent, in no particular order; missing ones are left out.
     pub(super) async fn get_many(&self, keys: Vec<Item>) -> Result<Vec<Item>> {
+        self.get_many_as(keys, true).await
+    }
+
+    /// Items by key, in no particular order; missing ones are left out. Eventually consistent
+    /// reads cost half, and may miss a write of the last second.
+    pub(super) async fn get_many_as(&self, keys: Vec<Item>, consistent: bool) -> Result<Vec<Item>> {
         let mut found = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(100) {
             let mut pending = chunk.to_vec();
@@ -534,7 +532,7 @@ impl Inner {
                 RequestCounts::count(&self.counts.reads);
                 let request = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(true)
+                    .consistent_read(consistent)
                     .build()
                     .expect("keys");
                 let out = self
@@ -564,7 +562,17 @@ impl Inner {
 
     /// A query's items, page after page, up to its limit.
     pub(super) async fn query(&self, query: &Query) -> Result<Vec<Item>> {
-        let (pk, sk) = index_keys(query.index);
+        self.query_while(query, |_| true).await
+    }
+
+    /// A query's items in order, page after page, up to its limit or until `more` answers
+    /// false for an item (that item is the last one returned).
+    pub(super) async fn query_while(
+        &self,
+        query: &Query,
+        mut more: impl FnMut(&Item) -> bool,
+    ) -> Result<Vec<Item>> {
+        let (pk, sk) = ("pk", "sk");
         let mut expr = Expr::default();
         let mut condition = format!(
             "{} = {}",
@@ -581,28 +589,37 @@ impl Inner {
                 let (name, value) = (expr.name(sk), expr.value(super::item::s(bound.clone())));
                 condition.push_str(&format!(" AND {name} > {value}"));
             }
+            Range::Prefix(prefix) => {
+                let (name, value) = (expr.name(sk), expr.value(super::item::s(prefix.clone())));
+                condition.push_str(&format!(" AND begins_with({name}, {value})"));
+            }
         }
         let mut items = Vec::new();
         let mut start = None;
         loop {
             RequestCounts::count(&self.counts.queries);
-            let page = (query.limit - items.len()).min(1000) as i32;
+            let page = (query.limit - items.len()).clamp(1, 100) as i32;
             let out = self
                 .client
                 .query()
                 .table_name(&self.table)
-                .set_index_name(query.index.map(str::to_owned))
                 .key_condition_expression(&condition)
                 .set_expression_attribute_names(expr.names())
                 .set_expression_attribute_values(expr.values())
                 .scan_index_forward(query.forward)
-                .consistent_read(query.index.is_none())
+                .consistent_read(query.consistent)
                 .limit(page)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(unavailable)?;
-            items.extend(out.items.unwrap_or_default());
+            for item in out.items.unwrap_or_default() {
+                let go_on = more(&item);
+                items.push(item);
+                if !go_on {
+                    return Ok(items);
+                }
+            }
             start = out.last_evaluated_key;
             if start.is_none() || items.len() >= query.limit {
                 return Ok(items);
@@ -619,7 +636,7 @@ impl Inner {
     ) -> Result<Vec<Item>> {
         let queries: Vec<Query> = (0..self.shards).map(|s| template(partition(s))).collect();
         let (limit, forward, sort_key) = match queries.first() {
-            Some(q) => (q.limit, q.forward, q.sort_key()),
+            Some(q) => (q.limit, q.forward, "sk"),
             None => return Ok(Vec::new()),
         };
         let pages =
@@ -675,6 +692,26 @@ impl Inner {
                 }
                 _ => None,
             }),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// A conditional delete; `false` when its condition failed.
+    pub(super) async fn delete_if(&self, change: Change) -> Result<bool> {
+        RequestCounts::count(&self.counts.writes);
+        let out = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(change.key.clone()))
+            .set_condition_expression(change.condition())
+            .set_expression_attribute_names(change.expr.names())
+            .set_expression_attribute_values(change.expr.values())
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -746,28 +783,52 @@ impl Inner {
     }
 
     /// Deletes items by key, 25 a request (the service's limit), retrying what the service left
-    /// unprocessed. Not atomic: used for history and retention only.
+    /// unprocessed. Not atomic.
     pub(super) async fn delete_many(&self, keys: Vec<Item>) -> Result<()> {
-        for chunk in keys.chunks(25) {
-            let mut pending: Vec<WriteRequest> = chunk
-                .iter()
-                .map(|key| {
-                    WriteRequest::builder()
-                        .delete_request(
-                            aws_sdk_dynamodb::types::DeleteRequest::builder()
-                                .set_key(Some(key.clone()))
-                                .build()
-                                .expect("delete request"),
-                        )
-                        .build()
-                })
-                .collect();
+        let requests = keys
+            .into_iter()
+            .map(|key| {
+                WriteRequest::builder()
+                    .delete_request(
+                        aws_sdk_dynamodb::types::DeleteRequest::builder()
+                            .set_key(Some(key))
+                            .build()
+                            .expect("delete request"),
+                    )
+                    .build()
+            })
+            .collect();
+        self.write_many(requests).await
+    }
+
+    /// Puts items, replacing any with their keys, 25 a request, retrying what the service left
+    /// unprocessed. Not atomic: a failure may leave some written.
+    pub(super) async fn put_many(&self, items: Vec<Item>) -> Result<()> {
+        let requests = items
+            .into_iter()
+            .map(|item| {
+                WriteRequest::builder()
+                    .put_request(
+                        aws_sdk_dynamodb::types::PutRequest::builder()
+                            .set_item(Some(item))
+                            .build()
+                            .expect("put request"),
+                    )
+                    .build()
+            })
+            .collect();
+        self.write_many(requests).await
+    }
+
+    async fn write_many(&self, requests: Vec<WriteRequest>) -> Result<()> {
+        for chunk in requests.chunks(25) {
+            let mut pending: Vec<WriteRequest> = chunk.to_vec();
             let mut rounds = 0;
             while !pending.is_empty() {
                 rounds += 1;
                 if rounds > 8 {
                     return Err(StoreError::Unavailable(
-                        "dynamodb: deletes left unprocessed after 8 rounds (throttled)".into(),
+                        "dynamodb: writes left unprocessed after 8 rounds (throttled)".into(),
                     ));
                 }
                 RequestCounts::count(&self.counts.writes);
@@ -791,7 +852,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Every item whose partition key starts with `prefix`, reading only `attrs` (a full scan:
+    /// Every item whose partition key starts with `prefix`, reading only `attrs` (all when
+    /// empty; a full scan:
     /// for what DynamoDB cannot index, see the module's opening comment).
     pub(super) async fn scan(&self, prefix: &str, attrs: &[&str]) -> Result<Vec<Item>> {
         let mut expr = Expr::default();
@@ -805,6 +867,7 @@ impl Inner {
             .map(|a| expr.name(a))
             .collect::<Vec<_>>()
             .join(", ");
+        let projection = (!projection.is_empty()).then_some(projection);
         let mut items = Vec::new();
         let mut start = None;
         loop {
@@ -814,7 +877,7 @@ impl Inner {
                 .scan()
                 .table_name(&self.table)
                 .filter_expression(&filter)
-                .projection_expression(&projection)
+                .set_projection_expression(projection.clone())
                 .set_expression_attribute_names(expr.names())
                 .set_expression_attribute_values(expr.values())
                 .consistent_read(true)

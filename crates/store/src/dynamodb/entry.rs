@@ -1,0 +1,281 @@
+//! Due entries: the table's own time index, and the unit a claim leases.
+//!
+//! An entry lists jobs of one lane (fired by the engine, or one pull queue) that fall due at or
+//! after the time its sort key starts with: `(job id, fire time, job version)` for each, packed
+//! in one binary attribute (32 bytes a job). A create batch writes one entry for its fired jobs
+//! per time window (at most [`WINDOW_MS`] wide and [`MAX_LISTED`] jobs); any later change of one
+//! job (an edit, a retry, the next occurrence of a recurring job, a release) writes a new entry
+//! of its own. Queue messages have an entry each (a worker leases messages one by one).
+//!
+//! A job's item names the entry that schedules it (`epk`, `ekey`); an entry's listing of a job
+//! is valid only while the job item still names it and is at the listed version. An edit does not
+//! touch the entry it leaves: the stale listing is dropped by whoever leases that entry next.
+//!
+//! **A claim** leases a whole entry with one conditional update (owner, expiry, and the lease
+//! counter `ltok`); the occurrence token is the job's version and the lease counter together
+//! (see [`claim_token`]). When the horizon or the limit takes only part of an entry, the rest is
+//! split off into a *part* of the same root (its sort key keeps the root's prefix, so a job's
+//! parts are found from the job item), in one transaction with the lease.
+//!
+//! Sort keys: `<root fire ms, 20 digits>#<root uid>#<part>`, part `0` for the root. A part's own
+//! jobs may fall due later than its sort key says: the key is a lower bound, and a claim checks
+//! each job's own fire time.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use hourglass_core::JobId;
+
+use super::item::{Attrs, Item, Lane, n, ord, s};
+use crate::{Result, StoreError};
+
+/// The widest time span one entry of a create batch covers.
+pub(super) const WINDOW_MS: i64 = 1_000;
+/// The most jobs one entry lists (3.2 KB of listing: a few write units to lease or delete).
+pub(super) const MAX_LISTED: usize = 100;
+/// Bits of an occurrence token that hold the entry's lease counter.
+pub(super) const LEASE_BITS: u32 = 20;
+const LEASE_MASK: i64 = (1 << LEASE_BITS) - 1;
+
+/// The occurrence token of a claim: the job's version above, the entry's lease counter below.
+/// Every edit, transition and move raises the version; every lease of an entry raises its
+/// counter; a part split off an entry inherits the counter. So a claim made after another of the
+/// same job always carries a higher token.
+pub(super) fn claim_token(version: i64, ltok: i64) -> i64 {
+    (version << LEASE_BITS) | (ltok & LEASE_MASK)
+}
+
+/// The (job version, lease counter) a token was made of.
+pub(super) fn split_token(token: i64) -> (i64, i64) {
+    (token >> LEASE_BITS, token & LEASE_MASK)
+}
+
+/// The token a job record shows for a job at `version`: below every claim made at that version,
+/// above every claim made before it.
+pub(super) fn record_token(version: i64) -> i64 {
+    version << LEASE_BITS
+}
+
+/// One job as an entry lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Listed {
+    pub(super) id: JobId,
+    pub(super) fire: i64,
+    pub(super) version: i64,
+}
+
+pub(super) fn encode_listing(jobs: &[Listed]) -> AttributeValue {
+    let mut bytes = Vec::with_capacity(jobs.len() * 32);
+    for job in jobs {
+        bytes.extend_from_slice(job.id.as_bytes());
+        bytes.extend_from_slice(&job.fire.to_be_bytes());
+        bytes.extend_from_slice(&job.version.to_be_bytes());
+    }
+    AttributeValue::B(Blob::new(bytes))
+}
+
+fn decode_listing(value: Option<&AttributeValue>) -> Result<Vec<Listed>> {
+    let bytes = match value {
+        Some(AttributeValue::B(blob)) => blob.as_ref(),
+        other => return Err(StoreError::Corrupt(format!("entry listing {other:?}"))),
+    };
+    if bytes.len() % 32 != 0 {
+        return Err(StoreError::Corrupt(format!(
+            "entry listing of {} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(32)
+        .map(|c| {
+            let num = |b: &[u8]| i64::from_be_bytes(b.try_into().expect("8 bytes"));
+            Listed {
+                id: JobId::from_slice(&c[..16]).expect("16 bytes"),
+                fire: num(&c[16..24]),
+                version: num(&c[24..32]),
+            }
+        })
+        .collect())
+}
+
+/// Where an entry's root is: its partition and the sort-key prefix every part of it shares.
+/// A job item holds its entry's root as `epk` and `ekey`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Root {
+    pub(super) pk: String,
+    pub(super) key: String,
+}
+
+impl Root {
+    /// A new root in `lane`'s shard `shard`, for jobs due at or after `fire`.
+    pub(super) fn new(lane: Lane<'_>, shard: u32, fire: i64) -> Self {
+        Self {
+            pk: lane.partition(shard),
+            key: format!("{}#{:016x}", ord(fire), rand::random::<u64>()),
+        }
+    }
+
+    pub(super) fn of_job(job: &Item) -> Result<Option<Self>> {
+        Ok(match (job.opt_str("epk")?, job.opt_str("ekey")?) {
+            (Some(pk), Some(key)) => Some(Self {
+                pk: pk.to_owned(),
+                key: key.to_owned(),
+            }),
+            _ => None,
+        })
+    }
+
+    /// The partition of the settlements written for this root's jobs (`complete.rs`).
+    pub(super) fn settlements(&self) -> String {
+        format!("s#{}#{}", self.pk, self.key)
+    }
+
+    pub(super) fn part_sk(&self, part: &str) -> String {
+        format!("{}#{part}", self.key)
+    }
+}
+
+/// An entry (a root or a part) as read.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) root: Root,
+    pub(super) sk: String,
+    pub(super) jobs: Vec<Listed>,
+    pub(super) owner: Option<String>,
+    pub(super) until: Option<i64>,
+    pub(super) ltok: i64,
+    /// Leases of this queue message that lapsed unacknowledged: failed attempts the job item
+    /// has not counted.
+    pub(super) lapses: i64,
+    /// A queue message's job type and payload bytes (for type filters and byte budgets).
+    pub(super) job_type: Option<String>,
+    pub(super) bytes: usize,
+}
+
+impl Entry {
+    pub(super) fn from_item(item: &Item) -> Result<Self> {
+        let sk = item.str("sk")?.to_owned();
+        let (key, _) = sk
+            .rsplit_once('#')
+            .ok_or_else(|| StoreError::Corrupt(format!("entry sort key {sk:?}")))?;
+        Ok(Self {
+            root: Root {
+                pk: item.str("pk")?.to_owned(),
+                key: key.to_owned(),
+            },
+            jobs: decode_listing(item.get("jobs"))?,
+            owner: item.opt_str("lown")?.map(str::to_owned),
+            until: item.opt_num("luntil")?,
+            ltok: item.opt_num("ltok")?.unwrap_or(0),
+            lapses: item.opt_num("lapses")?.unwrap_or(0),
+            job_type: item.opt_str("jtype")?.map(str::to_owned),
+            bytes: item.opt_num("bytes")?.unwrap_or(0) as usize,
+            sk,
+        })
+    }
+
+    pub(super) fn key(&self) -> Item {
+        super::item::key(self.root.pk.clone(), &self.sk)
+    }
+
+    /// Whether a lease holds it at `now`.
+    pub(super) fn leased_at(&self, now: i64) -> bool {
+        self.owner.is_some() && self.until.is_some_and(|until| until > now)
+    }
+
+    /// The earliest fire time it lists.
+    pub(super) fn first_fire(&self) -> Option<i64> {
+        self.jobs.iter().map(|j| j.fire).min()
+    }
+}
+
+/// A new root entry's item listing `jobs` (sorted by fire time, at least one).
+pub(super) fn root_item(root: &Root, jobs: &[Listed], queue: Option<(&Option<String>, usize)>) -> Item {
+    let mut item = super::item::key(root.pk.clone(), &root.part_sk("0"));
+    item.insert("jobs".into(), encode_listing(jobs));
+    item.insert("cnt".into(), n(jobs.len() as i64));
+    if let Some((job_type, bytes)) = queue {
+        if let Some(job_type) = job_type {
+            item.insert("jtype".into(), s(job_type));
+        }
+        item.insert("bytes".into(), n(bytes as i64));
+    }
+    item
+}
+
+/// Jobs of one lane cut into entries: in fire order, a new entry when the window or the count
+/// would be exceeded.
+pub(super) fn windows(mut jobs: Vec<Listed>) -> Vec<Vec<Listed>> {
+    jobs.sort_by_key(|j| (j.fire, j.id));
+    let mut out: Vec<Vec<Listed>> = Vec::new();
+    for job in jobs {
+        let fits = out.last().is_some_and(|w| {
+            w.len() < MAX_LISTED && job.fire - w[0].fire < WINDOW_MS
+        });
+        if fits {
+            out.last_mut().expect("a window").push(job);
+        } else {
+            out.push(vec![job]);
+        }
+    }
+    out
+}
+
+/// Of the jobs an entry lists, those whose listing is still valid: the job item names this
+/// root and is at the listed version. `homes` are job items by id.
+pub(super) fn valid<'a>(
+    entry: &'a Entry,
+    homes: &'a HashMap<JobId, Item>,
+) -> impl Iterator<Item = (&'a Listed, &'a Item)> + 'a {
+    entry.jobs.iter().filter_map(move |listed| {
+        let home = homes.get(&listed.id)?;
+        let here = Root::of_job(home).ok().flatten().as_ref() == Some(&entry.root)
+            && home.num("tok").ok() == Some(listed.version)
+            && home.num("st").ok() == Some(super::item::state_code(hourglass_core::JobState::Active));
+        here.then_some((listed, home))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_order_claims_by_version_then_lease() {
+        assert!(claim_token(1, 1) > claim_token(0, LEASE_MASK));
+        assert!(claim_token(3, 2) > claim_token(3, 1));
+        assert!(claim_token(3, 1) > record_token(3));
+        assert!(record_token(4) > claim_token(3, LEASE_MASK));
+        assert_eq!(split_token(claim_token(7, 9)), (7, 9));
+    }
+
+    #[test]
+    fn listings_round_trip() {
+        let jobs: Vec<Listed> = (0..3)
+            .map(|i| Listed {
+                id: uuid::Uuid::now_v7(),
+                fire: 1_000 * i - 5,
+                version: i,
+            })
+            .collect();
+        let decoded = decode_listing(Some(&encode_listing(&jobs))).unwrap();
+        assert_eq!(decoded, jobs);
+    }
+
+    #[test]
+    fn windows_cut_by_span_and_count() {
+        let at = |fire| Listed {
+            id: uuid::Uuid::now_v7(),
+            fire,
+            version: 0,
+        };
+        let mut jobs: Vec<Listed> = (0..150).map(|i| at(i)).collect();
+        jobs.push(at(999));
+        jobs.push(at(1_500));
+        jobs.push(at(5_000));
+        let cut: Vec<usize> = windows(jobs).iter().map(Vec::len).collect();
+        // 100 by count; 50 more and 999 within a second of the 100th; 1500 and 5000 alone.
+        assert_eq!(cut, vec![100, 51, 1, 1]);
+    }
+}
