@@ -456,6 +456,11 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
         }
         engine.max_in_flight = n;
     }
+    // The DynamoDB store keeps finished work for the retention through DynamoDB's time to live,
+    // set on the items as they are written; the sweep then has nothing to delete there.
+    if let StoreBackend::Dynamo(options) = &mut node.store {
+        options.retention = engine.retention;
+    }
     Ok(Settings {
         node,
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),

@@ -17,7 +17,9 @@ use hourglass_core::{JobId, Occurrence, duration_ms, from_ms};
 use jiff::Timestamp;
 
 use super::Inner;
-use super::entry::{Entry, Listed, Root, claim_token, encode_listing, root_item, split_token, valid};
+use super::entry::{
+    Entry, Listed, Root, claim_token, encode_listing, root_item, split_token, valid,
+};
 use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, job_key, key, n, s};
 use super::payload;
 use super::table::{Change, Query};
@@ -152,7 +154,11 @@ async fn lease_entry(
             &["ltok", "luntil"],
             vec![n(entry.ltok), n(entry.until.unwrap_or(i64::MIN))],
         ),
-        None if entry.ltok == 0 => change.when("attribute_not_exists(#lown) AND attribute_not_exists(#ltok)", &["lown", "ltok"], vec![]),
+        None if entry.ltok == 0 => change.when(
+            "attribute_not_exists(#lown) AND attribute_not_exists(#ltok)",
+            &["lown", "ltok"],
+            vec![],
+        ),
         None => change.when(
             "attribute_not_exists(#lown) AND #ltok = {}",
             &["lown", "ltok"],
@@ -180,7 +186,9 @@ async fn lease_entry(
     let mut part = root_item(&entry.root, &rest, None);
     part.insert(
         "sk".into(),
-        s(entry.root.part_sk(&format!("{:016x}", rand::random::<u64>()))),
+        s(entry
+            .root
+            .part_sk(&format!("{:016x}", rand::random::<u64>()))),
     );
     // The part continues the entry's lease counter, so its next claim's tokens are higher.
     part.insert("ltok".into(), n(ltok));
@@ -193,11 +201,7 @@ async fn lease_entry(
 
 /// The occurrences of the entries this claim leased: the jobs whose listing is still valid and
 /// that no settlement recorded. An entry left with none is deleted at once.
-async fn hand_out(
-    inner: &Inner,
-    taken: Vec<Taken>,
-    is_queue: bool,
-) -> Result<Vec<Occurrence>> {
+async fn hand_out(inner: &Inner, taken: Vec<Taken>, is_queue: bool) -> Result<Vec<Occurrence>> {
     let wanted: Vec<&Listed> = taken.iter().flat_map(|t| &t.jobs).collect();
     let homes = read_homes(inner, &wanted).await?;
     let mut claimed = Vec::new();
@@ -219,8 +223,14 @@ async fn hand_out(
             if settled.contains(&(listed.id, listed.version)) {
                 continue;
             }
-            if let Some(occurrence) =
-                occurrence(inner, home, listed, claim_token(listed.version, t.ltok), lapses).await?
+            if let Some(occurrence) = occurrence(
+                inner,
+                home,
+                listed,
+                claim_token(listed.version, t.ltok),
+                lapses,
+            )
+            .await?
             {
                 handed.push(occurrence);
             }
@@ -457,7 +467,10 @@ async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
     change.when(
         "#tok = {} AND #st = {}",
         &["tok", "st"],
-        vec![n(version), n(super::item::state_code(hourglass_core::JobState::Active))],
+        vec![
+            n(version),
+            n(super::item::state_code(hourglass_core::JobState::Active)),
+        ],
     );
     change.set("fire", n(fire));
     change.set("epk", s(&root.pk));

@@ -26,8 +26,7 @@ use super::Inner;
 use super::claim::CONCURRENCY;
 use super::entry::{Entry, Listed, Root, root_item, split_token};
 use super::item::{
-    Attrs, Item, Lane, job_key, key, letter_pk, letters_pk, n, ord, run_pk, run_sk, s,
-    state_code,
+    Attrs, Item, Lane, job_key, key, letter_pk, letters_pk, n, ord, run_pk, run_sk, s, state_code,
 };
 use super::table::{Change, Query, TTL, put, put_new};
 use crate::rules::{LastError, RowChange, plan_completion, state_from_code};
@@ -229,7 +228,11 @@ async fn settle(
                 .jobs
                 .iter()
                 .any(|j| j.id == batch[i].job_id && j.version == version);
-            if listed { Applied::Yes } else { Applied::StaleLease }
+            if listed {
+                Applied::Yes
+            } else {
+                Applied::StaleLease
+            }
         })
         .collect();
     let indexes: Vec<usize> = indexes
@@ -500,7 +503,9 @@ async fn lease_holds(inner: &Inner, c: &Completion, job: &Item) -> Result<bool> 
     Ok(entry.is_some_and(|e| {
         e.ltok == ltok
             && e.owner.is_some()
-            && e.jobs.iter().any(|j| j.id == c.job_id && j.version == version)
+            && e.jobs
+                .iter()
+                .any(|j| j.id == c.job_id && j.version == version)
     }))
 }
 

@@ -191,7 +191,11 @@ impl Entry {
 }
 
 /// A new root entry's item listing `jobs` (sorted by fire time, at least one).
-pub(super) fn root_item(root: &Root, jobs: &[Listed], queue: Option<(&Option<String>, usize)>) -> Item {
+pub(super) fn root_item(
+    root: &Root,
+    jobs: &[Listed],
+    queue: Option<(&Option<String>, usize)>,
+) -> Item {
     let mut item = super::item::key(root.pk.clone(), &root.part_sk("0"));
     item.insert("jobs".into(), encode_listing(jobs));
     item.insert("cnt".into(), n(jobs.len() as i64));
@@ -210,9 +214,9 @@ pub(super) fn windows(mut jobs: Vec<Listed>) -> Vec<Vec<Listed>> {
     jobs.sort_by_key(|j| (j.fire, j.id));
     let mut out: Vec<Vec<Listed>> = Vec::new();
     for job in jobs {
-        let fits = out.last().is_some_and(|w| {
-            w.len() < MAX_LISTED && job.fire - w[0].fire < WINDOW_MS
-        });
+        let fits = out
+            .last()
+            .is_some_and(|w| w.len() < MAX_LISTED && job.fire - w[0].fire < WINDOW_MS);
         if fits {
             out.last_mut().expect("a window").push(job);
         } else {
@@ -232,7 +236,8 @@ pub(super) fn valid<'a>(
         let home = homes.get(&listed.id)?;
         let here = Root::of_job(home).ok().flatten().as_ref() == Some(&entry.root)
             && home.num("tok").ok() == Some(listed.version)
-            && home.num("st").ok() == Some(super::item::state_code(hourglass_core::JobState::Active));
+            && home.num("st").ok()
+                == Some(super::item::state_code(hourglass_core::JobState::Active));
         here.then_some((listed, home))
     })
 }
@@ -270,7 +275,7 @@ mod tests {
             fire,
             version: 0,
         };
-        let mut jobs: Vec<Listed> = (0..150).map(|i| at(i)).collect();
+        let mut jobs: Vec<Listed> = (0..150).map(at).collect();
         jobs.push(at(999));
         jobs.push(at(1_500));
         jobs.push(at(5_000));

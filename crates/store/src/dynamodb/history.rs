@@ -47,8 +47,7 @@ pub(super) async fn runs(
     let mut runs: Vec<RunRecord> = items.iter().map(run_from_item).collect::<Result<_>>()?;
     // A settled delivery's run lives in its settlement: the newest run, when there is one.
     if let Some(root) = &read.root
-        && let Some(run) =
-            super::complete::settled_run(inner, root, id, read.version).await?
+        && let Some(run) = super::complete::settled_run(inner, root, id, read.version).await?
         && (run.cursor.started_ms, run.cursor.seq) < (before.started_ms, before.seq)
     {
         runs.push(run);
@@ -221,7 +220,11 @@ pub(super) async fn purge_dead_letters(
         .filter(|letter| letter.created_at.as_millisecond() < before)
     {
         let mut keys = vec![key(letter_pk(letter.id), LETTER_SK)];
-        keys.extend(super::complete::letter_lists(inner, &letter.namespace, letter.id));
+        keys.extend(super::complete::letter_lists(
+            inner,
+            &letter.namespace,
+            letter.id,
+        ));
         inner.delete_many(keys).await?;
         deleted += 1;
     }
@@ -249,7 +252,11 @@ pub(super) async fn gauges(inner: &Inner, now: Timestamp) -> Result<StoreGauges>
     };
     let mut queues = Visibility::default();
     for job in every_job(inner).await? {
-        if let Some(slot) = gauges.jobs_by_state.iter_mut().find(|(s, _)| *s == job.state) {
+        if let Some(slot) = gauges
+            .jobs_by_state
+            .iter_mut()
+            .find(|(s, _)| *s == job.state)
+        {
             slot.1 += 1;
         }
         if job.state != JobState::Active {

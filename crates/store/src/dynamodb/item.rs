@@ -112,23 +112,7 @@ pub(super) fn payload_key(id: JobId) -> Item {
     key(payload_pk(id), PAYLOAD_SK)
 }
 
-/// An item's size as DynamoDB counts it against its limits (400 KB an item, 4 MB a
-/// transaction) and bills it (a write unit a started KB): each attribute's name and value, a
-/// string by its UTF-8 bytes, a number by about a byte for two digits, plus one.
-pub(super) fn item_bytes(item: &Item) -> usize {
-    item.iter()
-        .map(|(name, value)| {
-            name.len()
-                + match value {
-                    AttributeValue::S(text) => text.len(),
-                    AttributeValue::N(digits) => digits.len().div_ceil(2) + 1,
-                    _ => 1,
-                }
-        })
-        .sum()
-}
-
-/// Which part of the due index a job's occurrences live in.
+/// Which due entries a job's occurrences are listed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Lane<'a> {
     /// Fired by the engine.

@@ -230,7 +230,13 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
     }
     let homes: Vec<Item> = new
         .iter()
-        .map(|j| new_job_item(j, &roots[&j.id], inner.one_off_ttl(&j.spec, j.first_due.as_millisecond())))
+        .map(|j| {
+            new_job_item(
+                j,
+                &roots[&j.id],
+                inner.one_off_ttl(&j.spec, j.first_due.as_millisecond()),
+            )
+        })
         .collect();
     written.extend(new.iter().map(|j| job_key(j.id)));
     inner.put_many(homes).await?;
@@ -292,7 +298,9 @@ pub(super) async fn get_job(
     namespace: Option<&str>,
     id: JobId,
 ) -> Result<Option<JobRecord>> {
-    Ok(read_job(inner, namespace, id).await?.map(|read| read.record))
+    Ok(read_job(inner, namespace, id)
+        .await?
+        .map(|read| read.record))
 }
 
 /// A job as read: its record (with its claim and a settled delivery folded in), the version of
@@ -499,10 +507,17 @@ pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobR
             )?),
             _ => None,
         };
-        cursor = page.last().map(|l| l.str("sk").map(str::to_owned)).transpose()?;
+        cursor = page
+            .last()
+            .map(|l| l.str("sk").map(str::to_owned))
+            .transpose()?;
         // Ids below the bound (all of them on the last page) are final: read them in order.
         let ready: Vec<JobId> = match bound {
-            Some(bound) => pending.iter().copied().take_while(|id| *id < bound).collect(),
+            Some(bound) => pending
+                .iter()
+                .copied()
+                .take_while(|id| *id < bound)
+                .collect(),
             None => pending.iter().copied().collect(),
         };
         for chunk in ready.chunks(100) {
@@ -572,19 +587,31 @@ fn fence(inner: &Inner, id: JobId, token: i64, now: i64) -> Item {
     item
 }
 
-/// Where a changed job is scheduled: a new root entry listing it at `version` when it is active
-/// with a fire time (its item names that root), none otherwise. Also sets the item's expiry.
-pub(super) fn reschedule(
-    inner: &Inner,
-    change: &mut Change,
-    record: &JobRecord,
-    spec: &JobSpec,
+/// A changed job's state, fire and due times, the version the change leaves, and when.
+struct Placement {
     state: JobState,
     fire: Option<i64>,
     due: Option<i64>,
     version: i64,
     now: i64,
+}
+
+/// Where a changed job is scheduled: a new root entry listing it at `version` when it is active
+/// with a fire time (its item names that root), none otherwise. Also sets the item's expiry.
+fn reschedule(
+    inner: &Inner,
+    change: &mut Change,
+    record: &JobRecord,
+    spec: &JobSpec,
+    place: Placement,
 ) -> Option<Item> {
+    let Placement {
+        state,
+        fire,
+        due,
+        version,
+        now,
+    } = place;
     let entry = match fire {
         Some(fire) if state == JobState::Active => {
             let lane = Lane::of_spec(&record.namespace, spec);
@@ -597,7 +624,10 @@ pub(super) fn reschedule(
                 version,
             };
             let queue = spec.target.queue().map(|_| {
-                (&spec.job_type, record.payload.as_deref().map_or(0, str::len))
+                (
+                    &spec.job_type,
+                    record.payload.as_deref().map_or(0, str::len),
+                )
             });
             Some(root_item(&root, &[listed], queue))
         }
@@ -703,15 +733,23 @@ pub(super) async fn update_job(
         change.set_or_remove("fire", fire.map(n));
         let mut edited = record.clone();
         edited.payload = update.payload.clone();
-        let entry = reschedule(
-            inner, &mut change, &edited, &update.spec, state, fire, due, version, now,
-        );
+        let place = Placement {
+            state,
+            fire,
+            due,
+            version,
+            now,
+        };
+        let entry = reschedule(inner, &mut change, &edited, &update.spec, place);
         actions.extend(unlist(inner, &read));
         if let Some(entry) = entry {
             actions.push(put(&inner.table, entry));
         }
         actions.push(change.into_action(&inner.table));
-        actions.push(put(&inner.table, fence(inner, id, super::entry::record_token(version), now)));
+        actions.push(put(
+            &inner.table,
+            fence(inner, id, super::entry::record_token(version), now),
+        ));
         if inner.transact(actions).await?.is_ok() {
             announce_change(inner, record, &update.spec, fire, version);
             return load(inner, namespace, id).await.map(|read| read.record);
@@ -747,9 +785,14 @@ pub(super) async fn transition(
         let mut change = guarded(id, read.version, state, now);
         change.set_or_remove("due", due.map(n));
         change.set_or_remove("fire", fire.map(n));
-        let entry = reschedule(
-            inner, &mut change, record, &record.spec, state, fire, due, version, now,
-        );
+        let place = Placement {
+            state,
+            fire,
+            due,
+            version,
+            now,
+        };
+        let entry = reschedule(inner, &mut change, record, &record.spec, place);
         if let Some(key_text) = &trigger_key {
             change.set("tkey", s(key_text));
             change.set("tdue", n(now));
@@ -772,7 +815,10 @@ pub(super) async fn transition(
             actions.push(put(&inner.table, entry));
         }
         actions.push(change.into_action(&inner.table));
-        actions.push(put(&inner.table, fence(inner, id, super::entry::record_token(version), now)));
+        actions.push(put(
+            &inner.table,
+            fence(inner, id, super::entry::record_token(version), now),
+        ));
         if inner.transact(actions).await?.is_ok() {
             announce_change(inner, record, &record.spec, fire, version);
             return load(inner, namespace, id).await.map(|read| read.record);

@@ -170,11 +170,3 @@ impl Inner {
         Ok(out)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn listings_read_the_version_attribute() {
-        assert!(super::super::jobs::JOB_ATTRS.contains(&super::VERSION));
-    }
-}

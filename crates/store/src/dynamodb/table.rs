@@ -12,9 +12,7 @@ use aws_sdk_dynamodb::types::{
     WriteRequest,
 };
 
-use super::item::{
-    Attrs, Item, cancelled_on_condition, condition_failed, key, n, unavailable,
-};
+use super::item::{Attrs, Item, cancelled_on_condition, condition_failed, key, n, unavailable};
 use super::{DynamoOptions, Inner, RequestCounts};
 use crate::{Result, StoreError};
 
@@ -313,12 +311,6 @@ impl Change {
         self.set.push(format!("{name} = {name} + {value}"));
     }
 
-    /// `attr` takes `from`'s value as it was before this update.
-    pub(super) fn copy(&mut self, attr: &str, from: &str) {
-        let (name, from) = (self.expr.name(attr), self.expr.name(from));
-        self.set.push(format!("{name} = {from}"));
-    }
-
     pub(super) fn remove(&mut self, attr: &str) {
         let name = self.expr.name(attr);
         self.remove.push(name);
@@ -481,18 +473,10 @@ impl Query {
         self.limit = limit;
         self
     }
-
-    pub(super) fn eventually_consistent(mut self) -> Self {
-        self.consistent = false;
-        self
-    }
 }
 
 /// Writes in one transaction, at most 100 actions (the service's limit).
 pub(super) const TRANSACTION_LIMIT: usize = 100;
-/// Bytes of items in one transaction ([`item_bytes`](super::item::item_bytes)), kept well under
-/// the service's 4 MB: the estimate leaves out the update expressions and conditions.
-pub(super) const TRANSACTION_BYTES: usize = 3 << 20;
 
 impl Inner {
     /// One item by key, strongly consistent.
