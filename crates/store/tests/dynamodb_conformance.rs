@@ -184,6 +184,170 @@ async fn a_foreign_table_is_refused() {
     }
 }
 
+/// A table made for the previous layout (three secondary indexes) is refused at open, with a
+/// message naming both layouts, not read as if it were this one's.
+#[tokio::test]
+async fn a_table_of_the_previous_layout_is_refused() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+        Projection, ProjectionType, ScalarAttributeType,
+    };
+    let table = table_name();
+    let client = raw_client().await;
+    let key = |name: &str, kind| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .unwrap()
+    };
+    let string = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .unwrap()
+    };
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .set_attribute_definitions(Some(["pk", "sk", "dpk", "dsk"].map(string).to_vec()))
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name("due")
+                .key_schema(key("dpk", KeyType::Hash))
+                .key_schema(key("dsk", KeyType::Range))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::KeysOnly)
+                        .build(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    match DynamoStore::open(options(&table)).await {
+        Err(hourglass_store::StoreError::Unavailable(message)) => assert!(
+            message.contains("layout 1") && message.contains("layout 2"),
+            "{message}"
+        ),
+        Err(other) => panic!("expected unavailable, got {other}"),
+        Ok(_) => panic!("opened a table of the previous layout"),
+    }
+}
+
+/// With a retention, what retention removes carries DynamoDB's `ttl` (deletes that cost
+/// nothing) and the sweep has nothing to do: a delivered one-off's item from its creation (its
+/// settled delivery never rewrites it), its settlement, its batch's registry item; and an edit
+/// that moves a job's expiry later moves its registry item's with it, so the job stays listed.
+#[tokio::test]
+async fn with_a_retention_items_expire_by_themselves() {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let day = 24 * 3600;
+    let table = table_name();
+    let store = DynamoStore::open(DynamoOptions {
+        retention: Some(Duration::from_secs(day)),
+        ..options(&table)
+    })
+    .await
+    .unwrap();
+    let client = raw_client().await;
+    let jobs: Vec<NewJob> = (0..2).map(|_| job("ns", t0(), None)).collect();
+    let (delivered_id, edited_id) = (jobs[0].id, jobs[1].id);
+    store.create_jobs(jobs).await.unwrap();
+    let due_s = t0().as_second();
+    let ttl_of = |item: &RawItem| item["ttl"].as_n().unwrap().parse::<i64>().unwrap();
+    let home = raw_item(&client, &table, &format!("j#{delivered_id}"), "j")
+        .await
+        .unwrap();
+    assert_eq!(
+        ttl_of(&home),
+        due_s + day as i64 + day as i64,
+        "due + retention + a day"
+    );
+
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0(), 1, &lease("w", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].job_id, delivered_id);
+    let applied = store
+        .complete(vec![delivered_without_run(&claimed[0])], t0())
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![hourglass_store::Applied::Yes]);
+    let settlements = client
+        .scan()
+        .table_name(&table)
+        .filter_expression("begins_with(pk, :s) AND attribute_exists(recs)")
+        .expression_attribute_values(":s", S("s#".into()))
+        .send()
+        .await
+        .unwrap();
+    let settlement = &settlements.items()[0];
+    assert_eq!(
+        ttl_of(settlement),
+        due_s + day as i64,
+        "settled + retention"
+    );
+
+    // Edited to fall due in thirty days: the registry item follows the job's new expiry.
+    let later = t0() + ms(30 * 86_400_000);
+    let edited = store
+        .update_job(
+            Some("ns"),
+            edited_id,
+            hourglass_store::JobUpdate {
+                spec: hourglass_core::JobSpec {
+                    schedule: hourglass_core::Schedule::at(later),
+                    ..job("ns", later, None).spec
+                },
+                payload: None,
+                next_due: Some(later),
+                now: t0(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(edited.next_due, Some(later));
+    let home = raw_item(&client, &table, &format!("j#{edited_id}"), "j")
+        .await
+        .unwrap();
+    let registry = client
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :p")
+        .expression_attribute_values(":p", S("n#ns".into()))
+        .send()
+        .await
+        .unwrap();
+    let registry = &registry.items()[0];
+    assert_eq!(ttl_of(&home), later.as_second() + 2 * day as i64);
+    assert!(
+        ttl_of(registry) >= ttl_of(&home),
+        "the registry item expires first"
+    );
+    assert_eq!(
+        store.purge(t0() + ms(90 * 86_400_000), 100).await.unwrap(),
+        hourglass_store::Purged::default(),
+        "time to live deletes, not the sweep"
+    );
+    let listed = store
+        .list_jobs(hourglass_store::JobQuery {
+            namespace: Some("ns".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+}
+
 /// A client of moto's DynamoDB, to look at or change items behind the store's back.
 async fn raw_client() -> aws_sdk_dynamodb::Client {
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())

@@ -476,7 +476,17 @@ async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
     change.set("epk", s(&root.pk));
     change.set("ekey", s(&root.key));
     change.add("tok", 1);
-    if inner.update(change, false).await?.is_none() {
+    // A one-off's item outlives its new fire time by the retention (and a day).
+    let ttl = match home.opt_num(super::table::TTL)? {
+        Some(_) => inner.one_off_ttl(false, fire),
+        None => None,
+    };
+    if let Some(ttl) = ttl {
+        change.set(super::table::TTL, n(ttl));
+    }
+    if inner.update(change, false).await?.is_some() {
+        super::jobs::keep_listed(inner, &home, ttl).await?;
+    } else {
         inner
             .delete_many(vec![key(root.pk.clone(), &root.part_sk("0"))])
             .await?;

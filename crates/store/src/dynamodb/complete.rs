@@ -303,7 +303,7 @@ fn row_change(
     lane: Lane<'_>,
     queue: Option<(&Option<String>, usize)>,
     now: i64,
-) -> (Change, Option<Item>) {
+) -> (Change, Option<Item>, Option<i64>) {
     let (version, _) = split_token(c.token);
     let mut change = Change::new(job_key(c.job_id));
     change.when(
@@ -322,6 +322,7 @@ fn row_change(
         };
         root_item(&root, &[listed], queue)
     };
+    let mut ttl = None;
     let entry = match *row {
         RowChange::Retry { fire } => {
             change.set("fire", n(fire));
@@ -354,14 +355,15 @@ fn row_change(
             }
             change.add("runs", ran as i64);
             change.add("skip", skipped as i64);
-            change.set_or_remove(TTL, inner.finished_ttl(now).map(n));
+            ttl = inner.finished_ttl(now);
+            change.set_or_remove(TTL, ttl.map(n));
             None
         }
     };
     // A completion ends its claim: the same token cannot settle the occurrence again.
     change.add("tok", 1);
     change.set("up", n(now));
-    (change, entry)
+    (change, entry, ttl)
 }
 
 async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied> {
@@ -390,7 +392,18 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         None => job.opt_str("payload")?.map_or(0, str::len),
     };
     let queue = queue_name.as_ref().map(|_| (&job_type, payload_bytes));
-    let (mut change, entry) = row_change(inner, c, &plan.row, lane, queue, now);
+    let (mut change, entry, ttl) = row_change(inner, c, &plan.row, lane, queue, now);
+    // A one-off's item outlives its latest attempt by the retention (and a day); a recurring
+    // job's has no expiry while it runs.
+    let ttl = match plan.row {
+        RowChange::Retry { fire } if job.opt_num(TTL)?.is_some() => {
+            let ttl = inner.one_off_ttl(false, fire);
+            change.set_or_remove(TTL, ttl.map(n));
+            ttl
+        }
+        RowChange::Retry { .. } => None,
+        _ => ttl,
+    };
     if let LastError::Write(error) = plan.last_error {
         change.set_or_remove("lerr", error.map(s));
     }
@@ -441,10 +454,11 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         }
         let applied =
             dead_letter(inner, c, &job, actions, letter.reason, letter.attempts, now).await?;
-        if applied == Applied::Yes
-            && let Some(old) = old_entry
-        {
-            inner.delete_many(vec![old]).await?;
+        if applied == Applied::Yes {
+            super::jobs::keep_listed(inner, &job, ttl).await?;
+            if let Some(old) = old_entry {
+                inner.delete_many(vec![old]).await?;
+            }
         }
         return Ok(applied);
     }
@@ -462,6 +476,9 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
     }
     if let Some(run) = run {
         inner.put(run).await?;
+    }
+    if !matches!(plan.row, RowChange::Advance { .. }) {
+        super::jobs::keep_listed(inner, &job, ttl).await?;
     }
     if let Some(old) = old_entry {
         inner.delete_many(vec![old]).await?;

@@ -228,27 +228,24 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
             roots.insert(listed.id, root.clone());
         }
     }
-    let homes: Vec<Item> = new
-        .iter()
-        .map(|j| {
-            new_job_item(
-                j,
-                &roots[&j.id],
-                inner.one_off_ttl(&j.spec, j.first_due.as_millisecond()),
-            )
-        })
-        .collect();
-    written.extend(new.iter().map(|j| job_key(j.id)));
-    inner.put_many(homes).await?;
-    for entry in &entries {
-        written.push(key(entry.str("pk")?.to_owned(), entry.str("sk")?));
-    }
-    inner.put_many(entries).await?;
-    // Last, what lists them: a job is in its namespace's listing once its batch is whole.
+    // What lists them, written last: a job is in its namespace's listing once its batch is
+    // whole. Each job item names its registry item and that item's expiry.
     let mut by_namespace: HashMap<&str, Vec<JobId>> = HashMap::new();
+    // A registry item expires with the last of its jobs (never, with a recurring one).
+    let mut expiry: HashMap<&str, Option<i64>> = HashMap::new();
     for job in new {
         by_namespace.entry(&job.namespace).or_default().push(job.id);
+        let ttl = inner.one_off_ttl(
+            job.spec.schedule.is_recurring(),
+            job.first_due.as_millisecond(),
+        );
+        let slot = expiry.entry(&job.namespace).or_insert(ttl);
+        *slot = match (*slot, ttl) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
     }
+    let mut registered: HashMap<&str, (String, Option<i64>)> = HashMap::new();
     let registry: Vec<Item> = by_namespace
         .into_iter()
         .map(|(namespace, mut ids)| {
@@ -267,9 +264,39 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
                     aws_sdk_dynamodb::primitives::Blob::new(bytes),
                 ),
             );
+            let ttl = expiry.get(namespace).copied().flatten();
+            if let Some(ttl) = ttl {
+                item.insert(TTL.into(), n(ttl));
+            }
+            registered.insert(
+                namespace,
+                (item["sk"].as_s().expect("a string").clone(), ttl),
+            );
             item
         })
         .collect();
+    let homes: Vec<Item> = new
+        .iter()
+        .map(|j| {
+            let mut home = new_job_item(
+                j,
+                &roots[&j.id],
+                inner.one_off_ttl(j.spec.schedule.is_recurring(), j.first_due.as_millisecond()),
+            );
+            let (sk, ttl) = &registered[j.namespace.as_str()];
+            home.insert("reg".into(), s(sk));
+            if let Some(ttl) = ttl {
+                home.insert("regttl".into(), n(*ttl));
+            }
+            home
+        })
+        .collect();
+    written.extend(new.iter().map(|j| job_key(j.id)));
+    inner.put_many(homes).await?;
+    for entry in &entries {
+        written.push(key(entry.str("pk")?.to_owned(), entry.str("sk")?));
+    }
+    inner.put_many(entries).await?;
     inner.put_many(registry).await?;
     Ok(true)
 }
@@ -312,6 +339,8 @@ pub(super) struct ReadJob {
     pub(super) root: Option<Root>,
     /// The entry (root or part) that lists the job at its version, if one does.
     pub(super) listing: Option<Entry>,
+    /// The job item as read.
+    pub(super) home: Item,
 }
 
 /// A job in a namespace, as [`ReadJob`] tells it.
@@ -328,6 +357,7 @@ pub(super) async fn read_job(
     }
     let version = item.num("tok")?;
     let root = Root::of_job(&item)?;
+    let home = item;
     let Some((mut record, payload_version)) = inner.read_job(id).await? else {
         return Ok(None);
     };
@@ -342,6 +372,7 @@ pub(super) async fn read_job(
         version,
         root,
         listing,
+        home,
     }))
 }
 
@@ -562,10 +593,16 @@ pub(super) async fn count_jobs(inner: &Inner, namespace: Option<&str>) -> Result
     let Some(namespace) = namespace else {
         return Ok(inner.scan("j#", &["pk"]).await?.len() as u64);
     };
-    // The registry lists every job ever created; those retention removed are not counted.
+    // The registry lists every job created. With retention on, a registry item expires with
+    // the last of its jobs, and its ids are the count (a cancelled job counts until its batch
+    // expires: a quota's count is a soft one). Without it, `purge` deletes jobs and leaves the
+    // registry: the jobs it lists are looked up.
     let mut ids = Vec::new();
     for item in inner.query(&Query::new(registry_pk(namespace))).await? {
         ids.extend(registry_ids(&item)?);
+    }
+    if inner.retention_ms.is_some() {
+        return Ok(ids.len() as u64);
     }
     let found = inner
         .get_many_as(ids.iter().map(|id| job_key(*id)).collect(), false)
@@ -604,7 +641,7 @@ fn reschedule(
     record: &JobRecord,
     spec: &JobSpec,
     place: Placement,
-) -> Option<Item> {
+) -> (Option<Item>, Option<i64>) {
     let Placement {
         state,
         fire,
@@ -640,12 +677,38 @@ fn reschedule(
     let ttl = if state.is_terminal() {
         inner.finished_ttl(now)
     } else if state == JobState::Active {
-        due.and_then(|due| inner.one_off_ttl(spec, due))
+        due.and_then(|due| inner.one_off_ttl(spec.schedule.is_recurring(), due))
     } else {
         None
     };
     change.set_or_remove(TTL, ttl.map(n));
-    entry
+    (entry, ttl)
+}
+
+/// Keeps a job's registry item (what lists it in its namespace) from expiring before the job
+/// does: when a change moves the job item's expiry past the one its registry item had when the
+/// job was created, or removes it, the registry item's follows (a job item of an older version
+/// of this store names none).
+pub(super) async fn keep_listed(inner: &Inner, home: &Item, ttl: Option<i64>) -> Result<()> {
+    let (Some(sk), Some(listed_until)) = (home.opt_str("reg")?, home.opt_num("regttl")?) else {
+        return Ok(());
+    };
+    if ttl.is_some_and(|t| t <= listed_until) {
+        return Ok(());
+    }
+    let mut change = Change::new(key(registry_pk(home.str("ns")?), sk));
+    match ttl {
+        Some(ttl) => {
+            change.when("#ttl < {}", &[TTL], vec![n(ttl)]);
+            change.set(TTL, n(ttl));
+        }
+        None => {
+            change.when("attribute_exists(#ttl)", &[TTL], vec![]);
+            change.remove(TTL);
+        }
+    }
+    // A failed condition: another job of the batch moved it already.
+    inner.update(change, false).await.map(|_| ())
 }
 
 /// Takes a changed job out of the entry that lists it, as that entry was read (a claim or
@@ -740,7 +803,7 @@ pub(super) async fn update_job(
             version,
             now,
         };
-        let entry = reschedule(inner, &mut change, &edited, &update.spec, place);
+        let (entry, ttl) = reschedule(inner, &mut change, &edited, &update.spec, place);
         actions.extend(unlist(inner, &read));
         if let Some(entry) = entry {
             actions.push(put(&inner.table, entry));
@@ -751,6 +814,7 @@ pub(super) async fn update_job(
             fence(inner, id, super::entry::record_token(version), now),
         ));
         if inner.transact(actions).await?.is_ok() {
+            keep_listed(inner, &read.home, ttl).await?;
             announce_change(inner, record, &update.spec, fire, version);
             return load(inner, namespace, id).await.map(|read| read.record);
         }
@@ -792,7 +856,7 @@ pub(super) async fn transition(
             version,
             now,
         };
-        let entry = reschedule(inner, &mut change, record, &record.spec, place);
+        let (entry, ttl) = reschedule(inner, &mut change, record, &record.spec, place);
         if let Some(key_text) = &trigger_key {
             change.set("tkey", s(key_text));
             change.set("tdue", n(now));
@@ -820,6 +884,7 @@ pub(super) async fn transition(
             fence(inner, id, super::entry::record_token(version), now),
         ));
         if inner.transact(actions).await?.is_ok() {
+            keep_listed(inner, &read.home, ttl).await?;
             announce_change(inner, record, &record.spec, fire, version);
             return load(inner, namespace, id).await.map(|read| read.record);
         }

@@ -357,11 +357,11 @@ impl Inner {
         rand::random::<u32>() % self.shards
     }
 
-    /// The expiry (seconds) of a one-off job item due at `due`, with retention on.
-    pub(super) fn one_off_ttl(&self, spec: &hourglass_core::JobSpec, due: i64) -> Option<i64> {
+    /// The expiry (seconds) of a job item due at `due`, with retention on: a one-off's outlives
+    /// its due time by the retention and a day; a recurring job's has none while it runs.
+    pub(super) fn one_off_ttl(&self, recurring: bool, due: i64) -> Option<i64> {
         let retention = self.retention_ms?;
-        (!spec.schedule.is_recurring())
-            .then(|| due.saturating_add(retention).saturating_add(TTL_GRACE_MS) / 1000)
+        (!recurring).then(|| due.saturating_add(retention).saturating_add(TTL_GRACE_MS) / 1000)
     }
 
     /// The expiry (seconds) of what finished at `at`, with retention on.
