@@ -14,6 +14,7 @@ import httpx
 from ._errors import DecodeError, HourglassError, TransportError, error_from_answer
 from ._errors import parse_retry_after as _parse_retry_after
 from ._models import (
+    BatchCreate,
     BatchCreated,
     BatchCreatedMinimal,
     Breaker,
@@ -39,10 +40,9 @@ from ._models import (
     SigningSecret,
     Status,
     TriggeredJob,
-    instant_text,
-    jobs_json,
 )
 from ._operations import OPERATIONS
+from ._support import instant_text
 
 T = TypeVar("T")
 
@@ -188,7 +188,7 @@ def _list_jobs(
 
 def _create_jobs(jobs: Sequence[NewJob], prefer: str | None) -> _Request:
     headers = {"prefer": prefer} if prefer is not None else None
-    return _Request("createJobs", body=jobs_json(jobs), headers=headers)
+    return _Request("createJobs", body=BatchCreate(jobs).to_json(), headers=headers)
 
 
 def _decode_batch(data: Any, prefer: str | None) -> BatchCreated | BatchCreatedMinimal:
