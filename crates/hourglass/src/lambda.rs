@@ -161,6 +161,26 @@ async fn api(settings: config::Settings) -> anyhow::Result<()> {
     served.map_err(|e| anyhow::anyhow!("lambda runtime: {e}"))
 }
 
+/// How long a tick invocation runs: `window`, cut so that [`DEADLINE_MARGIN`] is left before
+/// the invocation's deadline (`deadline_ms`, Unix milliseconds, from the Runtime API's
+/// `Lambda-Runtime-Deadline-Ms`).
+///
+/// A deadline that had already passed when the invocation arrived is not one Lambda sets (it
+/// ends an invocation at its deadline, so none arrives after it): local Runtime API emulators
+/// send a placeholder instead (`cargo lambda watch` sends 600,000, ten minutes after the epoch).
+/// The window then stands alone; the emulator's own timeout bounds the invocation.
+fn tick_window(window: Duration, deadline_ms: u64, now_ms: i64) -> Duration {
+    match i64::try_from(deadline_ms) {
+        Ok(deadline) if deadline <= now_ms => window,
+        Ok(deadline) => {
+            let left = Duration::from_millis(deadline.abs_diff(now_ms));
+            window.min(left.saturating_sub(DEADLINE_MARGIN))
+        }
+        // Past i64 milliseconds (292 million years): no limit worth the name.
+        Err(_) => window,
+    }
+}
+
 async fn tick(settings: config::Settings) -> anyhow::Result<()> {
     let window = std::env::var("HOURGLASS_TICK_WINDOW")
         .ok()
@@ -172,19 +192,16 @@ async fn tick(settings: config::Settings) -> anyhow::Result<()> {
     let handler = lambda_runtime::service_fn(move |event: LambdaEvent<Value>| {
         let node = node.clone();
         async move {
-            // The window, cut to what the invocation has left.
-            let left = event
-                .context
-                .deadline()
-                .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                .ok()
-                .and_then(|deadline| {
-                    let now = SystemClock.now().as_millisecond();
-                    let left = deadline.as_millis() as i64 - now;
-                    Duration::from_millis(left.max(0) as u64).checked_sub(DEADLINE_MARGIN)
-                })
-                .unwrap_or(Duration::ZERO);
-            let window = window.min(left);
+            let deadline_ms = event.context.deadline;
+            let now_ms = SystemClock.now().as_millisecond();
+            let window = tick_window(window, deadline_ms, now_ms);
+            if i64::try_from(deadline_ms).is_ok_and(|deadline| deadline <= now_ms) {
+                tracing::warn!(
+                    deadline_ms,
+                    "the invocation's deadline had passed when it arrived, which Lambda never \
+                     does (a local Runtime API emulator's placeholder?): running the whole window"
+                );
+            }
             // Lambda ends an invocation by its deadline, which the window already respects.
             let outcome =
                 hourglass_server::tick(node, Arc::new(SystemClock), window, std::future::pending())
@@ -204,4 +221,46 @@ async fn tick(settings: config::Settings) -> anyhow::Result<()> {
     lambda_runtime::run(handler)
         .await
         .map_err(|e| anyhow::anyhow!("lambda runtime: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_795_000_000_000;
+    const WINDOW: Duration = Duration::from_secs(60);
+
+    fn at(offset: Duration) -> u64 {
+        u64::try_from(NOW).unwrap() + u64::try_from(offset.as_millis()).unwrap()
+    }
+
+    #[test]
+    fn a_tick_keeps_its_window_when_the_deadline_leaves_room_for_it_and_the_margin() {
+        // The template's function: a 90 s timeout for a 60 s window.
+        let window = tick_window(WINDOW, at(Duration::from_secs(90)), NOW);
+        assert_eq!(window, WINDOW);
+    }
+
+    #[test]
+    fn a_tick_is_cut_short_to_end_the_margin_before_a_near_deadline() {
+        let window = tick_window(WINDOW, at(Duration::from_millis(40_500)), NOW);
+        assert_eq!(window, Duration::from_millis(40_500) - DEADLINE_MARGIN);
+    }
+
+    #[test]
+    fn a_tick_with_less_than_the_margin_left_does_not_start_its_window() {
+        let window = tick_window(WINDOW, at(DEADLINE_MARGIN - Duration::from_millis(1)), NOW);
+        assert_eq!(window, Duration::ZERO);
+        let window = tick_window(WINDOW, at(DEADLINE_MARGIN), NOW);
+        assert_eq!(window, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_deadline_already_past_on_arrival_is_a_placeholder_and_the_window_stands_alone() {
+        // cargo lambda watch's fixed Lambda-Runtime-Deadline-Ms.
+        assert_eq!(tick_window(WINDOW, 600_000, NOW), WINDOW);
+        assert_eq!(tick_window(WINDOW, at(Duration::ZERO), NOW), WINDOW);
+        assert_eq!(tick_window(WINDOW, 0, NOW), WINDOW);
+        assert_eq!(tick_window(WINDOW, u64::MAX, NOW), WINDOW);
+    }
 }

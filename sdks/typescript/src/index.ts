@@ -22,6 +22,7 @@ export {
 } from "./errors.js";
 export { operations } from "./operations.js";
 export type { Operation, OperationId } from "./operations.js";
+export type * from "./options.js";
 export type * from "./types.js";
 export { DEFAULT_TOLERANCE_SECONDS, deliveryHeaders, WebhookVerifier, sign, signMetadata } from "./webhooks.js";
 export type { Delivery, HeadersLike } from "./webhooks.js";

@@ -15,8 +15,6 @@ from ._errors import (
     WebhookVerificationError,
 )
 from ._models import (
-    JSON,
-    UNSET,
     AfterSchedule,
     AmqpTarget,
     AtSchedule,
@@ -29,7 +27,6 @@ from ._models import (
     Connection,
     ConnectionKind,
     ConnectionList,
-    ConnectionTarget,
     CronSchedule,
     DeadLetter,
     DeadLetterList,
@@ -73,11 +70,9 @@ from ._models import (
     Webhook,
     WebhookBatch,
     WebhookOut,
-    after,
-    at,
-    cron,
-    every,
 )
+from ._shorthands import ConnectionTarget, after, at, cron, every
+from ._support import JSON, UNSET
 from ._webhooks import DEFAULT_TOLERANCE, Delivery, WebhookVerifier, sign, sign_metadata
 from ._worker import Handler, RetryLater, Worker
 

@@ -14,6 +14,8 @@ import httpx
 from ._errors import DecodeError, HourglassError, TransportError, error_from_answer
 from ._errors import parse_retry_after as _parse_retry_after
 from ._models import (
+    AckRequest,
+    BatchCreate,
     BatchCreated,
     BatchCreatedMinimal,
     Breaker,
@@ -22,12 +24,15 @@ from ._models import (
     ConnectionList,
     DeadLetter,
     DeadLetterList,
+    ExtendRequest,
     Job,
     JobList,
     JobPatch,
     JobState,
+    LeaseRequest,
     LeaseResult,
     Message,
+    NackRequest,
     NewJob,
     Queue,
     QueueList,
@@ -36,13 +41,13 @@ from ._models import (
     RunList,
     Schedule,
     SchedulePreview,
+    SchedulePreviewRequest,
     SigningSecret,
     Status,
     TriggeredJob,
-    instant_text,
-    jobs_json,
 )
 from ._operations import OPERATIONS
+from ._support import instant_text
 
 T = TypeVar("T")
 
@@ -188,7 +193,7 @@ def _list_jobs(
 
 def _create_jobs(jobs: Sequence[NewJob], prefer: str | None) -> _Request:
     headers = {"prefer": prefer} if prefer is not None else None
-    return _Request("createJobs", body=jobs_json(jobs), headers=headers)
+    return _Request("createJobs", body=BatchCreate(jobs).to_json(), headers=headers)
 
 
 def _decode_batch(data: Any, prefer: str | None) -> BatchCreated | BatchCreatedMinimal:
@@ -205,23 +210,13 @@ def _trigger(job: str, idempotency_key: str | None) -> _Request:
 def _lease(
     queue: str, max: int | None, wait_ms: int | None, visibility_ms: int | None, types: Any
 ) -> _Request:
-    body: dict[str, Any] = {}
-    if max is not None:
-        body["max"] = max
-    if wait_ms is not None:
-        body["wait_ms"] = wait_ms
-    if visibility_ms is not None:
-        body["visibility_ms"] = visibility_ms
-    if types:
-        body["types"] = list(types)
+    body = LeaseRequest(max, wait_ms, visibility_ms, list(types) if types else None).to_json()
     extra = (wait_ms or 0) / 1000
     return _Request("leaseMessages", {"name": _segment(queue)}, body=body, extra_timeout=extra)
 
 
-def _receipts(op: str, queue: str, receipts: Sequence[str], **extra: int | None) -> _Request:
-    body: dict[str, Any] = {"receipts": list(receipts)}
-    body.update({k: v for k, v in extra.items() if v is not None})
-    return _Request(op, {"name": _segment(queue)}, body=body)
+def _receipts(op: str, queue: str, body: AckRequest | NackRequest | ExtendRequest) -> _Request:
+    return _Request(op, {"name": _segment(queue)}, body=body.to_json())
 
 
 def _page(limit: int | None, cursor: str | None) -> dict[str, Any]:
@@ -236,10 +231,7 @@ def _queue_messages(
 
 
 def _preview(schedule: Schedule, count: int | None) -> _Request:
-    body: dict[str, Any] = {"schedule": schedule.to_json()}
-    if count is not None:
-        body["count"] = count
-    return _Request("previewSchedule", body=body)
+    return _Request("previewSchedule", body=SchedulePreviewRequest(schedule, count).to_json())
 
 
 def _rotate(overlap: str | None) -> _Request:
@@ -457,7 +449,7 @@ class Client(_Base):
 
     def ack(self, queue: str, receipts: Sequence[str]) -> ReceiptResults:
         """Completes the messages (a recurring job moves on to its next occurrence)."""
-        req = _receipts("ackMessages", queue, receipts)
+        req = _receipts("ackMessages", queue, AckRequest(receipts))
         return _decode(ReceiptResults.from_json, self._send(req))
 
     def nack(
@@ -465,12 +457,12 @@ class Client(_Base):
     ) -> ReceiptResults:
         """A failed attempt: the messages come back after ``delay_ms`` (default: the job's
         retry backoff), or are dead-lettered after the job's last attempt."""
-        req = _receipts("nackMessages", queue, receipts, delay_ms=delay_ms)
+        req = _receipts("nackMessages", queue, NackRequest(receipts, delay_ms))
         return _decode(ReceiptResults.from_json, self._send(req))
 
     def extend(self, queue: str, receipts: Sequence[str], *, visibility_ms: int) -> ReceiptResults:
         """Keeps the messages invisible to other consumers for ``visibility_ms`` from now."""
-        req = _receipts("extendMessages", queue, receipts, visibility_ms=visibility_ms)
+        req = _receipts("extendMessages", queue, ExtendRequest(receipts, visibility_ms))
         return _decode(ReceiptResults.from_json, self._send(req))
 
     # The rest
@@ -700,19 +692,19 @@ class AsyncClient(_Base):
         return _decode(LeaseResult.from_json, await self._send(req)).messages
 
     async def ack(self, queue: str, receipts: Sequence[str]) -> ReceiptResults:
-        req = _receipts("ackMessages", queue, receipts)
+        req = _receipts("ackMessages", queue, AckRequest(receipts))
         return _decode(ReceiptResults.from_json, await self._send(req))
 
     async def nack(
         self, queue: str, receipts: Sequence[str], *, delay_ms: int | None = None
     ) -> ReceiptResults:
-        req = _receipts("nackMessages", queue, receipts, delay_ms=delay_ms)
+        req = _receipts("nackMessages", queue, NackRequest(receipts, delay_ms))
         return _decode(ReceiptResults.from_json, await self._send(req))
 
     async def extend(
         self, queue: str, receipts: Sequence[str], *, visibility_ms: int
     ) -> ReceiptResults:
-        req = _receipts("extendMessages", queue, receipts, visibility_ms=visibility_ms)
+        req = _receipts("extendMessages", queue, ExtendRequest(receipts, visibility_ms))
         return _decode(ReceiptResults.from_json, await self._send(req))
 
     # The rest

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ._errors import WebhookVerificationError
-from ._models import JSON, parse_instant
+from ._support import JSON, parse_instant
 
 DEFAULT_TOLERANCE = 300.0
 """Seconds a delivery's timestamp may be from the receiver's clock (Standard Webhooks: 5 min)."""

@@ -1,0 +1,65 @@
+"""Shorthands for the generated models: the four kinds of schedule, and the union of the
+targets that publish through a connection."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TypeAlias
+
+from ._models import (
+    AfterSchedule,
+    AmqpTarget,
+    AtSchedule,
+    CronSchedule,
+    EventBridgeTarget,
+    EverySchedule,
+    LambdaTarget,
+    NatsTarget,
+    RedisStreamTarget,
+    SnsTarget,
+    SqsTarget,
+)
+
+ConnectionTarget: TypeAlias = (
+    EventBridgeTarget
+    | SqsTarget
+    | SnsTarget
+    | LambdaTarget
+    | NatsTarget
+    | RedisStreamTarget
+    | AmqpTarget
+)
+"""A target published through one of the operator's connections."""
+
+
+def at(instant: datetime | str) -> AtSchedule:
+    """``Schedule`` shorthand: once at ``instant``."""
+    return AtSchedule(instant)
+
+
+def after(delay: timedelta | str) -> AfterSchedule:
+    """``Schedule`` shorthand: once after ``delay``."""
+    return AfterSchedule(delay)
+
+
+def cron(
+    expression: str,
+    timezone: str | None = None,
+    *,
+    start: datetime | str | None = None,
+    end: datetime | str | None = None,
+    max_runs: int | None = None,
+) -> CronSchedule:
+    """``Schedule`` shorthand: by cron expression, in ``timezone`` (default UTC)."""
+    return CronSchedule(expression, timezone, start, end, max_runs)
+
+
+def every(
+    interval: timedelta | str,
+    *,
+    start: datetime | str | None = None,
+    end: datetime | str | None = None,
+    max_runs: int | None = None,
+) -> EverySchedule:
+    """``Schedule`` shorthand: every ``interval``."""
+    return EverySchedule(interval, start, end, max_runs)
