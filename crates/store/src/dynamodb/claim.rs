@@ -498,10 +498,12 @@ pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Opt
     // Leased entries count at their lease expiry; a queue scope's type filter is ignored. An
     // entry's sort key is a lower bound of every later entry's fire times: each shard is read
     // until that bound passes the earliest time found.
+    // Eventually consistent, at half the price: it only decides how long the planner sleeps,
+    // and an entry this node wrote wakes it by itself (`StoreEvent::Due`).
     let lane = lane(scope);
     let mut earliest: Option<i64> = None;
     for shard in 0..inner.shards {
-        let query = Query::new(lane.partition(shard));
+        let query = Query::new(lane.partition(shard)).eventually_consistent();
         let mut failed = None;
         inner
             .query_while(&query, |item| {

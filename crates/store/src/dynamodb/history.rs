@@ -407,6 +407,9 @@ pub(super) async fn rotate_signing_secret(
     ))
 }
 
+/// The partition of the fence log.
+pub(super) const FENCE_PK: &str = "x";
+
 /// How far back the poller reads fence entries on each pass: entries are stamped with the
 /// writer's clock, so a writer running behind this node is still heard.
 const FENCE_WINDOW: Duration = Duration::from_secs(10);
@@ -427,10 +430,13 @@ pub(super) async fn poll_events(inner: Weak<Inner>, interval: Duration) {
             continue;
         }
         let since = unix_ms_now() - FENCE_WINDOW.as_millis() as i64;
+        // One partition: fences are rare (edits and transitions), and one eventually consistent
+        // query a poll is the cheapest read there is.
         let fences = inner
-            .query_shards(
-                |shard| format!("x#{shard}"),
-                |partition| Query::new(partition).above(ord(since)),
+            .query(
+                &Query::new(FENCE_PK.to_owned())
+                    .above(ord(since))
+                    .eventually_consistent(),
             )
             .await;
         match fences {

@@ -19,7 +19,7 @@
 //! | dead letters of a namespace | `dn#<ns>` | `<id>` |
 //! | queue name | `qr#<ns>` | `<queue>` |
 //! | signing secrets | `s#<ns>` | `s` |
-//! | fence | `x#<shard>` | `<ms>#<job id>#<token>` |
+//! | fence | `x` | `<ms>#<job id>#<token>` |
 //! | table settings | `meta` | `meta` |
 //!
 //! Numbers inside sort keys are zero-padded to 20 digits (negative instants count as 0), so

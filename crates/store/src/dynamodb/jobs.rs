@@ -612,9 +612,9 @@ pub(super) async fn count_jobs(inner: &Inner, namespace: Option<&str>) -> Result
 
 /// A fence entry: other nodes holding a claim on `id` below `token` drop it (see `history.rs`'s
 /// poller).
-fn fence(inner: &Inner, id: JobId, token: i64, now: i64) -> Item {
+fn fence(id: JobId, token: i64, now: i64) -> Item {
     let mut item = key(
-        format!("x#{}", inner.shard_of(id)),
+        super::history::FENCE_PK.to_owned(),
         &format!("{}#{id}#{}", ord(now), ord(token)),
     );
     item.insert("job".into(), s(id.to_string()));
@@ -811,7 +811,7 @@ pub(super) async fn update_job(
         actions.push(change.into_action(&inner.table));
         actions.push(put(
             &inner.table,
-            fence(inner, id, super::entry::record_token(version), now),
+            fence(id, super::entry::record_token(version), now),
         ));
         if inner.transact(actions).await?.is_ok() {
             keep_listed(inner, &read.home, ttl).await?;
@@ -881,7 +881,7 @@ pub(super) async fn transition(
         actions.push(change.into_action(&inner.table));
         actions.push(put(
             &inner.table,
-            fence(inner, id, super::entry::record_token(version), now),
+            fence(id, super::entry::record_token(version), now),
         ));
         if inner.transact(actions).await?.is_ok() {
             keep_listed(inner, &read.home, ttl).await?;

@@ -347,11 +347,6 @@ impl Inner {
         let _ = self.events.send(StoreEvent::Fenced { job_id, token });
     }
 
-    /// The shard of a job's fence entries, from its id's random bits.
-    fn shard_of(&self, id: JobId) -> u32 {
-        (id.as_u128() as u64 % u64::from(self.shards)) as u32
-    }
-
     /// A shard for a new entry: any, so that writes spread over every partition.
     pub(super) fn random_shard(&self) -> u32 {
         rand::random::<u32>() % self.shards

@@ -473,6 +473,11 @@ impl Query {
         self.limit = limit;
         self
     }
+
+    pub(super) fn eventually_consistent(mut self) -> Self {
+        self.consistent = false;
+        self
+    }
 }
 
 /// Writes in one transaction, at most 100 actions (the service's limit).
