@@ -201,9 +201,15 @@ pub(super) struct Held {
 #[derive(Default)]
 pub(super) struct Claims {
     by_claim: std::collections::HashMap<(JobId, i64), Held>,
-    /// Claims not yet ended, per lease of an entry.
-    open: std::collections::HashMap<Held, usize>,
+    /// Claims not yet ended, per lease of an entry, and when it was taken.
+    open: std::collections::HashMap<Held, (usize, std::time::Instant)>,
+    last_pruned: Option<std::time::Instant>,
 }
+
+/// How long the store remembers a lease whose claims never all ended here (the engine drops a
+/// fenced claim without a store call). A claim forgotten is still completed correctly: the
+/// completion then reads its job and its entry (`complete::lease_holds`).
+const HELD_AT_MOST: Duration = Duration::from_secs(3600);
 
 /// How long after its retention a one-off's item outlives its due time, for a delivery that is
 /// late (nodes down, or retrying).
@@ -377,6 +383,17 @@ impl Inner {
         claims: impl Iterator<Item = (JobId, i64)>,
     ) {
         let mut book = self.book();
+        let now = std::time::Instant::now();
+        if book
+            .last_pruned
+            .is_none_or(|at| now.duration_since(at) > HELD_AT_MOST / 60)
+        {
+            book.last_pruned = Some(now);
+            book.open
+                .retain(|_, (_, since)| now.duration_since(*since) < HELD_AT_MOST);
+            let Claims { by_claim, open, .. } = &mut *book;
+            by_claim.retain(|_, held| open.contains_key(held));
+        }
         let held = Held {
             pk: pk.to_owned(),
             sk: sk.to_owned(),
@@ -387,7 +404,7 @@ impl Inner {
             book.by_claim.insert(claim, held.clone());
             count += 1;
         }
-        book.open.insert(held, count);
+        book.open.insert(held, (count, now));
     }
 
     pub(super) fn held(&self, id: JobId, token: i64) -> Option<Held> {
@@ -396,7 +413,7 @@ impl Inner {
 
     /// Claims of the lease still open.
     pub(super) fn held_count(&self, held: &Held) -> usize {
-        self.book().open.get(held).copied().unwrap_or(0)
+        self.book().open.get(held).map_or(0, |(n, _)| *n)
     }
 
     /// Forgets claims whose entry was handed back whole.
@@ -415,7 +432,7 @@ impl Inner {
                 return Ok(());
             };
             match book.open.get_mut(&held) {
-                Some(left) => {
+                Some((left, _)) => {
                     *left = left.saturating_sub(1);
                     if *left == 0 {
                         book.open.remove(&held);
