@@ -40,6 +40,7 @@ mod entry;
 mod history;
 mod item;
 mod jobs;
+mod listing;
 mod payload;
 mod table;
 
@@ -514,11 +515,11 @@ impl Store for DynamoStore {
     }
 
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>> {
-        jobs::list_jobs(&self.inner, query).await
+        listing::list_jobs(&self.inner, query).await
     }
 
     async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64> {
-        jobs::count_jobs(&self.inner, namespace).await
+        listing::count_jobs(&self.inner, namespace).await
     }
 
     async fn update_job(
