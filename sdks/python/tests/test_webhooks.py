@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import email
+import http.client
+import io
 import json
+import queue
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
+import httpx
 import pytest
 
 from hourglass import (
     Client,
     Delivery,
+    HeadersLike,
     NewJob,
     Retry,
     Target,
@@ -209,3 +222,161 @@ def test_verifies_a_real_batch_and_each_item_in_it(client: Client, receiver: Rec
     }
     with pytest.raises(WebhookVerificationError, match="job_id"):
         verifier.verify_batch(forged, headers)
+
+
+# --- Header collections -------------------------------------------------------------------------
+# Issue 36: the verifier answered ValueError (not WebhookVerificationError) for the standard
+# library's http.server headers, so a receiver built the README's way answered 500, not 401. These
+# deliveries are signed with the package's own `sign` and `sign_metadata`, which the vectors above
+# hold to the node's signatures.
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+JOB_ID = "01a1fee1-265e-739b-9809-3d3692d507c6"
+
+
+def signed_delivery(now: int) -> tuple[bytes, list[tuple[str, str]]]:
+    """A delivery as the node sends it: the body and its headers, names as on the wire."""
+    body = b'{"flight":"LH 400"}'
+    due_ms = (now - 1) * 1000 + 719
+    delivery_id = f"{JOB_ID.replace('-', '')}_{due_ms}"
+    due_at = datetime.fromtimestamp(due_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    metadata = {
+        "hourglass-job-id": JOB_ID,
+        "hourglass-due-at": due_at.replace("+00:00", "Z"),
+        "hourglass-attempt": "2",
+        "hourglass-job-type": "reminder.flight",
+    }
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Webhook-Id", delivery_id),
+        ("Webhook-Timestamp", str(now)),
+        ("Webhook-Signature", sign(SECRET, delivery_id, now, body)),
+        *((name.title(), value) for name, value in metadata.items()),
+        ("Hourglass-Signature", sign_metadata(SECRET, delivery_id, now, metadata, body)),
+    ]
+    return body, headers
+
+
+def http_message(headers: list[tuple[str, str]]) -> http.client.HTTPMessage:
+    """The headers as http.server hands them to a handler (``self.headers``): parsed from the
+    bytes of a request's header section by the same function."""
+    raw = "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n"
+    return http.client.parse_headers(io.BytesIO(raw.encode("latin-1")))
+
+
+def test_accepts_every_common_kind_of_header_collection() -> None:
+    now = int(time.time())
+    body, pairs = signed_delivery(now)
+    verifier = WebhookVerifier(SECRET)
+    forms: dict[str, HeadersLike] = {
+        "http.server's HTTPMessage": http_message(pairs),
+        "email.message.Message": email.message_from_string(
+            "".join(f"{k}: {v}\n" for k, v in pairs) + "\n"
+        ),
+        "a dict, names as sent": dict(pairs),
+        "a dict, names lower-cased": {k.lower(): v for k, v in pairs},
+        "a list of pairs": pairs,
+        "a tuple of pairs": tuple(pairs),
+        "ASGI's byte pairs": [(k.lower().encode(), v.encode()) for k, v in pairs],
+        "httpx.Headers (case-insensitive)": httpx.Headers(pairs),
+        "a dict of lists (multi-value headers)": {k: [v] for k, v in pairs},
+    }
+    for what, headers in forms.items():
+        delivery = verifier.verify(body, headers)
+        assert (delivery.job_id, delivery.attempt, delivery.type) == (
+            JOB_ID,
+            2,
+            "reminder.flight",
+        ), what
+        assert delivery.payload == {"flight": "LH 400"}, what
+
+
+def test_refuses_bad_headers_with_its_own_error() -> None:
+    now = int(time.time())
+    body, pairs = signed_delivery(now)
+    verifier = WebhookVerifier(SECRET)
+
+    def without(name: str) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in pairs if k.lower() != name]
+
+    def refused(headers: HeadersLike, pattern: str) -> None:
+        with pytest.raises(WebhookVerificationError, match=pattern):
+            verifier.verify(body, headers)
+
+    for name in ("webhook-id", "webhook-timestamp", "webhook-signature", "hourglass-signature"):
+        refused(http_message(without(name)), f"missing header {name}")
+        refused(dict(without(name)), f"missing header {name}")
+    refused(http_message([]), "missing header webhook-id")
+    refused({}, "missing header webhook-id")
+    refused(None, "missing header webhook-id")
+    refused(http_message([*pairs, ("Webhook-Timestamp", "soon")]), "webhook-timestamp")
+    refused(http_message([*pairs, ("Webhook-Id", "msg_other")]), "webhook-id")
+    # A header sent twice with one value is still that value.
+    assert verifier.verify(body, http_message([*pairs, ("Hourglass-Attempt", "2")])).attempt == 2
+    # Two webhook-signature headers (or one list of them) are candidates alike: one must match.
+    stranger = sign("whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=", "x", now, body)
+    signature = dict(pairs)["Webhook-Signature"]
+    doubled = [*without("webhook-signature"), ("webhook-signature", stranger)]
+    doubled.append(("webhook-signature", signature))
+    assert verifier.verify(body, http_message(doubled)).attempt == 2
+    # ... as they are when a framework joins repeated headers with ", ".
+    joined = [*without("webhook-signature"), ("webhook-signature", f"{stranger}, {signature}")]
+    assert verifier.verify(body, joined).attempt == 2
+    refused([*without("webhook-signature"), ("webhook-signature", stranger)], "no signature")
+
+
+def test_a_value_that_is_no_header_collection_is_a_type_error() -> None:
+    body, _ = signed_delivery(int(time.time()))
+    verifier = WebhookVerifier(SECRET)
+    for wrong in (42, "webhook-id: x", b"webhook-id: x", ["webhook-id"], [("a", "b", "c")]):
+        with pytest.raises(TypeError, match="headers"):
+            verifier.verify(body, wrong)  # type: ignore[arg-type]
+
+
+def test_an_http_server_receiver_built_the_readme_way_answers_200_and_401(
+    client: Client,
+) -> None:
+    """A receiver on the standard library's http.server, verifying ``self.headers`` as the
+    README shows: a real delivery from the node is answered 200, a forged request 401."""
+    secret = client.rotate_signing_secret(overlap="0s").signing_secret
+    verifier = WebhookVerifier(secret)
+    answered: queue.Queue[tuple[int, str]] = queue.Queue()
+
+    class Receive(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw_body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            try:
+                delivery = verifier.verify(raw_body, self.headers)
+                status, note = 200, delivery.delivery_id
+            except WebhookVerificationError as e:
+                status, note = 401, str(e)
+            except Exception as e:  # what the fix is about: anything else would be a 500
+                status, note = 500, f"{type(e).__name__}: {e}"
+            answered.put((status, note))
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receive)
+    url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client.create_job(
+            NewJob(after("10ms"), Target.to_webhook(url), type="reminder.flight", payload=[1])
+        )
+        status, note = answered.get(timeout=20)
+        assert status == 200, note
+        assert re.fullmatch(r"[0-9a-f]{32}_[0-9]+", note), note
+        forged = urllib.request.Request(
+            url, data=b"[1]", headers={"webhook-id": "msg_x"}, method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(forged, timeout=10)
+        assert refused.value.code == 401
+        assert answered.get(timeout=5) == (401, "missing header webhook-timestamp")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -66,8 +66,21 @@ export interface Delivery {
   payload: Json;
 }
 
-/** Headers as `fetch` gives them, or as Node's `IncomingMessage` and Lambda events do. */
-export type HeadersLike = Headers | Record<string, string | string[] | undefined>;
+/**
+ * The request headers `verify` takes, as servers give them: a `fetch` `Headers`; an object
+ * (Node's `request.headers` and `request.headersDistinct`, a Lambda event's `headers` or
+ * `multiValueHeaders`); a `Map` or `[name, value]` pairs; Node's `request.rawHeaders` (names and
+ * values in one list). Names in any case; a value may be a list of values; `null` or `undefined`:
+ * no headers.
+ */
+export type HeadersLike =
+  | Headers
+  | Record<string, string | readonly string[] | undefined>
+  | ReadonlyMap<string, string | readonly string[]>
+  | Iterable<readonly [string, string]>
+  | readonly string[]
+  | null
+  | undefined;
 
 function key(secret: string): Buffer {
   const encoded = secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret;
@@ -122,17 +135,69 @@ export function signMetadata(
   return `v1,${createHmac("sha256", metadataKey(key(secret))).update(text).digest("base64")}`;
 }
 
-function lower(headers: HeadersLike): Map<string, string> {
-  const found = new Map<string, string>();
-  if (typeof (headers as Headers).forEach === "function" && typeof (headers as Headers).get === "function") {
-    (headers as Headers).forEach((value, name) => found.set(name.toLowerCase(), value));
-    return found;
+const HEADERS_EXPECTED =
+  "headers: expected a Headers, an object (request.headers), a Map, [name, value] pairs or request.rawHeaders";
+
+/**
+ * The headers by lower-case name. A name given more than once: the signatures of every
+ * `webhook-signature` (each one is a candidate), and for the other headers of a delivery, the one
+ * value they agree on; unrelated headers are joined with ", " and never read.
+ */
+function collect(headers: HeadersLike): Map<string, string> {
+  const values = new Map<string, string[]>();
+  const add = (name: unknown, value: unknown): void => {
+    if (typeof name !== "string") throw new TypeError(`${HEADERS_EXPECTED}; a header name is a ${kind(name)}`);
+    if (value === undefined || value === null) return;
+    const key = name.trim().toLowerCase();
+    for (const v of Array.isArray(value) ? (value as unknown[]) : [value]) {
+      if (typeof v !== "string" && typeof v !== "number") {
+        throw new TypeError(`${HEADERS_EXPECTED}; the value of ${key} is a ${kind(v)}`);
+      }
+      const listed = values.get(key);
+      if (listed) listed.push(String(v));
+      else values.set(key, [String(v)]);
+    }
+  };
+  const pairs = (entries: Iterable<unknown>): void => {
+    for (const entry of entries) {
+      if (!Array.isArray(entry) || entry.length !== 2) throw new TypeError(`${HEADERS_EXPECTED}; an entry is a ${kind(entry)}`);
+      add(entry[0], entry[1]);
+    }
+  };
+  if (headers === null || headers === undefined) {
+    // no headers: every required one is missing
+  } else if (typeof headers !== "object") {
+    throw new TypeError(`${HEADERS_EXPECTED}, not a ${kind(headers)}`);
+  } else if (Array.isArray(headers) && headers.every((e) => typeof e === "string")) {
+    // request.rawHeaders: [name, value, name, value, ...]
+    if (headers.length % 2 !== 0) throw new TypeError(`${HEADERS_EXPECTED}; a flat list has an odd length`);
+    for (let i = 0; i < headers.length; i += 2) add(headers[i], headers[i + 1]);
+  } else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === "function") {
+    // Headers, Map and pairs iterate as [name, value].
+    pairs(headers as Iterable<unknown>);
+  } else {
+    for (const [name, value] of Object.entries(headers)) add(name, value);
   }
-  for (const [name, value] of Object.entries(headers as Record<string, string | string[] | undefined>)) {
-    if (value === undefined) continue;
-    found.set(name.toLowerCase(), Array.isArray(value) ? value.join(", ") : value);
+  const found = new Map<string, string>();
+  for (const [name, listed] of values) {
+    if (name === "webhook-signature") {
+      found.set(name, listed.join(" "));
+    } else if (Object.hasOwn(deliveryHeaders, name)) {
+      if (new Set(listed.map((v) => v.trim())).size > 1) {
+        throw new WebhookVerificationError(`header ${name} is sent more than once, differently`);
+      }
+      found.set(name, listed[0]!);
+    } else {
+      found.set(name, listed.join(", "));
+    }
   }
   return found;
+}
+
+function kind(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  return typeof value === "object" ? (value.constructor?.name ?? "object") : typeof value;
 }
 
 /**
@@ -159,8 +224,10 @@ export class WebhookVerifier {
   }
 
   /**
-   * The delivery, or a `WebhookVerificationError`. `body` must be the raw request body, byte for
-   * byte as received. `now` (unix seconds) is for tests.
+   * The delivery, or a `WebhookVerificationError` (a missing, repeated or malformed header, no
+   * matching signature, a timestamp outside the tolerance). `body` must be the raw request body,
+   * byte for byte as received; `headers` the request's headers as your server gives them (see
+   * `HeadersLike`). A `TypeError`: `headers` is none of those. `now` (unix seconds) is for tests.
    */
   verify(body: string | Uint8Array, headers: HeadersLike, options: { now?: number } = {}): Delivery {
     const { id, timestamp, raw, found } = this.#check(body, headers, options.now);
@@ -202,7 +269,7 @@ export class WebhookVerifier {
     now: number | undefined,
   ): { id: string; timestamp: number; raw: Buffer; found: Map<string, string> } {
     const raw = toBytes(body);
-    const found = lower(headers);
+    const found = collect(headers);
     const id = required(found, "webhook-id");
     const stamp = required(found, "webhook-timestamp");
     const signatures = required(found, "webhook-signature");
@@ -228,7 +295,9 @@ export class WebhookVerifier {
  */
 function matches(keys: Buffer[], signed: Buffer, header: string): boolean {
   const expected = keys.map((k) => createHmac("sha256", k).update(signed).digest());
-  for (const candidate of header.split(/\s+/)) {
+  for (const token of header.split(/\s+/)) {
+    // A trailing comma: repeated headers joined with ", " (Node, fetch). Base64 has none.
+    const candidate = token.replace(/,+$/, "");
     const comma = candidate.indexOf(",");
     if (comma < 0 || candidate.slice(0, comma) !== "v1") continue;
     const encoded = candidate.slice(comma + 1);

@@ -1,9 +1,10 @@
 /** The webhook verifier against deliveries a real node sent to a receiver in this process. */
 
 import assert from "node:assert/strict";
+import { createServer, type IncomingMessage } from "node:http";
 import { after, before, describe, it } from "node:test";
 
-import { sign, signMetadata, WebhookVerificationError, WebhookVerifier } from "@hourglass/client";
+import { type HeadersLike, sign, signMetadata, WebhookVerificationError, WebhookVerifier } from "@hourglass/client";
 
 import { handler } from "../examples/lambda.js";
 import { clientFor, type Node, Receiver, startNode } from "./helpers.js";
@@ -211,6 +212,163 @@ describe("webhook verifier", () => {
     } finally {
       delete process.env["HOURGLASS_SIGNING_SECRET"];
       await receiver.close();
+    }
+  });
+});
+
+// Issue 36: the Python verifier failed on the standard library's header object; here the same class
+// of problem in Node's shapes. Joined repeats ("v1,a, v1,b") hid a signature, rawHeaders and
+// [name, value] pairs read as "missing header", null headers (a Lambda event with none) and a Map
+// of arrays threw a TypeError instead of a WebhookVerificationError. These deliveries are signed
+// with the package's `sign` and `signMetadata`, which the vectors above hold to the node's.
+describe("webhook verifier: header collections", () => {
+  const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const jobId = "01a1fee1-265e-739b-9809-3d3692d507c6";
+  const stranger = "whsec_QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=";
+
+  /** A delivery as the node sends it: the body and its headers, names as on the wire. */
+  function signedDelivery(now: number): { body: string; pairs: [string, string][] } {
+    const body = '{"flight":"LH 400"}';
+    const dueMs = (now - 1) * 1000 + 719;
+    const id = `${jobId.replaceAll("-", "")}_${dueMs}`;
+    const metadata = {
+      "hourglass-job-id": jobId,
+      "hourglass-due-at": new Date(dueMs).toISOString(),
+      "hourglass-attempt": "2",
+      "hourglass-job-type": "reminder.flight",
+    };
+    const title = (name: string) => name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase());
+    const pairs: [string, string][] = [
+      ["Content-Type", "application/json"],
+      ["Webhook-Id", id],
+      ["Webhook-Timestamp", String(now)],
+      ["Webhook-Signature", sign(secret, id, now, body)],
+      ...Object.entries(metadata).map(([k, v]): [string, string] => [title(k), v]),
+      ["Hourglass-Signature", signMetadata(secret, id, now, metadata, body)],
+    ];
+    return { body, pairs };
+  }
+
+  const now = Math.floor(Date.now() / 1000);
+  const { body, pairs } = signedDelivery(now);
+  const verifier = new WebhookVerifier(secret);
+  const without = (name: string) => pairs.filter(([k]) => k.toLowerCase() !== name);
+  const realSignature = pairs.find(([k]) => k === "Webhook-Signature")![1];
+  const strangerSignature = sign(stranger, "x", now, body);
+
+  it("accepts every common kind of header collection", () => {
+    const forms: Record<string, HeadersLike> = {
+      "a fetch Headers": new Headers(pairs),
+      "an object, names as sent": Object.fromEntries(pairs),
+      "an object, names lower-cased": Object.fromEntries(pairs.map(([k, v]) => [k.toLowerCase(), v])),
+      "an object of arrays (headersDistinct, multiValueHeaders)": Object.fromEntries(pairs.map(([k, v]) => [k, [v]])),
+      "[name, value] pairs": pairs,
+      "a Map": new Map(pairs),
+      "a Map of arrays": new Map(pairs.map(([k, v]) => [k, [v]])),
+      "Node's rawHeaders (names and values in one list)": pairs.flat(),
+    };
+    for (const [what, headers] of Object.entries(forms)) {
+      const delivery = verifier.verify(body, headers);
+      assert.deepEqual([delivery.jobId, delivery.attempt, delivery.type], [jobId, 2, "reminder.flight"], what);
+    }
+  });
+
+  it("reads repeated signature headers, joined or not, as candidates alike", () => {
+    const repeated = new Headers(without("webhook-signature"));
+    repeated.append("webhook-signature", realSignature);
+    repeated.append("webhook-signature", strangerSignature);
+    assert.equal(verifier.verify(body, repeated).attempt, 2);
+    const joined = { ...Object.fromEntries(without("webhook-signature")), "webhook-signature": `${realSignature}, ${strangerSignature}` };
+    assert.equal(verifier.verify(body, joined).attempt, 2);
+    const listed = { ...Object.fromEntries(without("webhook-signature")), "webhook-signature": [realSignature, strangerSignature] };
+    assert.equal(verifier.verify(body, listed).attempt, 2);
+    refuses(() => verifier.verify(body, [...without("webhook-signature"), ["webhook-signature", strangerSignature]]), /no signature/);
+  });
+
+  it("refuses missing, conflicting and malformed headers with its own error", () => {
+    for (const name of ["webhook-id", "webhook-timestamp", "webhook-signature", "hourglass-signature"]) {
+      refuses(() => verifier.verify(body, without(name)), new RegExp(`missing header ${name}`));
+      refuses(() => verifier.verify(body, new Headers(without(name))), new RegExp(`missing header ${name}`));
+    }
+    for (const none of [null, undefined, {}, [], new Headers()]) {
+      refuses(() => verifier.verify(body, none), /missing header webhook-id/);
+    }
+    refuses(() => verifier.verify(body, [...pairs, ["webhook-id", "msg_other"]]), /webhook-id/);
+    refuses(() => verifier.verify(body, { ...Object.fromEntries(pairs), "webhook-timestamp": "soon" }), /webhook-timestamp/);
+    // Two spellings of one name in an object, with different values, are refused, not picked from.
+    refuses(() => verifier.verify(body, { ...Object.fromEntries(pairs), "hourglass-attempt": "1" }), /hourglass-attempt/);
+    // A header repeated with the same value is that value.
+    assert.equal(verifier.verify(body, [...pairs, ["hourglass-attempt", "2"]]).attempt, 2);
+  });
+
+  it("answers a TypeError for what is no header collection", () => {
+    for (const wrong of [42, "webhook-id: x", ["webhook-id"], [["a", "b", "c"]], { "webhook-id": { id: 1 } }]) {
+      assert.throws(() => verifier.verify(body, wrong as unknown as HeadersLike), (e: unknown) => e instanceof TypeError && /headers/.test(e.message));
+    }
+  });
+
+  it("verifies a real delivery from each of node:http's header views", async () => {
+    const client = clientFor(node);
+    const nodeSecret = (await client.rotateSigningSecret({ overlap: "0s" })).signing_secret;
+    const real = new WebhookVerifier(nodeSecret);
+    type View = (req: IncomingMessage) => HeadersLike;
+    const views: Record<string, View> = {
+      headers: (req) => req.headers,
+      headersDistinct: (req) => req.headersDistinct,
+      rawHeaders: (req) => req.rawHeaders,
+      "new Headers": (req) => new Headers(Object.entries(req.headersDistinct).flatMap(([k, vs]) => (vs ?? []).map((v): [string, string] => [k, v]))),
+    };
+    const answers: { view: string; status: number; note: string }[] = [];
+    let recorded: { body: Buffer; headers: [string, string][] } | undefined;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const raw = Buffer.concat(chunks);
+        recorded ??= { body: raw, headers: Object.entries(req.headersDistinct).flatMap(([k, vs]) => (vs ?? []).map((v): [string, string] => [k, v])) };
+        let worst = 200;
+        for (const [view, headersOf] of Object.entries(views)) {
+          let status = 200;
+          let note = "";
+          try {
+            note = real.verify(raw, headersOf(req)).deliveryId;
+          } catch (e) {
+            status = e instanceof WebhookVerificationError ? 401 : 500;
+            note = `${(e as Error).name}: ${(e as Error).message}`;
+          }
+          answers.push({ view, status, note });
+          worst = Math.max(worst, status);
+        }
+        res.writeHead(worst, { "content-length": "0" }).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const { port } = server.address() as { port: number };
+    const url = `http://127.0.0.1:${port}/hooks`;
+    try {
+      await client.createJob({ schedule: { after: "10ms" }, target: { webhook: { url } }, type: "reminder.flight", payload: [1] });
+      const deadline = Date.now() + 20_000;
+      while (answers.length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.deepEqual(answers.map((a) => [a.view, a.status]), Object.keys(views).map((v) => [v, 200]), JSON.stringify(answers));
+
+      // The same delivery replayed with a second webhook-signature line after the real one: each
+      // view still finds the real signature.
+      answers.length = 0;
+      const replay = new Headers();
+      for (const [k, v] of recorded!.headers) if (k !== "content-length" && k !== "host" && k !== "connection") replay.append(k, v);
+      replay.append("webhook-signature", sign(stranger, "x", now, recorded!.body));
+      const answer = await fetch(url, { method: "POST", body: recorded!.body, headers: replay });
+      assert.deepEqual(answers.map((a) => [a.view, a.status]), Object.keys(views).map((v) => [v, 200]), JSON.stringify(answers));
+      assert.equal(answer.status, 200);
+
+      // A request without the delivery's headers: 401 from every view, never 500.
+      answers.length = 0;
+      const forged = await fetch(url, { method: "POST", body: "[1]", headers: { "webhook-id": "msg_x" } });
+      assert.equal(forged.status, 401);
+      assert.deepEqual(answers.map((a) => [a.view, a.status]), Object.keys(views).map((v) => [v, 401]));
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     }
   });
 });

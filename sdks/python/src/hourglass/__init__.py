@@ -73,7 +73,14 @@ from ._models import (
 )
 from ._shorthands import ConnectionTarget, after, at, cron, every
 from ._support import JSON, UNSET
-from ._webhooks import DEFAULT_TOLERANCE, Delivery, WebhookVerifier, sign, sign_metadata
+from ._webhooks import (
+    DEFAULT_TOLERANCE,
+    Delivery,
+    HeadersLike,
+    WebhookVerifier,
+    sign,
+    sign_metadata,
+)
 from ._worker import Handler, RetryLater, Worker
 
 __version__ = "0.1.0"
@@ -108,6 +115,7 @@ __all__ = [
     "EventBridgeTarget",
     "EverySchedule",
     "Handler",
+    "HeadersLike",
     "HourglassError",
     "HttpError",
     "Job",

@@ -86,8 +86,9 @@ class DecodeError(HourglassError):
 
 
 class WebhookVerificationError(HourglassError):
-    """A webhook request that is not a genuine, fresh delivery: a missing header, a bad
-    signature, or a timestamp outside the tolerance. Answer it with 4xx (400 or 401)."""
+    """A webhook request that is not a genuine, fresh delivery: a missing, repeated or malformed
+    header, a bad signature, or a timestamp outside the tolerance. Answer it with 4xx (400 or
+    401). The message says which check failed; it names headers, never their values."""
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:

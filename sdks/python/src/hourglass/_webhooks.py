@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 from ._errors import WebhookVerificationError
 from ._support import JSON, parse_instant
@@ -53,6 +53,20 @@ HEADER_FIELDS: Mapping[str, str | None] = {
 }
 """The headers of a delivery (the OpenAPI document's ``jobOccurrence`` and ``jobOccurrenceBatch``
 webhooks) and the ``Delivery`` field each one fills; ``None``: read to verify the delivery only."""
+
+
+class _HeaderItems(Protocol):
+    """Anything with ``items()`` giving (name, value) pairs: a dict, a case-insensitive
+    headers mapping (httpx, Starlette, Django, Werkzeug), an ``email.message.Message``."""
+
+    def items(self) -> Iterable[tuple[str | bytes, object]]: ...
+
+
+HeadersLike: TypeAlias = _HeaderItems | Iterable[tuple[str | bytes, object]] | None
+"""The request headers ``verify`` takes: any mapping or object with ``items()`` (a dict, the
+standard library's ``http.server`` ``self.headers``, a framework's case-insensitive headers),
+or (name, value) pairs (ASGI's byte pairs too). Names in any case; a value may be a list of
+values; ``None``: no headers."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DELIVERY_ID = re.compile(r"^([0-9a-f]{32})_(-?[0-9]+)$")
@@ -160,12 +174,15 @@ class WebhookVerifier:
     def verify(
         self,
         body: bytes | str,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        headers: HeadersLike,
         *,
         now: float | None = None,
     ) -> Delivery:
-        """The delivery, or ``WebhookVerificationError``. ``body`` must be the raw request body,
-        byte for byte as received; ``headers`` any mapping or pairs (names in any case)."""
+        """The delivery, or ``WebhookVerificationError`` (a missing, repeated or malformed header,
+        no matching signature, a timestamp outside the tolerance). ``body`` must be the raw
+        request body, byte for byte as received; ``headers`` the request's headers as your server
+        gives them (see ``HeadersLike``: http.server's ``self.headers``, a dict, a framework's
+        headers, pairs). ``TypeError``: ``headers`` is none of these."""
         delivery_id, timestamp, raw, found = self._check(body, headers, now)
         if _BATCH_ID.match(delivery_id):
             raise WebhookVerificationError("webhook-id is a batch's: use verify_batch")
@@ -181,7 +198,7 @@ class WebhookVerifier:
     def verify_batch(
         self,
         body: bytes | str,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        headers: HeadersLike,
         *,
         now: float | None = None,
     ) -> list[Delivery]:
@@ -207,11 +224,11 @@ class WebhookVerifier:
     def _check(
         self,
         body: bytes | str,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        headers: HeadersLike,
         now: float | None,
     ) -> tuple[str, int, bytes, dict[str, str]]:
         raw = body.encode() if isinstance(body, str) else bytes(body)
-        found = _lower(headers)
+        found = _collect(headers)
         delivery_id = _required(found, "webhook-id")
         stamp = _required(found, "webhook-timestamp")
         signatures = _required(found, "webhook-signature")
@@ -235,7 +252,8 @@ def _matches(keys: list[bytes], signed: bytes, header: str) -> bool:
     ``signed`` under any of ``keys``."""
     expected = [hmac.new(k, signed, hashlib.sha256).digest() for k in keys]
     for candidate in header.split():
-        version, _, encoded = candidate.partition(",")
+        # A trailing comma: repeated headers that a framework joined with ", ". Base64 has none.
+        version, _, encoded = candidate.rstrip(",").partition(",")
         if version != "v1":
             continue
         try:
@@ -248,9 +266,60 @@ def _matches(keys: list[bytes], signed: bytes, header: str) -> bool:
     return False
 
 
-def _lower(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    return {str(k).lower(): str(v) for k, v in pairs}
+def _text(value: object, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        # Header bytes as HTTP carries them (ASGI's raw pairs): Latin-1 maps each byte to one
+        # character, so nothing is lost or refused here.
+        return bytes(value).decode("latin-1")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"headers: {what} is a {type(value).__name__}, not a str or bytes")
+
+
+def _collect(headers: HeadersLike) -> dict[str, str]:
+    """The headers by lower-case name. A name given more than once: the signatures of every
+    ``webhook-signature`` (each one is a candidate), and for the other headers of a delivery, the
+    one value they agree on; unrelated headers are joined with ", " and never read."""
+    if headers is None:
+        return {}
+    if isinstance(headers, (str, bytes, bytearray)):
+        raise TypeError(_HEADERS_EXPECTED + f", not a {type(headers).__name__}")
+    items = getattr(headers, "items", None)
+    pairs: Any = items() if callable(items) else headers
+    try:
+        entries = iter(pairs)
+    except TypeError:
+        raise TypeError(_HEADERS_EXPECTED + f", not a {type(headers).__name__}") from None
+    values: dict[str, list[str]] = {}
+    for entry in entries:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise TypeError(_HEADERS_EXPECTED + f"; an entry is a {type(entry).__name__}")
+        name = _text(entry[0], "a header name").strip().lower()
+        given = entry[1]
+        if given is None:
+            continue
+        listed = given if isinstance(given, (list, tuple)) else [given]
+        values.setdefault(name, []).extend(_text(v, f"the value of {name}") for v in listed)
+    found: dict[str, str] = {}
+    for name, listed in values.items():
+        if name == "webhook-signature":
+            found[name] = " ".join(listed)
+        elif name in HEADER_FIELDS:
+            distinct = {v.strip() for v in listed}
+            if len(distinct) > 1:
+                raise WebhookVerificationError(f"header {name} is sent more than once, differently")
+            found[name] = listed[0]
+        else:
+            found[name] = ", ".join(listed)
+    return found
+
+
+_HEADERS_EXPECTED = (
+    "headers: expected a mapping (a dict, any case-insensitive headers object), an "
+    "email.message.Message (http.server's self.headers) or (name, value) pairs"
+)
 
 
 def _required(headers: Mapping[str, str], name: str) -> str:
