@@ -9,8 +9,10 @@
 //! Every other completion (a retry, the next occurrence of a recurring job, a dead letter, a job
 //! that ends in another way) changes the job item under its version, and moves it to a new entry
 //! when it has another attempt or occurrence: the entry first, then the job item, then its run,
-//! none a transaction (a crash between them can lose the run's record, never the job). A dead
-//! letter is written in one transaction with its job, so a failed job always has its letter.
+//! none a transaction (a crash between them can lose the run's record, never the job). The
+//! retries and next occurrences of fired jobs one call completes share their new entries, one per
+//! second of fire times (`move_fired`), as a create batch's jobs do. A dead letter is written in
+//! one transaction with its job, so a failed job always has its letter.
 //!
 //! Once every job a lease took from an entry is settled or moved, the claimer deletes the entry.
 
@@ -33,9 +35,11 @@ use crate::rules::{LastError, RowChange, plan_completion, state_from_code};
 use crate::{Applied, JobRecord, Result, RunCursor, RunRecord, StoreError};
 
 /// How long the engine gathers delivered one-offs' completions for this store
-/// (`Store::completion_linger`): at a few fires a second, the jobs of one entry (a second's
-/// window) then share a settlement or two instead of writing one each.
-pub(super) const SETTLE_LINGER: std::time::Duration = std::time::Duration::from_millis(500);
+/// (`Store::completion_linger`): an entry's window, so that at a few fires a second the jobs of
+/// one entry still share a settlement (at 5 a second, half a linger made 2.4 settlements an entry
+/// of 5 jobs). A job then shows as completed up to a second after its delivery.
+pub(super) const SETTLE_LINGER: std::time::Duration =
+    std::time::Duration::from_millis(super::entry::WINDOW_MS as u64);
 
 /// One job's completion as a settlement records it.
 #[derive(Debug, Clone, Serialize, Deserialize)]

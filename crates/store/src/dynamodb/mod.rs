@@ -11,12 +11,15 @@
 //!   fire time, each listing the jobs of one create batch that fall due within a second (up to
 //!   100). A claim reads the entries due by its horizon, one Query per shard.
 //! - **A claim leases an entry**, not a job: one conditional write on the entry, whatever the
-//!   number of jobs it lists. The occurrence token is the job's version (raised by every change
-//!   of the job item) with the entry's lease counter; a completion is fenced by both.
+//!   number of jobs it lists, and takes all of them that fall due within a second past its
+//!   horizon (`Store::claim_reach`). The occurrence token is the job's version (raised by every
+//!   change of the job item) with the entry's lease counter; a completion is fenced by both.
 //! - **A delivered one-off is settled, not rewritten** (`complete.rs`): one settlement item
-//!   records the completions, and runs, of all the jobs of an entry that one call completes.
-//!   Everything else (retries, recurring jobs, dead letters, edits) changes the job item under its
-//!   version and moves the job to a new entry of its own.
+//!   records the completions, and runs, of all the jobs of an entry that one call completes (the
+//!   engine gathers them for `Store::completion_linger`). Retries and recurring jobs' next
+//!   occurrences change the job item under its version and move the job to a new entry, shared
+//!   by those of one call due within a second; dead letters and edits do so in a transaction.
+//!   `history=off` in the store URL records no runs.
 //! - **Retention is DynamoDB's time to live**: finished job items, runs and settlements carry
 //!   `ttl`; a one-off's item carries it from its creation (its due time plus the retention and a
 //!   day), since its settled delivery never rewrites it. With `retention` unset nothing expires
