@@ -65,6 +65,14 @@ impl Store for InstrumentedStore {
         self.inner.events()
     }
 
+    fn claim_reach(&self) -> std::time::Duration {
+        self.inner.claim_reach()
+    }
+
+    fn completion_linger(&self) -> Option<std::time::Duration> {
+        self.inner.completion_linger()
+    }
+
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
         self.timed("create_jobs", self.inner.create_jobs(jobs))
             .await

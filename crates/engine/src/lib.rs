@@ -139,6 +139,15 @@ impl Default for EngineConfig {
 struct Shared {
     /// Wakes the planner early: a job became due sooner than its planned wake-up.
     planner_wake: Notify,
+    /// Set with a wake-up after the store said events may have been missed (a shared store
+    /// polled for other writers' changes says so every poll): the planner then reads the next due
+    /// time first and claims only if something is due within its lookahead, instead of claiming
+    /// at once. On DynamoDB an idle claim reads every shard strongly, the probe at half price.
+    probe_first: std::sync::atomic::AtomicBool,
+    /// Set with a wake-up for something known to be due (`wake_for`): the planner claims at once
+    /// even if a resync asked it to probe first, since a probe read eventually consistent may not
+    /// see a write made this instant.
+    claim_now: std::sync::atomic::AtomicBool,
     /// Told by the completer each time it returns in-flight permits; the planner waits on it
     /// only while it has none. Apart from `planner_wake`, so that a node busy completing does not
     /// keep waking a planner that is waiting for due work.
@@ -199,6 +208,7 @@ impl Shared {
         }
         let wake_at = self.planner_wake_at.load(Ordering::Acquire);
         if fire_at.as_millisecond() - self.wake_lead_ms < wake_at {
+            self.claim_now.store(true, Ordering::Release);
             self.planner_wake.notify_one();
         }
     }
@@ -249,6 +259,8 @@ impl Engine {
         let shared = Arc::new(Shared {
             due_hook,
             planner_wake: Notify::new(),
+            probe_first: std::sync::atomic::AtomicBool::new(false),
+            claim_now: std::sync::atomic::AtomicBool::new(false),
             permits_returned: Notify::new(),
             planner_wake_at: AtomicI64::new(i64::MAX),
             wake_lead_ms: hourglass_core::duration_ms(pipeline::wake_lead(config.lookahead)),

@@ -1803,3 +1803,64 @@ async fn a_namespace_with_many_hanging_destinations_leaves_slots_to_others() {
     assert_eq!(healthy_late, 0, "the other namespace waited");
     rig.engine.shutdown().await;
 }
+
+/// A store that other writers share says so with a resync after every poll (DynamoDB: every
+/// second). A resync with nothing due within the lookahead costs a look at the next due time,
+/// not a claim (on DynamoDB a claim reads every shard strongly, the look at half the price); one
+/// with something due there is claimed and fired as before.
+#[tokio::test(start_paused = true)]
+async fn a_resync_claims_only_when_something_is_due_within_the_lookahead() {
+    let (events, _) = tokio::sync::broadcast::channel(16);
+    let counting = Arc::new(CountingStore {
+        events: Some(events.clone()),
+        ..CountingStore::new(Arc::new(MemoryStore::new()))
+    });
+    let base: Timestamp = BASE.parse().unwrap();
+    let clock = Arc::new(ManualClock(base.as_millisecond().into()));
+    let deliverer = Arc::new(FakeDeliverer {
+        clock: clock.clone(),
+        seen: Mutex::new(Vec::new()),
+        down: Default::default(),
+    });
+    let mut registry = prometheus_client::registry::Registry::default();
+    let engine = Engine::start(
+        quiet(),
+        counting.clone(),
+        deliverer.clone(),
+        clock.clone(),
+        Metrics::new(&mut registry),
+    );
+    let load = |a: &std::sync::atomic::AtomicUsize| a.load(std::sync::atomic::Ordering::SeqCst);
+    // Written by "another node" an hour ahead, unannounced: the planner sleeps past it.
+    let later = base + SignedDuration::from_secs(3600);
+    counting
+        .create_jobs(vec![job("ok", Schedule::at(later), later, base)])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (claims, probes) = (load(&counting.claims), load(&counting.probes));
+    for _ in 0..5 {
+        events.send(StoreEvent::Resync).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(load(&counting.claims), claims, "nothing was due: no claim");
+    assert_eq!(load(&counting.probes), probes + 5, "a look per resync");
+    // Another writer's job due within the lookahead, unannounced: the next resync claims it.
+    let soon = base + SignedDuration::from_millis(500);
+    let new = job("ok", Schedule::at(soon), soon, base);
+    let id = new.id;
+    counting.create_jobs(vec![new]).await.unwrap();
+    events.send(StoreEvent::Resync).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(load(&counting.claimed), 1, "claimed on the resync");
+    clock
+        .0
+        .store(soon.as_millisecond(), std::sync::atomic::Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while deliverer.seen.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "never delivered");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(deliverer.seen.lock().unwrap()[0].job_id, id);
+    engine.shutdown().await;
+}

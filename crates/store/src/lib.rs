@@ -463,7 +463,10 @@ pub trait Store: Send + Sync + 'static {
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>>;
 
     /// Claims up to `limit` active occurrences whose fire time is at or before `horizon`, earliest
-    /// first, under `lease`. Each returned occurrence carries a fresh fencing token.
+    /// first, under `lease`. Each returned occurrence carries a fresh fencing token. A store whose
+    /// leases cover several occurrences at once may hand out, with those due by the horizon,
+    /// fired occurrences that share their lease and fall due up to [`Store::claim_reach`] later:
+    /// the caller fires each at its own fire time, never before.
     async fn claim_due(
         &self,
         scope: ClaimScope<'_>,
@@ -471,6 +474,21 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
         lease: &Lease,
     ) -> Result<Vec<Occurrence>>;
+
+    /// How far past the horizon [`Store::claim_due`] may hand out fired occurrences (never queue
+    /// messages). Zero for stores that lease row by row.
+    fn claim_reach(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
+    /// How long a caller may gather completions of occurrences that are not due again (delivered
+    /// one-offs, dead letters) before writing them in one [`Store::complete`] call. A store that
+    /// pays per write call, whatever it holds (DynamoDB), asks for longer; the others take the
+    /// engine's short default. Lingering delays only the bookkeeping after a delivery: a crash
+    /// meanwhile means a redelivery under the same delivery id, never a loss.
+    fn completion_linger(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// Moves the lease expiry of claims to `until`, each only if its token is still current and it
     /// is still claimed. The answer says which were applied, in order.

@@ -47,6 +47,180 @@ async fn fresh_store() -> (Arc<dyn Store>, ()) {
 
 hourglass_store::conformance_tests!(fresh_store);
 
+/// A claim takes an entry's whole window with the job due by its horizon: the jobs of one create
+/// batch due within a second come out of one lease (one conditional write), each at its own fire
+/// time, instead of the horizon splitting the entry (a transaction of two items) at every claim.
+#[tokio::test]
+async fn a_claim_takes_an_entrys_window_whole() {
+    let store = DynamoStore::open(options(&table_name())).await.unwrap();
+    let offsets = [0, 400, 900, 2_500];
+    let jobs: Vec<NewJob> = offsets
+        .iter()
+        .map(|d| job("ns", t0() + ms(*d), None))
+        .collect();
+    store.create_jobs(jobs).await.unwrap();
+    let before = store.request_counts().snapshot();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0(), 10, &lease("n1", t0()))
+        .await
+        .unwrap();
+    let after = store.request_counts().snapshot();
+    let fires: Vec<_> = claimed.iter().map(|o| o.fire_at).collect();
+    assert_eq!(
+        fires,
+        vec![t0(), t0() + ms(400), t0() + ms(900)],
+        "the window's jobs, each at its own time; not the next window's"
+    );
+    assert!(store.claim_reach() >= Duration::from_millis(900));
+    let [_, writes, transactions, ..] = [0, 1, 2, 3, 4].map(|i| after[i] - before[i]);
+    assert_eq!((writes, transactions), (1, 0), "one lease, no split");
+    // The later window is left for a claim whose horizon reaches it.
+    let later = store
+        .claim_due(ClaimScope::Fired, t0() + ms(2_500), 10, &lease("n2", t0()))
+        .await
+        .unwrap();
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].fire_at, t0() + ms(2_500));
+}
+
+/// Retries (and recurring jobs' next occurrences) completed in one call that fall due again
+/// within a second share their new entry, as a create batch's jobs do: one write for the entry,
+/// and one lease for their next claim, instead of an entry each.
+#[tokio::test]
+async fn reschedules_of_one_call_share_their_new_entry() {
+    use hourglass_core::{Action, AttemptRecord, Completion};
+    let table = table_name();
+    let store = DynamoStore::open(options(&table)).await.unwrap();
+    let client = raw_client().await;
+    let jobs: Vec<NewJob> = (0..3).map(|i| job("ns", t0() + ms(i), None)).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0(), 10, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+    let retry_at = t0() + ms(5_000);
+    let completions: Vec<Completion> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, o)| Completion {
+            job_id: o.job_id,
+            token: o.token,
+            due: o.due,
+            attempt: Some(AttemptRecord {
+                attempt: 1,
+                started_at: o.fire_at,
+                latency_ms: 3,
+                status: Some(503),
+                error: Some("HTTP 503".into()),
+                response: None,
+            }),
+            action: Action::Retry {
+                at: retry_at + ms(i as i64 * 100),
+            },
+        })
+        .collect();
+    let applied = store.complete(completions, t0()).await.unwrap();
+    assert!(applied.iter().all(|a| *a == hourglass_store::Applied::Yes));
+    let mut entries = std::collections::HashSet::new();
+    for o in &claimed {
+        let home = raw_item(&client, &table, &format!("j#{}", o.job_id), "j")
+            .await
+            .expect("the job item");
+        let named = |attr: &str| home[attr].as_s().unwrap().clone();
+        entries.insert((named("epk"), named("ekey")));
+    }
+    assert_eq!(entries.len(), 1, "one new entry for the three: {entries:?}");
+    // Their retries come out of one lease, each at its own time, with its error kept.
+    let before = store.request_counts().snapshot();
+    let again = store
+        .claim_due(ClaimScope::Fired, retry_at, 10, &lease("n1", retry_at))
+        .await
+        .unwrap();
+    let after = store.request_counts().snapshot();
+    assert_eq!(again.len(), 3);
+    assert!(again.iter().all(|o| o.attempt == 2));
+    assert_eq!(
+        (after[1] - before[1], after[2] - before[2]),
+        (1, 0),
+        "one lease"
+    );
+    let job = store.get_job(None, again[0].job_id).await.unwrap().unwrap();
+    assert_eq!(job.last_error.as_deref(), Some("HTTP 503"));
+}
+
+/// With `history=off` no run is recorded, neither in a settlement nor as an item of its own;
+/// the job's counters and its last error are kept.
+#[tokio::test]
+async fn with_history_off_no_run_is_recorded() {
+    use hourglass_core::{Action, AttemptRecord, Completion};
+    let store = DynamoStore::open(DynamoOptions {
+        history: false,
+        ..options(&table_name())
+    })
+    .await
+    .unwrap();
+    let jobs: Vec<NewJob> = (0..2).map(|i| job("ns", t0() + ms(i), None)).collect();
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0(), 10, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let attempt = |o: &hourglass_core::Occurrence, status| AttemptRecord {
+        attempt: 1,
+        started_at: o.fire_at,
+        latency_ms: 3,
+        status: Some(status),
+        error: (status != 200).then(|| format!("HTTP {status}")),
+        response: None,
+    };
+    // One delivered (a settlement), one to be retried (a move).
+    let completions = vec![
+        Completion {
+            job_id: claimed[0].job_id,
+            token: claimed[0].token,
+            due: claimed[0].due,
+            attempt: Some(attempt(&claimed[0], 200)),
+            action: Action::Delivered {
+                next: None,
+                skipped: 0,
+            },
+        },
+        Completion {
+            job_id: claimed[1].job_id,
+            token: claimed[1].token,
+            due: claimed[1].due,
+            attempt: Some(attempt(&claimed[1], 500)),
+            action: Action::Retry {
+                at: t0() + ms(60_000),
+            },
+        },
+    ];
+    let applied = store.complete(completions, t0()).await.unwrap();
+    assert!(applied.iter().all(|a| *a == hourglass_store::Applied::Yes));
+    for id in &ids {
+        let runs = store.runs(None, *id, None, 10).await.unwrap();
+        assert!(runs.is_empty(), "{runs:?}");
+    }
+    let delivered = store
+        .get_job(None, claimed[0].job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (delivered.state, delivered.runs),
+        (hourglass_core::JobState::Completed, 1)
+    );
+    let retried = store
+        .get_job(None, claimed[1].job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(retried.last_error.as_deref(), Some("HTTP 500"));
+}
+
 /// Several stores (nodes) claiming from one table at once never get the same occurrence, and
 /// together they get all of them: the conditional update on the job item decides each race.
 #[tokio::test]

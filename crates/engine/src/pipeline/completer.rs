@@ -31,6 +31,19 @@ pub(super) struct Completer {
     pub drained: CancellationToken,
 }
 
+/// Whether the completer may wait the store's longer linger for more of `gathered`: only while
+/// none of it makes a job due again (a recurring job's next occurrence or a retry waits for its
+/// completion to be written before anyone can claim it), the planner is not waiting for the
+/// in-flight permits these would return, and the node is not stopping.
+fn may_linger(gathered: &[Finished], in_flight: &Semaphore, ctx: &Context) -> bool {
+    !ctx.stop.is_cancelled()
+        && in_flight.available_permits() > 0
+        && gathered.iter().all(|f| match f {
+            Finished::Done(c) => c.action.fire_again().is_none(),
+            Finished::Dropped { .. } => true,
+        })
+}
+
 impl Stage for Completer {
     const NAME: &'static str = "completer";
 
@@ -44,13 +57,24 @@ impl Stage for Completer {
         } = self;
         let mut buffer = Vec::with_capacity(COMPLETION_BATCH);
         let mut shutdown_deadline: Option<tokio::time::Instant> = None;
+        let store_linger = ctx.store.completion_linger();
         while rx.recv_many(&mut buffer, COMPLETION_BATCH).await > 0 {
-            let linger_until = tokio::time::Instant::now() + COMPLETION_LINGER;
+            let started = tokio::time::Instant::now();
             while buffer.len() < COMPLETION_BATCH {
+                let linger = match store_linger {
+                    Some(longer) if may_linger(&buffer, &in_flight, &ctx) => longer,
+                    _ => COMPLETION_LINGER,
+                };
                 let room = COMPLETION_BATCH - buffer.len();
-                match tokio::time::timeout_at(linger_until, rx.recv_many(&mut buffer, room)).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
+                tokio::select! {
+                    got = tokio::time::timeout_at(started + linger, rx.recv_many(&mut buffer, room)) => {
+                        match got {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    // A stop while lingering writes what is gathered at once.
+                    _ = ctx.stop.cancelled(), if linger > COMPLETION_LINGER => {}
                 }
             }
             ctx.metrics

@@ -33,8 +33,12 @@ impl Stage for Listener {
                 })) => ctx.shared.wake_for(at),
                 Ok(StoreEvent::Due(_)) => {}
                 Ok(StoreEvent::Fenced { job_id, token }) => ctx.shared.fence(job_id, token),
-                // Events were missed: anything may be due now.
+                // Events were missed: anything may be due now. The planner looks at the next
+                // due time before it claims.
                 Ok(StoreEvent::Resync) | Err(RecvError::Lagged(_)) => {
+                    ctx.shared
+                        .probe_first
+                        .store(true, std::sync::atomic::Ordering::Release);
                     ctx.shared.planner_wake.notify_one()
                 }
                 Err(RecvError::Closed) => break,

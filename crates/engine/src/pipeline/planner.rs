@@ -60,46 +60,63 @@ impl Stage for Planner {
             }
             let limit = available.min(ctx.config.claim_batch);
             let now = ctx.clock.now();
-            let lease = Lease {
-                owner: ctx.config.node_id.clone(),
-                ttl: ctx.config.lease_ttl,
-                now,
-            };
             let horizon = add_saturating(now, ctx.config.lookahead);
-            // Fences that arrive while the claim is on its way back apply to what it brings.
-            let claiming = held.claiming();
-            let claimed = match ctx
-                .store
-                .claim_due(ClaimScope::Fired, horizon, limit, &lease)
-                .await
-            {
-                Ok(claimed) => claimed,
-                Err(e) => {
-                    ctx.metrics.store_errors.inc();
-                    let wait = backoff.failed();
-                    tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "claim failed");
-                    sleep_or_stop(&ctx.stop, wait).await;
-                    continue;
-                }
-            };
-            backoff.succeeded();
-            let count = claimed.len();
-            if count > 0 {
-                // Permits are returned by the completer, one per completed occurrence.
-                in_flight
-                    .try_acquire_many(count as u32)
-                    .expect("claimed no more than the available permits")
-                    .forget();
-                ctx.metrics.claimed.inc_by(count as u64);
-                ctx.metrics.in_flight.inc_by(count as i64);
-                let lease_until = add_saturating(now, ctx.config.lease_ttl).as_millisecond();
-                claiming.add(&claimed, lease_until);
-                if timer_tx.send(claimed).await.is_err() {
-                    break;
+            // Woken by a resync: look at the next due time before claiming, and claim only if
+            // something is due within the lookahead (the probe then serves the sleep below).
+            let mut probed = None;
+            let claim_now = shared.claim_now.swap(false, Ordering::AcqRel);
+            if shared.probe_first.swap(false, Ordering::AcqRel) && !claim_now {
+                tokio::select! {
+                    probe = ctx.store.next_due(ClaimScope::Fired) => match probe {
+                        Ok(Some(next)) if next <= horizon => {}
+                        // A failed probe: the claim tells the store's state, and backs off.
+                        Err(_) => {}
+                        Ok(next) => probed = Some(next),
+                    },
+                    _ = ctx.stop.cancelled() => break,
                 }
             }
-            if count == limit {
-                continue;
+            if probed.is_none() {
+                let lease = Lease {
+                    owner: ctx.config.node_id.clone(),
+                    ttl: ctx.config.lease_ttl,
+                    now,
+                };
+                // Fences that arrive while the claim is on its way back apply to what it brings.
+                let claiming = held.claiming();
+                let claimed = match ctx
+                    .store
+                    .claim_due(ClaimScope::Fired, horizon, limit, &lease)
+                    .await
+                {
+                    Ok(claimed) => claimed,
+                    Err(e) => {
+                        ctx.metrics.store_errors.inc();
+                        let wait = backoff.failed();
+                        tracing::warn!(error = %e, retry_in_ms = wait.as_millis() as u64, "claim failed");
+                        sleep_or_stop(&ctx.stop, wait).await;
+                        continue;
+                    }
+                };
+                backoff.succeeded();
+                let count = claimed.len();
+                if count > 0 {
+                    // Permits are returned by the completer, one per completed occurrence.
+                    in_flight
+                        .try_acquire_many(count as u32)
+                        .expect("claimed no more than the available permits")
+                        .forget();
+                    ctx.metrics.claimed.inc_by(count as u64);
+                    ctx.metrics.in_flight.inc_by(count as i64);
+                    let lease_until = add_saturating(now, ctx.config.lease_ttl).as_millisecond();
+                    claiming.add(&claimed, lease_until);
+                    if timer_tx.send(claimed).await.is_err() {
+                        break;
+                    }
+                }
+                if count == limit {
+                    continue;
+                }
             }
             // The next due time this planner sleeps for, and its extra lead (see `wake_jitter`):
             // drawn afresh for every new next due time, kept when looking again finds the same
@@ -108,9 +125,12 @@ impl Stage for Planner {
             let stopped = loop {
                 // A read, so a stop need not wait for it (a claim in flight is waited for: its
                 // claims are then handed back at once instead of lapsing after their lease).
-                let probe = tokio::select! {
-                    probe = ctx.store.next_due(ClaimScope::Fired) => probe,
-                    _ = ctx.stop.cancelled() => break true,
+                let probe = match probed.take() {
+                    Some(next) => Ok(next),
+                    None => tokio::select! {
+                        probe = ctx.store.next_due(ClaimScope::Fired) => probe,
+                        _ = ctx.stop.cancelled() => break true,
+                    },
                 };
                 let next = match probe {
                     Ok(next) => next,

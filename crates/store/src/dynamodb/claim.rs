@@ -1,8 +1,10 @@
 //! Claims and what ends them without a completion. A claim reads each shard's entries due by the
 //! horizon (strongly consistent), and leases each entry it takes with one conditional update:
-//! unleased or lapsed, and at the lease counter it read, so two claimers never both win. When the
-//! horizon or the limit takes only part of an entry, the rest is split off into a part of the
-//! same root in the same transaction. It then reads the listed jobs (eventually consistent, read
+//! unleased or lapsed, and at the lease counter it read, so two claimers never both win. An
+//! entry with a job due by the horizon is taken whole, its later jobs too (up to
+//! [`CLAIM_REACH`] past the horizon, an entry's window: `Store::claim_reach`). When the limit
+//! takes only part of an entry, the rest is split off into a part of the same root in the same
+//! transaction. It then reads the listed jobs (eventually consistent, read
 //! again strongly when a job item disagrees with its listing) and hands out those whose listing
 //! is still valid and whose delivery no settlement recorded.
 //!
@@ -24,6 +26,11 @@ use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, jo
 use super::payload;
 use super::table::{Change, Query};
 use crate::{Applied, ClaimScope, Lease, Release, Result};
+
+/// How far past the horizon a claim of fired occurrences takes the rest of an entry it leases:
+/// an entry's window, so that a claim never splits an entry for its horizon.
+pub(super) const CLAIM_REACH: std::time::Duration =
+    std::time::Duration::from_millis(super::entry::WINDOW_MS as u64);
 
 /// Conditional writes a batch sends at once.
 pub(super) const CONCURRENCY: usize = 32;
@@ -65,6 +72,15 @@ pub(super) async fn claim_due(
         ClaimScope::Queue { types, .. } => types,
     };
     let is_queue = matches!(scope, ClaimScope::Queue { .. });
+    // An entry with a job due by the horizon is taken with the rest of its window, up to
+    // [`CLAIM_REACH`] later (the store's `claim_reach`): the caller waits for each occurrence's
+    // own fire time anyway, and leaving the rest would split it off into a part, a transaction
+    // of two items. A queue's messages are leased for now, never ahead.
+    let reach = if is_queue {
+        horizon
+    } else {
+        horizon.saturating_add(duration_ms(CLAIM_REACH))
+    };
     let lane = lane(scope);
     // Each shard's entries due by the horizon, in order, until they offer twice the limit of
     // claimable jobs: entries leased by others (until their claims end) are read past, never
@@ -110,15 +126,15 @@ pub(super) async fn claim_due(
         {
             continue;
         }
+        if !entry.jobs.iter().any(|j| j.fire <= horizon) {
+            continue;
+        }
         let mut due: Vec<Listed> = entry
             .jobs
             .iter()
-            .filter(|j| j.fire <= horizon)
+            .filter(|j| j.fire <= reach)
             .copied()
             .collect();
-        if due.is_empty() {
-            continue;
-        }
         due.sort_by_key(|j| (j.fire, j.id));
         due.truncate(limit - count);
         if let Some(ltok) = lease_entry(inner, &entry, &due, &lease.owner, until, is_queue).await? {
@@ -147,22 +163,26 @@ async fn lease_entry(
 ) -> Result<Option<i64>> {
     let ltok = entry.ltok + 1;
     let mut change = Change::new(entry.key());
-    // At the counter read: unleased then, or lapsed; no other claimer leased it since.
+    // At the counter read: unleased then, or lapsed; no other claimer leased it since. And at
+    // the listing read: an edit or a cancel that took a job out of it since (in the transaction
+    // that changed the job) fails the lease, so that no read of the job after the lease, however
+    // stale, can hand out what was changed before it.
+    let listing = super::entry::encode_listing(&entry.jobs);
     match entry.owner {
         Some(_) => change.when(
-            "#ltok = {} AND #luntil <= {}",
-            &["ltok", "luntil"],
-            vec![n(entry.ltok), n(entry.until.unwrap_or(i64::MIN))],
+            "#ltok = {} AND #luntil <= {} AND #jobs = {}",
+            &["ltok", "luntil", "jobs"],
+            vec![n(entry.ltok), n(entry.until.unwrap_or(i64::MIN)), listing],
         ),
         None if entry.ltok == 0 => change.when(
-            "attribute_not_exists(#lown) AND attribute_not_exists(#ltok)",
-            &["lown", "ltok"],
-            vec![],
+            "attribute_not_exists(#lown) AND attribute_not_exists(#ltok) AND #jobs = {}",
+            &["lown", "ltok", "jobs"],
+            vec![listing],
         ),
         None => change.when(
-            "attribute_not_exists(#lown) AND #ltok = {}",
-            &["lown", "ltok"],
-            vec![n(entry.ltok)],
+            "attribute_not_exists(#lown) AND #ltok = {} AND #jobs = {}",
+            &["lown", "ltok", "jobs"],
+            vec![n(entry.ltok), listing],
         ),
     }
     change.set("lown", s(owner));

@@ -3,9 +3,10 @@
 //! An entry lists jobs of one lane (fired by the engine, or one pull queue) that fall due at or
 //! after the time its sort key starts with: `(job id, fire time, job version)` for each, packed
 //! in one binary attribute (32 bytes a job). A create batch writes one entry for its fired jobs
-//! per time window (at most [`WINDOW_MS`] wide and [`MAX_LISTED`] jobs); any later change of one
-//! job (an edit, a retry, the next occurrence of a recurring job, a release) writes a new entry
-//! of its own. Queue messages have an entry each (a worker leases messages one by one).
+//! per time window (at most [`WINDOW_MS`] wide and [`MAX_LISTED`] jobs), and so does a completion
+//! call for the retries and next occurrences it reschedules; an edit, a release or a dead letter
+//! with a next occurrence writes a new entry of its own. Queue messages have an entry each (a
+//! worker leases messages one by one).
 //!
 //! A job's item names the entry that schedules it (`epk`, `ekey`); an entry's listing of a job
 //! is valid only while the job item still names it and is at the listed version. An edit does not
@@ -13,9 +14,10 @@
 //!
 //! **A claim** leases a whole entry with one conditional update (owner, expiry, and the lease
 //! counter `ltok`); the occurrence token is the job's version and the lease counter together
-//! (see [`claim_token`]). When the horizon or the limit takes only part of an entry, the rest is
-//! split off into a *part* of the same root (its sort key keeps the root's prefix, so a job's
-//! parts are found from the job item), in one transaction with the lease.
+//! (see [`claim_token`]), and takes every job of it due within [`WINDOW_MS`] past its horizon.
+//! When the limit takes only part of an entry, the rest is split off into a *part* of the same
+//! root (its sort key keeps the root's prefix, so a job's parts are found from the job item), in
+//! one transaction with the lease.
 //!
 //! Sort keys: `<root fire ms, 20 digits>#<root uid>#<part>`, part `0` for the root. A part's own
 //! jobs may fall due later than its sort key says: the key is a lower bound, and a claim checks

@@ -129,6 +129,11 @@ impl<'a> Lane<'a> {
         }
     }
 
+    /// Whether `pk` is a partition of the fired lane's entries.
+    pub(super) fn is_fired(pk: &str) -> bool {
+        pk.starts_with("e#f#")
+    }
+
     /// The partition of this lane's due entries in shard `shard`.
     pub(super) fn partition(self, shard: u32) -> String {
         match self {

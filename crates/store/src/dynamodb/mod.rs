@@ -11,12 +11,15 @@
 //!   fire time, each listing the jobs of one create batch that fall due within a second (up to
 //!   100). A claim reads the entries due by its horizon, one Query per shard.
 //! - **A claim leases an entry**, not a job: one conditional write on the entry, whatever the
-//!   number of jobs it lists. The occurrence token is the job's version (raised by every change
-//!   of the job item) with the entry's lease counter; a completion is fenced by both.
+//!   number of jobs it lists, and takes all of them that fall due within a second past its
+//!   horizon (`Store::claim_reach`). The occurrence token is the job's version (raised by every
+//!   change of the job item) with the entry's lease counter; a completion is fenced by both.
 //! - **A delivered one-off is settled, not rewritten** (`complete.rs`): one settlement item
-//!   records the completions, and runs, of all the jobs of an entry that one call completes.
-//!   Everything else (retries, recurring jobs, dead letters, edits) changes the job item under its
-//!   version and moves the job to a new entry of its own.
+//!   records the completions, and runs, of all the jobs of an entry that one call completes (the
+//!   engine gathers them for `Store::completion_linger`). Retries and recurring jobs' next
+//!   occurrences change the job item under its version and move the job to a new entry, shared
+//!   by those of one call due within a second; dead letters and edits do so in a transaction.
+//!   `history=off` in the store URL records no runs.
 //! - **Retention is DynamoDB's time to live**: finished job items, runs and settlements carry
 //!   `ttl`; a one-off's item carries it from its creation (its due time plus the retention and a
 //!   day), since its settled delivery never rewrites it. With `retention` unset nothing expires
@@ -85,6 +88,10 @@ pub struct DynamoOptions {
     /// How long finished jobs and runs are kept: items carry DynamoDB's `ttl` from this, and
     /// [`Store::purge`] has nothing to do. `None` keeps them until `purge` deletes them.
     pub retention: Option<Duration>,
+    /// Whether runs are recorded (`history=off` in the URL: none are, and a job's runs list is
+    /// empty; its counters, last error and dead letters are kept). Runs are a write unit a fire
+    /// for recurring jobs and retries, and most of a settlement's bytes.
+    pub history: bool,
 }
 
 /// Due-index partitions per lane when the URL does not say: 8 × ~1,000 writes a second per
@@ -103,10 +110,11 @@ impl DynamoOptions {
             endpoint_url: None,
             credentials: None,
             retention: None,
+            history: true,
         }
     }
 
-    /// Reads `dynamodb://TABLE[?shards=N&poll=DURATION]`.
+    /// Reads `dynamodb://TABLE[?shards=N&poll=DURATION&history=on|off]`.
     pub fn from_url(url: &str) -> std::result::Result<Self, String> {
         let rest = url
             .strip_prefix("dynamodb://")
@@ -137,9 +145,16 @@ impl DynamoOptions {
                         return Err("poll must be at least 100ms".into());
                     }
                 }
+                "history" => {
+                    options.history = match value {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(format!("history is on or off, not {value:?}")),
+                    }
+                }
                 other => {
                     return Err(format!(
-                        "unknown setting {other:?} in the store URL (known: shards, poll)"
+                        "unknown setting {other:?} in the store URL (known: shards, poll, history)"
                     ));
                 }
             }
@@ -187,6 +202,8 @@ pub(super) struct Inner {
     /// Queue names this process already recorded for their namespace's queue list.
     known_queues: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
     retention_ms: Option<i64>,
+    /// Whether runs are recorded (`DynamoOptions::history`).
+    history: bool,
     /// The claims this store handed out and has not seen end, by entry.
     claims: std::sync::Mutex<Claims>,
 }
@@ -281,6 +298,7 @@ impl DynamoStore {
             known_queues: Default::default(),
             events,
             retention_ms: options.retention.map(|r| r.as_millis() as i64),
+            history: options.history,
             claims: Default::default(),
         });
         let poller = tokio::spawn(history::poll_events(
@@ -462,6 +480,14 @@ impl Store for DynamoStore {
         Some(self.inner.events.subscribe())
     }
 
+    fn claim_reach(&self) -> Duration {
+        claim::CLAIM_REACH
+    }
+
+    fn completion_linger(&self) -> Option<Duration> {
+        Some(complete::SETTLE_LINGER)
+    }
+
     async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
         jobs::create_jobs(&self.inner, jobs).await
     }
@@ -598,5 +624,22 @@ impl Store for DynamoStore {
         previous_until: Option<Timestamp>,
     ) -> Result<()> {
         history::rotate_signing_secret(&self.inner, namespace, secret, previous_until).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_names_the_table_and_its_settings() {
+        let options = DynamoOptions::from_url("dynamodb://jobs?shards=4&history=off").unwrap();
+        assert_eq!((options.table.as_str(), options.shards), ("jobs", 4));
+        assert!(!options.history);
+        assert!(DynamoOptions::from_url("dynamodb://jobs").unwrap().history);
+        let refused = |url: &str| DynamoOptions::from_url(url).unwrap_err();
+        assert!(refused("dynamodb://jobs?history=no").contains("history"));
+        assert!(refused("dynamodb://jobs?shards=0").contains("shards"));
+        assert!(refused("dynamodb://jobs?colour=red").contains("colour"));
     }
 }
