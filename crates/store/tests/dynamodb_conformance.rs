@@ -83,6 +83,60 @@ async fn a_claim_takes_an_entrys_window_whole() {
     assert_eq!(later[0].fire_at, t0() + ms(2_500));
 }
 
+/// A claim soon after a due-time probe reads only the shards the probe saw work due in (a read
+/// unit each), and those this store wrote into since; without a fresh probe, every shard.
+#[tokio::test]
+async fn a_claim_after_a_probe_reads_only_the_shards_with_work_due() {
+    let store = DynamoStore::open(DynamoOptions {
+        // Floors are trusted for twice the poll interval: long enough for this test's steps.
+        poll_interval: Duration::from_secs(30),
+        ..options(&table_name())
+    })
+    .await
+    .unwrap();
+    assert_eq!(store.shards(), 4);
+    store
+        .create_jobs(vec![job("ns", t0(), None)])
+        .await
+        .unwrap();
+    let queries = || store.request_counts().snapshot()[3];
+    // No probe yet: every shard is read.
+    let before = queries();
+    let nothing = store
+        .claim_due(ClaimScope::Fired, t0() - ms(1), 10, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert!(nothing.is_empty());
+    assert_eq!(queries() - before, 4);
+    assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), Some(t0()));
+    let before = queries();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0(), 10, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(queries() - before, 1, "the one shard with work due");
+    // A job this store writes after the probe is found by the next claim, wherever it went.
+    store
+        .create_jobs(vec![job("ns", t0() + ms(100), None)])
+        .await
+        .unwrap();
+    let before = queries();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(100), 10, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(queries() - before <= 2);
+    // Nothing is due within a horizon before every floor: no shard is read.
+    let before = queries();
+    store
+        .claim_due(ClaimScope::Fired, t0() - ms(10), 10, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(queries() - before, 0);
+}
+
 /// Retries (and recurring jobs' next occurrences) completed in one call that fall due again
 /// within a second share their new entry, as a create batch's jobs do: one write for the entry,
 /// and one lease for their next claim, instead of an entry each.

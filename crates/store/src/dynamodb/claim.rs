@@ -1,5 +1,6 @@
 //! Claims and what ends them without a completion. A claim reads each shard's entries due by the
-//! horizon (strongly consistent), and leases each entry it takes with one conditional update:
+//! horizon (strongly consistent; of the fired lane, only the shards a recent probe saw work due
+//! in: `floors.rs`), and leases each entry it takes with one conditional update:
 //! unleased or lapsed, and at the lease counter it read, so two claimers never both win. An
 //! entry with a job due by the horizon is taken whole, its later jobs too (up to
 //! [`CLAIM_REACH`] past the horizon, an entry's window: `Store::claim_reach`). When the limit
@@ -85,8 +86,13 @@ pub(super) async fn claim_due(
     // Each shard's entries due by the horizon, in order, until they offer twice the limit of
     // claimable jobs: entries leased by others (until their claims end) are read past, never
     // let to hide what is claimable behind them.
+    // Of the fired lane, only the shards a recent probe saw work due in (`floors.rs`).
+    let shards = match scope {
+        ClaimScope::Fired => inner.floors.to_read(horizon),
+        ClaimScope::Queue { .. } => (0..inner.shards).collect(),
+    };
     let mut items = Vec::new();
-    for shard in 0..inner.shards {
+    for shard in shards {
         let mut claimable = 0usize;
         let query = Query::new(lane.partition(shard)).below(fire_bound_after(horizon));
         let found = inner
@@ -473,7 +479,7 @@ async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
         None => Lane::Fired,
     };
     let fire = c.fire_at.as_millisecond();
-    let root = Root::new(lane, inner.random_shard(), fire);
+    let root = inner.new_root(lane, fire);
     let listed = Listed {
         id: c.job_id,
         fire,
@@ -520,11 +526,16 @@ pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Opt
     // until that bound passes the earliest time found.
     // Eventually consistent, at half the price: it only decides how long the planner sleeps,
     // and an entry this node wrote wakes it by itself (`StoreEvent::Due`).
+    // Each shard's first entry bounds its fire times from below: what the fired lane's floors
+    // are made of (`floors.rs`).
     let lane = lane(scope);
+    let started = std::time::Instant::now();
+    let mut firsts = Vec::with_capacity(inner.shards as usize);
     let mut earliest: Option<i64> = None;
     for shard in 0..inner.shards {
         let query = Query::new(lane.partition(shard)).eventually_consistent();
         let mut failed = None;
+        let mut first = None;
         inner
             .query_while(&query, |item| {
                 let entry = match Entry::from_item(item) {
@@ -535,6 +546,7 @@ pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Opt
                     }
                 };
                 let bound = super::item::fire_of_entry_sk(&entry.sk);
+                first.get_or_insert(bound);
                 if earliest.is_some_and(|e| bound > e) {
                     return false;
                 }
@@ -551,6 +563,10 @@ pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Opt
         if let Some(e) = failed {
             return Err(e);
         }
+        firsts.push(first.unwrap_or(i64::MAX));
+    }
+    if lane == Lane::Fired {
+        inner.floors.probed(started, firsts);
     }
     Ok(earliest.map(from_ms))
 }

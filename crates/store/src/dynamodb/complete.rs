@@ -317,7 +317,7 @@ async fn move_fired(
     let mut roots: HashMap<JobId, Root> = HashMap::with_capacity(listed.len());
     let mut entries = Vec::new();
     for window in super::entry::windows(listed) {
-        let root = Root::new(Lane::Fired, inner.random_shard(), window[0].fire);
+        let root = inner.new_root(Lane::Fired, window[0].fire);
         entries.push(root_item(&root, &window, None));
         for job in &window {
             roots.insert(job.id, root.clone());
@@ -624,7 +624,7 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
     let queue = queue_name.as_ref().map(|_| (&job_type, payload_bytes));
     let (mut change, fire, ttl) = row_change(inner, c, &plan.row, now);
     let entry = fire.map(|fire| {
-        let root = Root::new(lane, inner.random_shard(), fire);
+        let root = inner.new_root(lane, fire);
         let listed = moved_to(&mut change, c, fire, &root);
         root_item(&root, &[listed], queue)
     });

@@ -210,7 +210,7 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
         match Lane::of_spec(&job.namespace, &job.spec) {
             Lane::Fired => fired.push(listed),
             lane @ Lane::Queue { .. } => {
-                let root = Root::new(lane, inner.random_shard(), listed.fire);
+                let root = inner.new_root(lane, listed.fire);
                 let bytes = job.payload.as_deref().map_or(0, str::len);
                 entries.push(root_item(
                     &root,
@@ -222,7 +222,7 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
         }
     }
     for window in windows(fired) {
-        let root = Root::new(Lane::Fired, inner.random_shard(), window[0].fire);
+        let root = inner.new_root(Lane::Fired, window[0].fire);
         entries.push(root_item(&root, &window, None));
         for listed in &window {
             roots.insert(listed.id, root.clone());
@@ -476,7 +476,7 @@ fn reschedule(
     let entry = match fire {
         Some(fire) if state == JobState::Active => {
             let lane = Lane::of_spec(&record.namespace, spec);
-            let root = Root::new(lane, inner.random_shard(), fire);
+            let root = inner.new_root(lane, fire);
             change.set("epk", s(&root.pk));
             change.set("ekey", s(&root.key));
             let listed = Listed {

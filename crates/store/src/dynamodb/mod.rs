@@ -9,7 +9,8 @@
 //! - **No secondary index.** A job item (`j#<id>`) is found by its id. What is looked up by
 //!   time is kept in **due entries** (`entry.rs`): items in a lane's shard partitions, sorted by
 //!   fire time, each listing the jobs of one create batch that fall due within a second (up to
-//!   100). A claim reads the entries due by its horizon, one Query per shard.
+//!   100). A claim reads the entries due by its horizon, one Query per shard; of the fired
+//!   lane only the shards where the planner's last probe saw work due (`floors.rs`).
 //! - **A claim leases an entry**, not a job: one conditional write on the entry, whatever the
 //!   number of jobs it lists, and takes all of them that fall due within a second past its
 //!   horizon (`Store::claim_reach`). The occurrence token is the job's version (raised by every
@@ -40,6 +41,7 @@
 mod claim;
 mod complete;
 mod entry;
+mod floors;
 mod history;
 mod item;
 mod jobs;
@@ -206,6 +208,8 @@ pub(super) struct Inner {
     history: bool,
     /// The claims this store handed out and has not seen end, by entry.
     claims: std::sync::Mutex<Claims>,
+    /// Which shards of the fired lane a claim must read (`floors.rs`).
+    floors: floors::Floors,
 }
 
 /// Where a claim came from: its entry's key and the lease counter it holds.
@@ -300,6 +304,7 @@ impl DynamoStore {
             retention_ms: options.retention.map(|r| r.as_millis() as i64),
             history: options.history,
             claims: Default::default(),
+            floors: floors::Floors::new(shards, options.poll_interval),
         });
         let poller = tokio::spawn(history::poll_events(
             Arc::downgrade(&inner),
@@ -372,9 +377,15 @@ impl Inner {
         let _ = self.events.send(StoreEvent::Fenced { job_id, token });
     }
 
-    /// A shard for a new entry: any, so that writes spread over every partition.
-    pub(super) fn random_shard(&self) -> u32 {
-        rand::random::<u32>() % self.shards
+    /// A new entry's root in `lane`, for jobs due from `fire`: in any shard, so that writes
+    /// spread over every partition. A fired one lowers its shard's floor (`floors.rs`) before
+    /// it is written.
+    fn new_root(&self, lane: item::Lane<'_>, fire: i64) -> entry::Root {
+        let shard = rand::random::<u32>() % self.shards;
+        if lane == item::Lane::Fired {
+            self.floors.lower(shard, fire);
+        }
+        entry::Root::new(lane, shard, fire)
     }
 
     /// The expiry (seconds) of a job item due at `due`, with retention on: a one-off's outlives
