@@ -137,6 +137,50 @@ async fn a_claim_after_a_probe_reads_only_the_shards_with_work_due() {
     assert_eq!(queries() - before, 0);
 }
 
+/// Workers pulling one queue at once through one process read the same messages: each message
+/// is leased by one of them, and none pays for a lease another already won (a failed conditional
+/// write costs a write unit like a successful one).
+#[tokio::test]
+async fn concurrent_pulls_of_one_process_do_not_race_for_a_message() {
+    let store = DynamoStore::open(options(&table_name())).await.unwrap();
+    let jobs: Vec<NewJob> = (0..40)
+        .map(|i| job("ns", t0() + ms(i * 10), Some("q")))
+        .collect();
+    store.create_jobs(jobs).await.unwrap();
+    let scope = ClaimScope::Queue {
+        namespace: "ns",
+        queue: "q",
+        types: None,
+        max_bytes: None,
+    };
+    let before = store.request_counts().snapshot();
+    let now = t0() + ms(1_000);
+    let pulls = (0..4).map(|i| {
+        let store = &store;
+        async move {
+            store
+                .claim_due(scope, now, 100, &lease(&format!("w{i}"), now))
+                .await
+                .unwrap()
+        }
+    });
+    let pulled: Vec<_> = futures_util::future::join_all(pulls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let after = store.request_counts().snapshot();
+    let mut ids: Vec<_> = pulled.iter().map(|o| o.job_id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!((pulled.len(), ids.len()), (40, 40), "each message once");
+    assert_eq!(
+        after[1] - before[1],
+        40,
+        "one lease write a message, none lost to a race"
+    );
+}
+
 /// Retries (and recurring jobs' next occurrences) completed in one call that fall due again
 /// within a second share their new entry, as a create batch's jobs do: one write for the entry,
 /// and one lease for their next claim, instead of an entry each.

@@ -114,47 +114,149 @@ pub(super) async fn claim_due(
     let max_bytes = scope.max_bytes();
     let (mut count, mut bytes) = (0usize, 0usize);
     let mut taken = Vec::new();
-    for item in &items {
-        if count >= limit || !crate::under_byte_budget(max_bytes, bytes) {
+    let mut candidates = items.iter();
+    loop {
+        // The next candidates, as many as fill the limit and the byte budget if every lease
+        // succeeds, leased concurrently: a pull queue's messages are an entry each.
+        let mut chunk = Vec::new();
+        let (mut planned, mut planned_bytes) = (count, bytes);
+        while chunk.len() < CONCURRENCY
+            && planned < limit
+            && crate::under_byte_budget(max_bytes, planned_bytes)
+        {
+            let Some(item) = candidates.next() else { break };
+            let entry = Entry::from_item(item)?;
+            // A lease still running by the claimer's clock is not up for grabs, however soon
+            // it ends within the horizon.
+            if entry.leased_at(now) || !entry.jobs.iter().any(|j| j.fire <= horizon) {
+                continue;
+            }
+            if let Some(types) = types
+                && !entry
+                    .job_type
+                    .as_ref()
+                    .is_some_and(|t| types.iter().any(|wanted| wanted == t))
+            {
+                continue;
+            }
+            // Another claim of this process is leasing it, or leased it since this one read it
+            // (workers pulling one queue at once read the same messages): this attempt would
+            // only pay for a failed conditional write.
+            let Some(leasing) = Leasing::begin(inner, &entry) else {
+                continue;
+            };
+            let mut due: Vec<Listed> = entry
+                .jobs
+                .iter()
+                .filter(|j| j.fire <= reach)
+                .copied()
+                .collect();
+            due.sort_by_key(|j| (j.fire, j.id));
+            due.truncate(limit - planned);
+            planned += due.len();
+            planned_bytes += entry.bytes;
+            chunk.push((entry, due, leasing));
+        }
+        if chunk.is_empty() {
             break;
         }
-        let entry = Entry::from_item(item)?;
-        // A lease still running by the claimer's clock is not up for grabs, however soon it
-        // ends within the horizon.
-        if entry.leased_at(now) {
-            continue;
-        }
-        if let Some(types) = types
-            && !entry
-                .job_type
-                .as_ref()
-                .is_some_and(|t| types.iter().any(|wanted| wanted == t))
-        {
-            continue;
-        }
-        if !entry.jobs.iter().any(|j| j.fire <= horizon) {
-            continue;
-        }
-        let mut due: Vec<Listed> = entry
-            .jobs
-            .iter()
-            .filter(|j| j.fire <= reach)
-            .copied()
-            .collect();
-        due.sort_by_key(|j| (j.fire, j.id));
-        due.truncate(limit - count);
-        if let Some(ltok) = lease_entry(inner, &entry, &due, &lease.owner, until, is_queue).await? {
-            count += due.len();
-            bytes += entry.bytes;
-            taken.push(Taken {
-                leased_before: entry.ltok > 0,
-                entry,
-                jobs: due,
-                ltok,
+        let mut attempts = Vec::with_capacity(chunk.len());
+        for (entry, due, leasing) in chunk {
+            attempts.push(async move {
+                let won = lease_entry(inner, &entry, &due, &lease.owner, until, is_queue).await?;
+                Ok::<_, crate::StoreError>(won.map(|ltok| {
+                    leasing.won(ltok);
+                    (entry, due, ltok)
+                }))
             });
+        }
+        let answers = futures_util::future::join_all(attempts).await;
+        for answer in answers {
+            if let Some((entry, jobs, ltok)) = answer? {
+                count += jobs.len();
+                bytes += entry.bytes;
+                taken.push(Taken {
+                    leased_before: entry.ltok > 0,
+                    entry,
+                    jobs,
+                    ltok,
+                });
+            }
         }
     }
     hand_out(inner, taken, is_queue).await
+}
+
+/// An entry one of this process's claims is trying to lease, until the attempt ends. One it won
+/// stays known at its lease counter for a while ([`LEASED_KEPT`]), so that a concurrent claim
+/// that read it before passes it by.
+struct Leasing<'a> {
+    inner: &'a Inner,
+    key: (String, String),
+    won: bool,
+}
+
+/// What [`Inner::leasing`] knows of an entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Attempt {
+    /// A claim of this process is leasing it.
+    InFlight,
+    /// A claim of this process leased it, at this counter, then.
+    Won(i64, std::time::Instant),
+}
+
+/// How long an entry this process leased is remembered: a claim reading it before is over by
+/// then.
+const LEASED_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl<'a> Leasing<'a> {
+    fn begin(inner: &'a Inner, entry: &Entry) -> Option<Self> {
+        let key = (entry.root.pk.clone(), entry.sk.clone());
+        let mut book = inner.leasing.lock().unwrap_or_else(|p| p.into_inner());
+        if book.len() > 4096 {
+            book.retain(|_, a| match a {
+                Attempt::InFlight => true,
+                Attempt::Won(_, at) => at.elapsed() < LEASED_KEPT,
+            });
+        }
+        match book.get(&key) {
+            Some(Attempt::InFlight) => return None,
+            Some(Attempt::Won(ltok, at)) if *ltok > entry.ltok && at.elapsed() < LEASED_KEPT => {
+                return None;
+            }
+            _ => {}
+        }
+        book.insert(key.clone(), Attempt::InFlight);
+        Some(Self {
+            inner,
+            key,
+            won: false,
+        })
+    }
+
+    fn won(mut self, ltok: i64) {
+        self.won = true;
+        self.inner
+            .leasing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                self.key.clone(),
+                Attempt::Won(ltok, std::time::Instant::now()),
+            );
+    }
+}
+
+impl Drop for Leasing<'_> {
+    fn drop(&mut self) {
+        if !self.won {
+            self.inner
+                .leasing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&self.key);
+        }
+    }
 }
 
 /// Leases `entry` for the jobs `take` of it (splitting the others off into a new part of its

@@ -210,6 +210,9 @@ pub(super) struct Inner {
     claims: std::sync::Mutex<Claims>,
     /// Which shards of the fired lane a claim must read (`floors.rs`).
     floors: floors::Floors,
+    /// Entries (pk, sk) a claim of this process is leasing or lately leased: a concurrent
+    /// claim passes them by instead of racing it (`claim.rs`).
+    leasing: std::sync::Mutex<std::collections::HashMap<(String, String), claim::Attempt>>,
 }
 
 /// Where a claim came from: its entry's key and the lease counter it holds.
@@ -305,6 +308,7 @@ impl DynamoStore {
             history: options.history,
             claims: Default::default(),
             floors: floors::Floors::new(shards, options.poll_interval),
+            leasing: Default::default(),
         });
         let poller = tokio::spawn(history::poll_events(
             Arc::downgrade(&inner),
