@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use crate::table::Style;
+use crate::usage;
 use crate::views::{self, View};
 
 /// How to reach a node: flags or environment variables, over a profile of the client config file
@@ -686,7 +687,7 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
             json!({"cron": cron, "timezone": args.timezone.as_deref().unwrap_or("UTC")})
         }
         (None, Some(every)) => json!({"every": every}),
-        _ => bail!("give a cron expression or --every"),
+        _ => return Err(usage("give a cron expression or --every")),
     };
     for (name, value) in [("start", &args.start), ("end", &args.end)] {
         if let Some(v) = value {
@@ -736,7 +737,8 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
 
 fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
     if let Some(text) = c.json {
-        return serde_json::from_str(&text).context("--json is not valid JSON");
+        return serde_json::from_str(&text)
+            .map_err(|e| usage(format!("--json is not valid JSON: {e}")));
     }
     let target = match (c.webhook, c.queue) {
         (Some(url), None) => {
@@ -745,7 +747,7 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
                 let mut headers = serde_json::Map::new();
                 for header in &c.headers {
                     let Some((name, value)) = header.split_once('=') else {
-                        bail!("--header {header:?} is not NAME=VALUE");
+                        return Err(usage(format!("--header {header:?} is not NAME=VALUE")));
                     };
                     headers.insert(name.trim().to_string(), json!(value));
                 }
@@ -760,7 +762,11 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
             json!({"webhook": webhook})
         }
         (None, Some(queue)) => json!({"queue": queue}),
-        _ => bail!("give --webhook (the URL to call) or --queue, or a full body with --json"),
+        _ => {
+            return Err(usage(
+                "give --webhook (the URL to call) or --queue, or a full body with --json",
+            ));
+        }
     };
     let mut schedule = match (c.at, c.after, c.cron, c.every) {
         (Some(at), None, None, None) => json!({"at": at}),
@@ -769,7 +775,7 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
             json!({"cron": cron, "timezone": c.timezone.unwrap_or_else(|| "UTC".into())})
         }
         (None, None, None, Some(every)) => json!({"every": every}),
-        _ => bail!("give exactly one of --at, --after, --cron or --every"),
+        _ => return Err(usage("give exactly one of --at, --after, --cron or --every")),
     };
     for (name, value) in [("start", c.start), ("end", c.end)] {
         if let Some(value) = value {
@@ -785,10 +791,11 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
             Some("-") => std::io::read_to_string(std::io::stdin())
                 .context("cannot read the payload from standard input")?,
             Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the payload from {path}"))?,
+                .map_err(|e| usage(format!("--payload: cannot read {path}: {e}")))?,
             None => payload,
         };
-        body["payload"] = serde_json::from_str(&text).context("the payload is not valid JSON")?;
+        body["payload"] = serde_json::from_str(&text)
+            .map_err(|e| usage(format!("--payload is not valid JSON: {e}")))?;
     }
     if let Some(key) = c.key {
         body["key"] = json!(key);
@@ -814,7 +821,11 @@ fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
     if let Some(misfire) = c.misfire {
         body["misfire"] = match misfire.split_once(':') {
             Some(("all", window)) => json!({"policy": "all", "window": window}),
-            Some(_) => bail!("--misfire {misfire:?}: give skip, once, all or all:WINDOW"),
+            Some(_) => {
+                return Err(usage(format!(
+                    "--misfire {misfire:?}: give skip, once, all or all:WINDOW"
+                )));
+            }
             None => json!(misfire),
         };
     }

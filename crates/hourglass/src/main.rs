@@ -208,6 +208,11 @@ fn json_line(level: &str, message: &str) -> String {
     .to_string()
 }
 
+/// Marks an error as a usage error: `main` exits 2 on it, as README documents.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    profile::Usage(message.into()).into()
+}
+
 fn exit_code(e: &anyhow::Error) -> u8 {
     let by_status = |status: u16| match status {
         404 => 4,
@@ -331,7 +336,7 @@ async fn tick(args: TickArgs) -> anyhow::Result<()> {
         init_logging(&config::LogFormat::Json);
     }
     let window = hourglass_core::duration::parse_duration(&args.window, "for")
-        .map_err(|e| anyhow::anyhow!("--for: {}", e.message))?;
+        .map_err(|e| usage(format!("--for: {}", e.message)))?;
     let settings = config::resolve(args.serve)?;
     init_logging(&settings.log_format);
     let json = matches!(settings.log_format, config::LogFormat::Json);

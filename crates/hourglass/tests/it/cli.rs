@@ -68,6 +68,88 @@ async fn failures_print_one_line_and_exit_with_their_kind() {
     node.kill().await;
 }
 
+/// Every usage error exits 2, as README documents, whether clap or the command itself finds it:
+/// a missing or doubled schedule flag, a missing target, a payload that is not JSON, a malformed
+/// header or misfire policy, a `--json` body that is not JSON, a bad `--for` of `tick`. Nothing
+/// is sent: the URL is the discard port, where nothing listens (that would exit 5).
+#[test]
+fn usage_errors_exit_2() {
+    let hook = "http://127.0.0.1:9/hook";
+    let cases: &[&[&str]] = &[
+        &["job", "create", "--webhook", hook],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--every",
+            "1h",
+        ],
+        &["job", "create", "--after", "1m"],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--payload",
+            "{nope",
+        ],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--payload",
+            "@/nonexistent/p.json",
+        ],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--header",
+            "no-equals-sign",
+        ],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--every",
+            "1m",
+            "--misfire",
+            "later:1h",
+        ],
+        &["job", "create", "--json", "{nope"],
+    ];
+    for args in cases {
+        let mut all = args.to_vec();
+        all.extend(["--url", "http://127.0.0.1:9"]);
+        let (code, stderr) = hourglass(&all);
+        assert_eq!(code, 2, "hourglass {args:?}: {stderr}");
+        one_error_line(&stderr, "error: ");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, stderr) = hourglass(&[
+        "tick",
+        "--for",
+        "soon",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "tick --for soon: {stderr}");
+    one_error_line(&stderr, "error: --for");
+}
+
 /// What a run of the binary left: exit code, stdout, stderr.
 struct Ran {
     code: i32,
