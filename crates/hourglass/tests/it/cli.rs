@@ -498,3 +498,113 @@ fn a_closed_stdout_ends_the_command_quietly() {
     );
     assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
 }
+
+/// `hourglass job update` sends every field PATCH /v1/jobs/{id} takes, from the same flags as
+/// `job create` (or a body with --json), and prints the updated job; the node keeps what it was
+/// not given. With nothing to change it is a usage error.
+#[tokio::test]
+async fn job_update_changes_every_field_patch_takes() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-update")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    let created = json(&ok(
+        &[
+            "job",
+            "create",
+            "--webhook",
+            "http://127.0.0.1:9/hook",
+            "--after",
+            "10m",
+            "--key",
+            "report",
+            "--type",
+            "report.v1",
+            "--payload",
+            "{\"v\": 1}",
+        ],
+        &env,
+    ));
+    let id = created["id"].as_str().expect("an id").to_string();
+
+    // Schedule, target (a webhook with its headers, rate limit and batching), payload, type,
+    // retry and misfire policy at once, addressed by key.
+    let updated = json(&ok(
+        &[
+            "job",
+            "update",
+            "report",
+            "--cron",
+            "0 0 2 * * *",
+            "--timezone",
+            "Europe/Paris",
+            "--max-runs",
+            "5",
+            "--webhook",
+            "http://127.0.0.1:9/v2",
+            "--header",
+            "x-team=billing",
+            "--rate-limit",
+            "5",
+            "--batch",
+            "10",
+            "--payload",
+            "{\"v\": 2}",
+            "--type",
+            "report.v2",
+            "--max-attempts",
+            "7",
+            "--initial-backoff",
+            "3s",
+            "--max-backoff",
+            "1m",
+            "--misfire",
+            "skip",
+        ],
+        &env,
+    ));
+    let (status, job) = node.api.call("GET", &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(updated, job, "the command prints the updated job");
+    assert_eq!(job["key"], "report", "{job}");
+    assert_eq!(job["type"], "report.v2", "{job}");
+    assert_eq!(job["schedule"]["cron"], "0 0 2 * * *", "{job}");
+    assert_eq!(job["schedule"]["timezone"], "Europe/Paris", "{job}");
+    assert_eq!(job["schedule"]["max_runs"], 5, "{job}");
+    let webhook = &job["target"]["webhook"];
+    assert_eq!(webhook["url"], "http://127.0.0.1:9/v2", "{job}");
+    assert_eq!(webhook["rate_limit"], 5, "{job}");
+    assert_eq!(webhook["batch"]["max_items"], 10, "{job}");
+    assert!(
+        webhook["headers"].to_string().contains("x-team"),
+        "the header is kept (its value may be hidden): {job}"
+    );
+    assert_eq!(job["payload"], serde_json::json!({"v": 2}), "{job}");
+    assert_eq!(job["retry"]["max_attempts"], 7, "{job}");
+    assert_eq!(job["retry"]["initial_backoff"], "3s", "{job}");
+    assert_eq!(job["retry"]["max_backoff"], "1m", "{job}");
+    assert_eq!(job["misfire"], "skip", "{job}");
+
+    // One field at a time: the rest stays. A queue target; `--payload null` clears the payload;
+    // a one-off schedule again; and --json for a whole patch body.
+    let job = json(&ok(&["job", "update", &id, "--queue", "reports"], &env));
+    assert_eq!(job["target"]["queue"], "reports", "{job}");
+    assert_eq!(job["type"], "report.v2", "{job}");
+    let job = json(&ok(&["job", "update", &id, "--payload", "null"], &env));
+    assert_eq!(job["payload"], Value::Null, "{job}");
+    assert_eq!(job["schedule"]["cron"], "0 0 2 * * *", "{job}");
+    let job = json(&ok(&["job", "update", &id, "--after", "1h"], &env));
+    assert!(job["schedule"]["at"].is_string(), "{job}");
+    let job = json(&ok(
+        &["job", "update", &id, "--json", "{\"type\": \"report.v3\"}"],
+        &env,
+    ));
+    assert_eq!(job["type"], "report.v3", "{job}");
+    assert_eq!(job["target"]["queue"], "reports", "{job}");
+
+    let ran = run(&["job", "update", &id], &env);
+    assert_eq!(ran.code, 2, "nothing to change: {}", ran.stderr);
+    let ran = run(&["job", "update", "no-such-key", "--type", "x"], &env);
+    assert_eq!(ran.code, 4, "not found: {}", ran.stderr);
+    node.kill().await;
+}
