@@ -977,10 +977,26 @@ pub async fn dead_letters(args: DeadLetterArgs, out: Output) -> anyhow::Result<(
     }
 }
 
-pub async fn rotate_secret(conn: Connection, out: Output) -> anyhow::Result<()> {
-    let conn = &conn.resolve()?;
+#[derive(Args, Debug)]
+pub struct SigningSecretArgs {
+    #[command(flatten)]
+    conn: Connection,
+    /// Print the current secret without rotating it (for `hourglass listen --secret`).
+    #[arg(long)]
+    show: bool,
+}
+
+/// Rotates the namespace's signing secret and prints the new one, or with `--show` prints the
+/// current one.
+pub async fn signing_secret(args: SigningSecretArgs, out: Output) -> anyhow::Result<()> {
+    let conn = &args.conn.resolve()?;
     let path = "/v1/signing-secret".to_string();
-    call(conn, out, View::Secret, reqwest::Method::POST, path, None).await
+    let method = if args.show {
+        reqwest::Method::GET
+    } else {
+        reqwest::Method::POST
+    };
+    call(conn, out, View::Secret, method, path, None).await
 }
 
 /// The namespace's destinations whose circuit breaker is open on this node.

@@ -87,8 +87,9 @@ enum Command {
     Breakers(client::Connection),
     /// List the bus and cloud connections the namespace may use, with this node's publishes.
     Connections(client::Connection),
-    /// Rotate the namespace's webhook signing secret and print it (shown once).
-    SigningSecret(client::Connection),
+    /// Rotate the namespace's webhook signing secret and print it; with --show, print the
+    /// current one without rotating it.
+    SigningSecret(client::SigningSecretArgs),
     /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
     Listen(listen::ListenArgs),
     /// Copy a running node's embedded store to a new file, consistently.
@@ -255,7 +256,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Queue(args) => runtime.block_on(client::queue(args, out)),
         Command::Breakers(conn) => runtime.block_on(client::breakers(conn, out)),
         Command::Connections(conn) => runtime.block_on(client::connections(conn, out)),
-        Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn, out)),
+        Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),
         Command::Bench(args) => runtime.block_on(bench::run(args)),

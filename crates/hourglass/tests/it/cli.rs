@@ -608,3 +608,25 @@ async fn job_update_changes_every_field_patch_takes() {
     assert_eq!(ran.code, 4, "not found: {}", ran.stderr);
     node.kill().await;
 }
+
+/// `hourglass signing-secret --show` prints the namespace's current secret and rotates nothing;
+/// `hourglass signing-secret` still rotates it.
+#[tokio::test]
+async fn signing_secret_show_reads_without_rotating() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-secret")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    let shown = json(&ok(&["signing-secret", "--show"], &env));
+    let secret = shown["signing_secret"]
+        .as_str()
+        .expect("a secret")
+        .to_string();
+    assert!(secret.starts_with("whsec_"), "{shown}");
+    assert_eq!(json(&ok(&["signing-secret", "--show"], &env)), shown);
+    let rotated = json(&ok(&["signing-secret"], &env));
+    assert_ne!(rotated["signing_secret"], shown["signing_secret"]);
+    let again = json(&ok(&["signing-secret", "--show"], &env));
+    assert_eq!(again["signing_secret"], rotated["signing_secret"]);
+    node.kill().await;
+}
