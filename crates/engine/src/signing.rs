@@ -422,8 +422,8 @@ impl Secrets {
         }
     }
 
-    /// Replaces a namespace's secret and returns it; the only moment it is shown. The replaced
-    /// secret keeps signing (beside the new one) for `overlap`.
+    /// Replaces a namespace's secret and returns the new one ([`Secrets::current`] reads it
+    /// again). The replaced secret keeps signing (beside the new one) for `overlap`.
     pub async fn rotate(&self, namespace: &str, overlap: Duration) -> Result<String, StoreError> {
         let secret = generate_secret();
         let until =
