@@ -90,6 +90,7 @@ async function seed() {
   seeded.far = far;
   seeded.soon = [
     await create({ type: "reminder.flight", schedule: { after: "20m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { flight: "LH 400" } }),
+    await create({ type: "reminder.train", schedule: { after: "30m" }, target: { webhook: { url: `${HOOK}/ok` } }, payload: { train: "ICE 7" } }),
     await create({
       type: "reminder.flight",
       schedule: { after: "45m" },
@@ -109,7 +110,9 @@ async function seed() {
     target: { webhook: { url: `${HOOK}/ok` } },
     payload: { export: "nightly", tenants: ["acme", "globex"] },
   });
-  // Fires every second, so the overview's rates have something to draw.
+  // Fires every second, so the overview's rates have something to draw; cancelled once they
+  // have (its next due time is at most a second ahead, and in the past whenever the node runs
+  // late: it would come and go on the timeline).
   seeded.heartbeat = await create({
     type: "heartbeat",
     schedule: { every: "1s" },
@@ -229,6 +232,12 @@ step("overview shows live numbers", async () => {
   assert.match(await testid("stat-timer-queue").textContent(), /^\d+$/);
   assert.match(await testid("stat-backlog").textContent(), /^\d+$/);
   assert.match(await testid("stat-queue-available").textContent(), /^\d+$/);
+  // The two lateness figures say which is which: the recent one of fires, and the one since the
+  // node started, which also counts queue messages that workers leased late.
+  assert.match(await testid("lateness-title").textContent(), /^Fire lateness, last \d+ s/);
+  assert.match(await page.locator("#stat-lateness-overall-label").textContent(), /^Fire lateness since node start/);
+  const overall = await page.locator(".card.stat", { has: testid("stat-lateness-overall") }).textContent();
+  assert.match(overall, /worker's lease/, overall);
   // Let a few more samples draw the sparklines.
   await page.waitForFunction(() => document.querySelectorAll('[data-testid="spark-fires"] polyline').length === 1, null, { timeout: 20000 });
   await shot("01-overview");
@@ -236,10 +245,16 @@ step("overview shows live numbers", async () => {
 });
 
 step("job list, upcoming timeline and pagination", async () => {
+  await api("DELETE", `/v1/jobs/${seeded.heartbeat.id}`);
   await testid("nav-jobs").click();
   await ready("jobs");
-  const dots = await testid("timeline-dot").count();
-  assert.equal(dots, 3, "the jobs due within the hour are on the timeline");
+  // The one-offs due in 20, 30 and 45 minutes: well inside the hour however slow the machine.
+  const dots = await page.$$eval('[data-testid="timeline-dot"]', (links) => links.map((a) => a.getAttribute("href")));
+  assert.deepEqual(
+    dots,
+    seeded.soon.map((j) => `#/jobs/${j.id}`),
+    "the jobs due within the hour are on the timeline, in due order",
+  );
   const rows = await testid("job-row").count();
   assert.equal(rows, 50, "the first page holds 50 jobs");
   // Ids are told apart by their random tail (their first characters are a shared time prefix),
@@ -251,7 +266,7 @@ step("job list, upcoming timeline and pagination", async () => {
   await shot("02-jobs");
   await testid("next-page").click();
   await page.waitForFunction(() => document.querySelector('[data-testid="page-info"]')?.textContent.startsWith("Page 2"));
-  const total = 3 + 2 + 1 + 1 + 1 + 1 + 55 + 2;
+  const total = 3 + 3 + 1 + 1 + 1 + 1 + 55 + 2;
   assert.equal(await testid("job-row").count(), total - 50);
   assert.equal(await testid("next-page").isDisabled(), true);
   await noInjection();
@@ -303,7 +318,7 @@ step("job page: a webhook target shows its rate limit and batches", async () => 
   await page.goto(`${BASE}/#/jobs/${seeded.soon[0].id}`);
   await ready("job");
   assert.equal(await testid("job-detail-target").textContent(), `${HOOK}/ok`);
-  await page.goto(`${BASE}/#/jobs/${seeded.soon[1].id}`);
+  await page.goto(`${BASE}/#/jobs/${seeded.soon[2].id}`);
   await ready("job");
   assert.equal(
     await testid("job-detail-target").textContent(),
@@ -360,6 +375,8 @@ step("dead letters: replay", async () => {
   await row.getByTestId("replay").click();
   await row.waitFor({ state: "detached" });
   await testid("dead-letters-empty").waitFor();
+  // Nothing left to replay: the bulk button goes with the last row.
+  assert.equal(await testid("replay-all").count(), 0, "no Replay all over an empty list");
   await page.waitForFunction(() => /replayed as job/.test(document.querySelector('[data-testid="status"]')?.textContent || ""));
   await shot("08-dead-letter-replayed");
 
@@ -374,8 +391,9 @@ step("dead letters: replay", async () => {
 });
 
 step("queues: depth, in flight and scheduled", async () => {
-  // Two due messages (one of them leased by a worker) and one not due for an hour.
-  for (const after of ["1ms", "1ms", "1h"]) {
+  // One message not due for an hour, then two due ones (one of them leased by a worker):
+  // created in that order, so that creation order is not availability order.
+  for (const after of ["1h", "1ms", "1ms"]) {
     await create({ type: "email.send", schedule: { after }, target: { queue: "emails" }, payload: { to: "ada@example.com" } });
   }
   let leased = [];
@@ -399,8 +417,10 @@ step("queues: depth, in flight and scheduled", async () => {
   assert.equal(await testid("queue-name").textContent(), "emails");
   assert.equal(await testid("queue-count-in-flight").textContent(), "1");
   assert.equal(await testid("message-row").count(), 3);
-  const statuses = await page.$$eval('[data-testid="message-row"]', (rows) => rows.map((r) => r.dataset.status).sort());
-  assert.deepEqual(statuses, ["available", "leased", "scheduled"]);
+  // Oldest first by when each is (again) available to a worker: the due one now, the leased one
+  // when its lease lapses (in 10 min), the scheduled one in an hour.
+  const statuses = await page.$$eval('[data-testid="message-row"]', (rows) => rows.map((r) => r.dataset.status));
+  assert.deepEqual(statuses, ["available", "leased", "scheduled"], "sorted by availability");
   const held = page.locator(`[data-testid="message-row"][data-id="${leased[0].job_id}"]`);
   assert.equal(await held.getByTestId("message-status").textContent(), "leased");
   const lapses = await held.getByTestId("message-when").textContent();

@@ -11,7 +11,7 @@ use crate::error::{Error, parse_retry_after};
 use crate::types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, LeaseAnswer, LeaseBody,
     LeaseOptions, Message, NewJob, QueueList, QueueMessagePage, QueueStats, Receipt,
-    ReceiptResults, ReceiptsBody, RunPage, millis,
+    ReceiptResults, ReceiptsBody, RunPage, SigningSecret, millis,
 };
 
 /// A request without a long poll gets this long for the whole exchange.
@@ -321,6 +321,15 @@ impl Client {
         self.exchange(Method::DELETE, url, None::<&()>, REQUEST_TIMEOUT)
             .await
             .map(drop)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Signing
+
+    /// The namespace's current webhook signing secret, read without rotating it (a namespace
+    /// without one gets it now). Needs the namespace's own API key, or an admin key naming it.
+    pub async fn signing_secret(&self) -> Result<SigningSecret, Error> {
+        self.get(&["v1", "signing-secret"], &[]).await
     }
 
     // -----------------------------------------------------------------------------------------

@@ -169,6 +169,27 @@ impl ReceiptFailure {
     }
 }
 
+/// A namespace's current webhook signing secret (`Client::signing_secret`). Its `Debug` leaves
+/// the secret out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SigningSecret {
+    pub namespace: String,
+    /// `whsec_` and the base64 of the key: what a receiver verifies deliveries with.
+    pub signing_secret: String,
+    /// Until when deliveries also carry a signature by the secret the last rotation replaced.
+    pub previous_valid_until: Option<Timestamp>,
+}
+
+impl std::fmt::Debug for SigningSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningSecret")
+            .field("namespace", &self.namespace)
+            .field("signing_secret", &"<redacted>")
+            .field("previous_valid_until", &self.previous_valid_until)
+            .finish()
+    }
+}
+
 /// A queue's counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {

@@ -279,3 +279,32 @@ async fn a_queue_lists_its_messages() {
     );
     t.stop().await;
 }
+
+/// The namespace's signing secret, read without rotating it: the same at every read, and what
+/// `POST /v1/signing-secret` rotated it to afterwards. Its `Debug` does not show it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_signing_secret_is_read_without_rotating_it() {
+    let t = common::start_node().await;
+    let first = t.client.signing_secret().await.unwrap();
+    assert_eq!(first.namespace, "default");
+    assert!(first.signing_secret.starts_with("whsec_"));
+    assert_eq!(first.previous_valid_until, None);
+    assert!(!format!("{first:?}").contains(&first.signing_secret));
+    assert_eq!(t.client.signing_secret().await.unwrap(), first);
+
+    let rotated: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://{}/v1/signing-secret", t.node.addr()))
+        .header("content-type", "application/json")
+        .body(r#"{"overlap": "1h"}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let now = t.client.signing_secret().await.unwrap();
+    assert_eq!(json!(now.signing_secret), rotated["signing_secret"]);
+    assert_ne!(now.signing_secret, first.signing_secret);
+    assert!(now.previous_valid_until.is_some());
+    t.stop().await;
+}

@@ -25,6 +25,11 @@ pub struct Occurrence {
     pub spec: Arc<JobSpec>,
     /// The payload as raw JSON text, sent byte for byte.
     pub payload: Option<Arc<str>>,
+    /// Set when this claim took the occurrence over from another lease owner whose lease on it
+    /// lapsed (a node that died or stalled, or a worker's unacked queue lease through another
+    /// node): that owner, as its lease named it. `None` for an occurrence nobody held, or one
+    /// this same owner held before.
+    pub lapsed_owner: Option<Arc<str>>,
 }
 
 impl Occurrence {

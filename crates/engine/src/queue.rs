@@ -436,6 +436,7 @@ impl Queues {
                 runs_done: job.runs,
                 spec: Arc::new(job.spec),
                 payload: job.payload.map(Into::into),
+                lapsed_owner: None,
             };
             // When it was leased is not stored: the attempt's latency stays unknown (0).
             out[i] = Some((occurrence, None));

@@ -394,8 +394,36 @@ impl Secrets {
         Ok(cached)
     }
 
-    /// Replaces a namespace's secret and returns it; the only moment it is shown. The replaced
-    /// secret keeps signing (beside the new one) for `overlap`.
+    /// The namespace's current secret as stored (`whsec_...`), read from the store, not the
+    /// cache, and generated and stored first when the namespace has none yet (as its first
+    /// delivery would); with the instant until which the replaced one still signs, while it does.
+    pub async fn current(
+        &self,
+        namespace: &str,
+    ) -> Result<(String, Option<jiff::Timestamp>), StoreError> {
+        match self.store.signing_secrets(namespace).await? {
+            Some(secrets) => {
+                parse_stored(&secrets.current)?;
+                let now = self.clock.now();
+                let until = secrets
+                    .previous
+                    .map(|(_, until)| until)
+                    .filter(|until| now < *until);
+                Ok((secrets.current, until))
+            }
+            None => {
+                let stored = self
+                    .store
+                    .init_signing_secret(namespace, &generate_secret())
+                    .await?;
+                parse_stored(&stored)?;
+                Ok((stored, None))
+            }
+        }
+    }
+
+    /// Replaces a namespace's secret and returns the new one ([`Secrets::current`] reads it
+    /// again). The replaced secret keeps signing (beside the new one) for `overlap`.
     pub async fn rotate(&self, namespace: &str, overlap: Duration) -> Result<String, StoreError> {
         let secret = generate_secret();
         let until =

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use crate::table::Style;
+use crate::usage;
 use crate::views::{self, View};
 
 /// How to reach a node: flags or environment variables, over a profile of the client config file
@@ -149,6 +150,9 @@ enum JobCommand {
     /// Create a job from flags, or from a full JSON body with --json.
     #[command(after_help = CREATE_EXAMPLES)]
     Create(Box<CreateArgs>),
+    /// Change a job: each field given replaces the job's, the others stay.
+    #[command(after_help = UPDATE_EXAMPLES)]
+    Update(Box<UpdateArgs>),
     /// Show one job: its schedule, target, state, next due time and retry state.
     Get {
         /// The job's id, or the key it was created with.
@@ -220,6 +224,19 @@ Examples:
       --max-attempts 5 --initial-backoff 30s --misfire skip
   hourglass job create --json '{\"schedule\": {\"after\": \"5s\"}, \"target\": {\"queue\": \"q\"}}'";
 
+const UPDATE_EXAMPLES: &str = "\
+Each flag replaces a whole field of the job, as PATCH /v1/jobs/{id} does: a new --webhook
+takes its --header, --rate-limit and --batch again, and a retry flag replaces the whole retry
+policy (the others back to their defaults). The key cannot change. --payload null clears the
+payload.
+
+Examples:
+  hourglass job update nightly-export --cron \"0 30 2 * * *\" --timezone Europe/Paris
+  hourglass job update 01a20c9b-fb01-7736-a59e-0a3ac367d4f9 --payload '{\"id\": 8}' --type report.v2
+  hourglass job update nightly-export --webhook https://example.com/v2 --header x-team=billing
+  hourglass job update nightly-export --max-attempts 10 --initial-backoff 1m --misfire skip
+  hourglass job update nightly-export --json '{\"payload\": null}'";
+
 const LIST_EXAMPLES: &str = "\
 Examples:
   hourglass job list --state active --type reminder.flight
@@ -256,18 +273,55 @@ struct NextFiresArgs {
     count: u64,
 }
 
+/// The flags that make a `--json` body unnecessary, for `conflicts_with_all`.
+const FIELD_FLAGS: [&str; 19] = [
+    "webhook",
+    "queue",
+    "at",
+    "after",
+    "cron",
+    "timezone",
+    "every",
+    "start",
+    "end",
+    "max_runs",
+    "payload",
+    "job_type",
+    "headers",
+    "max_attempts",
+    "initial_backoff",
+    "max_backoff",
+    "misfire",
+    "rate_limit",
+    "batch",
+];
+
 #[derive(Args, Debug)]
 struct CreateArgs {
     /// The whole request body as JSON; it cannot be combined with the other flags.
-    #[arg(
-        long,
-        conflicts_with_all = [
-            "webhook", "queue", "at", "after", "cron", "timezone", "every", "start", "end",
-            "max_runs", "payload", "key", "job_type", "headers", "max_attempts",
-            "initial_backoff", "max_backoff", "misfire", "rate_limit", "batch",
-        ]
-    )]
+    #[arg(long, conflicts_with_all = FIELD_FLAGS, conflicts_with = "key")]
     json: Option<String>,
+    /// Idempotency key; the job can also be addressed by it.
+    #[arg(long)]
+    key: Option<String>,
+    #[command(flatten)]
+    fields: JobFields,
+}
+
+#[derive(Args, Debug)]
+struct UpdateArgs {
+    /// The job's id, or the key it was created with.
+    id: String,
+    /// The whole PATCH body as JSON; it cannot be combined with the other flags.
+    #[arg(long, conflicts_with_all = FIELD_FLAGS)]
+    json: Option<String>,
+    #[command(flatten)]
+    fields: JobFields,
+}
+
+/// A job's fields as flags, for `job create` and `job update`.
+#[derive(Args, Debug)]
+struct JobFields {
     /// Webhook URL to deliver to.
     #[arg(long, conflicts_with = "queue")]
     webhook: Option<String>,
@@ -310,9 +364,6 @@ struct CreateArgs {
     /// Payload JSON, or @FILE to read it from a file, or @- from standard input.
     #[arg(long)]
     payload: Option<String>,
-    /// Idempotency key; the job can also be addressed by it.
-    #[arg(long)]
-    key: Option<String>,
     /// The job's type, for workers and filters.
     #[arg(long = "type")]
     job_type: Option<String>,
@@ -599,6 +650,11 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
             )
             .await
         }
+        JobCommand::Update(update) => {
+            let path = format!("/v1/jobs/{}", job_segment(&update.id));
+            let body = update_body(*update)?;
+            call(conn, out, View::Job, Method::PATCH, path, Some(body)).await
+        }
         JobCommand::Get { id } => one(Method::GET, format!("/v1/jobs/{}", job_segment(&id))).await,
         JobCommand::List {
             state,
@@ -686,7 +742,7 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
             json!({"cron": cron, "timezone": args.timezone.as_deref().unwrap_or("UTC")})
         }
         (None, Some(every)) => json!({"every": every}),
-        _ => bail!("give a cron expression or --every"),
+        _ => return Err(usage("give a cron expression or --every")),
     };
     for (name, value) in [("start", &args.start), ("end", &args.end)] {
         if let Some(v) = value {
@@ -736,89 +792,159 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
 
 fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
     if let Some(text) = c.json {
-        return serde_json::from_str(&text).context("--json is not valid JSON");
+        return json_flag(&text);
     }
-    let target = match (c.webhook, c.queue) {
-        (Some(url), None) => {
-            let mut webhook = json!({"url": url});
-            if !c.headers.is_empty() {
-                let mut headers = serde_json::Map::new();
-                for header in &c.headers {
-                    let Some((name, value)) = header.split_once('=') else {
-                        bail!("--header {header:?} is not NAME=VALUE");
-                    };
-                    headers.insert(name.trim().to_string(), json!(value));
-                }
-                webhook["headers"] = Value::Object(headers);
-            }
-            if let Some(rate) = c.rate_limit {
-                webhook["rate_limit"] = json!(rate);
-            }
-            if let Some(max_items) = c.batch {
-                webhook["batch"] = json!({"max_items": max_items});
-            }
-            json!({"webhook": webhook})
-        }
-        (None, Some(queue)) => json!({"queue": queue}),
-        _ => bail!("give --webhook (the URL to call) or --queue, or a full body with --json"),
-    };
-    let mut schedule = match (c.at, c.after, c.cron, c.every) {
-        (Some(at), None, None, None) => json!({"at": at}),
-        (None, Some(after), None, None) => json!({"after": after}),
-        (None, None, Some(cron), None) => {
-            json!({"cron": cron, "timezone": c.timezone.unwrap_or_else(|| "UTC".into())})
-        }
-        (None, None, None, Some(every)) => json!({"every": every}),
-        _ => bail!("give exactly one of --at, --after, --cron or --every"),
-    };
-    for (name, value) in [("start", c.start), ("end", c.end)] {
-        if let Some(value) = value {
-            schedule[name] = json!(value);
-        }
+    let mut body = c.fields.into_body()?;
+    if !body.contains_key("target") {
+        return Err(usage(
+            "give --webhook (the URL to call) or --queue, or a full body with --json",
+        ));
     }
-    if let Some(max_runs) = c.max_runs {
-        schedule["max_runs"] = json!(max_runs);
-    }
-    let mut body = json!({"schedule": schedule, "target": target});
-    if let Some(payload) = c.payload {
-        let text = match payload.strip_prefix('@') {
-            Some("-") => std::io::read_to_string(std::io::stdin())
-                .context("cannot read the payload from standard input")?,
-            Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the payload from {path}"))?,
-            None => payload,
-        };
-        body["payload"] = serde_json::from_str(&text).context("the payload is not valid JSON")?;
+    if !body.contains_key("schedule") {
+        return Err(usage(
+            "give exactly one of --at, --after, --cron or --every",
+        ));
     }
     if let Some(key) = c.key {
-        body["key"] = json!(key);
+        body.insert("key".into(), json!(key));
     }
-    if let Some(job_type) = c.job_type {
-        body["type"] = json!(job_type);
+    Ok(Value::Object(body))
+}
+
+/// The PATCH body of `job update`: each field given replaces the job's.
+fn update_body(u: UpdateArgs) -> anyhow::Result<Value> {
+    if let Some(text) = u.json {
+        return json_flag(&text);
     }
-    let mut retry = serde_json::Map::new();
-    if let Some(n) = c.max_attempts {
-        retry.insert("max_attempts".into(), json!(n));
+    let body = u.fields.into_body()?;
+    if body.is_empty() {
+        return Err(usage(
+            "nothing to change: give the fields to replace (--after, --webhook, --payload, \
+             --type, ...) or a body with --json",
+        ));
     }
-    for (name, value) in [
-        ("initial_backoff", c.initial_backoff),
-        ("max_backoff", c.max_backoff),
-    ] {
-        if let Some(value) = value {
-            retry.insert(name.into(), json!(value));
+    Ok(Value::Object(body))
+}
+
+fn json_flag(text: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(text).map_err(|e| usage(format!("--json is not valid JSON: {e}")))
+}
+
+impl JobFields {
+    /// The API fields these flags set: `target`, `schedule`, `payload`, `type`, `retry` and
+    /// `misfire`, each only when a flag of it was given.
+    fn into_body(self) -> anyhow::Result<serde_json::Map<String, Value>> {
+        let c = self;
+        let mut body = serde_json::Map::new();
+        let webhook_flags = !c.headers.is_empty() || c.rate_limit.is_some() || c.batch.is_some();
+        match (c.webhook, c.queue) {
+            (Some(url), None) => {
+                let mut webhook = json!({"url": url});
+                if !c.headers.is_empty() {
+                    let mut headers = serde_json::Map::new();
+                    for header in &c.headers {
+                        let Some((name, value)) = header.split_once('=') else {
+                            return Err(usage(format!("--header {header:?} is not NAME=VALUE")));
+                        };
+                        headers.insert(name.trim().to_string(), json!(value));
+                    }
+                    webhook["headers"] = Value::Object(headers);
+                }
+                if let Some(rate) = c.rate_limit {
+                    webhook["rate_limit"] = json!(rate);
+                }
+                if let Some(max_items) = c.batch {
+                    webhook["batch"] = json!({"max_items": max_items});
+                }
+                body.insert("target".into(), json!({"webhook": webhook}));
+            }
+            (None, Some(queue)) => {
+                body.insert("target".into(), json!({"queue": queue}));
+            }
+            (None, None) if webhook_flags => {
+                return Err(usage("--header, --rate-limit and --batch need --webhook"));
+            }
+            _ => {}
         }
-    }
-    if !retry.is_empty() {
-        body["retry"] = Value::Object(retry);
-    }
-    if let Some(misfire) = c.misfire {
-        body["misfire"] = match misfire.split_once(':') {
-            Some(("all", window)) => json!({"policy": "all", "window": window}),
-            Some(_) => bail!("--misfire {misfire:?}: give skip, once, all or all:WINDOW"),
-            None => json!(misfire),
+        let schedule = match (c.at, c.after, c.cron, c.every) {
+            (Some(at), None, None, None) => Some(json!({"at": at})),
+            (None, Some(after), None, None) => Some(json!({"after": after})),
+            (None, None, Some(cron), None) => {
+                Some(json!({"cron": cron, "timezone": c.timezone.unwrap_or_else(|| "UTC".into())}))
+            }
+            (None, None, None, Some(every)) => Some(json!({"every": every})),
+            (None, None, None, None) => None,
+            _ => {
+                return Err(usage(
+                    "give exactly one of --at, --after, --cron or --every",
+                ));
+            }
         };
+        let bounds = c.start.is_some() || c.end.is_some() || c.max_runs.is_some();
+        match schedule {
+            Some(mut schedule) => {
+                for (name, value) in [("start", c.start), ("end", c.end)] {
+                    if let Some(value) = value {
+                        schedule[name] = json!(value);
+                    }
+                }
+                if let Some(max_runs) = c.max_runs {
+                    schedule["max_runs"] = json!(max_runs);
+                }
+                body.insert("schedule".into(), schedule);
+            }
+            None if bounds => {
+                return Err(usage(
+                    "--start, --end and --max-runs belong to a schedule: give --cron or --every \
+                     too",
+                ));
+            }
+            None => {}
+        }
+        if let Some(payload) = c.payload {
+            let text = match payload.strip_prefix('@') {
+                Some("-") => std::io::read_to_string(std::io::stdin())
+                    .context("cannot read the payload from standard input")?,
+                Some(path) => std::fs::read_to_string(path)
+                    .map_err(|e| usage(format!("--payload: cannot read {path}: {e}")))?,
+                None => payload,
+            };
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| usage(format!("--payload is not valid JSON: {e}")))?;
+            body.insert("payload".into(), value);
+        }
+        if let Some(job_type) = c.job_type {
+            body.insert("type".into(), json!(job_type));
+        }
+        let mut retry = serde_json::Map::new();
+        if let Some(n) = c.max_attempts {
+            retry.insert("max_attempts".into(), json!(n));
+        }
+        for (name, value) in [
+            ("initial_backoff", c.initial_backoff),
+            ("max_backoff", c.max_backoff),
+        ] {
+            if let Some(value) = value {
+                retry.insert(name.into(), json!(value));
+            }
+        }
+        if !retry.is_empty() {
+            body.insert("retry".into(), Value::Object(retry));
+        }
+        if let Some(misfire) = c.misfire {
+            let policy = match misfire.split_once(':') {
+                Some(("all", window)) => json!({"policy": "all", "window": window}),
+                Some(_) => {
+                    return Err(usage(format!(
+                        "--misfire {misfire:?}: give skip, once, all or all:WINDOW"
+                    )));
+                }
+                None => json!(misfire),
+            };
+            body.insert("misfire".into(), policy);
+        }
+        Ok(body)
     }
-    Ok(body)
 }
 
 pub async fn dead_letters(args: DeadLetterArgs, out: Output) -> anyhow::Result<()> {
@@ -851,10 +977,26 @@ pub async fn dead_letters(args: DeadLetterArgs, out: Output) -> anyhow::Result<(
     }
 }
 
-pub async fn rotate_secret(conn: Connection, out: Output) -> anyhow::Result<()> {
-    let conn = &conn.resolve()?;
+#[derive(Args, Debug)]
+pub struct SigningSecretArgs {
+    #[command(flatten)]
+    conn: Connection,
+    /// Print the current secret without rotating it (for `hourglass listen --secret`).
+    #[arg(long)]
+    show: bool,
+}
+
+/// Rotates the namespace's signing secret and prints the new one, or with `--show` prints the
+/// current one.
+pub async fn signing_secret(args: SigningSecretArgs, out: Output) -> anyhow::Result<()> {
+    let conn = &args.conn.resolve()?;
     let path = "/v1/signing-secret".to_string();
-    call(conn, out, View::Secret, reqwest::Method::POST, path, None).await
+    let method = if args.show {
+        reqwest::Method::GET
+    } else {
+        reqwest::Method::POST
+    };
+    call(conn, out, View::Secret, method, path, None).await
 }
 
 /// The namespace's destinations whose circuit breaker is open on this node.

@@ -60,7 +60,14 @@ pub struct ServeArgs {
     dead_letter_retention: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, ValueEnum, Default)]
+impl ServeArgs {
+    /// The log format the flag or `HOURGLASS_LOG_FORMAT` asks for, before the config file is read.
+    pub fn log_format(&self) -> Option<LogFormat> {
+        self.log_format
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ValueEnum, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     #[default]

@@ -68,12 +68,16 @@ struct Listener {
 
 pub async fn run(args: ListenArgs) -> anyhow::Result<()> {
     let key = match &args.secret {
-        Some(secret) => Some(SigningKey::parse(secret).context(
-            "--secret is not a webhook signing secret (whsec_ followed by base64 of at least 16 bytes)",
-        )?),
+        Some(secret) => Some(SigningKey::parse(secret).ok_or_else(|| {
+            crate::usage(
+                "--secret is not a webhook signing secret (whsec_ followed by base64 of at least \
+                 16 bytes)",
+            )
+        })?),
         None => None,
     };
-    let status = StatusCode::from_u16(args.status).context("--status")?;
+    let status =
+        StatusCode::from_u16(args.status).map_err(|e| crate::usage(format!("--status: {e}")))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
     let socket = TcpListener::bind(addr)
         .await

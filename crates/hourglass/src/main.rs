@@ -87,8 +87,9 @@ enum Command {
     Breakers(client::Connection),
     /// List the bus and cloud connections the namespace may use, with this node's publishes.
     Connections(client::Connection),
-    /// Rotate the namespace's webhook signing secret and print it (shown once).
-    SigningSecret(client::Connection),
+    /// Rotate the namespace's webhook signing secret and print it; with --show, print the
+    /// current one without rotating it.
+    SigningSecret(client::SigningSecretArgs),
     /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
     Listen(listen::ListenArgs),
     /// Copy a running node's embedded store to a new file, consistently.
@@ -170,11 +171,47 @@ fn main() -> std::process::ExitCode {
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            // One line: the cause chain joined, no backtrace whatever RUST_BACKTRACE says.
-            eprintln!("error: {e:#}");
+            if JSON_LOGS.get().is_some() {
+                // With JSON logs (serve, tick) the failure is a log line too: a collector takes
+                // nothing else.
+                eprintln!("{}", json_line("ERROR", &format!("error: {e:#}")));
+            } else {
+                // One line: the cause chain joined, no backtrace whatever RUST_BACKTRACE says.
+                eprintln!("error: {e:#}");
+            }
             std::process::ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// Set once `serve` or `tick` logs in JSON: from then on the process writes nothing else, on
+/// stdout or stderr, not even its last error.
+static JSON_LOGS: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+
+/// A line for a person with text logs; with JSON logs the same text as the message of a line
+/// shaped like the log's events. Written whatever `HOURGLASS_LOG` filters, like the text line.
+fn say(json: bool, text: std::fmt::Arguments<'_>) {
+    if json {
+        outln!("{}", json_line("INFO", &text.to_string()));
+    } else {
+        outln!("{text}");
+    }
+}
+
+/// One line in the shape of the JSON log's events: timestamp, level, `fields.message`, target.
+fn json_line(level: &str, message: &str) -> String {
+    serde_json::json!({
+        "timestamp": jiff::Timestamp::now().to_string(),
+        "level": level,
+        "fields": {"message": message},
+        "target": "hourglass",
+    })
+    .to_string()
+}
+
+/// Marks an error as a usage error: `main` exits 2 on it, as README documents.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    profile::Usage(message.into()).into()
 }
 
 fn exit_code(e: &anyhow::Error) -> u8 {
@@ -219,7 +256,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Queue(args) => runtime.block_on(client::queue(args, out)),
         Command::Breakers(conn) => runtime.block_on(client::breakers(conn, out)),
         Command::Connections(conn) => runtime.block_on(client::connections(conn, out)),
-        Command::SigningSecret(conn) => runtime.block_on(client::rotate_secret(conn, out)),
+        Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),
         Command::Bench(args) => runtime.block_on(bench::run(args)),
@@ -248,22 +285,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
+    // A flag or variable asking for JSON logs holds already for a settings error.
+    if args.log_format() == Some(config::LogFormat::Json) {
+        init_logging(&config::LogFormat::Json);
+    }
     let settings = config::resolve(args)?;
     init_logging(&settings.log_format);
-    let text_logs = matches!(settings.log_format, config::LogFormat::Text);
+    let json = matches!(settings.log_format, config::LogFormat::Json);
     let node = hourglass_server::Node::start(settings.node, Arc::new(hourglass_core::SystemClock))
         .await
         .context("cannot start the node")?;
-    // Tests and scripts read the address from this first line: keep its shape.
-    outln!("hourglass listening on http://{}", node.addr());
-    // With JSON logs every later stdout line is a JSON object, for log collectors.
-    if text_logs {
-        outln!("dashboard: http://{}/", node.addr());
-    } else {
-        tracing::info!(url = %format!("http://{}/", node.addr()), "dashboard");
-    }
+    // Tests and scripts read the address from this first line: keep its text. With JSON logs it
+    // is the message of the first event (every line is then a JSON object, for log collectors).
+    say(
+        json,
+        format_args!("hourglass listening on http://{}", node.addr()),
+    );
+    say(json, format_args!("dashboard: http://{}/", node.addr()));
     if let Some(metrics) = node.metrics_addr() {
-        outln!("hourglass serving metrics on http://{metrics}/metrics");
+        say(
+            json,
+            format_args!("hourglass serving metrics on http://{metrics}/metrics"),
+        );
     }
     let failed = node.failed();
     tokio::select! {
@@ -290,10 +333,14 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn tick(args: TickArgs) -> anyhow::Result<()> {
+    if args.serve.log_format() == Some(config::LogFormat::Json) {
+        init_logging(&config::LogFormat::Json);
+    }
     let window = hourglass_core::duration::parse_duration(&args.window, "for")
-        .map_err(|e| anyhow::anyhow!("--for: {}", e.message))?;
+        .map_err(|e| usage(format!("--for: {}", e.message)))?;
     let settings = config::resolve(args.serve)?;
     init_logging(&settings.log_format);
+    let json = matches!(settings.log_format, config::LogFormat::Json);
     // SIGTERM or Ctrl-C ends the tick as its window's end would: what is in flight is
     // delivered, the other claims are handed back for the next tick.
     let outcome = hourglass_server::tick(
@@ -305,11 +352,17 @@ async fn tick(args: TickArgs) -> anyhow::Result<()> {
     .await
     .context("cannot run the tick")?;
     match outcome {
-        hourglass_server::TickOutcome::Idle => outln!("tick: nothing due in the next {window:?}"),
-        hourglass_server::TickOutcome::Ran(ran) => outln!("tick: ran for {ran:.1?}"),
-        hourglass_server::TickOutcome::Stopped(ran) => {
-            outln!("tick: stopped by a signal after {ran:.1?}")
+        hourglass_server::TickOutcome::Idle => say(
+            json,
+            format_args!("tick: nothing due in the next {window:?}"),
+        ),
+        hourglass_server::TickOutcome::Ran(ran) => {
+            say(json, format_args!("tick: ran for {ran:.1?}"))
         }
+        hourglass_server::TickOutcome::Stopped(ran) => say(
+            json,
+            format_args!("tick: stopped by a signal after {ran:.1?}"),
+        ),
     }
     Ok(())
 }
@@ -319,7 +372,12 @@ const FAILED_EXIT_AFTER: std::time::Duration = std::time::Duration::from_secs(5)
 /// How long the drain after an engine death may take before the process exits anyway.
 const FAILED_SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Installs the log subscriber, once: a second call (after an early one for a JSON flag) keeps
+/// the first.
 fn init_logging(format: &config::LogFormat) {
+    if JSON_LOGS.get().is_some() {
+        return;
+    }
     let filter =
         EnvFilter::try_from_env("HOURGLASS_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour only for a person at a terminal: log files and collectors get plain text.
@@ -328,7 +386,10 @@ fn init_logging(format: &config::LogFormat) {
         .with_env_filter(filter)
         .with_ansi(ansi);
     match format {
-        config::LogFormat::Json => builder.json().init(),
+        config::LogFormat::Json => {
+            builder.json().init();
+            let _ = JSON_LOGS.set(());
+        }
         config::LogFormat::Text => builder.init(),
     }
 }

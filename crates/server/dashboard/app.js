@@ -477,7 +477,7 @@ function renderOverviewStats() {
       el(
         "div",
         { class: "card chart" },
-        el("h3", {}, "Fire lateness (mean, ms)"),
+        el("h3", { "data-testid": "lateness-title" }, `Fire lateness, last ${SAMPLE_EVERY_MS / 1000} s (mean, ms)`),
         el(
           "p",
           { class: "big", "data-testid": "lateness-mean" },
@@ -502,7 +502,12 @@ function renderOverviewStats() {
         latest && latest.backlog > 0 ? `oldest due ${fmtAge(Math.round(latest.backlogAgeMs))} ago` : "past due, not yet claimed",
       ),
       stat("Queue messages waiting", "stat-queue-available", n(latest && latest.queueAvailable), latest ? `${fmtNumber(latest.queueInFlight)} leased by workers` : null),
-      stat("Overall lateness", "stat-lateness-overall", latest && latest.latenessCount > 0 ? `${fmtNumber((latest.latenessSum / latest.latenessCount) * 1000, 1)} ms` : "—", "mean since start"),
+      stat(
+        "Fire lateness since node start",
+        "stat-lateness-overall",
+        latest && latest.latenessCount > 0 ? `${fmtNumber((latest.latenessSum / latest.latenessCount) * 1000, 1)} ms` : "—",
+        "mean; a queue message counts until a worker's lease takes it",
+      ),
     ),
     el(
       "section",
@@ -1060,12 +1065,15 @@ async function renderJob(id) {
 // Dead letters -------------------------------------------------------------------------------
 
 // Rows of dead letters with replay and delete buttons; an emptied table gives way to a note.
-function deadLetterTable(letters) {
+// `onRemoved(left)` hears how many rows are left after each one goes.
+function deadLetterTable(letters, onRemoved = () => {}) {
   const empty = () => el("p", { class: "muted", "data-testid": "dead-letters-empty" }, "No dead letters. Nothing failed for good.");
   const removed = (row) => {
     const tbody = row.parentElement;
     row.remove();
-    if (tbody && !tbody.children.length) tbody.closest("table").replaceWith(empty());
+    const left = tbody ? tbody.children.length : 0;
+    if (tbody && !left) tbody.closest("table").replaceWith(empty());
+    onRemoved(left);
   };
   const rows = letters.map((d) => {
     const replay = el("button", { type: "button", "data-testid": "replay", "aria-label": `Replay dead letter ${d.id}` }, "Replay");
@@ -1124,17 +1132,24 @@ function deadLetterTable(letters) {
 async function renderDeadLetters(params) {
   const cursor = params.get("cursor") || undefined;
   const page = await api("GET", `/v1/dead-letters${query({ limit: PAGE_SIZE, cursor })}`);
-  const replayAll = el(
-    "button",
-    { type: "button", "data-testid": "replay-all", disabled: !page.dead_letters.length },
-    `Replay all ${page.dead_letters.length} on this page`,
-  );
+  // Only over a list with something in it; it goes with the last row replayed or deleted.
+  const replayAll = el("button", { type: "button", "data-testid": "replay-all" }, `Replay all ${page.dead_letters.length} on this page`);
+  const bulkActions = page.dead_letters.length
+    ? el("div", { class: "actions", role: "group", "aria-label": "Bulk actions" }, replayAll)
+    : null;
+  const rowsLeft = (left) => {
+    if (!left) bulkActions?.remove();
+    else replayAll.textContent = `Replay all ${left} on this page`;
+  };
   replayAll.addEventListener("click", async () => {
-    if (!window.confirm(`Replay ${page.dead_letters.length} dead letters? Each becomes a new one-off job due now.`)) return;
+    // The letters still shown: one replayed or deleted on its own row is gone already.
+    const shown = new Set([...document.querySelectorAll('[data-testid="dead-letter-row"]')].map((r) => r.dataset.id));
+    const letters = page.dead_letters.filter((l) => shown.has(String(l.id)));
+    if (!window.confirm(`Replay ${letters.length} dead letters? Each becomes a new one-off job due now.`)) return;
     replayAll.disabled = true;
     let done = 0;
     const failed = [];
-    for (const d of page.dead_letters) {
+    for (const d of letters) {
       try {
         await api("POST", `/v1/dead-letters/${encodeURIComponent(d.id)}/replay`);
         done += 1;
@@ -1152,8 +1167,8 @@ async function renderDeadLetters(params) {
       "section",
       { class: "card" },
       el("p", { class: "muted small" }, "Occurrences whose last delivery attempt failed. Replay creates a new one-off job due now; delete drops the occurrence."),
-      el("div", { class: "actions", role: "group", "aria-label": "Bulk actions" }, replayAll),
-      deadLetterTable(page.dead_letters),
+      bulkActions,
+      deadLetterTable(page.dead_letters, rowsLeft),
       el(
         "div",
         { class: "pager" },
@@ -1221,6 +1236,17 @@ async function renderQueues() {
 
 // Queue ----------------------------------------------------------------------------------------
 
+// When a message is (again) available to a worker: its available time, or a leased one's lease
+// end. Oldest first; ties by creation (the id).
+function availableAt(m) {
+  const at = m.status === "leased" ? m.leased_until : m.available_at;
+  return at ? new Date(at).getTime() : Infinity;
+}
+
+function byAvailability(a, b) {
+  return availableAt(a) - availableAt(b) || (a.job_id < b.job_id ? -1 : a.job_id > b.job_id ? 1 : 0);
+}
+
 function messageRow(m) {
   const when =
     m.status === "leased"
@@ -1266,7 +1292,7 @@ async function renderQueue(name, params) {
             ["Job", "Type", "Status", "Due", "Available / lease", "Failed attempts", "Last error"].map((h) => el("th", { scope: "col" }, h)),
           ),
         ),
-        el("tbody", {}, page.messages.map(messageRow)),
+        el("tbody", {}, [...page.messages].sort(byAvailability).map(messageRow)),
       )
     : el("p", { class: "muted", "data-testid": "messages-empty" }, cursor ? "No more messages." : "No messages: no active job targets this queue.");
   const here = `#/queues/${encodeURIComponent(name)}`;
@@ -1288,7 +1314,7 @@ async function renderQueue(name, params) {
       el(
         "p",
         { class: "muted small" },
-        `Oldest first, ${PAGE_SIZE} a page. A leased message comes back when its lease lapses unless its worker acks, nacks or extends it first.`,
+        `Oldest first by when each is available to a worker (a leased one when its lease lapses), ${PAGE_SIZE} a page; pages follow the order the messages were created in. A leased message comes back when its lease lapses unless its worker acks, nacks or extends it first.`,
       ),
       table,
       el(

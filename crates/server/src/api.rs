@@ -95,7 +95,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/dead-letters/{id}/replay", post(replay_dead_letter))
         .route("/v1/breakers", get(list_open_breakers))
         .route("/v1/connections", get(list_connections))
-        .route("/v1/signing-secret", post(rotate_signing_secret))
+        .route(
+            "/v1/signing-secret",
+            get(read_signing_secret).post(rotate_signing_secret),
+        )
         .route("/v1/schedules/preview", post(preview_schedule))
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
@@ -846,8 +849,25 @@ async fn rotate_signing_secret(
             "namespace": principal.namespace,
             "signing_secret": secret,
             "previous_valid_until": previous_valid_until,
-            "note": "shown once; store it now. Until previous_valid_until deliveries carry a \
-                     signature by the previous secret too",
+            "note": "deliveries are signed with it from now on; until previous_valid_until \
+                     they carry a signature by the previous secret too. GET /v1/signing-secret \
+                     shows the current secret",
+        }),
+    ))
+}
+
+/// The namespace's current signing secret, without rotating it: for the namespace's own key (or
+/// an admin key naming it), like a rotation. A namespace without one gets it now, as its first
+/// delivery would.
+async fn read_signing_secret(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let principal = principal(&state, &headers)?;
+    let (secret, previous_until) = state.secrets.current(&principal.namespace).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        json!({
+            "namespace": principal.namespace,
+            "signing_secret": secret,
+            "previous_valid_until": previous_until.map(wire::rfc3339),
         }),
     ))
 }

@@ -273,19 +273,28 @@ impl Store for MemoryStore {
             picked.push(*id);
         }
         let mut claimed = Vec::with_capacity(picked.len());
+        let owner: std::sync::Arc<str> = lease.owner.as_str().into();
         for id in picked {
             let occurrence = state.change(id, |job| {
                 let own_fire = match &job.lease {
                     None => job.fire.unwrap_or_default(),
                     Some(held) => held.own_fire,
                 };
+                let lapsed_owner = job
+                    .lease
+                    .as_ref()
+                    .map(|held| held.owner.clone())
+                    .filter(|previous| *previous != owner);
                 // A queue message still leased is here because its lease ran out unacked: that
                 // lease was a failed attempt. (The engine's own lapsed claims are not: the node
                 // that held them may never have fired them.)
                 if is_queue && job.lease.is_some() {
                     job.attempt += 1;
                 }
-                job.lease = Some(Held { own_fire });
+                job.lease = Some(Held {
+                    own_fire,
+                    owner: owner.clone(),
+                });
                 job.fire = Some(until);
                 job.token += 1;
                 Occurrence {
@@ -298,6 +307,7 @@ impl Store for MemoryStore {
                     runs_done: job.runs,
                     spec: job.spec.clone(),
                     payload: job.payload.as_deref().map(Into::into),
+                    lapsed_owner,
                 }
             });
             claimed.extend(occurrence);

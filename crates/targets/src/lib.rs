@@ -294,6 +294,7 @@ mod tests {
                 misfire: MisfirePolicy::default(),
             }),
             payload: None,
+            lapsed_owner: None,
         }
     }
 

@@ -281,6 +281,13 @@ def test_preview_health_breakers_metrics_secret(client: Client, namespace: str) 
     assert secret.signing_secret.startswith("whsec_")
     assert secret.previous_valid_until is None
     assert "whsec_" not in repr(secret)
+    # Read back without rotating: the same secret, at every read.
+    current = client.signing_secret()
+    assert current.namespace == namespace
+    assert current.signing_secret == secret.signing_secret
+    assert current.previous_valid_until is None
+    assert "whsec_" not in repr(current)
+    assert client.signing_secret().signing_secret == secret.signing_secret
 
 
 def test_the_served_openapi_document_is_the_one_the_sdk_is_checked_against(client: Client) -> None:
@@ -307,6 +314,9 @@ def test_async_client(node: Node, namespace: str) -> None:
             assert (await client.get_job(one.id)).id == one.id
             patched = await client.update_job(one.id, JobPatch(type="renamed"))
             assert patched.type == "renamed"
+            current = await client.signing_secret()
+            assert current.signing_secret.startswith("whsec_")
+            assert (await client.signing_secret()) == current
             assert (await client.cancel_job(one.id)).state == "cancelled"
             messages = await client.list_queue_messages("nobody")
             assert (messages.messages, messages.next_cursor) == ([], None)

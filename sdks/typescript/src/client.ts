@@ -18,6 +18,7 @@ import type {
   BreakerList,
   Connection,
   ConnectionList,
+  CurrentSigningSecret,
   DeadLetter,
   DeadLetterList,
   Job,
@@ -320,8 +321,16 @@ export class Client {
   // The rest
 
   /**
-   * Rotates the namespace's webhook signing secret and returns it (shown only now). The replaced
-   * one keeps signing for `overlap` (node default `24h`; `0s` drops it).
+   * The namespace's current webhook signing secret, read without rotating it (a namespace without
+   * one gets it now): what `verifyWebhook` checks deliveries with.
+   */
+  signingSecret(options?: CallOptions): Promise<CurrentSigningSecret> {
+    return this.#send({ op: "getSigningSecret", signal: options?.signal });
+  }
+
+  /**
+   * Rotates the namespace's webhook signing secret and returns the new one. The replaced one
+   * keeps signing for `overlap` (node default `24h`; `0s` drops it).
    */
   rotateSigningSecret(options: RotateOptions & CallOptions = {}): Promise<SigningSecret> {
     const body = options.overlap === undefined ? {} : { overlap: options.overlap };

@@ -36,6 +36,7 @@ export const operations = {
   ackMessages: { method: "POST", path: "/v1/queues/{name}/ack", client: "ack" },
   nackMessages: { method: "POST", path: "/v1/queues/{name}/nack", client: "nack" },
   extendMessages: { method: "POST", path: "/v1/queues/{name}/extend", client: "extend" },
+  getSigningSecret: { method: "GET", path: "/v1/signing-secret", client: "signingSecret" },
   rotateSigningSecret: { method: "POST", path: "/v1/signing-secret", client: "rotateSigningSecret" },
   previewSchedule: { method: "POST", path: "/v1/schedules/preview", client: "previewSchedule" },
   getOpenApi: { method: "GET", path: "/v1/openapi.json", client: "openapi" },

@@ -571,7 +571,23 @@ export interface DeadLetterList {
 }
 
 /**
- * A freshly rotated signing secret: shown this once.
+ * A namespace's current signing secret, read without rotating it.
+ *
+ * @schema CurrentSigningSecret
+ */
+export interface CurrentSigningSecret {
+  namespace: string;
+  /** `whsec_` and the base64 of 32 random bytes. */
+  signing_secret: string;
+  /**
+   * Until when deliveries are also signed with the secret the last rotation replaced; null when
+   * none does any more.
+   */
+  previous_valid_until: string | null;
+}
+
+/**
+ * A freshly rotated signing secret.
  *
  * @schema SigningSecret
  */

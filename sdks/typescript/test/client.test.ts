@@ -285,6 +285,11 @@ describe("the rest", () => {
     const secret = await client.rotateSigningSecret({ overlap: "0s" });
     assert.match(secret.signing_secret, /^whsec_/);
     assert.equal(secret.previous_valid_until, null);
+    // Read back without rotating: the same secret, at every read.
+    const current = await client.signingSecret();
+    assert.equal(current.signing_secret, secret.signing_secret);
+    assert.equal(current.previous_valid_until, null);
+    assert.equal((await client.signingSecret()).signing_secret, secret.signing_secret);
   });
 
   it("serves the OpenAPI document the SDK is checked against", async () => {

@@ -99,6 +99,7 @@ impl Stage for Planner {
                     }
                 };
                 backoff.succeeded();
+                warn_of_takeover(&claimed);
                 let count = claimed.len();
                 if count > 0 {
                     // Permits are returned by the completer, one per completed occurrence.
@@ -192,6 +193,28 @@ impl Stage for Planner {
             }
         }
         tracing::debug!("planner stopped");
+    }
+}
+
+/// One WARN per claim that took over occurrences whose lease another owner (a node that died or
+/// stalled) let lapse: how many, and whose they were. Their first attempt may be late by up to a
+/// lease, and this is the line that says why.
+fn warn_of_takeover(claimed: &[Occurrence]) {
+    let mut owners: Vec<&str> = Vec::new();
+    let mut count = 0u64;
+    for owner in claimed.iter().filter_map(|o| o.lapsed_owner.as_deref()) {
+        count += 1;
+        if !owners.contains(&owner) {
+            owners.push(owner);
+        }
+    }
+    if count > 0 {
+        tracing::warn!(
+            count,
+            from = %owners.join(","),
+            "took over the lapsed claims of another node: {count} occurrence(s) from {}",
+            owners.join(", ")
+        );
     }
 }
 

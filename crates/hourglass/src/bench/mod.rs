@@ -277,7 +277,8 @@ pub(crate) struct Bench {
     progress: Progress,
 }
 
-pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+/// What the flags cannot ask for together, or at all.
+fn check_flags(args: &BenchArgs) -> anyhow::Result<()> {
     if !(1..=1000).contains(&args.batch) {
         bail!("--batch must be between 1 and 1000");
     }
@@ -319,6 +320,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.nodes > 1 && args.store.is_none() {
         bail!("--nodes above 1 needs a shared --store (the embedded store is one node's)");
     }
+    Ok(())
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    // A combination of flags it cannot run is a usage error (exit 2).
+    check_flags(&args).map_err(|e| crate::usage(format!("{e:#}")))?;
     if args.in_process {
         init_in_process_logging();
     }

@@ -146,8 +146,8 @@ impl Server {
         let collect = stdout_log.clone();
         let listening = tokio::time::timeout(Duration::from_secs(120), async {
             while let Some(line) = lines.next_line().await? {
-                if let Some(addr) = line.strip_prefix("hourglass listening on ") {
-                    return Ok(Some(addr.trim().to_string()));
+                if let Some(addr) = listening_url(&line) {
+                    return Ok(Some(addr));
                 }
                 push_line(&collect, line);
             }
@@ -368,6 +368,18 @@ pub fn proc_stats(pid: u32) -> Option<ProcStats> {
         peak_rss_kb,
         cpu_seconds: (utime + stime) as f64 / clock_ticks(),
     })
+}
+
+/// The URL in `serve`'s listening line: plain text, or the message of its first JSON log event
+/// when a config file asks for JSON logs.
+fn listening_url(line: &str) -> Option<String> {
+    const PREFIX: &str = "hourglass listening on ";
+    if let Some(url) = line.strip_prefix(PREFIX) {
+        return Some(url.trim().to_string());
+    }
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    let url = event["fields"]["message"].as_str()?.strip_prefix(PREFIX)?;
+    Some(url.trim().to_string())
 }
 
 #[cfg(test)]

@@ -68,6 +68,88 @@ async fn failures_print_one_line_and_exit_with_their_kind() {
     node.kill().await;
 }
 
+/// Every usage error exits 2, as README documents, whether clap or the command itself finds it:
+/// a missing or doubled schedule flag, a missing target, a payload that is not JSON, a malformed
+/// header or misfire policy, a `--json` body that is not JSON, a bad `--for` of `tick`. Nothing
+/// is sent: the URL is the discard port, where nothing listens (that would exit 5).
+#[test]
+fn usage_errors_exit_2() {
+    let hook = "http://127.0.0.1:9/hook";
+    let cases: &[&[&str]] = &[
+        &["job", "create", "--webhook", hook],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--every",
+            "1h",
+        ],
+        &["job", "create", "--after", "1m"],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--payload",
+            "{nope",
+        ],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--payload",
+            "@/nonexistent/p.json",
+        ],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--after",
+            "1m",
+            "--header",
+            "no-equals-sign",
+        ],
+        &[
+            "job",
+            "create",
+            "--webhook",
+            hook,
+            "--every",
+            "1m",
+            "--misfire",
+            "later:1h",
+        ],
+        &["job", "create", "--json", "{nope"],
+    ];
+    for args in cases {
+        let mut all = args.to_vec();
+        all.extend(["--url", "http://127.0.0.1:9"]);
+        let (code, stderr) = hourglass(&all);
+        assert_eq!(code, 2, "hourglass {args:?}: {stderr}");
+        one_error_line(&stderr, "error: ");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, stderr) = hourglass(&[
+        "tick",
+        "--for",
+        "soon",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "tick --for soon: {stderr}");
+    one_error_line(&stderr, "error: --for");
+}
+
 /// What a run of the binary left: exit code, stdout, stderr.
 struct Ran {
     code: i32,
@@ -415,4 +497,136 @@ fn a_closed_stdout_ends_the_command_quietly() {
         output.status
     );
     assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
+}
+
+/// `hourglass job update` sends every field PATCH /v1/jobs/{id} takes, from the same flags as
+/// `job create` (or a body with --json), and prints the updated job; the node keeps what it was
+/// not given. With nothing to change it is a usage error.
+#[tokio::test]
+async fn job_update_changes_every_field_patch_takes() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-update")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    let created = json(&ok(
+        &[
+            "job",
+            "create",
+            "--webhook",
+            "http://127.0.0.1:9/hook",
+            "--after",
+            "10m",
+            "--key",
+            "report",
+            "--type",
+            "report.v1",
+            "--payload",
+            "{\"v\": 1}",
+        ],
+        &env,
+    ));
+    let id = created["id"].as_str().expect("an id").to_string();
+
+    // Schedule, target (a webhook with its headers, rate limit and batching), payload, type,
+    // retry and misfire policy at once, addressed by key.
+    let updated = json(&ok(
+        &[
+            "job",
+            "update",
+            "report",
+            "--cron",
+            "0 0 2 * * *",
+            "--timezone",
+            "Europe/Paris",
+            "--max-runs",
+            "5",
+            "--webhook",
+            "http://127.0.0.1:9/v2",
+            "--header",
+            "x-team=billing",
+            "--rate-limit",
+            "5",
+            "--batch",
+            "10",
+            "--payload",
+            "{\"v\": 2}",
+            "--type",
+            "report.v2",
+            "--max-attempts",
+            "7",
+            "--initial-backoff",
+            "3s",
+            "--max-backoff",
+            "1m",
+            "--misfire",
+            "skip",
+        ],
+        &env,
+    ));
+    let (status, job) = node.api.call("GET", &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(updated, job, "the command prints the updated job");
+    assert_eq!(job["key"], "report", "{job}");
+    assert_eq!(job["type"], "report.v2", "{job}");
+    assert_eq!(job["schedule"]["cron"], "0 0 2 * * *", "{job}");
+    assert_eq!(job["schedule"]["timezone"], "Europe/Paris", "{job}");
+    assert_eq!(job["schedule"]["max_runs"], 5, "{job}");
+    let webhook = &job["target"]["webhook"];
+    assert_eq!(webhook["url"], "http://127.0.0.1:9/v2", "{job}");
+    assert_eq!(webhook["rate_limit"], 5, "{job}");
+    assert_eq!(webhook["batch"]["max_items"], 10, "{job}");
+    assert!(
+        webhook["headers"].to_string().contains("x-team"),
+        "the header is kept (its value may be hidden): {job}"
+    );
+    assert_eq!(job["payload"], serde_json::json!({"v": 2}), "{job}");
+    assert_eq!(job["retry"]["max_attempts"], 7, "{job}");
+    assert_eq!(job["retry"]["initial_backoff"], "3s", "{job}");
+    assert_eq!(job["retry"]["max_backoff"], "1m", "{job}");
+    assert_eq!(job["misfire"], "skip", "{job}");
+
+    // One field at a time: the rest stays. A queue target; `--payload null` clears the payload;
+    // a one-off schedule again; and --json for a whole patch body.
+    let job = json(&ok(&["job", "update", &id, "--queue", "reports"], &env));
+    assert_eq!(job["target"]["queue"], "reports", "{job}");
+    assert_eq!(job["type"], "report.v2", "{job}");
+    let job = json(&ok(&["job", "update", &id, "--payload", "null"], &env));
+    assert_eq!(job["payload"], Value::Null, "{job}");
+    assert_eq!(job["schedule"]["cron"], "0 0 2 * * *", "{job}");
+    let job = json(&ok(&["job", "update", &id, "--after", "1h"], &env));
+    assert!(job["schedule"]["at"].is_string(), "{job}");
+    let job = json(&ok(
+        &["job", "update", &id, "--json", "{\"type\": \"report.v3\"}"],
+        &env,
+    ));
+    assert_eq!(job["type"], "report.v3", "{job}");
+    assert_eq!(job["target"]["queue"], "reports", "{job}");
+
+    let ran = run(&["job", "update", &id], &env);
+    assert_eq!(ran.code, 2, "nothing to change: {}", ran.stderr);
+    let ran = run(&["job", "update", "no-such-key", "--type", "x"], &env);
+    assert_eq!(ran.code, 4, "not found: {}", ran.stderr);
+    node.kill().await;
+}
+
+/// `hourglass signing-secret --show` prints the namespace's current secret and rotates nothing;
+/// `hourglass signing-secret` still rotates it.
+#[tokio::test]
+async fn signing_secret_show_reads_without_rotating() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-secret")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    let shown = json(&ok(&["signing-secret", "--show"], &env));
+    let secret = shown["signing_secret"]
+        .as_str()
+        .expect("a secret")
+        .to_string();
+    assert!(secret.starts_with("whsec_"), "{shown}");
+    assert_eq!(json(&ok(&["signing-secret", "--show"], &env)), shown);
+    let rotated = json(&ok(&["signing-secret"], &env));
+    assert_ne!(rotated["signing_secret"], shown["signing_secret"]);
+    let again = json(&ok(&["signing-secret", "--show"], &env));
+    assert_eq!(again["signing_secret"], rotated["signing_secret"]);
+    node.kill().await;
 }

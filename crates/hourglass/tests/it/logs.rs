@@ -90,8 +90,8 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
         .await;
     assert_eq!(status, 401);
 
-    // Killed, the node has written everything into its log: stdout and stderr, every line
-    // but the plain-text "listening" line the harness reads its address from.
+    // Killed, the node has written everything into its log: stdout and stderr, every line,
+    // the "listening" line the harness reads its address from too.
     let log = node.log.clone();
     node.kill().await;
     let text = std::fs::read_to_string(&log).expect("node log");
@@ -148,6 +148,62 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
             "the status code, not Some(500): {f}"
         );
     }
+}
+
+/// `hourglass tick --log-format json`, and a node that cannot start: every line either writes,
+/// on stdout and on stderr, is one JSON object (what it has to say is in its message), for log
+/// collectors that take nothing else.
+#[test]
+fn tick_and_a_failed_start_print_only_json_lines_with_json_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hourglass"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--log-format", "json"])
+            .env("HOURGLASS_LOG", "info")
+            .env_remove("HOURGLASS_CONFIG")
+            .env_remove("HOURGLASS_STORE")
+            .output()
+            .expect("run hourglass");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let messages = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|line| {
+                let event: Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}\n{text}"));
+                event["fields"]["message"].as_str().unwrap_or("").to_owned()
+            })
+            .collect()
+    };
+
+    let (code, text) = run(&["tick", "--for", "1s"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        messages(&text)
+            .iter()
+            .any(|m| m.starts_with("tick: nothing due")),
+        "the tick's outcome is a log event: {text}"
+    );
+
+    // A port in use: the node fails to start, and says so in JSON.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, text) = run(&["serve", "--listen", &addr]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        messages(&text)
+            .iter()
+            .any(|m| m.contains("cannot start the node")),
+        "the failure is a log event: {text}"
+    );
 }
 
 /// A stored payload damaged behind the node's back (here by hand, in the file) does not break

@@ -535,3 +535,109 @@ async fn jobs_created_on_one_node_fire_once_whichever_node_claims_them() {
         "no node was disturbed: no duplicates"
     );
 }
+
+/// Issue 36: a node that takes over the claims of a node that died says so, at WARN: how many
+/// occurrences, and whose claims they were (the dead node's lease owner, `<host>-<pid>-<random>`).
+/// Node A claims three occurrences and starts delivering them to a receiver that never answers,
+/// so its claims are held when it is SIGKILLed; node B, started after, takes them over once
+/// their lease lapsed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_taking_over_a_dead_nodes_claims_logs_a_warning_naming_it() {
+    const JOBS: usize = 3;
+    let _heavy = one_heavy_test_at_a_time().await;
+    let admin = admin_url();
+    let db = TestDatabase::create(&admin, "takeover").await;
+    let nodes = Nodes::default();
+    let ttl = format!("{}s", LEASE_TTL.as_secs());
+
+    // A receiver that accepts connections and never answers: a delivery in flight holds its claim.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hang_url = format!("http://{}/hang", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let hanging = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let accepted_at_least = |n: usize| {
+        let accepted = accepted.clone();
+        move || {
+            let accepted = accepted.clone();
+            async move { accepted.load(std::sync::atomic::Ordering::SeqCst) >= n }
+        }
+    };
+
+    let a = nodes
+        .start(&NodeOptions::postgres("node-a", &db.url, &ttl))
+        .await;
+    for n in 0..JOBS {
+        a.api
+            .create(json!({
+                "schedule": {"after": "10ms"},
+                "target": {"webhook": {"url": hang_url}},
+                "payload": {"n": n},
+            }))
+            .await;
+    }
+    assert!(
+        eventually(
+            Duration::from_secs(30),
+            Duration::from_millis(20),
+            accepted_at_least(JOBS)
+        )
+        .await,
+        "node A did not start delivering every job"
+    );
+    let a_pid = a.pid;
+    a.kill().await;
+
+    let b = nodes
+        .start(&NodeOptions {
+            args: vec!["--log-format".into(), "json".into()],
+            ..NodeOptions::postgres("node-b", &db.url, &ttl)
+        })
+        .await;
+    let log = b.log.clone();
+    // The takeover warnings in B's log: how many occurrences they name together, and from whom.
+    let takeovers = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let mut count = 0;
+        let mut from = Vec::new();
+        for line in text.lines() {
+            let Ok(event) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let fields = &event["fields"];
+            let is_takeover = event["level"] == "WARN"
+                && fields["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("took over"));
+            if is_takeover {
+                count += fields["count"].as_u64().unwrap_or(0);
+                from.push(fields["from"].as_str().unwrap_or("").to_owned());
+            }
+        }
+        (count, from, text)
+    };
+    let found = eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || async { takeovers().0 >= JOBS as u64 },
+    )
+    .await;
+    b.kill().await;
+    hanging.abort();
+    let (count, from, text) = takeovers();
+    assert!(
+        found,
+        "no takeover warning for {JOBS} occurrences in B's log:\n{text}"
+    );
+    assert_eq!(count, JOBS as u64, "{text}");
+    assert!(
+        from.iter().all(|f| f.contains(&format!("-{a_pid}-"))),
+        "each warning names node A (pid {a_pid}) as the previous owner: {from:?}"
+    );
+}

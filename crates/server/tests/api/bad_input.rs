@@ -1747,7 +1747,7 @@ fn path_and_query_cases(out: &mut Vec<Case>, id_at: &str, id_keyed: &str, id_can
         ("POST", "/v1/dead-letters"),
         ("PUT", "/v1/dead-letters/1"),
         ("GET", "/v1/dead-letters/1/replay"),
-        ("GET", "/v1/signing-secret"),
+        ("PUT", "/v1/signing-secret"),
         ("DELETE", "/v1/signing-secret"),
         ("POST", "/v1/openapi.json"),
         ("POST", "/healthz"),
@@ -2386,6 +2386,7 @@ async fn api_keys_and_namespaces_are_enforced() {
         ("GET", "/v1/dead-letters".into(), None),
         ("GET", "/v1/queues/q/messages".into(), None),
         ("POST", "/v1/signing-secret".into(), None),
+        ("GET", "/v1/signing-secret".into(), None),
     ];
     let mut cases = Vec::new();
     for (name, header) in &auth_headers {

@@ -468,6 +468,103 @@ async fn rotating_the_signing_secret_keeps_the_old_one_valid_during_the_overlap(
     node.shutdown().await;
 }
 
+/// `GET /v1/signing-secret` shows the namespace's current secret without rotating it: the one
+/// deliveries are signed with (made at the first read when the namespace has none yet), the same
+/// at every read, the new one after a rotation. Only a key of that namespace (or an admin key
+/// naming it) reads it: another tenant's key is refused, and reads its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_current_signing_secret_is_read_without_rotating_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::support::test_config(dir.path());
+    let key = |key: &str, namespace: Option<&str>| hourglass_server::auth::ApiKeyConfig {
+        sha256: hourglass_server::auth::hash_key(key),
+        namespace: namespace.map(Into::into),
+        admin: namespace.is_none(),
+    };
+    config.api_keys = vec![
+        key("acme-key", Some("acme")),
+        key("globex-key", Some("globex")),
+        key("admin-key", None),
+    ];
+    let node = crate::support::start_node_with(config).await;
+    let acme = Api::new(node.addr()).with_key("acme-key");
+    let globex = Api::new(node.addr()).with_key("globex-key");
+    let (receiver, recv_addr) = Receiver::start().await;
+
+    let (status, first) = acme.call("GET", "/v1/signing-secret", None).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["namespace"], "acme", "{first}");
+    let secret = first["signing_secret"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("whsec_"), "{first}");
+    assert!(first["previous_valid_until"].is_null(), "{first}");
+    let (_, again) = acme.call("GET", "/v1/signing-secret", None).await;
+    assert_eq!(
+        again["signing_secret"],
+        json!(secret),
+        "a read rotates nothing"
+    );
+
+    // It is the secret deliveries are signed with.
+    acme.create(json!({
+        "schedule": {"after": "10ms"},
+        "target": {"webhook": {"url": format!("http://{recv_addr}/read")}},
+        "payload": {"n": 1}
+    }))
+    .await;
+    let got = receiver
+        .wait_for(Duration::from_secs(10), "the delivery", |d| {
+            d.iter().any(|x| x.path == "/read")
+        })
+        .await;
+    let d = got.iter().find(|x| x.path == "/read").unwrap();
+    Webhook::new(&secret)
+        .unwrap()
+        .verify(&d.body, &d.headers)
+        .expect("the delivery verifies with the secret read");
+
+    // Another tenant: its own secret, and a 403 for acme's.
+    let (status, theirs) = globex.call("GET", "/v1/signing-secret", None).await;
+    assert_eq!(status, 200, "{theirs}");
+    assert_eq!(theirs["namespace"], "globex");
+    assert_ne!(theirs["signing_secret"], json!(secret));
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/v1/signing-secret", node.addr());
+    let read_as = |key: &'static str, namespace: Option<&'static str>| {
+        let mut request = client.get(&url);
+        if !key.is_empty() {
+            request = request.bearer_auth(key);
+        }
+        if let Some(ns) = namespace {
+            request = request.header("hourglass-namespace", ns);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: serde_json::Value = response.json().await.unwrap();
+            (status, body)
+        }
+    };
+    let (status, refused) = read_as("globex-key", Some("acme")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(!refused.to_string().contains(&secret), "{refused}");
+    let (status, refused) = read_as("", None).await;
+    assert_eq!(status, 401, "{refused}");
+    let (status, by_admin) = read_as("admin-key", Some("acme")).await;
+    assert_eq!(status, 200, "{by_admin}");
+    assert_eq!(by_admin["signing_secret"], json!(secret));
+
+    // After a rotation with an overlap: the new secret, and until when the old one signs too.
+    let (status, rotated) = acme
+        .call("POST", "/v1/signing-secret", Some(json!({"overlap": "1h"})))
+        .await;
+    assert_eq!(status, 200, "{rotated}");
+    let (_, now) = acme.call("GET", "/v1/signing-secret", None).await;
+    assert_eq!(now["signing_secret"], rotated["signing_secret"], "{now}");
+    assert_ne!(now["signing_secret"], json!(secret));
+    assert!(now["previous_valid_until"].is_string(), "{now}");
+    node.shutdown().await;
+}
+
 /// Regression: a retried trigger made a second occurrence, with a delivery id of its own, that
 /// receivers could not tell from a new trigger. With the same `Idempotency-Key` a retry changes
 /// nothing and answers the first trigger's delivery id, also after that occurrence ran.

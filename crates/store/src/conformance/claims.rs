@@ -63,6 +63,20 @@ pub async fn claims_are_exclusive_until_lease_expiry(store: Arc<dyn Store>) {
         "same occurrence, same identity"
     );
     assert!(second[0].token > first[0].token);
+    // Who held it before: nobody for the first claim; n1, whose lease lapsed, for the second.
+    // A claim of the same owner after its own lease lapsed names nobody.
+    assert_eq!(first[0].lapsed_owner, None, "nobody held it");
+    assert_eq!(
+        second[0].lapsed_owner.as_deref(),
+        Some("n1"),
+        "taken over from n1"
+    );
+    let third = claim(&*store, ClaimScope::Fired, after + ms(30_001), 10, "n2").await;
+    assert_eq!(third.len(), 1);
+    assert_eq!(
+        third[0].lapsed_owner, None,
+        "its own lapsed lease, not another's"
+    );
 }
 
 /// A claimer looks ahead (its horizon) for work due soon, but a lease still running by its own

@@ -184,7 +184,7 @@ pub(super) async fn claim_due(
             }
         }
     }
-    hand_out(inner, taken, is_queue).await
+    hand_out(inner, taken, is_queue, &lease.owner).await
 }
 
 /// An entry one of this process's claims is trying to lease, until the attempt ends. One it won
@@ -328,8 +328,14 @@ async fn lease_entry(
 }
 
 /// The occurrences of the entries this claim leased: the jobs whose listing is still valid and
-/// that no settlement recorded. An entry left with none is deleted at once.
-async fn hand_out(inner: &Inner, taken: Vec<Taken>, is_queue: bool) -> Result<Vec<Occurrence>> {
+/// that no settlement recorded. An entry left with none is deleted at once. `owner` is this
+/// claim's: an entry whose lapsed lease another owner held names that one on its occurrences.
+async fn hand_out(
+    inner: &Inner,
+    taken: Vec<Taken>,
+    is_queue: bool,
+    owner: &str,
+) -> Result<Vec<Occurrence>> {
     let wanted: Vec<&Listed> = taken.iter().flat_map(|t| &t.jobs).collect();
     let homes = read_homes(inner, &wanted).await?;
     let mut claimed = Vec::new();
@@ -346,6 +352,12 @@ async fn hand_out(inner: &Inner, taken: Vec<Taken>, is_queue: bool) -> Result<Ve
         } else {
             t.entry.lapses
         };
+        let lapsed_owner: Option<Arc<str>> = t
+            .entry
+            .owner
+            .as_deref()
+            .filter(|previous| *previous != owner)
+            .map(Arc::from);
         let mut handed = Vec::new();
         for (listed, home) in valid(&entry, &homes) {
             if settled.contains(&(listed.id, listed.version)) {
@@ -357,6 +369,7 @@ async fn hand_out(inner: &Inner, taken: Vec<Taken>, is_queue: bool) -> Result<Ve
                 listed,
                 claim_token(listed.version, t.ltok),
                 lapses,
+                lapsed_owner.clone(),
             )
             .await?
             {
@@ -420,6 +433,7 @@ async fn occurrence(
     listed: &Listed,
     token: i64,
     lapses: i64,
+    lapsed_owner: Option<Arc<str>>,
 ) -> Result<Option<Occurrence>> {
     let mut job = job_from_item(home)?;
     if let Some(version) = payload::version_of(home)? {
@@ -441,6 +455,7 @@ async fn occurrence(
         runs_done: job.runs,
         spec: Arc::new(job.spec),
         payload: job.payload.map(Into::into),
+        lapsed_owner,
     }))
 }
 

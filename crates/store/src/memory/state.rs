@@ -40,6 +40,8 @@ pub(super) struct Held {
     /// The occurrence's own fire time, handed out by the claim and restored if a later claim
     /// takes the job over after this lease lapsed.
     pub(super) own_fire: i64,
+    /// Whose lease it is, to name when another owner takes it over after it lapsed.
+    pub(super) owner: std::sync::Arc<str>,
 }
 
 /// One job, as the SQL backends keep its row. Times are whole milliseconds, like theirs, so a

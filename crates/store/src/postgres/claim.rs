@@ -46,7 +46,8 @@ pub(super) async fn lock_in_id_order(
 }
 
 /// The claim statements' shared tail: move the fire time to the lease expiry (keeping the old
-/// one), take the owner and a fresh token. `$4` lease expiry, `$5` owner.
+/// one), take the owner and a fresh token. `$4` lease expiry, `$5` owner. `due` names each row
+/// with the owner of its lapsed lease as it was locked (`previous_owner`, NULL when unleased).
 const CLAIM_UPDATE: &str = "
     UPDATE jobs j SET fire_ms = $4, lease_owner = $5,
                       -- The occurrence's own fire time: fire_ms when unclaimed; for a lapsed
@@ -58,7 +59,7 @@ const CLAIM_UPDATE: &str = "
                                                  THEN 1 ELSE 0 END
     FROM due WHERE j.id = due.id
     RETURNING j.id, j.namespace, j.spec, j.payload, j.due_ms, j.lease_fire_ms, j.attempt,
-              j.lease_token, j.runs";
+              j.lease_token, j.runs, due.previous_owner";
 
 pub(super) async fn claim_due(
     store: &PostgresStore,
@@ -81,7 +82,7 @@ pub(super) async fn claim_due(
                     let stmt = client
                         .prepare_cached(&format!(
                             "WITH due AS MATERIALIZED (
-                             SELECT id FROM jobs
+                             SELECT id, lease_owner AS previous_owner FROM jobs
                              WHERE state = 0 AND queue IS NULL AND fire_ms <= $1
                                AND (lease_owner IS NULL OR fire_ms <= $2)
                              ORDER BY fire_ms LIMIT $3
@@ -110,7 +111,8 @@ pub(super) async fn claim_due(
                     let stmt = client
                         .prepare_cached(&format!(
                             "WITH locked AS MATERIALIZED (
-                             SELECT id, fire_ms, COALESCE(octet_length(payload), 0) AS bytes
+                             SELECT id, fire_ms, COALESCE(octet_length(payload), 0) AS bytes,
+                                    lease_owner AS previous_owner
                              FROM jobs
                              WHERE state = 0 AND namespace = $7 AND queue = $8
                                AND fire_ms <= $1 AND (lease_owner IS NULL OR fire_ms <= $2)
@@ -118,8 +120,8 @@ pub(super) async fn claim_due(
                              ORDER BY fire_ms LIMIT $3
                              FOR UPDATE SKIP LOCKED),
                              due AS (
-                             SELECT id FROM (
-                               SELECT id, SUM(bytes) OVER (ORDER BY fire_ms, id
+                             SELECT id, previous_owner FROM (
+                               SELECT id, previous_owner, SUM(bytes) OVER (ORDER BY fire_ms, id
                                                            ROWS UNBOUNDED PRECEDING) - bytes
                                         AS before
                                FROM locked) running
@@ -161,6 +163,9 @@ pub(super) async fn claim_due(
                         attempt: col::<i64>(row, 6)? as u32 + 1,
                         token: col(row, 7)?,
                         runs_done: col::<i64>(row, 8)? as u64,
+                        lapsed_owner: col::<Option<String>>(row, 9)?
+                            .filter(|previous| *previous != lease.owner)
+                            .map(Into::into),
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;

@@ -80,10 +80,13 @@ struct Claimed {
     runs: u64,
     /// The row's number, recorded in the lease schedule for the claim's completion.
     seq: i64,
+    /// The owner of the lease that lapsed, when the row was still marked as leased.
+    previous_owner: Option<String>,
 }
 
 impl Claimed {
-    fn into_occurrence(self, specs: &SpecCache) -> Result<Occurrence> {
+    /// The occurrence handed out under a lease of `owner`.
+    fn into_occurrence(self, specs: &SpecCache, owner: &str) -> Result<Occurrence> {
         Ok(Occurrence {
             job_id: self.job_id,
             namespace: self.namespace.into(),
@@ -94,6 +97,10 @@ impl Claimed {
             runs_done: self.runs,
             spec: specs.decode(&self.spec)?,
             payload: self.payload,
+            lapsed_owner: self
+                .previous_owner
+                .filter(|previous| previous != owner)
+                .map(Arc::from),
         })
     }
 }
@@ -277,7 +284,8 @@ fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool)> {
     let runs: i64 = row.get(8).map_err(corrupt)?;
     // A row still marked as leased is claimed again because its lease ran out. For a queue
     // message that lease (unacked) was a failed attempt.
-    let lapsed = row.get::<_, Option<String>>(9).map_err(corrupt)?.is_some();
+    let previous_owner = row.get::<_, Option<String>>(9).map_err(corrupt)?;
+    let lapsed = previous_owner.is_some();
     if lapsed && is_queue {
         attempt += 1;
     }
@@ -296,6 +304,7 @@ fn read_claimed(row: &Row<'_>, is_queue: bool) -> Result<(Claimed, bool)> {
         token: token + 1,
         runs: runs as u64,
         seq: row.get(10).map_err(corrupt)?,
+        previous_owner,
     };
     Ok((claimed, lapsed))
 }
@@ -432,6 +441,7 @@ impl SqliteStore {
         limit: usize,
         lease: &Lease,
     ) -> Result<Vec<Occurrence>> {
+        let owner = lease.owner.clone();
         let lease = lease.clone();
         let horizon = horizon.as_millisecond();
         let scope = Scope::from(scope);
@@ -459,7 +469,7 @@ impl SqliteStore {
         }
         claimed?
             .into_iter()
-            .map(|c| c.into_occurrence(&self.specs))
+            .map(|c| c.into_occurrence(&self.specs, &owner))
             .collect()
     }
 }

@@ -22,6 +22,7 @@ from ._models import (
     BreakerList,
     Connection,
     ConnectionList,
+    CurrentSigningSecret,
     DeadLetter,
     DeadLetterList,
     ExtendRequest,
@@ -467,9 +468,14 @@ class Client(_Base):
 
     # The rest
 
+    def signing_secret(self) -> CurrentSigningSecret:
+        """The namespace's current webhook signing secret, read without rotating it (a namespace
+        without one gets it now): what ``verify_webhook`` checks deliveries with."""
+        return _decode(CurrentSigningSecret.from_json, self._send(_Request("getSigningSecret")))
+
     def rotate_signing_secret(self, *, overlap: str | None = None) -> SigningSecret:
-        """Rotates the namespace's webhook signing secret and returns it (shown only now). The
-        replaced one keeps signing for ``overlap`` (node default ``24h``; ``0s`` drops it)."""
+        """Rotates the namespace's webhook signing secret and returns the new one. The replaced
+        one keeps signing for ``overlap`` (node default ``24h``; ``0s`` drops it)."""
         return _decode(SigningSecret.from_json, self._send(_rotate(overlap)))
 
     def preview_schedule(self, schedule: Schedule, *, count: int | None = None) -> SchedulePreview:
@@ -708,6 +714,11 @@ class AsyncClient(_Base):
         return _decode(ReceiptResults.from_json, await self._send(req))
 
     # The rest
+
+    async def signing_secret(self) -> CurrentSigningSecret:
+        return _decode(
+            CurrentSigningSecret.from_json, await self._send(_Request("getSigningSecret"))
+        )
 
     async def rotate_signing_secret(self, *, overlap: str | None = None) -> SigningSecret:
         return _decode(SigningSecret.from_json, await self._send(_rotate(overlap)))

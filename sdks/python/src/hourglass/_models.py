@@ -956,8 +956,29 @@ class DeadLetterList:
 
 
 @dataclass(frozen=True)
+class CurrentSigningSecret:
+    """A namespace's current signing secret, read without rotating it."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("CurrentSigningSecret",)
+    namespace: str
+    signing_secret: str = field(repr=False)
+    """``whsec_`` and the base64 of 32 random bytes."""
+    previous_valid_until: datetime | None
+    """Until when deliveries are also signed with the secret the last rotation replaced; null when
+    none does any more."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CurrentSigningSecret:
+        return cls(
+            namespace=str(data["namespace"]),
+            signing_secret=str(data["signing_secret"]),
+            previous_valid_until=opt(parse_instant, data.get("previous_valid_until")),
+        )
+
+
+@dataclass(frozen=True)
 class SigningSecret:
-    """A freshly rotated signing secret: shown this once."""
+    """A freshly rotated signing secret."""
 
     __schema__: ClassVar[tuple[str, ...]] = ("SigningSecret",)
     namespace: str

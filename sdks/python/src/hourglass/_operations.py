@@ -45,6 +45,7 @@ OPERATIONS = _ops(
     ("ackMessages", "POST", "/v1/queues/{name}/ack", "ack"),
     ("nackMessages", "POST", "/v1/queues/{name}/nack", "nack"),
     ("extendMessages", "POST", "/v1/queues/{name}/extend", "extend"),
+    ("getSigningSecret", "GET", "/v1/signing-secret", "signing_secret"),
     ("rotateSigningSecret", "POST", "/v1/signing-secret", "rotate_signing_secret"),
     ("previewSchedule", "POST", "/v1/schedules/preview", "preview_schedule"),
     ("getOpenApi", "GET", "/v1/openapi.json", "openapi"),

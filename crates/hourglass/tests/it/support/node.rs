@@ -16,6 +16,17 @@ use tokio::task::JoinHandle;
 use super::{Api, tail};
 
 const READY_LINE: &str = "hourglass listening on http://";
+/// The address in a node's listening line: plain text, or with `--log-format json` a JSON log
+/// event whose message is that text.
+fn ready_address(line: &str) -> Option<SocketAddr> {
+    let text = match serde_json::from_str::<serde_json::Value>(line) {
+        Ok(event) => event["fields"]["message"].as_str()?.to_owned(),
+        Err(_) => line.to_owned(),
+    };
+    let addr = text.strip_prefix(READY_LINE)?;
+    Some(addr.trim().parse().expect("listen address"))
+}
+
 /// How long a node may take to print its listening line (it runs migrations first).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -164,10 +175,11 @@ impl Nodes {
         let mut out_log = append();
         let ready = tokio::time::timeout(READY_TIMEOUT, async {
             while let Some(line) = lines.next_line().await.expect("read node stdout") {
-                if let Some(addr) = line.strip_prefix(READY_LINE) {
-                    return Some(addr.trim().parse::<SocketAddr>().expect("listen address"));
-                }
+                // Into the log like every other line: a test of the log format sees it too.
                 let _ = out_log.write_all(format!("{line}\n").as_bytes());
+                if let Some(addr) = ready_address(&line) {
+                    return Some(addr);
+                }
             }
             None
         })

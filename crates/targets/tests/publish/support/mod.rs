@@ -49,6 +49,7 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
             misfire: Default::default(),
         }),
         payload: Some(Arc::from(payload)),
+        lapsed_owner: None,
     }
 }
 
