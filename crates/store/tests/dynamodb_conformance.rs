@@ -181,6 +181,38 @@ async fn concurrent_pulls_of_one_process_do_not_race_for_a_message() {
     );
 }
 
+/// Cancels and edits of many jobs of one create batch at once (one entry lists them all) all
+/// succeed: none waits for the others' changes to the entry, and none is handed out after.
+#[tokio::test]
+async fn changes_of_many_jobs_of_one_entry_at_once_all_land() {
+    let store = DynamoStore::open(options(&table_name())).await.unwrap();
+    let jobs: Vec<NewJob> = (0..24).map(|i| job("ns", t0() + ms(i), None)).collect();
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let cancels = ids[..20].iter().map(|id| {
+        let store = &store;
+        async move {
+            store
+                .transition(Some("ns"), *id, Transition::Cancel { now: t0() })
+                .await
+        }
+    });
+    for (i, result) in futures_util::future::join_all(cancels)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        result.unwrap_or_else(|e| panic!("cancel {i}: {e}"));
+    }
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(100), 100, &lease("n1", t0()))
+        .await
+        .unwrap();
+    let mut left: Vec<_> = claimed.iter().map(|o| o.job_id).collect();
+    left.sort();
+    assert_eq!(left, ids[20..].to_vec(), "only the jobs not cancelled");
+}
+
 /// Retries (and recurring jobs' next occurrences) completed in one call that fall due again
 /// within a second share their new entry, as a create batch's jobs do: one write for the entry,
 /// and one lease for their next claim, instead of an entry each.

@@ -275,7 +275,11 @@ async fn lease_entry(
     // the listing read: an edit or a cancel that took a job out of it since (in the transaction
     // that changed the job) fails the lease, so that no read of the job after the lease, however
     // stale, can hand out what was changed before it.
-    let listing = super::entry::encode_listing(&entry.jobs);
+    let listing = entry.listing.clone();
+    match entry.gone_count {
+        0 => change.when("attribute_not_exists(#gen)", &[super::entry::GEN], vec![]),
+        seen => change.when("#gen = {}", &[super::entry::GEN], vec![n(seen)]),
+    }
     match entry.owner {
         Some(_) => change.when(
             "#ltok = {} AND #luntil <= {} AND #jobs = {}",

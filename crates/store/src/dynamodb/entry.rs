@@ -9,8 +9,12 @@
 //! worker leases messages one by one).
 //!
 //! A job's item names the entry that schedules it (`epk`, `ekey`); an entry's listing of a job
-//! is valid only while the job item still names it and is at the listed version. An edit does not
-//! touch the entry it leaves: the stale listing is dropped by whoever leases that entry next.
+//! is valid only while the job item still names it and is at the listed version. An edit or a
+//! transition, in the transaction that changes the job item, takes the job out of the entry it
+//! leaves: deletes the entry if it was its last job, else appends the job's id to the entry's
+//! `gone` list and counts it in `gen`, with no condition on the listing, so that changes of many
+//! jobs of one entry at once (a batch cancelled) do not conflict. A lease is conditioned on the
+//! listing and the count it read, so it never takes a job changed after its read of the entry.
 //!
 //! **A claim** leases a whole entry with one conditional update (owner, expiry, and the lease
 //! counter `ltok`); the occurrence token is the job's version and the lease counter together
@@ -101,6 +105,28 @@ fn decode_listing(value: Option<&AttributeValue>) -> Result<Vec<Listed>> {
         .collect())
 }
 
+/// An entry's list of the ids of jobs an edit or a transition took out of it (16 bytes each),
+/// and the count of such changes: appended to and counted unconditionally, so that changes of
+/// several jobs of one entry at once do not conflict (`jobs::unlist`).
+pub(super) const GONE: &str = "gone";
+pub(super) const GEN: &str = "gen";
+
+fn decode_gone(value: Option<&AttributeValue>) -> Result<Vec<JobId>> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let AttributeValue::L(ids) = value else {
+        return Err(StoreError::Corrupt(format!("entry gone list {value:?}")));
+    };
+    ids.iter()
+        .map(|id| match id {
+            AttributeValue::B(blob) => JobId::from_slice(blob.as_ref())
+                .map_err(|_| StoreError::Corrupt("entry gone id".into())),
+            other => Err(StoreError::Corrupt(format!("entry gone id {other:?}"))),
+        })
+        .collect()
+}
+
 /// Where an entry's root is: its partition and the sort-key prefix every part of it shares.
 /// A job item holds its entry's root as `epk` and `ekey`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -143,7 +169,12 @@ impl Root {
 pub(super) struct Entry {
     pub(super) root: Root,
     pub(super) sk: String,
+    /// The jobs it lists, less those marked gone.
     pub(super) jobs: Vec<Listed>,
+    /// The listing attribute as read, and how many changes marked jobs of it gone (`gen`):
+    /// what a lease is conditioned on.
+    pub(super) listing: AttributeValue,
+    pub(super) gone_count: i64,
     pub(super) owner: Option<String>,
     pub(super) until: Option<i64>,
     pub(super) ltok: i64,
@@ -166,7 +197,17 @@ impl Entry {
                 pk: item.str("pk")?.to_owned(),
                 key: key.to_owned(),
             },
-            jobs: decode_listing(item.get("jobs"))?,
+            jobs: {
+                let gone = decode_gone(item.get(GONE))?;
+                let mut jobs = decode_listing(item.get("jobs"))?;
+                jobs.retain(|j| !gone.contains(&j.id));
+                jobs
+            },
+            listing: item
+                .get("jobs")
+                .cloned()
+                .ok_or_else(|| StoreError::Corrupt("entry without a listing".into()))?,
+            gone_count: item.opt_num(GEN)?.unwrap_or(0),
             owner: item.opt_str("lown")?.map(str::to_owned),
             until: item.opt_num("luntil")?,
             ltok: item.opt_num("ltok")?.unwrap_or(0),

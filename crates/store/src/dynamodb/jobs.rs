@@ -541,23 +541,26 @@ pub(super) async fn keep_listed(inner: &Inner, home: &Item, ttl: Option<i64>) ->
 /// the claims, counts and due times that read entries.
 fn unlist(inner: &Inner, read: &ReadJob) -> Option<aws_sdk_dynamodb::types::TransactWriteItem> {
     let entry = read.listing.as_ref()?;
-    let rest: Vec<Listed> = entry
-        .jobs
-        .iter()
-        .filter(|j| j.id != read.record.id)
-        .copied()
-        .collect();
+    let id = read.record.id;
     let mut change = Change::new(entry.key());
-    change.when(
-        "#jobs = {}",
-        &["jobs"],
-        vec![super::entry::encode_listing(&entry.jobs)],
-    );
-    if rest.is_empty() {
+    if entry.jobs.iter().all(|j| j.id == id) {
+        // Its last job: the entry goes, as read (a lease or a change since fails this).
+        change.when("#jobs = {}", &["jobs"], vec![entry.listing.clone()]);
         return Some(change.into_delete(&inner.table));
     }
-    change.set("jobs", super::entry::encode_listing(&rest));
-    change.set("cnt", n(rest.len() as i64));
+    // Marked gone, with no condition but the entry's being there: edits and cancels of several
+    // jobs of one create batch at once all land, where rewriting the listing would have them
+    // conflict on it. A lease is conditioned on the count of such marks it read.
+    change.when("attribute_exists(#jobs)", &["jobs"], vec![]);
+    change.append(
+        super::entry::GONE,
+        aws_sdk_dynamodb::types::AttributeValue::L(vec![
+            aws_sdk_dynamodb::types::AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+                id.as_bytes().to_vec(),
+            )),
+        ]),
+    );
+    change.bump(super::entry::GEN);
     Some(change.into_action(&inner.table))
 }
 

@@ -311,6 +311,30 @@ impl Change {
         self.set.push(format!("{name} = {name} + {value}"));
     }
 
+    /// Appends `values` (a list) to the list `attr`, made empty first when missing: concurrent
+    /// appends all land, with no condition to conflict on.
+    pub(super) fn append(&mut self, attr: &str, values: aws_sdk_dynamodb::types::AttributeValue) {
+        let name = self.expr.name(attr);
+        let empty = self
+            .expr
+            .value(aws_sdk_dynamodb::types::AttributeValue::L(Vec::new()));
+        let values = self.expr.value(values);
+        self.set.push(format!(
+            "{name} = list_append(if_not_exists({name}, {empty}), {values})"
+        ));
+    }
+
+    /// Adds one to the number `attr`, counted from zero when missing.
+    pub(super) fn bump(&mut self, attr: &str) {
+        let (name, zero, one) = (
+            self.expr.name(attr),
+            self.expr.value(n(0)),
+            self.expr.value(n(1)),
+        );
+        self.set
+            .push(format!("{name} = if_not_exists({name}, {zero}) + {one}"));
+    }
+
     pub(super) fn remove(&mut self, attr: &str) {
         let name = self.expr.name(attr);
         self.remove.push(name);
