@@ -462,6 +462,10 @@ struct CountingStore {
     secret_inits: std::sync::atomic::AtomicUsize,
     /// Reads of signing secrets fail, as with a store that is down.
     secrets_down: std::sync::atomic::AtomicBool,
+    /// What `completion_linger` answers (the store's own answer when `None`).
+    linger: Option<Duration>,
+    /// The size of each completion call.
+    completions: Mutex<Vec<usize>>,
 }
 
 impl CountingStore {
@@ -475,6 +479,8 @@ impl CountingStore {
             secret_reads: Default::default(),
             secret_inits: Default::default(),
             secrets_down: Default::default(),
+            linger: None,
+            completions: Default::default(),
         }
     }
 }
@@ -548,7 +554,11 @@ impl Store for CountingStore {
         batch: Vec<hourglass_core::Completion>,
         now: Timestamp,
     ) -> hourglass_store::Result<Vec<hourglass_store::Applied>> {
+        self.completions.lock().unwrap().push(batch.len());
         self.inner.complete(batch, now).await
+    }
+    fn completion_linger(&self) -> Option<Duration> {
+        self.linger.or_else(|| self.inner.completion_linger())
     }
     async fn release(&self, claims: Vec<hourglass_store::Release>) -> hourglass_store::Result<()> {
         self.inner.release(claims).await
@@ -1863,4 +1873,46 @@ async fn a_resync_claims_only_when_something_is_due_within_the_lookahead() {
     }
     assert_eq!(deliverer.seen.lock().unwrap()[0].job_id, id);
     engine.shutdown().await;
+}
+
+/// On a store that asks completions to linger (DynamoDB shares one write among them), a recurring
+/// job whose next occurrence is far enough off lingers too; one due again within the linger and
+/// the planner's lead does not wait, or its next occurrence would be late.
+#[tokio::test(start_paused = true)]
+async fn recurring_completions_linger_only_when_their_next_occurrence_is_far_enough_off() {
+    async fn completion_calls(interval: Duration) -> Vec<usize> {
+        let counting = Arc::new(CountingStore {
+            linger: Some(Duration::from_secs(1)),
+            ..CountingStore::new(Arc::new(MemoryStore::new()))
+        });
+        let rig = rig_on(counting.clone(), None, quiet());
+        let now = rig.now();
+        let jobs = (0..3)
+            .map(|i| {
+                let first = now + SignedDuration::from_millis(1_000 + 300 * i);
+                let every = ScheduleKind::Every {
+                    interval,
+                    anchor: first,
+                };
+                job("ok", Schedule::unbounded(every), first, now)
+            })
+            .collect();
+        rig.add(jobs).await;
+        rig.run_until(|s| s.len() >= 3).await;
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let calls = counting.completions.lock().unwrap().clone();
+        rig.engine.shutdown().await;
+        calls
+    }
+    let hourly = completion_calls(Duration::from_secs(3600)).await;
+    assert_eq!(
+        hourly[0], 3,
+        "the three completions in one call: {hourly:?}"
+    );
+    let every_second = completion_calls(Duration::from_secs(1)).await;
+    assert_eq!(
+        &every_second[..3],
+        &[1, 1, 1],
+        "each written at once: {every_second:?}"
+    );
 }

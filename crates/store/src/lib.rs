@@ -481,8 +481,10 @@ pub trait Store: Send + Sync + 'static {
         std::time::Duration::ZERO
     }
 
-    /// How long a caller may gather completions of occurrences that are not due again (delivered
-    /// one-offs, dead letters) before writing them in one [`Store::complete`] call. A store that
+    /// How long a caller may gather completions before writing them in one [`Store::complete`]
+    /// call: those of occurrences not due again (delivered one-offs, dead letters), and those due
+    /// again (a retry, a recurring job's next occurrence) later than the linger and the claim
+    /// that must follow it. A store that
     /// pays per write call, whatever it holds (DynamoDB), asks for longer; the others take the
     /// engine's short default. Lingering delays only the bookkeeping after a delivery: a crash
     /// meanwhile means a redelivery under the same delivery id, never a loss.

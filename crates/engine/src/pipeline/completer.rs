@@ -31,18 +31,33 @@ pub(super) struct Completer {
     pub drained: CancellationToken,
 }
 
-/// Whether the completer may wait the store's longer linger for more of `gathered`: only while
-/// none of it makes a job due again (a recurring job's next occurrence or a retry waits for its
-/// completion to be written before anyone can claim it), the planner is not waiting for the
-/// in-flight permits these would return, and the node is not stopping.
-fn may_linger(gathered: &[Finished], in_flight: &Semaphore, ctx: &Context) -> bool {
+/// Whether the completer may wait the store's longer `linger` for more of `gathered`: only while
+/// none of it makes a job due again before the planner must have claimed it (a recurring job's
+/// next occurrence or a retry waits for its completion to be written before anyone can claim it:
+/// lingered, it must still be written a planner's lead and [`LINGER_SLACK`] before it is due),
+/// the planner is not waiting for the in-flight permits these would return, and the node is not
+/// stopping.
+fn may_linger(
+    gathered: &[Finished],
+    in_flight: &Semaphore,
+    ctx: &Context,
+    linger: Duration,
+) -> bool {
+    let written_by = hourglass_core::add_saturating(
+        ctx.clock.now(),
+        linger + super::wake_lead(ctx.config.lookahead) + LINGER_SLACK,
+    );
     !ctx.stop.is_cancelled()
         && in_flight.available_permits() > 0
         && gathered.iter().all(|f| match f {
-            Finished::Done(c) => c.action.fire_again().is_none(),
+            Finished::Done(c) => c.action.fire_again().is_none_or(|at| at >= written_by),
             Finished::Dropped { .. } => true,
         })
 }
+
+/// What a lingered completion that makes its job due again leaves for its write and the
+/// planner's claim.
+const LINGER_SLACK: Duration = Duration::from_secs(1);
 
 impl Stage for Completer {
     const NAME: &'static str = "completer";
@@ -62,7 +77,7 @@ impl Stage for Completer {
             let started = tokio::time::Instant::now();
             while buffer.len() < COMPLETION_BATCH {
                 let linger = match store_linger {
-                    Some(longer) if may_linger(&buffer, &in_flight, &ctx) => longer,
+                    Some(longer) if may_linger(&buffer, &in_flight, &ctx, longer) => longer,
                     _ => COMPLETION_LINGER,
                 };
                 let room = COMPLETION_BATCH - buffer.len();
