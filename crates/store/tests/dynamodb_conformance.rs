@@ -588,7 +588,7 @@ async fn with_a_retention_items_expire_by_themselves() {
     let settlements = client
         .scan()
         .table_name(&table)
-        .filter_expression("begins_with(pk, :s) AND attribute_exists(recs)")
+        .filter_expression("begins_with(pk, :s) AND attribute_exists(recb)")
         .expression_attribute_values(":s", S("s#".into()))
         .send()
         .await
@@ -1103,7 +1103,7 @@ async fn a_completion_whose_answer_was_lost_reports_applied() {
     assert_eq!(got.len(), 1);
     let o = &got[0];
     // A one-off's delivery is a put of its entry's settlement.
-    proxy.arm("DynamoDB_20120810.PutItem", "recs");
+    proxy.arm("DynamoDB_20120810.PutItem", "recb");
     let applied = store
         .complete(vec![delivered_without_run(o)], t0())
         .await
