@@ -307,10 +307,7 @@ async fn populate(api: &Api, receiver: &Receiver) -> Value {
 
 /// The writer stops its node before the pending jobs are due: none of them may have fired.
 fn assert_pending_untouched(manifest: &Value, receiver: &Receiver) {
-    let history = [
-        job_id(manifest, "completed"),
-        job_id(manifest, "failed"),
-    ];
+    let history = [job_id(manifest, "completed"), job_id(manifest, "failed")];
     let early: Vec<Delivery> = receiver
         .deliveries()
         .into_iter()
@@ -343,7 +340,11 @@ async fn check_upgraded(api: &Api, manifest: &Value, receiver: &Receiver) {
     for role in ["completed", "failed"] {
         let (ns, id) = role_job(manifest, role);
         let (_, runs) = call(api, ns, "GET", &format!("/v1/jobs/{id}/runs"), None).await;
-        assert_contains(&runs, &manifest["jobs"][role]["runs"], &format!("{role} runs"));
+        assert_contains(
+            &runs,
+            &manifest["jobs"][role]["runs"],
+            &format!("{role} runs"),
+        );
     }
     let (_, letters) = call(api, "acme", "GET", "/v1/dead-letters", None).await;
     let written = &manifest["dead_letters"]["acme"];
@@ -405,8 +406,7 @@ async fn check_upgraded(api: &Api, manifest: &Value, receiver: &Receiver) {
             );
             let payload: Value = serde_json::from_slice(&delivery.body).unwrap();
             assert_eq!(
-                payload,
-                manifest["jobs"][role]["job"]["payload"],
+                payload, manifest["jobs"][role]["job"]["payload"],
                 "{role}: payload"
             );
         }
@@ -449,7 +449,11 @@ async fn check_upgraded(api: &Api, manifest: &Value, receiver: &Receiver) {
     )
     .await;
     assert_eq!(status, 200, "{acked}");
-    assert_eq!(acked["succeeded"].as_array().map(Vec::len), Some(1), "{acked}");
+    assert_eq!(
+        acked["succeeded"].as_array().map(Vec::len),
+        Some(1),
+        "{acked}"
+    );
     let (_, queue) = call(api, "acme", "GET", "/v1/queues/emails", None).await;
     assert_eq!(queue["scheduled"], json!(1), "{queue}");
 
@@ -465,7 +469,10 @@ async fn check_upgraded(api: &Api, manifest: &Value, receiver: &Receiver) {
         !receiver.of_job(&fresh).is_empty()
     })
     .await;
-    assert!(delivered, "a job created after the upgrade was not delivered");
+    assert!(
+        delivered,
+        "a job created after the upgrade was not delivered"
+    );
 
     // Nothing paused, cancelled or far in the future fired.
     for role in ["paused", "cancelled", "future"] {
@@ -565,8 +572,7 @@ fn fixture_dirs() -> Vec<PathBuf> {
 }
 
 fn read_manifest(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -578,7 +584,15 @@ fn write_manifest(path: &Path, manifest: &Value) {
 /// Loads a plain-SQL dump into the database at `url` with psql, stopping at the first error.
 fn load_dump(url: &str, dump: &Path) {
     let out = std::process::Command::new("psql")
-        .args(["--quiet", "--no-psqlrc", "-v", "ON_ERROR_STOP=1", "--dbname", url, "--file"])
+        .args([
+            "--quiet",
+            "--no-psqlrc",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "--dbname",
+            url,
+            "--file",
+        ])
         .arg(dump)
         .output()
         .expect("run psql (PostgreSQL's client; scripts/with-postgres installs it)");
