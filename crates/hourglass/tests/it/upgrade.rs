@@ -56,7 +56,9 @@ async fn embedded_stores_of_earlier_versions_open_and_fire_every_job() {
         std::fs::copy(dir.join("embedded.db"), data.join("hourglass.db"))
             .expect("copy the fixture's store into the data directory");
         let receiver = Receiver::start(manifest_port(&manifest)).await;
-        let node = nodes.start(&NodeOptions::embedded("upgrade")).await;
+        let node = nodes
+            .start(&upgraded(NodeOptions::embedded("upgrade")))
+            .await;
         check_upgraded(&node.api, &manifest, &receiver).await;
     }
 }
@@ -73,10 +75,20 @@ async fn postgres_dumps_of_earlier_versions_open_and_fire_every_job() {
         let receiver = Receiver::start(manifest_port(&manifest)).await;
         let nodes = Nodes::default();
         let node = nodes
-            .start(&NodeOptions::postgres("upgrade", &db.url, "5s"))
+            .start(&upgraded(NodeOptions::postgres("upgrade", &db.url, "5s")))
             .await;
         check_upgraded(&node.api, &manifest, &receiver).await;
     }
+}
+
+/// The node that opens a fixture: without retention, which would otherwise delete the finished
+/// jobs and their runs (and dead letters, were their retention on) once the fixture is older
+/// than the retention (7 days by default): fixtures are never rewritten.
+fn upgraded(mut options: NodeOptions) -> NodeOptions {
+    options
+        .args
+        .extend(["--retention".to_string(), "off".to_string()]);
+    options
 }
 
 /// Writes this version's fixtures: `scripts/upgrade-fixtures` runs it (with PostgreSQL).
