@@ -19,4 +19,5 @@ mod pg_outage;
 mod serverless;
 mod targets;
 mod tls;
+mod upgrade;
 mod version;
