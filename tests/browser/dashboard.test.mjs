@@ -511,6 +511,26 @@ step("overview: a bus connection shows what it published; a job page names its t
   await noInjection();
 });
 
+step("overview: the live nodes, each with its version, heartbeat and claims", async () => {
+  // The node serving this test is the one live node (development mode: every caller is admin).
+  const { nodes } = await until("this node's heartbeat", async () => {
+    const answer = await api("GET", "/v1/nodes");
+    return answer.nodes.length === 1 && answer;
+  });
+  await page.goto(`${BASE}/#/dead-letters`);
+  await ready("dead-letters");
+  await testid("nav-overview").click();
+  await ready("overview");
+  const row = testid("node-row");
+  await row.waitFor();
+  assert.equal(await row.count(), 1);
+  assert.equal(await testid("node-id").textContent(), nodes[0].id);
+  assert.equal(await row.locator("td").nth(1).textContent(), nodes[0].version);
+  assert.match(await testid("node-claims").textContent(), /^\d[\d,]*$/);
+  await shot("16-nodes");
+  await noInjection();
+});
+
 step("overview: jobs by state; jobs: bulk pause and cancel; dead letters: replay all", async () => {
   await testid("nav-overview").click();
   await ready("overview");

@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use crate::error::{Error, parse_retry_after};
 use crate::types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, LeaseAnswer, LeaseBody,
-    LeaseOptions, Message, NewJob, QueueList, QueueMessagePage, QueueStats, Receipt,
-    ReceiptResults, ReceiptsBody, RunPage, SigningSecret, millis,
+    LeaseOptions, Message, NewJob, Node, NodeList, QueueList, QueueMessagePage, QueueStats,
+    Receipt, ReceiptResults, ReceiptsBody, RunPage, SigningSecret, millis,
 };
 
 /// A request without a long poll gets this long for the whole exchange.
@@ -330,6 +330,16 @@ impl Client {
     /// without one gets it now). Needs the namespace's own API key, or an admin key naming it.
     pub async fn signing_secret(&self) -> Result<SigningSecret, Error> {
         self.get(&["v1", "signing-secret"], &[]).await
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Operations
+
+    /// The cluster's live nodes, by id, each as its latest heartbeat said. Cluster-wide: needs
+    /// an admin API key when the node has keys.
+    pub async fn list_nodes(&self) -> Result<Vec<Node>, Error> {
+        let list: NodeList = self.get(&["v1", "nodes"], &[]).await?;
+        Ok(list.nodes)
     }
 
     // -----------------------------------------------------------------------------------------

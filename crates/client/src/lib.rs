@@ -35,7 +35,7 @@ pub use client::Client;
 pub use error::{Error, STALE_RECEIPT};
 pub use types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState, LeaseOptions,
-    Message, MessageStatus, Misfire, NewJob, QueueMessage, QueueMessagePage, QueueStats, Receipt,
-    ReceiptFailure, ReceiptResults, Retry, Run, RunPage, Schedule, SigningSecret, Target,
+    Message, MessageStatus, Misfire, NewJob, Node, QueueMessage, QueueMessagePage, QueueStats,
+    Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunPage, Schedule, SigningSecret, Target,
 };
 pub use worker::{HandlerError, HandlerResult, Job, Worker, WorkerBuilder};

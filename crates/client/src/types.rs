@@ -190,6 +190,23 @@ impl std::fmt::Debug for SigningSecret {
     }
 }
 
+/// A live node of the cluster, as its latest heartbeat said (`Client::list_nodes`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// The node's id, its name in leases.
+    pub id: String,
+    pub version: String,
+    pub started_at: Timestamp,
+    pub last_heartbeat: Timestamp,
+    /// Occurrences the node held claimed at its latest heartbeat, by its own count.
+    pub claims_held: u64,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct NodeList {
+    pub nodes: Vec<Node>,
+}
+
 /// A queue's counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {

@@ -228,6 +228,14 @@ impl Store for InstrumentedStore {
         self.timed("gauges", self.inner.gauges(now)).await
     }
 
+    async fn heartbeat(&self, beat: &hourglass_store::NodeBeat) -> Result<()> {
+        self.timed("heartbeat", self.inner.heartbeat(beat)).await
+    }
+
+    async fn nodes(&self, now: Timestamp) -> Result<Vec<hourglass_store::NodeBeat>> {
+        self.timed("nodes", self.inner.nodes(now)).await
+    }
+
     async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {
         self.timed("signing_secrets", self.inner.signing_secrets(namespace))
             .await

@@ -95,6 +95,12 @@ pub struct EngineConfig {
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
     pub shutdown_grace: Duration,
+    /// How often the node writes its heartbeat to the store (its id, version, start and the
+    /// claims it holds; `GET /v1/nodes` lists them). A node is live while its latest heartbeat
+    /// is younger than three of these (so one or two slow or failed writes do not drop a live
+    /// node). `None` writes none:
+    /// a serverless tick, which runs for seconds, is not a node of the cluster's list.
+    pub heartbeat_interval: Option<Duration>,
     /// Finished jobs and runs older than this are deleted; `None` keeps everything.
     pub retention: Option<Duration>,
     /// Dead letters older than this are deleted; `None` (the default) keeps them until they are
@@ -130,6 +136,7 @@ impl Default for EngineConfig {
             delivery_quotas: DeliveryQuotas::default(),
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
+            heartbeat_interval: Some(Duration::from_secs(5)),
             retention: Some(Duration::from_secs(7 * 24 * 3600)),
             dead_letter_retention: None,
         }

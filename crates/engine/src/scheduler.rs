@@ -290,6 +290,11 @@ impl Scheduler {
         Ok(created)
     }
 
+    /// The cluster's live nodes (their latest heartbeats), by id.
+    pub async fn nodes(&self) -> Result<Vec<hourglass_store::NodeBeat>> {
+        self.store.nodes(self.clock.now()).await
+    }
+
     /// Whole-store figures for /metrics (jobs by state, backlog, queue totals).
     pub async fn gauges(&self) -> Result<StoreGauges> {
         self.store.gauges(self.clock.now()).await

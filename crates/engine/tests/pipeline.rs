@@ -634,6 +634,15 @@ impl Store for CountingStore {
     async fn delete_dead_letter(&self, ns: Option<&str>, id: i64) -> hourglass_store::Result<bool> {
         self.inner.delete_dead_letter(ns, id).await
     }
+    async fn heartbeat(&self, beat: &hourglass_store::NodeBeat) -> hourglass_store::Result<()> {
+        self.inner.heartbeat(beat).await
+    }
+    async fn nodes(
+        &self,
+        now: jiff::Timestamp,
+    ) -> hourglass_store::Result<Vec<hourglass_store::NodeBeat>> {
+        self.inner.nodes(now).await
+    }
     async fn signing_secrets(
         &self,
         ns: &str,

@@ -1021,6 +1021,13 @@ pub async fn connections(conn: Connection, out: Output) -> anyhow::Result<()> {
     .await
 }
 
+/// The cluster's live nodes (an admin key when the node has keys).
+pub async fn nodes(conn: Connection, out: Output) -> anyhow::Result<()> {
+    let conn = &conn.resolve()?;
+    let path = "/v1/nodes".to_string();
+    call(conn, out, View::Nodes, reqwest::Method::GET, path, None).await
+}
+
 pub async fn queue(args: QueueArgs, out: Output) -> anyhow::Result<()> {
     use hourglass_client::{LeaseOptions, Receipt, ReceiptResults};
     use std::time::Duration;

@@ -58,7 +58,7 @@ Examples:
   hourglass job list --state active
   hourglass job get nightly-export --profile prod --output json
 
-The client commands (job, dead-letters, queue, breakers, connections, signing-secret) take
+The client commands (job, dead-letters, queue, breakers, connections, nodes, signing-secret) take
 --url, --api-key and --namespace (HOURGLASS_URL, HOURGLASS_API_KEY, HOURGLASS_NAMESPACE), or a
 --profile of ~/.config/hourglass/client.toml (HOURGLASS_PROFILE, HOURGLASS_CLIENT_CONFIG).
 
@@ -87,6 +87,11 @@ enum Command {
     Breakers(client::Connection),
     /// List the bus and cloud connections the namespace may use, with this node's publishes.
     Connections(client::Connection),
+    /// List the cluster's live nodes: id, version, start, last heartbeat and claims held.
+    ///
+    /// Every node writes a heartbeat to the store every 5 s and is listed for 15 s after its
+    /// latest. Cluster-wide, so it takes an admin API key when the node has keys.
+    Nodes(client::Connection),
     /// Rotate the namespace's webhook signing secret and print it; with --show, print the
     /// current one without rotating it.
     SigningSecret(client::SigningSecretArgs),
@@ -256,6 +261,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Queue(args) => runtime.block_on(client::queue(args, out)),
         Command::Breakers(conn) => runtime.block_on(client::breakers(conn, out)),
         Command::Connections(conn) => runtime.block_on(client::connections(conn, out)),
+        Command::Nodes(conn) => runtime.block_on(client::nodes(conn, out)),
         Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),

@@ -29,6 +29,8 @@ pub enum View {
     Breakers,
     /// `{"connections": [...]}`
     Connections,
+    /// `{"nodes": [...]}`
+    Nodes,
     /// A rotated signing secret.
     Secret,
 }
@@ -47,6 +49,7 @@ pub fn render(view: View, answer: &Value, style: Style, now: Timestamp) -> Strin
         View::Receipts => receipts(answer, style, now),
         View::Breakers => breakers(answer, style, now),
         View::Connections => connections(answer, style),
+        View::Nodes => nodes(answer, style, now),
         View::Secret => secret(answer, style, now),
     };
     shown.unwrap_or_else(|| {
@@ -432,6 +435,20 @@ fn connections(answer: &Value, style: Style) -> Option<String> {
         ]);
     }
     Some(page(table, "connections", answer, style))
+}
+
+fn nodes(answer: &Value, style: Style, now: Timestamp) -> Option<String> {
+    let mut table = Table::new(&["NODE", "VERSION", "STARTED", "LAST HEARTBEAT", "CLAIMS"]);
+    for n in answer.get("nodes")?.as_array()? {
+        table.row(vec![
+            or_dash(text(n, "id")),
+            or_dash(text(n, "version")),
+            or_dash(stamp(n, "started_at")),
+            or_dash(when(n, "last_heartbeat", now)),
+            or_dash(number(n, "claims_held")),
+        ]);
+    }
+    Some(page(table, "live nodes", answer, style))
 }
 
 fn secret(s: &Value, style: Style, now: Timestamp) -> Option<String> {

@@ -95,6 +95,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/dead-letters/{id}/replay", post(replay_dead_letter))
         .route("/v1/breakers", get(list_open_breakers))
         .route("/v1/connections", get(list_connections))
+        .route("/v1/nodes", get(list_nodes))
         .route(
             "/v1/signing-secret",
             get(read_signing_secret).post(rotate_signing_secret),
@@ -724,6 +725,28 @@ async fn list_connections(State(state): State<AppState>, headers: HeaderMap) -> 
         StatusCode::OK,
         json!({ "connections": connections }),
     ))
+}
+
+/// The cluster's live nodes, each as its latest heartbeat said: cluster-wide, so an admin key
+/// (like `/metrics`).
+async fn list_nodes(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    state.auth.authenticate_admin(&headers)?;
+    let nodes: Vec<Value> = state
+        .scheduler
+        .nodes()
+        .await?
+        .into_iter()
+        .map(|node| {
+            json!({
+                "id": node.id,
+                "version": node.version,
+                "started_at": wire::rfc3339(node.started_at),
+                "last_heartbeat": wire::rfc3339(node.beat_at),
+                "claims_held": node.claims_held,
+            })
+        })
+        .collect();
+    Ok(json_response(StatusCode::OK, json!({ "nodes": nodes })))
 }
 
 async fn get_dead_letter(

@@ -289,8 +289,12 @@ pub async fn tick(
         return Ok(TickOutcome::Idle);
     }
     let store = parts.store.clone();
+    // A tick runs for seconds and is no node of the cluster: it writes no heartbeat, and
+    // `GET /v1/nodes` does not list it.
+    let mut engine_config = parts.engine_config.clone();
+    engine_config.heartbeat_interval = None;
     let engine = Engine::start(
-        parts.engine_config.clone(),
+        engine_config,
         parts.store.clone(),
         parts.targets.clone(),
         clock.clone(),

@@ -15,6 +15,7 @@ pub mod dynamodb;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod filters;
 pub mod memory;
+mod nodes;
 #[cfg(feature = "sqlite")]
 mod packed;
 #[cfg(feature = "postgres")]
@@ -279,6 +280,24 @@ pub(crate) const PURGE_DEAD_LETTERS: &str = "
     DELETE FROM dead_letters
     WHERE created_ms < $1
       AND id IN (SELECT id FROM dead_letters ORDER BY id LIMIT $2)";
+
+/// A node's latest heartbeat: who it is and how busy, as it last said. A node writes one every
+/// few seconds (the engine's heartbeat stage); [`Store::nodes`] lists those still live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeBeat {
+    /// The node's name in leases (`--node-id`).
+    pub id: String,
+    /// The node's software version.
+    pub version: String,
+    /// When the node's engine started.
+    pub started_at: Timestamp,
+    /// When this heartbeat was written, by the node's clock.
+    pub beat_at: Timestamp,
+    /// Occurrences the node held claimed when it wrote this heartbeat, by its own count.
+    pub claims_held: u64,
+    /// Until when the heartbeat counts: a node that has not written another by then is not live.
+    pub live_until: Timestamp,
+}
 
 /// Whether a completion was applied or refused because its fencing token is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -577,6 +596,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts for metrics, across namespaces, at `now`.
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;
+
+    /// Records a node's heartbeat, replacing its previous one: one small write. A store may drop
+    /// heartbeats whose `live_until` is before this one's `beat_at` meanwhile (nodes long gone).
+    async fn heartbeat(&self, beat: &NodeBeat) -> Result<()>;
+
+    /// The nodes whose latest heartbeat is live at `now` (`live_until` after it), by id.
+    async fn nodes(&self, now: Timestamp) -> Result<Vec<NodeBeat>>;
 
     /// The namespace's webhook signing secrets, if one was ever set.
     async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>>;

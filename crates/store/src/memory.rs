@@ -43,14 +43,15 @@ use crate::rules::{
 };
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
-    StoreGauges, Transition,
+    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
+    StoreError, StoreGauges, Transition,
 };
 
 /// The in-memory backend. Cheap to create; share it behind an `Arc` like any other store.
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    nodes: crate::nodes::NodeTable,
 }
 
 impl MemoryStore {
@@ -716,6 +717,14 @@ impl Store for MemoryStore {
         gauges.queue_scheduled = queues.scheduled;
         gauges.oldest_queue_available = queues.oldest_available.map(from_ms);
         Ok(gauges)
+    }
+
+    async fn heartbeat(&self, beat: &NodeBeat) -> Result<()> {
+        self.nodes.beat(beat)
+    }
+
+    async fn nodes(&self, now: Timestamp) -> Result<Vec<NodeBeat>> {
+        self.nodes.live(now)
     }
 
     async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -288,6 +289,18 @@ def test_preview_health_breakers_metrics_secret(client: Client, namespace: str) 
     assert current.previous_valid_until is None
     assert "whsec_" not in repr(current)
     assert client.signing_secret().signing_secret == secret.signing_secret
+
+
+def test_list_nodes_shows_the_node_serving(client: Client) -> None:
+    # The node's first heartbeat is written as its engine starts: wait until it shows.
+    deadline = time.monotonic() + 30
+    while not (nodes := client.list_nodes()):
+        assert time.monotonic() < deadline, "the node never listed itself"
+        time.sleep(0.05)
+    assert len(nodes) == 1
+    assert nodes[0].id
+    assert nodes[0].claims_held >= 0
+    assert nodes[0].started_at <= nodes[0].last_heartbeat
 
 
 def test_the_served_openapi_document_is_the_one_the_sdk_is_checked_against(client: Client) -> None:

@@ -28,6 +28,8 @@ import type {
   LeaseResult,
   Message,
   NewJob,
+  Node,
+  NodeList,
   Queue,
   QueueList,
   QueueMessageList,
@@ -215,6 +217,15 @@ export class Client {
   async listConnections(options?: CallOptions): Promise<Connection[]> {
     const list: ConnectionList = await this.#send({ op: "listConnections", signal: options?.signal });
     return list.connections;
+  }
+
+  /**
+   * The cluster's live nodes, by id, each as its latest heartbeat said (version, start, last
+   * heartbeat, claims held). Cluster-wide: an admin key when the node has keys.
+   */
+  async listNodes(options?: CallOptions): Promise<Node[]> {
+    const list: NodeList = await this.#send({ op: "listNodes", signal: options?.signal });
+    return list.nodes;
   }
 
   // Queues

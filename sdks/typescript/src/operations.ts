@@ -29,6 +29,7 @@ export const operations = {
   replayDeadLetter: { method: "POST", path: "/v1/dead-letters/{id}/replay", client: "replayDeadLetter" },
   listOpenBreakers: { method: "GET", path: "/v1/breakers", client: "listOpenBreakers" },
   listConnections: { method: "GET", path: "/v1/connections", client: "listConnections" },
+  listNodes: { method: "GET", path: "/v1/nodes", client: "listNodes" },
   listQueues: { method: "GET", path: "/v1/queues", client: "listQueues" },
   getQueue: { method: "GET", path: "/v1/queues/{name}", client: "getQueue" },
   listQueueMessages: { method: "GET", path: "/v1/queues/{name}/messages", client: "listQueueMessages" },

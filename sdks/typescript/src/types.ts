@@ -1106,6 +1106,33 @@ export interface PublishCounts {
 }
 
 /**
+ * The cluster's live nodes.
+ *
+ * @schema NodeList
+ */
+export interface NodeList {
+  nodes: Node[];
+}
+
+/**
+ * A live node, as its latest heartbeat said.
+ *
+ * @schema Node
+ */
+export interface Node {
+  /** The node's id (`--node-id`), its name in leases. */
+  id: string;
+  /** The node's Hourglass version. */
+  version: string;
+  /** When the node's engine started. */
+  started_at: string;
+  /** When the node wrote its latest heartbeat, by its clock. */
+  last_heartbeat: string;
+  /** Occurrences the node held claimed at its latest heartbeat, by its own count. */
+  claims_held: number;
+}
+
+/**
  * The job, due now (or, for a repeated key, as it is now), with the delivery id of the triggered
  * occurrence.
  *

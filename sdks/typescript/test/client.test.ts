@@ -292,6 +292,22 @@ describe("the rest", () => {
     assert.equal((await client.signingSecret()).signing_secret, secret.signing_secret);
   });
 
+  it("lists the node serving as a live node", async () => {
+    const client = clientFor(node);
+    // The node's first heartbeat is written as its engine starts: wait until it shows.
+    const deadline = Date.now() + 30_000;
+    let nodes = await client.listNodes();
+    while (nodes.length === 0) {
+      assert.ok(Date.now() < deadline, "the node never listed itself");
+      await new Promise((r) => setTimeout(r, 50));
+      nodes = await client.listNodes();
+    }
+    assert.equal(nodes.length, 1);
+    assert.ok(nodes[0]!.id.length > 0);
+    assert.ok(nodes[0]!.claims_held >= 0);
+    assert.ok(Date.parse(nodes[0]!.started_at) <= Date.parse(nodes[0]!.last_heartbeat));
+  });
+
   it("serves the OpenAPI document the SDK is checked against", async () => {
     const served = await clientFor(node).openapi();
     const onDisk: unknown = JSON.parse(readFileSync(join(REPO_DIR, "crates/server/openapi.json"), "utf8"));

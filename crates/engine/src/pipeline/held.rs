@@ -172,6 +172,15 @@ impl Held {
         self.lock().jobs.is_empty()
     }
 
+    /// How many claims are held: what this node's heartbeat reports.
+    pub(crate) fn count(&self) -> u64 {
+        self.lock()
+            .jobs
+            .values()
+            .map(|claims| 1 + claims.more.len() as u64)
+            .sum()
+    }
+
     /// A pause, cancel or edit of the job (here or on another node) made its claims with a token
     /// below `below` stale: they are no longer this node's to send.
     pub(crate) fn fence(&self, job_id: JobId, below: i64) {

@@ -4,6 +4,7 @@
 //! planner ──► timer ──► dispatcher ──► completer
 //!    │          ▲                          │
 //!    └── held ──┴──── renewer ◄────────────┘      listener: store events → planner, timer
+//!                                                  heartbeat: held's count → store
 //! ```
 //!
 //! Every stage has one shape: a struct whose fields are its inputs and outputs (documented where
@@ -16,6 +17,7 @@ mod completer;
 mod destinations;
 mod dispatcher;
 mod fair;
+mod heartbeat;
 mod held;
 mod listener;
 mod planner;
@@ -100,7 +102,8 @@ impl Backoff {
 /// its sender; the **dispatcher** sees its input end, lets running deliveries finish within the
 /// grace period and drops its sender; the **completer** writes what it was given, then cancels
 /// `drained`; only then does the **renewer** stop, because until the last completion is durable
-/// some claim may still need its lease renewed. The **listener** stops with `stop`.
+/// some claim may still need its lease renewed. The **listener** stops with `stop`, and so does
+/// the **heartbeat**, after a last heartbeat that ends the node's listing at once.
 /// Starts the firing stages; answers the claims they hold, for [`crate::Engine::holds_claims`].
 pub(crate) fn spawn(
     ctx: Context,
@@ -165,6 +168,14 @@ pub(crate) fn spawn(
             },
         );
     }
+    supervise(
+        tasks,
+        &failed,
+        heartbeat::Heartbeat {
+            ctx: ctx.clone(),
+            held: held.clone(),
+        },
+    );
     supervise(
         tasks,
         &failed,

@@ -630,3 +630,43 @@ async fn signing_secret_show_reads_without_rotating() {
     assert_eq!(again["signing_secret"], rotated["signing_secret"]);
     node.kill().await;
 }
+
+/// `hourglass nodes` lists the live nodes: the API's answer as JSON, or a table.
+#[tokio::test]
+async fn nodes_lists_the_live_nodes() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-nodes")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    // The node's first heartbeat is written as its engine starts; wait until it shows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let from_api = loop {
+        let (status, listed) = node.api.call("GET", "/v1/nodes", None).await;
+        assert_eq!(status, 200, "{listed}");
+        if listed["nodes"].as_array().is_some_and(|n| n.len() == 1) {
+            break listed;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no heartbeat: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let listed = json(&ok(&["nodes"], &env));
+    let me = &from_api["nodes"][0];
+    assert_eq!(listed["nodes"][0]["id"], me["id"], "{listed}");
+    assert_eq!(listed["nodes"][0]["version"], env!("CARGO_PKG_VERSION"));
+
+    let table = ok(&["nodes", "--output", "table"], &env);
+    let rows: Vec<Vec<&str>> = table.lines().map(cells).collect();
+    assert_eq!(
+        rows[0],
+        ["NODE", "VERSION", "STARTED", "LAST HEARTBEAT", "CLAIMS"],
+        "{table}"
+    );
+    assert_eq!(rows.len(), 2, "{table}");
+    assert_eq!(rows[1][0], me["id"].as_str().unwrap(), "{table}");
+    assert_eq!(rows[1][1], env!("CARGO_PKG_VERSION"), "{table}");
+    assert_eq!(rows[1][4], "0", "{table}");
+    node.kill().await;
+}

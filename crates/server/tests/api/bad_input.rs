@@ -1725,6 +1725,7 @@ fn path_and_query_cases(out: &mut Vec<Case>, id_at: &str, id_keyed: &str, id_can
         &format!("/v1/jobs/{id_at}/runs/1"),
         "/v1/dead-letters/1/bogus",
         "/v1/signing-secrets",
+        "/v1/nodes/1",
         "/admin",
         "/.env",
     ] {
@@ -1750,6 +1751,8 @@ fn path_and_query_cases(out: &mut Vec<Case>, id_at: &str, id_keyed: &str, id_can
         ("PUT", "/v1/signing-secret"),
         ("DELETE", "/v1/signing-secret"),
         ("POST", "/v1/openapi.json"),
+        ("POST", "/v1/nodes"),
+        ("DELETE", "/v1/nodes"),
         ("POST", "/healthz"),
         ("DELETE", "/metrics"),
     ] {

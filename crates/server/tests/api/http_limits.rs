@@ -498,6 +498,51 @@ async fn only_the_json_media_type_is_accepted_as_json() {
     node.node.shutdown().await;
 }
 
+/// The list of nodes covers the whole cluster: an admin key's, never a tenant's.
+#[tokio::test]
+async fn the_list_of_nodes_needs_an_admin_key() {
+    let node = TestNode::start(|c| c.api_keys = keys()).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/v1/nodes", node.addr());
+    let get = |key: Option<&'static str>| {
+        let request = client.get(&url);
+        let request = match key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        };
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    assert_eq!(get(None).await.0, 401);
+    let (status, refused) = get(Some("tenant-key")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["error"]["code"], "forbidden");
+    assert_eq!(refused["error"]["field"], "authorization");
+    // The node's first heartbeat is written as its engine starts; wait for it to be visible.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let listed = loop {
+        let (status, listed) = get(Some("admin-key")).await;
+        assert_eq!(status, 200, "{listed}");
+        if listed["nodes"].as_array().unwrap().len() == 1 {
+            break listed;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node never listed itself: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let me = &listed["nodes"][0];
+    assert_eq!(me["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(me["claims_held"], 0);
+    assert!(me["id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert!(me["started_at"].as_str().unwrap() <= me["last_heartbeat"].as_str().unwrap());
+    node.node.shutdown().await;
+}
+
 #[tokio::test]
 async fn metrics_need_an_admin_key_in_key_mode_or_the_metrics_listener() {
     let node = TestNode::start(|c| {

@@ -36,6 +36,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("/v1/queues/{name}/ack", "post"),
     ("/v1/queues/{name}/nack", "post"),
     ("/v1/queues/{name}/extend", "post"),
+    ("/v1/nodes", "get"),
     ("/v1/signing-secret", "get"),
     ("/v1/signing-secret", "post"),
     ("/v1/schedules/preview", "post"),

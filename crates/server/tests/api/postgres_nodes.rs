@@ -188,3 +188,73 @@ async fn a_queue_long_poll_on_one_node_wakes_for_messages_made_on_another() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// `GET /v1/nodes` on either node lists both, each with the claims it holds: node A claims
+/// nothing (no room in flight), node B claims a job due in a minute at once (its lookahead is two
+/// minutes) and holds it in its timer. Once B stops, its last heartbeat takes it off the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_nodes_are_listed_with_the_claims_they_hold_until_one_stops() {
+    let schema = Schema::new();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut config_a = schema.node_config(dir_a.path());
+    config_a.engine.max_in_flight = 0;
+    config_a.engine.heartbeat_interval = Some(Duration::from_millis(100));
+    let mut config_b = schema.node_config(dir_b.path());
+    config_b.engine.lookahead = Duration::from_secs(120);
+    config_b.lease_ttl = Some(Duration::from_secs(300));
+    config_b.engine.heartbeat_interval = Some(Duration::from_millis(100));
+    let a = start_node_with(config_a).await;
+    let b = start_node_with(config_b).await;
+    let (api_a, api_b) = (Api::new(a.addr()), Api::new(b.addr()));
+    api_a
+        .create(json!({
+            "schedule": {"at": in_ms(60_000)},
+            "target": {"webhook": {"url": "http://127.0.0.1:9/never"}},
+        }))
+        .await;
+
+    // Both nodes answer the same list: B holding the one claim, A none.
+    let listed = |api: Api| async move {
+        let (status, body) = api.call("GET", "/v1/nodes", None).await;
+        assert_eq!(status, 200, "{body}");
+        body["nodes"].as_array().unwrap().clone()
+    };
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let nodes = loop {
+        let nodes = listed(api_a.clone()).await;
+        let claims: Vec<u64> = nodes
+            .iter()
+            .map(|n| n["claims_held"].as_u64().unwrap())
+            .collect();
+        if nodes.len() == 2 && claims.iter().sum::<u64>() == 1 {
+            break nodes;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never saw both nodes with B's claim: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let ids: Vec<&str> = nodes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert!(ids[0] < ids[1], "listed by id: {ids:?}");
+    let holder = nodes.iter().find(|n| n["claims_held"] == 1).unwrap();
+    let idle = nodes.iter().find(|n| n["claims_held"] == 0).unwrap();
+    for node in &nodes {
+        assert_eq!(node["version"], env!("CARGO_PKG_VERSION"));
+    }
+    let from_b = listed(api_b.clone()).await;
+    let ids_b: Vec<&str> = from_b.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(ids_b, ids, "B lists the same nodes");
+
+    // B stops: its claim is handed back, and its last heartbeat ends its listing.
+    b.shutdown().await;
+    let after = listed(api_a.clone()).await;
+    let ids_after: Vec<&str> = after.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids_after,
+        vec![idle["id"].as_str().unwrap()],
+        "B left: {after:?}"
+    );
+    assert_ne!(holder["id"], idle["id"]);
+    a.shutdown().await;
+}

@@ -7,6 +7,7 @@ pub mod fixtures;
 mod history;
 mod jobs;
 mod lifecycle;
+mod nodes;
 mod queues;
 
 pub use self::claims::*;
@@ -14,6 +15,7 @@ pub use self::completions::*;
 pub use self::history::*;
 pub use self::jobs::*;
 pub use self::lifecycle::*;
+pub use self::nodes::*;
 pub use self::queues::*;
 
 use std::time::Duration;
@@ -60,7 +62,8 @@ macro_rules! conformance_tests {
             a_queue_lists_its_messages_with_their_leases,
             a_job_keeps_the_error_of_its_latest_failed_attempt,
             a_large_lease_mixes_lapsed_and_fresh_messages,
-            payloads_of_every_size_come_back_whole);
+            payloads_of_every_size_come_back_whole,
+            nodes_are_listed_while_their_heartbeat_is_live);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

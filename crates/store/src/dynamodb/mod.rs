@@ -46,6 +46,7 @@ mod history;
 mod item;
 mod jobs;
 mod listing;
+mod nodes;
 mod payload;
 mod table;
 
@@ -67,8 +68,8 @@ use tokio::task::JoinHandle;
 
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
-    StoreEvent, StoreGauges, Transition,
+    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
+    StoreError, StoreEvent, StoreGauges, Transition,
 };
 
 /// Where the table is and how to use it.
@@ -622,6 +623,14 @@ impl Store for DynamoStore {
 
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
         history::gauges(&self.inner, now).await
+    }
+
+    async fn heartbeat(&self, beat: &NodeBeat) -> Result<()> {
+        nodes::heartbeat(&self.inner, beat).await
+    }
+
+    async fn nodes(&self, now: Timestamp) -> Result<Vec<NodeBeat>> {
+        nodes::nodes(&self.inner, now).await
     }
 
     async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {

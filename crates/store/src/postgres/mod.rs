@@ -18,13 +18,14 @@
 //!
 //! The schema and its migrations are in `schema.rs`, NOTIFY and LISTEN in `notify.rs`, rows to
 //! records in `codec.rs`, TLS in `tls.rs`; the `Store` methods below hand each call to the module
-//! of its concern (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`).
+//! of its concern (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `nodes`).
 
 mod claim;
 mod codec;
 mod complete;
 mod history;
 mod jobs;
+mod nodes;
 mod notify;
 mod schema;
 mod secrets;
@@ -47,8 +48,8 @@ use self::notify::{EVENT_BUFFER, listen};
 use self::schema::{check_clock, migrate};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
-    StoreEvent, StoreGauges, Transition,
+    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
+    StoreError, StoreEvent, StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -358,6 +359,14 @@ impl Store for PostgresStore {
 
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
         stats::gauges(self, now).await
+    }
+
+    async fn heartbeat(&self, beat: &NodeBeat) -> Result<()> {
+        nodes::heartbeat(self, beat).await
+    }
+
+    async fn nodes(&self, now: Timestamp) -> Result<Vec<NodeBeat>> {
+        nodes::nodes(self, now).await
     }
 
     async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {

@@ -91,6 +91,16 @@ const MIGRATIONS: &[&str] = &[
     // that records that attempt's run and cleared by a delivery, so a job shows why it is
     // retrying without a read of its runs. Existing jobs start without one.
     "ALTER TABLE jobs ADD COLUMN last_error TEXT;",
+    // 5: node heartbeats (`nodes.rs`): one row per node, replaced every few seconds, so
+    // `GET /v1/nodes` lists the cluster's live nodes.
+    "CREATE TABLE nodes (
+         id             TEXT PRIMARY KEY,
+         version        TEXT NOT NULL,
+         started_ms     BIGINT NOT NULL,
+         beat_ms        BIGINT NOT NULL,
+         claims_held    BIGINT NOT NULL,
+         live_until_ms  BIGINT NOT NULL
+     );",
 ];
 
 /// Applies pending migrations and returns the schema the tables live in.

@@ -49,8 +49,8 @@ use self::schema::{SCHEMA, migrate, open_connection};
 use self::writer::{WRITE_QUEUE, WriteJob, writer_loop};
 use crate::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
-    StoreGauges, Transition,
+    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
+    StoreError, StoreGauges, Transition,
 };
 
 pub use self::backup::{BackupSummary, backup};
@@ -68,6 +68,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Held for the store's lifetime: the OS lock that keeps a second node off this directory.
     _lock: File,
+    /// Heartbeats, in memory: the directory's lock keeps every other node off this store.
+    nodes: crate::nodes::NodeTable,
     /// A test seam, off (-1) outside tests: see `writer::commit_fault`.
     #[cfg_attr(not(test), allow(dead_code, reason = "set only by the unit tests"))]
     commit_faults: Arc<AtomicI64>,
@@ -157,6 +159,7 @@ impl SqliteStore {
             }),
             path,
             _lock: lock,
+            nodes: Default::default(),
             commit_faults,
         })
     }
@@ -360,6 +363,14 @@ impl Store for SqliteStore {
         let namespace = namespace.map(str::to_owned);
         self.write(move |conn| history::delete_dead_letter(conn, namespace.as_deref(), id))
             .await
+    }
+
+    async fn heartbeat(&self, beat: &NodeBeat) -> Result<()> {
+        self.nodes.beat(beat)
+    }
+
+    async fn nodes(&self, now: Timestamp) -> Result<Vec<NodeBeat>> {
+        self.nodes.live(now)
     }
 
     async fn signing_secrets(&self, namespace: &str) -> Result<Option<SigningSecrets>> {

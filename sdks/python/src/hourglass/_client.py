@@ -35,6 +35,8 @@ from ._models import (
     Message,
     NackRequest,
     NewJob,
+    Node,
+    NodeList,
     Queue,
     QueueList,
     QueueMessageList,
@@ -402,6 +404,11 @@ class Client(_Base):
         data = self._send(_Request("listConnections"))
         return _decode(ConnectionList.from_json, data).connections
 
+    def list_nodes(self) -> list[Node]:
+        """The cluster's live nodes, by id, each as its latest heartbeat said (version, start,
+        last heartbeat, claims held). Cluster-wide: an admin key when the node has keys."""
+        return _decode(NodeList.from_json, self._send(_Request("listNodes"))).nodes
+
     # Queues
 
     def list_queues(self, *, limit: int | None = None, cursor: str | None = None) -> list[Queue]:
@@ -653,6 +660,9 @@ class AsyncClient(_Base):
     async def list_connections(self) -> list[Connection]:
         data = await self._send(_Request("listConnections"))
         return _decode(ConnectionList.from_json, data).connections
+
+    async def list_nodes(self) -> list[Node]:
+        return _decode(NodeList.from_json, await self._send(_Request("listNodes"))).nodes
 
     # Queues
 

@@ -1558,6 +1558,47 @@ class PublishCounts:
         )
 
 
+@dataclass(frozen=True)
+class NodeList:
+    """The cluster's live nodes."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("NodeList",)
+    nodes: list[Node]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NodeList:
+        return cls(
+            nodes=[Node.from_json(v) for v in data["nodes"]],
+        )
+
+
+@dataclass(frozen=True)
+class Node:
+    """A live node, as its latest heartbeat said."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Node",)
+    id: str
+    """The node's id (``--node-id``), its name in leases."""
+    version: str
+    """The node's Hourglass version."""
+    started_at: datetime
+    """When the node's engine started."""
+    last_heartbeat: datetime
+    """When the node wrote its latest heartbeat, by its clock."""
+    claims_held: int
+    """Occurrences the node held claimed at its latest heartbeat, by its own count."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Node:
+        return cls(
+            id=str(data["id"]),
+            version=str(data["version"]),
+            started_at=parse_instant(data["started_at"]),
+            last_heartbeat=parse_instant(data["last_heartbeat"]),
+            claims_held=int(data["claims_held"]),
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class TriggeredJob(Job):
     """The job, due now (or, for a repeated key, as it is now), with the delivery id of the

@@ -38,6 +38,7 @@ OPERATIONS = _ops(
     ("replayDeadLetter", "POST", "/v1/dead-letters/{id}/replay", "replay_dead_letter"),
     ("listOpenBreakers", "GET", "/v1/breakers", "list_open_breakers"),
     ("listConnections", "GET", "/v1/connections", "list_connections"),
+    ("listNodes", "GET", "/v1/nodes", "list_nodes"),
     ("listQueues", "GET", "/v1/queues", "list_queues"),
     ("getQueue", "GET", "/v1/queues/{name}", "get_queue"),
     ("listQueueMessages", "GET", "/v1/queues/{name}/messages", "list_queue_messages"),
