@@ -25,6 +25,18 @@ const KEY_GRACE_MS: i64 = 60_000;
 /// its conditional write) is decided again before the call reports the store unavailable.
 const RACES: usize = 5;
 
+/// Waits before deciding a lost race again: a random time up to 25 ms doubled for each race
+/// lost, so that writers racing for one item (a job's edits and its completions, creates of
+/// one key) do not meet again at once.
+async fn after_lost_race(race: usize) {
+    if race == 0 {
+        return;
+    }
+    let ceiling = 25u64 << race.min(6);
+    let wait = rand::random::<u64>() % ceiling;
+    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+}
+
 /// A decision about one job of a create batch, made before anything is written.
 enum Creation {
     New,
@@ -35,7 +47,8 @@ enum Creation {
 }
 
 pub(super) async fn create_jobs(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-    for _ in 0..RACES {
+    for race in 0..RACES {
+        after_lost_race(race).await;
         let decisions = decide(inner, &jobs).await?;
         if write_new(inner, &jobs, &decisions).await? {
             let mut dues = super::Dues::default();
@@ -589,7 +602,8 @@ pub(super) async fn update_job(
     id: JobId,
     update: JobUpdate,
 ) -> Result<JobRecord> {
-    for _ in 0..RACES {
+    for race in 0..RACES {
+        after_lost_race(race).await;
         let read = load(inner, namespace, id).await?;
         let record = &read.record;
         let (state, due, fire) = plan_update(record, &update)?;
@@ -657,7 +671,8 @@ pub(super) async fn transition(
     id: JobId,
     transition: Transition,
 ) -> Result<JobRecord> {
-    for _ in 0..RACES {
+    for race in 0..RACES {
+        after_lost_race(race).await;
         let read = load(inner, namespace, id).await?;
         let record = &read.record;
         let (state, due, fire, clear_key, trigger_key, now) =
