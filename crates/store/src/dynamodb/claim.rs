@@ -345,7 +345,7 @@ async fn hand_out(
     let mut claimed = Vec::new();
     for t in taken {
         let settled = if t.leased_before {
-            super::complete::settled_jobs(inner, &t.entry.root).await?
+            super::settled::settled_jobs(inner, &t.entry.root).await?
         } else {
             Default::default()
         };

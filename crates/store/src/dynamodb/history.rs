@@ -47,7 +47,7 @@ pub(super) async fn runs(
     let mut runs: Vec<RunRecord> = items.iter().map(run_from_item).collect::<Result<_>>()?;
     // A settled delivery's run lives in its settlement: the newest run, when there is one.
     if let Some(root) = &read.root
-        && let Some(run) = super::complete::settled_run(inner, root, id, read.version).await?
+        && let Some(run) = super::settled::settled_run(inner, root, id, read.version).await?
         && (run.cursor.started_ms, run.cursor.seq) < (before.started_ms, before.seq)
     {
         runs.push(run);
@@ -168,7 +168,7 @@ pub(super) async fn purge(inner: &Inner, before: Timestamp, limit: usize) -> Res
         let runs = inner.query(&Query::new(run_pk(id))).await?;
         purged.runs += runs.len() as u64;
         if let Some(root) = &root
-            && super::complete::settled_run(inner, root, id, item.num("tok")?)
+            && super::settled::settled_run(inner, root, id, item.num("tok")?)
                 .await?
                 .is_some()
         {

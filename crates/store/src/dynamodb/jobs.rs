@@ -429,7 +429,7 @@ pub(super) async fn fold(
             return Ok(listing);
         }
     }
-    if let Some(settled) = super::complete::settled(inner, root, record.id, version).await? {
+    if let Some(settled) = super::settled::settled(inner, root, record.id, version).await? {
         settled.apply(record);
         return Ok(None);
     }

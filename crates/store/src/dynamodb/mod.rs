@@ -48,6 +48,7 @@ mod jobs;
 mod listing;
 mod nodes;
 mod payload;
+mod settled;
 mod table;
 
 use std::sync::Arc;
