@@ -198,7 +198,7 @@ struct Leasing<'a> {
 
 /// What [`Inner::leasing`] knows of an entry.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Attempt {
+enum Attempt {
     /// A claim of this process is leasing it.
     InFlight,
     /// A claim of this process leased it, at this counter, then.
@@ -209,24 +209,47 @@ pub(super) enum Attempt {
 /// then.
 const LEASED_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The entries this process's claims are leasing or lately leased ([`Inner::leasing`]). Past
+/// 4096 of them, the ones leased over [`LEASED_KEPT`] ago are dropped, at most once a second: a
+/// queue pulled thousands of times a second keeps more than that in the book, and a sweep on
+/// every lease would cost each lease the whole book.
+#[derive(Debug, Default)]
+pub(super) struct LeaseBook {
+    entries: std::collections::HashMap<(String, String), Attempt>,
+    pruned: Option<std::time::Instant>,
+}
+
+impl LeaseBook {
+    fn prune(&mut self) {
+        let now = std::time::Instant::now();
+        if self.entries.len() <= 4096
+            || self
+                .pruned
+                .is_some_and(|at| now.duration_since(at) < std::time::Duration::from_secs(1))
+        {
+            return;
+        }
+        self.pruned = Some(now);
+        self.entries.retain(|_, a| match a {
+            Attempt::InFlight => true,
+            Attempt::Won(_, at) => now.duration_since(*at) < LEASED_KEPT,
+        });
+    }
+}
+
 impl<'a> Leasing<'a> {
     fn begin(inner: &'a Inner, entry: &Entry) -> Option<Self> {
         let key = (entry.root.pk.clone(), entry.sk.clone());
         let mut book = inner.leasing.lock().unwrap_or_else(|p| p.into_inner());
-        if book.len() > 4096 {
-            book.retain(|_, a| match a {
-                Attempt::InFlight => true,
-                Attempt::Won(_, at) => at.elapsed() < LEASED_KEPT,
-            });
-        }
-        match book.get(&key) {
+        book.prune();
+        match book.entries.get(&key) {
             Some(Attempt::InFlight) => return None,
             Some(Attempt::Won(ltok, at)) if *ltok > entry.ltok && at.elapsed() < LEASED_KEPT => {
                 return None;
             }
             _ => {}
         }
-        book.insert(key.clone(), Attempt::InFlight);
+        book.entries.insert(key.clone(), Attempt::InFlight);
         Some(Self {
             inner,
             key,
@@ -240,6 +263,7 @@ impl<'a> Leasing<'a> {
             .leasing
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .entries
             .insert(
                 self.key.clone(),
                 Attempt::Won(ltok, std::time::Instant::now()),
@@ -254,6 +278,7 @@ impl Drop for Leasing<'_> {
                 .leasing
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
+                .entries
                 .remove(&self.key);
         }
     }
@@ -690,4 +715,43 @@ pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Opt
         inner.floors.probed(started, firsts);
     }
     Ok(earliest.map(from_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn fill(book: &mut LeaseBook, from: usize, at: Instant) {
+        for n in from..from + 5000 {
+            let key = (format!("pk{n}"), "sk".to_string());
+            book.entries.insert(key, Attempt::Won(1, at));
+        }
+    }
+
+    #[test]
+    fn the_lease_book_drops_old_leases_at_most_once_a_second() {
+        let Some(long_ago) = Instant::now().checked_sub(LEASED_KEPT * 2) else {
+            return; // a machine up for less than two minutes cannot make an old instant
+        };
+        let mut book = LeaseBook::default();
+        fill(&mut book, 0, long_ago);
+        book.entries
+            .insert(("busy".into(), "sk".into()), Attempt::InFlight);
+        book.prune();
+        // Leases past LEASED_KEPT are gone; one still in flight stays.
+        assert_eq!(book.entries.len(), 1);
+        // Refilled at once: not swept again within the second.
+        fill(&mut book, 10_000, long_ago);
+        book.prune();
+        assert_eq!(book.entries.len(), 5001);
+        // A fresh book under the size bound is never swept.
+        let mut small = LeaseBook::default();
+        small
+            .entries
+            .insert(("a".into(), "b".into()), Attempt::Won(1, long_ago));
+        small.prune();
+        assert_eq!(small.entries.len(), 1);
+    }
 }

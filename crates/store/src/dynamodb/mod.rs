@@ -214,7 +214,7 @@ pub(super) struct Inner {
     floors: floors::Floors,
     /// Entries (pk, sk) a claim of this process is leasing or lately leased: a concurrent
     /// claim passes them by instead of racing it (`claim.rs`).
-    leasing: std::sync::Mutex<std::collections::HashMap<(String, String), claim::Attempt>>,
+    leasing: std::sync::Mutex<claim::LeaseBook>,
 }
 
 /// Where a claim came from: its entry's key and the lease counter it holds.
