@@ -194,6 +194,22 @@ fn fingerprint(req: &impl serde::Serialize) -> i64 {
     i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
+/// The target's service asked, where it can tell, whether a publish could ever land (a NATS
+/// subject no JetStream stream captures): a 422 on the field instead of a job that would only
+/// dead-letter.
+async fn deliverable(
+    state: &AppState,
+    target: &hourglass_core::Target,
+) -> Result<(), hourglass_core::ValidationError> {
+    state.targets.check_deliverable(target).await.map_err(|e| {
+        hourglass_core::ValidationError::new(
+            "invalid_target",
+            format!("target.{}.{}", target.kind(), e.field),
+            e.reason,
+        )
+    })
+}
+
 /// Hostnames already resolved and found allowed within one request: a batch of a thousand jobs
 /// to one endpoint resolves its host once, not a thousand times.
 type ResolvedHosts = std::collections::HashSet<(String, u16)>;
@@ -233,6 +249,9 @@ async fn validate_create(
             resolved.insert(host);
         }
     }
+    deliverable(state, &valid.spec.target)
+        .await
+        .map_err(within)?;
     Ok(NewJob {
         id: uuid::Uuid::now_v7(),
         namespace: principal.namespace.clone(),
@@ -500,6 +519,7 @@ async fn patch_job(
                 .check_resolved(&webhook.url, "target.webhook.url")
                 .await?;
         }
+        deliverable(&state, &target).await?;
         edit.target = Some(target);
     }
     if let Some(retry) = &patch.retry {

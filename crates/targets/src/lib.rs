@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hourglass_core::Occurrence;
+use hourglass_core::{Occurrence, Target};
 use hourglass_engine::{ClaimCheck, Deliverer, DeliveryResult, Verdict};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -45,7 +45,6 @@ enum Publisher {
 
 impl Publisher {
     async fn publish(&self, occ: &Occurrence, claim: &ClaimCheck) -> Verdict {
-        use hourglass_core::Target;
         match (self, &occ.spec.target) {
             (Publisher::Aws(aws), _) => aws.publish(occ, claim).await,
             (Publisher::Nats(nats), Target::Nats(t)) => nats.publish(t, occ).await,
@@ -64,6 +63,14 @@ struct PublishLabels {
     connection: String,
     /// `delivered`, `retry` or `rejected`.
     result: &'static str,
+}
+
+/// A target its service said it would refuse every publish to ([`Router::check_deliverable`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undeliverable {
+    /// The target's field at fault (`subject`).
+    pub field: &'static str,
+    pub reason: String,
 }
 
 /// What the API shows of a connection: its name, kind and this node's publish counts.
@@ -188,6 +195,33 @@ impl Router {
                 }
             })
             .collect()
+    }
+
+    /// Asks the target's service, where one question answers it, whether any publish to the
+    /// target could land; called when a job is created or its target changed, after the target
+    /// passed [`Connections::check_target`]. Today one case: a NATS subject that no JetStream
+    /// stream captures (JetStream refuses every such publish, so the job would only dead-letter).
+    /// `Ok` whenever the service cannot tell (down, slow, no permission): the publishes' own
+    /// verdicts decide then, as for every other kind.
+    pub async fn check_deliverable(&self, target: &Target) -> Result<(), Undeliverable> {
+        let (Target::Nats(nats), Some(name)) = (target, target.connection()) else {
+            return Ok(());
+        };
+        let Some(Publisher::Nats(publisher)) = self.publishers.get(name) else {
+            return Ok(());
+        };
+        match publisher.stream_captures(&nats.subject).await {
+            Some(false) => Err(Undeliverable {
+                field: "subject",
+                reason: format!(
+                    "no JetStream stream on the connection {name:?} captures the subject {:?}: \
+                     JetStream refuses publishes to it; create a stream whose subjects include \
+                     it (e.g. `nats stream add --subjects '{}'`), or ask the node's operator",
+                    nats.subject, nats.subject
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     async fn publish(&self, name: &str, occ: &Occurrence, claim: &ClaimCheck) -> Verdict {

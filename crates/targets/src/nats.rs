@@ -2,11 +2,21 @@
 //! delivery id, so a stream drops a redelivery inside its duplicate window; the occurrence's
 //! facts are `Hourglass-*` headers. Publishes from concurrent deliveries share one connection
 //! and are pipelined: each waits only for its own acknowledgement.
+//!
+//! A job's subject is checked when it is created ([`Nats::stream_captures`]): JetStream refuses a
+//! publish no stream captures, so such a job would only ever dead-letter. A found stream is
+//! remembered a minute; a server that is down, slow or will not say leaves the job to its
+//! publishes.
 
+use std::collections::HashMap;
 use std::error::Error as _;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, context::PublishErrorKind};
+use async_nats::jetstream::{
+    self,
+    context::{GetStreamByNameErrorKind, PublishErrorKind},
+};
 use hourglass_core::{NatsTarget, Occurrence};
 use hourglass_engine::Verdict;
 
@@ -14,7 +24,23 @@ use crate::envelope::{Meta, NATS_NAMES, payload};
 
 pub struct Nats {
     js: jetstream::Context,
+    /// Subjects a stream was found for lately, and when.
+    streams: Mutex<HashMap<String, Instant>>,
+    /// When the node began connecting: a create in the first moments waits for the connection.
+    opened: Instant,
 }
+
+/// How long a found stream is trusted (deleting it makes publishes fail and retry, as before).
+/// A missing one is asked about again at the next create, so a job created right after its
+/// stream is accepted.
+const FOUND_FOR: Duration = Duration::from_secs(60);
+/// Subjects remembered at most, per connection: tenants choose subjects, so the cache is bounded.
+const REMEMBERED: usize = 4096;
+/// The longest a create waits for the server's answer before taking the job unchecked.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// After the node starts, a create waits (up to [`PROBE_TIMEOUT`]) for the first connection,
+/// which is made in the background; later, a create on a lost connection does not wait.
+const FIRST_CONNECT: Duration = Duration::from_secs(5);
 
 impl Nats {
     /// Connects in the background: a server that is down at start is retried, and deliveries
@@ -29,7 +55,59 @@ impl Nats {
             .map_err(|e| format!("nats {url}: {e}"))?;
         let mut js = jetstream::new(client);
         js.set_timeout(timeout);
-        Ok(Self { js })
+        Ok(Self {
+            js,
+            streams: Mutex::new(HashMap::new()),
+            opened: Instant::now(),
+        })
+    }
+
+    /// Whether a JetStream stream captures `subject`: `Some(false)` only when the server said no
+    /// stream does. `None` when it cannot tell: not connected now (a create waits only for the
+    /// node's first connection, and only [`PROBE_TIMEOUT`]), no answer within [`PROBE_TIMEOUT`],
+    /// JetStream off, or no permission to list streams.
+    pub async fn stream_captures(&self, subject: &str) -> Option<bool> {
+        let now = Instant::now();
+        if let Some(&at) = self.remembered().get(subject)
+            && now.duration_since(at) < FOUND_FOR
+        {
+            return Some(true);
+        }
+        let asked = tokio::time::timeout(PROBE_TIMEOUT, async {
+            let connected =
+                || self.js.client().connection_state() == async_nats::connection::State::Connected;
+            if !connected() {
+                if now.duration_since(self.opened) > FIRST_CONNECT {
+                    return None;
+                }
+                while !connected() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            Some(self.js.stream_by_subject(subject).await)
+        });
+        match asked.await.ok().flatten() {
+            Some(Ok(_stream)) => {}
+            Some(Err(e)) if matches!(e.kind(), GetStreamByNameErrorKind::NotFound) => {
+                return Some(false);
+            }
+            Some(Err(_)) | None => return None,
+        }
+        let mut streams = self.remembered();
+        if streams.len() >= REMEMBERED {
+            streams.retain(|_, at| now.duration_since(*at) < FOUND_FOR);
+            if streams.len() >= REMEMBERED {
+                streams.clear();
+            }
+        }
+        streams.insert(subject.to_string(), now);
+        Some(true)
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.streams
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub async fn publish(&self, target: &NatsTarget, occ: &Occurrence) -> Verdict {

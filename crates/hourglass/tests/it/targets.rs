@@ -382,3 +382,72 @@ async fn a_sigkill_mid_run_loses_no_jetstream_publish_and_the_stream_drops_dupli
     assert_eq!(info.state.messages, jobs as u64);
     node.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_subject_no_stream_captures_is_refused_at_create_and_at_edit() {
+    let url = server("HOURGLASS_TEST_NATS_URL");
+    let js = jetstream::new(async_nats::connect(&url).await.unwrap());
+    let root = unique("hgprobe");
+    let nodes = Nodes::default();
+    let config = config_file(
+        &nodes.data_dir("probe").with_file_name(""),
+        "probe",
+        &format!("[connections.bus]\nkind = \"nats\"\nurl = \"{url}\"\n"),
+    );
+    let mut options = NodeOptions::embedded("probe");
+    options.args = vec!["--config".into(), config.display().to_string()];
+    let node = nodes.start(&options).await;
+    let job = |subject: &str| {
+        json!({
+            "type": "probe.test",
+            "schedule": {"at": rfc3339_ms(now_ms() + 3_600_000)},
+            "target": {"nats": {"connection": "bus", "subject": subject}},
+        })
+    };
+    let subject = format!("{root}.fired");
+
+    // No stream captures the subject yet: every publish would be refused, so the create is.
+    let (status, refused) = node.api.call("POST", "/v1/jobs", Some(job(&subject))).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"]["code"], "invalid_target");
+    assert_eq!(refused["error"]["field"], "target.nats.subject");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&subject), "{message}");
+    // A batch names the job at fault.
+    let (status, refused) = node
+        .api
+        .call(
+            "POST",
+            "/v1/jobs/batch",
+            Some(json!({"jobs": [job(&subject)]})),
+        )
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"]["field"], "jobs[0].target.nats.subject");
+    let (_, listed) = node.api.call("GET", "/v1/jobs", None).await;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 0, "{listed}");
+
+    // Once a stream captures it, the same job is taken at once (a refusal is not remembered).
+    js.create_stream(jetstream::stream::Config {
+        name: unique("HGPROBE"),
+        subjects: vec![format!("{root}.>")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (status, created) = node.api.call("POST", "/v1/jobs", Some(job(&subject))).await;
+    assert_eq!(status, 201, "{created}");
+
+    // An edit that moves the target off every stream is refused and changes nothing.
+    let id = created["id"].as_str().unwrap();
+    let elsewhere =
+        json!({"target": {"nats": {"connection": "bus", "subject": unique("hgnowhere")}}});
+    let (status, refused) = node
+        .api
+        .call("PATCH", &format!("/v1/jobs/{id}"), Some(elsewhere))
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"]["field"], "target.nats.subject");
+    let (_, unchanged) = node.api.call("GET", &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(unchanged["target"]["nats"]["subject"], subject.as_str());
+}
