@@ -12,11 +12,13 @@ import { ApiError, type JobTarget, type NewJob, type Target } from "@hourglass/c
 import { clientFor, type Node, startNode } from "./helpers.js";
 
 // Names and kinds only matter here; the AWS connection has static credentials and a local
-// endpoint so that nothing would leave the machine even if something were published.
+// endpoint so that nothing would leave the machine even if something were published. The NATS
+// connections point where nothing listens (the discard port), so the node cannot ask for streams
+// and takes the jobs, whatever runs on this machine's NATS port.
 const CONFIG = `
 [connections.bus]
 kind = "nats"
-url = "nats://127.0.0.1:4222"
+url = "nats://127.0.0.1:9"
 
 [connections.aws]
 kind = "aws"
@@ -35,7 +37,7 @@ url = "amqp://guest:guest@127.0.0.1:5672/%2f"
 
 [connections.elsewhere]
 kind = "nats"
-url = "nats://127.0.0.1:4222"
+url = "nats://127.0.0.1:9"
 namespaces = ["someone-else"]
 `;
 
