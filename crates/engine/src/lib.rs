@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod netguard;
 mod pipeline;
 pub mod queue;
+mod quotas;
 pub mod receipt;
 pub mod scheduler;
 pub mod signing;
@@ -40,9 +41,9 @@ use tokio_util::task::TaskTracker;
 pub use deliver::{ClaimCheck, Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
 pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
-pub use pipeline::rates::DeliveryQuotas;
 pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, ReceiptOutcome};
+pub use quotas::{NamespaceQuota, QuotaRefusal, Quotas};
 pub use receipt::Receipt;
 pub use scheduler::{JobEdit, JobRef, OpenBreaker, Scheduler};
 pub use signing::Secrets;
@@ -75,22 +76,19 @@ pub struct EngineConfig {
     /// millisecond and pipeline, so at 64 in flight one subject tops out near 50,000 publishes a
     /// second; a stalled one still holds at most this many slots, for at most the delivery timeout.
     pub connection_concurrency: usize,
-    /// `destination_concurrency` for namespaces the operator gave one of their own.
-    pub destination_concurrency_by_namespace: std::collections::HashMap<String, usize>,
     /// Most of the `delivery_concurrency` slots one namespace may hold; `None` is three
     /// quarters of them, so that a namespace whose deliveries hang to many destinations leaves
     /// a quarter of the node to the others.
     pub namespace_concurrency: Option<usize>,
-    /// `namespace_concurrency` for namespaces the operator gave one of their own.
-    pub namespace_concurrency_by_namespace: std::collections::HashMap<String, usize>,
     /// Consecutive failed deliveries to one namespace's destination (no answer, a timeout, a
     /// 5xx or a 429) that open its circuit breaker; 0 turns breakers off. A webhook batch counts
     /// as one delivery.
     pub breaker_failures: u32,
     /// How long an open breaker holds its destination's deliveries back before one probe goes.
     pub breaker_open_for: Duration,
-    /// The operator's quota of deliveries a second per namespace (none by default).
-    pub delivery_quotas: DeliveryQuotas,
+    /// The operator's quotas per namespace (none by default): create and delivery rates, stored
+    /// jobs, and a namespace's own `destination_concurrency` and `namespace_concurrency`.
+    pub quotas: Quotas,
     /// A recurring occurrence picked up later than this counts as missed (misfire policy).
     pub misfire_threshold: Duration,
     /// At shutdown, how long in-flight deliveries may take to finish.
@@ -128,12 +126,10 @@ impl Default for EngineConfig {
             delivery_concurrency: 512,
             destination_concurrency: 64,
             connection_concurrency: 256,
-            destination_concurrency_by_namespace: Default::default(),
             namespace_concurrency: None,
-            namespace_concurrency_by_namespace: Default::default(),
             breaker_failures: 10,
             breaker_open_for: Duration::from_secs(30),
-            delivery_quotas: DeliveryQuotas::default(),
+            quotas: Quotas::default(),
             misfire_threshold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             heartbeat_interval: Some(Duration::from_secs(5)),
@@ -263,6 +259,7 @@ impl Engine {
         due_hook: Option<Arc<dyn DueHook>>,
     ) -> Self {
         let (forget_tx, forget_rx) = mpsc::unbounded_channel();
+        let admission = Arc::new(quotas::Admission::new(config.quotas.clone()));
         let shared = Arc::new(Shared {
             due_hook,
             planner_wake: Notify::new(),
@@ -336,7 +333,7 @@ impl Engine {
         });
         tasks.close();
         Self {
-            scheduler: Scheduler::new(store_for_api, clock_for_api, shared, queues),
+            scheduler: Scheduler::new(store_for_api, clock_for_api, shared, queues, admission),
             stop,
             tasks,
             held,

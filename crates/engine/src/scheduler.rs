@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Shared;
 use crate::queue::Queues;
+use crate::quotas::{Admission, NamespaceQuota, QuotaRefusal};
 
 /// What a client changes in a job's definition; `None` keeps the current value. Each part is
 /// already validated.
@@ -64,6 +65,8 @@ pub struct Scheduler {
     clock: Arc<dyn Clock>,
     shared: Arc<Shared>,
     queues: Queues,
+    /// The operator's create quotas and what they have counted.
+    admission: Arc<Admission>,
 }
 
 impl Scheduler {
@@ -72,13 +75,41 @@ impl Scheduler {
         clock: Arc<dyn Clock>,
         shared: Arc<Shared>,
         queues: Queues,
+        admission: Arc<Admission>,
     ) -> Self {
         Self {
             store,
             clock,
             shared,
             queues,
+            admission,
         }
+    }
+
+    /// The operator's quotas for `namespace` ([`crate::Quotas::of`]).
+    pub fn quotas(&self, namespace: &str) -> NamespaceQuota {
+        self.admission.quotas.of(namespace)
+    }
+
+    /// Admits `jobs` creates in `namespace` under its `creates_per_second` on this node, or
+    /// refuses them all, taking nothing. Checked before [`Scheduler::admit_stored`].
+    pub fn admit_creates(&self, namespace: &str, jobs: usize) -> Result<(), QuotaRefusal> {
+        self.admission.creates(namespace, jobs)
+    }
+
+    /// Admits `jobs` new jobs in `namespace` if it stays within its `max_jobs`, or refuses them
+    /// all (`Ok(Err(..))`). The count is read from the store at most every 5 s, with this node's
+    /// creates added meanwhile.
+    pub async fn admit_stored(
+        &self,
+        namespace: &str,
+        jobs: usize,
+    ) -> Result<std::result::Result<(), QuotaRefusal>> {
+        if self.admission.needs_count(namespace) {
+            let stored = self.store.count_jobs(Some(namespace)).await?;
+            self.admission.counted(namespace, stored);
+        }
+        Ok(self.admission.stored(namespace, jobs))
     }
 
     /// The engine's clock: the API's "now" for validation and answers.

@@ -1462,16 +1462,26 @@ async fn an_open_breaker_holds_deliveries_back_without_spending_attempts() {
     rig.engine.shutdown().await;
 }
 
+/// Quotas with one namespace's own entry, set by `set`.
+fn quota(
+    namespace: &str,
+    set: impl FnOnce(&mut hourglass_engine::NamespaceQuota),
+) -> hourglass_engine::Quotas {
+    let mut own = hourglass_engine::NamespaceQuota::default();
+    set(&mut own);
+    hourglass_engine::Quotas {
+        default: Default::default(),
+        namespaces: [(namespace.to_string(), own)].into(),
+    }
+}
+
 /// The operator's delivery quota: `t` may start 10 deliveries a second (a burst of 10 at once),
 /// so 30 occurrences due together go out over two more seconds, in due order, while namespace
 /// `other`, without a quota, is delivered on time. Times are tokio's paused clock.
 #[tokio::test(start_paused = true)]
 async fn a_namespace_past_its_delivery_quota_waits_and_others_do_not() {
     let rig = rig_with(EngineConfig {
-        delivery_quotas: hourglass_engine::DeliveryQuotas {
-            default: None,
-            namespaces: [("t".to_string(), 10)].into(),
-        },
+        quotas: quota("t", |q| q.deliveries_per_second = Some(10)),
         ..quiet()
     });
     let now = rig.now();
@@ -1568,7 +1578,7 @@ async fn a_targets_rate_limit_spaces_its_destinations_deliveries() {
 async fn a_namespace_can_have_a_destination_cap_of_its_own() {
     let rig = rig_with(EngineConfig {
         destination_concurrency: 2,
-        destination_concurrency_by_namespace: [("wide".to_string(), 5)].into(),
+        quotas: quota("wide", |q| q.destination_concurrency = Some(5)),
         ..quiet()
     });
     let now = rig.now();
@@ -1651,10 +1661,7 @@ async fn a_cancel_reaches_occurrences_waiting_for_a_rate_limit() {
 #[tokio::test(start_paused = true)]
 async fn a_pause_reaches_occurrences_waiting_for_a_delivery_quota() {
     let rig = rig_with(EngineConfig {
-        delivery_quotas: hourglass_engine::DeliveryQuotas {
-            default: None,
-            namespaces: [("t".to_string(), 1)].into(),
-        },
+        quotas: quota("t", |q| q.deliveries_per_second = Some(1)),
         ..quiet()
     });
     let now = rig.now();

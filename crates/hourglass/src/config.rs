@@ -713,9 +713,10 @@ destination_concurrency = 8
         );
         assert_eq!(from_file.quotas.default.deliveries_per_second, Some(50));
         assert_eq!(from_file.quotas.default.max_jobs, Some(1_000_000));
-        assert_eq!(from_file.quotas.destination_caps()["acme"], 8);
-        // acme inherits the default delivery quota: the engine gets it by name.
-        assert_eq!(from_file.quotas.deliveries().namespaces["acme"], 50);
+        assert_eq!(from_file.quotas.of("acme").destination_concurrency, Some(8));
+        // acme inherits the default delivery quota and stored-jobs quota, field by field.
+        assert_eq!(from_file.quotas.of("acme").deliveries_per_second, Some(50));
+        assert_eq!(from_file.quotas.of("acme").max_jobs, Some(1_000_000));
         assert_eq!(from_file.limits.max_url_bytes, 16384);
         assert_eq!(from_file.limits.max_webhook_headers, 64);
         assert_eq!(from_file.limits.max_webhook_header_bytes, 65536);

@@ -26,7 +26,6 @@ use crate::extract::{
 };
 use crate::metrics::ApiMetrics;
 use crate::pages::{Paging, push_json};
-use crate::quotas::{CreateLimiter, JobsLimiter};
 use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
 
 /// What a single job's request body may hold besides its payload (type, schedule, target with
@@ -54,10 +53,6 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// The API's own metrics, in `registry` beside the engine's.
     pub metrics: ApiMetrics,
-    /// The operator's per-namespace create quotas.
-    pub create_quota: Arc<CreateLimiter>,
-    /// The operator's per-namespace stored-jobs quotas.
-    pub jobs_quota: Arc<JobsLimiter>,
     /// The bus and cloud connections, with this node's publish counts.
     pub targets: Arc<hourglass_targets::Router>,
     /// Bytes of request bodies held now, against the node's budget and each key's share.
@@ -269,11 +264,7 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
     let req: CreateJob =
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let job = validate_create(&state, &principal, req, None, &mut ResolvedHosts::new()).await?;
-    state.create_quota.admit(&principal.namespace, 1)?;
-    state
-        .jobs_quota
-        .admit(&state.scheduler, &principal.namespace, 1)
-        .await?;
+    crate::quotas::admit(&state.scheduler, &principal.namespace, 1).await?;
     let created = state.scheduler.create(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
@@ -301,11 +292,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
     for (i, req) in batch.jobs.into_iter().enumerate() {
         jobs.push(validate_create(&state, &principal, req, Some(i), &mut resolved).await?);
     }
-    state.create_quota.admit(&principal.namespace, jobs.len())?;
-    state
-        .jobs_quota
-        .admit(&state.scheduler, &principal.namespace, jobs.len())
-        .await?;
+    crate::quotas::admit(&state.scheduler, &principal.namespace, jobs.len()).await?;
     let created = state.scheduler.create(jobs).await.map_err(|e| match e {
         StoreError::KeyConflict { index, .. } => {
             ApiError::from(e).field(format!("jobs[{index}].key"))
@@ -823,11 +810,7 @@ async fn replay_dead_letter(
     {
         return Err(ApiError::not_found("dead letter"));
     }
-    state.create_quota.admit(&principal.namespace, 1)?;
-    state
-        .jobs_quota
-        .admit(&state.scheduler, &principal.namespace, 1)
-        .await?;
+    crate::quotas::admit(&state.scheduler, &principal.namespace, 1).await?;
     let created = state
         .scheduler
         .replay(&principal.namespace, id)

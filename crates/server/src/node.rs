@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState};
 use crate::auth::{ApiKeyConfig, Auth};
 use crate::metrics::ApiMetrics;
-use crate::quotas::{CreateLimiter, JobsLimiter, Quotas};
+use crate::quotas::Quotas;
 use crate::serve::{HttpConfig, serve};
 use crate::wire::Limits;
 
@@ -197,9 +197,7 @@ impl Parts {
             .map_err(StartError)?,
         );
         let mut engine_config = config.engine.clone();
-        engine_config.delivery_quotas = config.quotas.deliveries();
-        engine_config.destination_concurrency_by_namespace = config.quotas.destination_caps();
-        engine_config.namespace_concurrency_by_namespace = config.quotas.namespace_caps();
+        engine_config.quotas = config.quotas.clone();
         // Lease owners must differ between nodes sharing a store; a restarted node is a new
         // owner (its old claims lapse or were released).
         engine_config.node_id = unique_node_name();
@@ -244,8 +242,6 @@ impl Parts {
             registry: Arc::new(self.registry),
             metrics: self.api_metrics,
             ready,
-            create_quota: Arc::new(CreateLimiter::new(config.quotas.clone())),
-            jobs_quota: Arc::new(JobsLimiter::new(config.quotas.clone())),
             targets: self.targets,
             bodies: Arc::new(crate::budget::Budgets::new(config.limits.body_budget)),
         }

@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 use super::breakers::Admit;
 use super::destinations::{DestinationPermit, Destinations, Slot, WaitForSlot};
 use super::fair::{FairSlots, SlotPermit};
-use super::rates::DeliveryRates;
+use super::rates::Rates;
 use super::{Context, Finished, Stage, quarantined, settle};
 use crate::deliver::{ClaimCheck, DeliveryResult, Verdict};
 
@@ -52,12 +52,13 @@ impl Stage for Dispatcher {
             slots: FairSlots::new(
                 ctx.config.delivery_concurrency,
                 ctx.config.namespace_cap(),
-                ctx.config.namespace_concurrency_by_namespace.clone(),
+                ctx.config.quotas.namespace_caps(),
             ),
             destinations: Destinations::new(),
-            rates: DeliveryRates::new(ctx.config.delivery_quotas.clone()),
+            rates: Rates::default(),
         });
         let (slots, destinations) = (&gates.slots, &gates.destinations);
+        let any_delivery_rate = ctx.config.quotas.any_delivery_rate();
 
         let deliveries = TaskTracker::new();
         while let Some(occ) = due_rx.recv().await {
@@ -127,13 +128,15 @@ impl Stage for Dispatcher {
             // for its reserved start (the later of the two).
             let started = tokio::time::Instant::now();
             let mut wait = Duration::ZERO;
-            if gates.rates.any_quota() {
-                wait = gates.rates.reserve(&occ.namespace, started);
+            if any_delivery_rate
+                && let Some(rate) = ctx.config.quotas.of(&occ.namespace).deliveries_per_second
+            {
+                wait = gates.rates.reserve(&occ.namespace, rate, started);
             }
             if let (Some(route), Target::Webhook(webhook)) = (&route, &occ.spec.target)
                 && let Some(rate) = webhook.rate_limit
             {
-                wait = wait.max(gates.rates.reserve_at(&route.0, rate, started));
+                wait = wait.max(gates.rates.reserve(&route.0, rate, started));
             }
             if !wait.is_zero() {
                 deliveries.spawn(park(
@@ -214,9 +217,9 @@ fn destination_cap(ctx: &Context, occ: &Occurrence) -> usize {
         ctx.config.destination_concurrency
     };
     ctx.config
-        .destination_concurrency_by_namespace
-        .get(&*occ.namespace)
-        .copied()
+        .quotas
+        .of(&occ.namespace)
+        .destination_concurrency
         .unwrap_or(default)
 }
 
@@ -231,8 +234,8 @@ struct Gates {
     slots: Arc<FairSlots>,
     /// Slots per namespace and destination, taken before a delivery slot.
     destinations: Arc<Destinations>,
-    /// The operator's delivery quota per namespace, before either.
-    rates: DeliveryRates,
+    /// The namespaces' delivery quotas and the webhook targets' rate limits, before either.
+    rates: Rates,
 }
 
 impl Gates {

@@ -1,12 +1,14 @@
-//! Delivery rates: the operator's quota per namespace (at most `deliveries_per_second`
-//! deliveries a second start for a namespace on this node), and a webhook target's `rate_limit`
-//! (at most that many a second from a namespace to the target's destination, for a receiver with
-//! limits of its own). Each allows a burst of one second's worth. Past it, occurrences wait their
-//! turn (in the order they came due) instead of going out; nobody else is affected.
+//! One rate primitive for every rate the node keeps: a namespace's creates (refused past its
+//! quota with how long to wait: [`Rates::admit`]), its deliveries and a webhook target's
+//! `rate_limit` (waiting for a reserved start: [`Rates::reserve`]). Each allows a burst of one
+//! second's worth; past it, a delivery waits its turn (in the order it came due) and a create is
+//! refused; nobody else is affected.
 //!
-//! Each delivery reserves its start time (a generic cell rate algorithm: one theoretical arrival
-//! time per namespace, moved on by `1 / rate` per delivery), so waiting deliveries never race
-//! each other for tokens, and the wait is known at once.
+//! A generic cell rate algorithm: one theoretical arrival time per key, moved on by `1 / rate`
+//! per event, so waiting deliveries never race each other for tokens and a wait is known at
+//! once. A create is admitted while the key's budget holds any part of an event, and a batch of
+//! them goes into debt, paid back before the key's next: a batch is never refused for its size
+//! alone, and the long-run rate never exceeds the quota.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -14,57 +16,54 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Delivery quotas per namespace; `None` is unlimited.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeliveryQuotas {
-    pub default: Option<u32>,
-    pub namespaces: HashMap<String, u32>,
-}
-
-impl DeliveryQuotas {
-    fn rate(&self, namespace: &str) -> Option<u32> {
-        self.namespaces.get(namespace).copied().or(self.default)
-    }
-}
-
-/// Entries past which the map is swept of budgets that are full again.
+/// Entries past which the map is swept of keys whose budget is full again.
 const PRUNE_AT: usize = 4096;
 
-pub(crate) struct DeliveryRates {
-    quotas: DeliveryQuotas,
-    /// Per namespace with a quota, and per namespace and destination with a rate limit: when the
-    /// next delivery would start at the steady rate.
+#[derive(Default)]
+pub(crate) struct Rates {
+    /// Per key: when the next event would start at the steady rate.
     next: Mutex<HashMap<String, Instant>>,
 }
 
-impl DeliveryRates {
-    pub(crate) fn new(quotas: DeliveryQuotas) -> Self {
-        Self {
-            quotas,
-            next: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// One instant per namespace, each write whole: a poisoned lock is used as it is.
+impl Rates {
+    /// One instant per key, each write whole: a poisoned lock is used as it is.
     fn next(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
         self.next.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reserves a start for one delivery of `namespace`: how long it must wait first (zero to
-    /// go now).
-    pub(crate) fn reserve(&self, namespace: &str, now: Instant) -> Duration {
-        match self.quotas.rate(namespace) {
-            Some(rate) => self.reserve_at(namespace, rate, now),
-            None => Duration::ZERO,
+    /// Reserves a start for one event under `key`'s budget of `rate` a second: how long it must
+    /// wait first (zero to go now). Events of one key with different rates each count at their
+    /// own.
+    pub(crate) fn reserve(&self, key: &str, rate: u32, now: Instant) -> Duration {
+        match self.take(key, rate, 1, now, true) {
+            Ok(wait) | Err(wait) => wait,
         }
     }
 
-    /// Reserves a start for one delivery under `key`'s budget of `rate` a second (deliveries of
-    /// one key with different rates each count at their own).
-    pub(crate) fn reserve_at(&self, key: &str, rate: u32, now: Instant) -> Duration {
+    /// Takes `events` now under `key`'s budget of `rate` a second while the budget holds any
+    /// part of an event (as a token bucket admits while it is above zero), or answers how long
+    /// until it does, taking nothing.
+    pub(crate) fn admit(
+        &self,
+        key: &str,
+        rate: u32,
+        events: u32,
+        now: Instant,
+    ) -> Result<(), Duration> {
+        self.take(key, rate, events, now, false).map(drop)
+    }
+
+    fn take(
+        &self,
+        key: &str,
+        rate: u32,
+        events: u32,
+        now: Instant,
+        queue: bool,
+    ) -> Result<Duration, Duration> {
         let rate = rate.max(1);
         let interval = Duration::from_secs(1) / rate;
-        // A burst of one second's worth: `rate` deliveries may start at once.
+        // A burst of one second's worth: `rate` events may start at once.
         let tolerance = interval * (rate - 1);
         let mut next = self.next();
         // An entry in the past is a full burst again, the same as no entry: drop them when the
@@ -74,13 +73,15 @@ impl DeliveryRates {
         }
         let theoretical = next.get(key).copied().map_or(now, |t| t.max(now));
         let allowed_at = theoretical.checked_sub(tolerance).unwrap_or(now);
-        next.insert(key.to_string(), theoretical + interval);
-        allowed_at.saturating_duration_since(now)
-    }
-
-    /// Whether any namespace has a quota (so the dispatcher can skip the lock otherwise).
-    pub(crate) fn any_quota(&self) -> bool {
-        self.quotas.default.is_some() || !self.quotas.namespaces.is_empty()
+        let wait = allowed_at.saturating_duration_since(now);
+        if !queue && wait >= interval {
+            return Err(wait - interval);
+        }
+        next.insert(
+            key.to_string(),
+            theoretical + interval.saturating_mul(events.max(1)),
+        );
+        Ok(wait)
     }
 }
 
@@ -89,19 +90,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_burst_of_one_second_then_the_steady_rate() {
-        let rates = DeliveryRates::new(DeliveryQuotas {
-            default: None,
-            namespaces: HashMap::from([("acme".to_string(), 10)]),
-        });
+    fn deliveries_burst_one_second_then_wait_for_the_steady_rate() {
+        let rates = Rates::default();
         let t0 = Instant::now();
-        let waits: Vec<Duration> = (0..15).map(|_| rates.reserve("acme", t0)).collect();
+        let waits: Vec<Duration> = (0..15).map(|_| rates.reserve("acme", 10, t0)).collect();
         assert!(waits[..10].iter().all(|w| w.is_zero()), "{waits:?}");
         assert_eq!(waits[10], Duration::from_millis(100));
         assert_eq!(waits[14], Duration::from_millis(500));
-        assert!(rates.reserve("globex", t0).is_zero(), "no quota");
+        assert!(
+            rates.reserve("globex", 10, t0).is_zero(),
+            "a key of its own"
+        );
         // Idle for a while: the burst is available again.
         let later = t0 + Duration::from_secs(5);
-        assert!(rates.reserve("acme", later).is_zero());
+        assert!(rates.reserve("acme", 10, later).is_zero());
+    }
+
+    #[test]
+    fn creates_are_refused_past_the_burst_and_a_batch_is_paid_back_first() {
+        let rates = Rates::default();
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            assert_eq!(rates.admit("acme", 10, 1, t0), Ok(()));
+        }
+        // The eleventh of the second is refused and takes nothing; a moment later the budget
+        // holds part of an event again.
+        assert!(rates.admit("acme", 10, 1, t0).is_err());
+        assert!(rates.admit("acme", 10, 1, t0).is_err());
+        assert_eq!(
+            rates.admit("acme", 10, 1, t0 + Duration::from_millis(1)),
+            Ok(())
+        );
+        // A batch larger than the burst is admitted, then paid back before the next create.
+        let t1 = t0 + Duration::from_secs(2);
+        assert_eq!(rates.admit("acme", 10, 50, t1), Ok(()));
+        let refused = rates.admit("acme", 10, 1, t1 + Duration::from_secs(1));
+        assert_eq!(refused, Err(Duration::from_secs(3)));
+        assert!(
+            rates
+                .admit("acme", 10, 1, t1 + Duration::from_secs(4))
+                .is_err()
+        );
+        assert_eq!(
+            rates.admit("acme", 10, 1, t1 + Duration::from_millis(4001)),
+            Ok(())
+        );
     }
 }

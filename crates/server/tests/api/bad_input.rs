@@ -2850,6 +2850,45 @@ async fn a_namespace_past_its_create_quota_gets_429_and_changes_nothing() {
     node.shutdown().await;
 }
 
+/// A namespace's own quota entry overrides the default only in the fields it sets: one that
+/// sets only its destination cap is still held to the default create rate (it used to be let
+/// through unlimited).
+#[tokio::test]
+async fn a_namespace_entry_of_its_own_keeps_the_default_create_quota() {
+    use hourglass_server::quotas::{NamespaceQuota, Quotas};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::support::test_config(dir.path());
+    config.quotas = Quotas {
+        default: NamespaceQuota {
+            creates_per_second: Some(1),
+            ..NamespaceQuota::default()
+        },
+        namespaces: [(
+            "default".to_string(),
+            NamespaceQuota {
+                destination_concurrency: Some(4),
+                ..NamespaceQuota::default()
+            },
+        )]
+        .into(),
+    };
+    let node = crate::support::start_node_with(config).await;
+    let api = Api::new(node.addr());
+    let job = json!({"schedule": {"after": "1h"}, "target": {"queue": "q"}});
+    let (status, body) = api
+        .call(
+            "POST",
+            "/v1/jobs/batch",
+            Some(json!({"jobs": [job.clone(), job.clone(), job.clone()]})),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = api.call("POST", "/v1/jobs", Some(job)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    node.shutdown().await;
+}
+
 /// A namespace at its `max_jobs` gets `429 quota_exceeded` and nothing of the refused request is
 /// stored; another namespace creates as before.
 #[tokio::test]
