@@ -1,5 +1,5 @@
 //! Bus and cloud targets behind the engine's `Deliverer` seam. The operator declares named
-//! connections (`config.rs`); a job names one and what to publish to (`hourglass_core::Target`);
+//! connections (`config/`); a job names one and what to publish to (`hourglass_core::Target`);
 //! [`Router`] sends webhooks to the webhook deliverer and everything else to the connection's
 //! publisher: `aws/` (EventBridge, SQS, SNS, Lambda), `nats.rs` (JetStream), `redis.rs` (streams),
 //! `amqp.rs` (RabbitMQ). Services that take batches get them through the engine's `batch.rs`.
