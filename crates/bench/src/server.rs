@@ -1,5 +1,6 @@
-//! The node under test: a child process of this binary (`hourglass serve`, the default: its
-//! /proc figures are the server's alone), a node inside this process, or an existing node.
+//! The node under test: a child process running `hourglass serve` from the `hourglass` binary
+//! (the default: its /proc figures are the server's alone, and it is the binary users run), a
+//! node inside this process, or an existing node.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,6 +33,8 @@ pub struct ServerOptions {
     pub server_pid: Option<u32>,
     pub data_dir: Option<PathBuf>,
     pub in_process: bool,
+    /// The `hourglass` binary for the child; `None`: the one beside this executable.
+    pub server_bin: Option<PathBuf>,
     pub server_config: Option<PathBuf>,
     /// `hourglass serve --store` for the child; with it the data directory is not used.
     pub store: Option<String>,
@@ -46,6 +49,8 @@ enum Running {
 pub struct Server {
     pub base_url: String,
     pub mode: Mode,
+    /// A child's binary and what its `--version` says, to tell which build was measured.
+    pub binary: Option<String>,
     pid: Option<u32>,
     /// The embedded store's directory; `None` for an external node without --data-dir and for a
     /// node on another store.
@@ -81,6 +86,7 @@ impl Server {
             return Ok(Self {
                 base_url: url.trim_end_matches('/').to_string(),
                 mode: Mode::External,
+                binary: None,
                 pid: opts.server_pid,
                 data_dir: opts.data_dir.clone(),
                 log: None,
@@ -107,6 +113,7 @@ impl Server {
             return Ok(Self {
                 base_url: format!("http://{}", node.addr()),
                 mode: Mode::InProcess,
+                binary: None,
                 pid: Some(std::process::id()),
                 data_dir: Some(data_dir),
                 log: None,
@@ -115,10 +122,20 @@ impl Server {
                 _work: work,
             });
         }
-        let exe = std::env::current_exe().context("cannot find this executable")?;
+        let exe = server_binary(opts.server_bin.as_deref())?;
         let log = work.path().join("server.log");
         let log_file = std::fs::File::create(&log).context("cannot create the server log")?;
-        let mut command = Command::new(exe);
+        let version = Command::new(&exe)
+            .arg("--version")
+            .output()
+            .await
+            .with_context(|| format!("cannot run `{} --version`", exe.display()))?;
+        let binary = format!(
+            "{} ({})",
+            exe.display(),
+            String::from_utf8_lossy(&version.stdout).trim()
+        );
+        let mut command = Command::new(&exe);
         command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
@@ -138,7 +155,7 @@ impl Server {
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true)
             .spawn()
-            .context("cannot start `hourglass serve`")?;
+            .with_context(|| format!("cannot start `{} serve`", exe.display()))?;
         let pid = child.id();
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut lines = BufReader::new(stdout).lines();
@@ -175,6 +192,7 @@ impl Server {
         Ok(Self {
             base_url,
             mode: Mode::Child,
+            binary: Some(binary),
             pid,
             data_dir: opts.store.is_none().then_some(data_dir),
             log: Some(log),
@@ -268,6 +286,24 @@ impl Server {
             }
         }
     }
+}
+
+/// The `hourglass` binary the child node runs: the one asked for, else the one in this
+/// executable's directory (`cargo build -p hourglass -p hourglass-bench` puts both there).
+fn server_binary(asked: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = asked {
+        return Ok(path.to_path_buf());
+    }
+    let me = std::env::current_exe().context("cannot find this executable")?;
+    let beside = me.with_file_name("hourglass");
+    if !beside.is_file() {
+        bail!(
+            "no hourglass binary beside this one ({}): build it with `cargo build -p hourglass` \
+             (with --release for a release bench), or name one with --server-bin",
+            beside.display()
+        );
+    }
+    Ok(beside)
 }
 
 fn checkpoint_and_measure(dir: &Path) -> anyhow::Result<u64> {
