@@ -346,12 +346,24 @@ fn push_line(log: &Mutex<Vec<String>>, line: String) {
         }
     }
     // The node the bench starts has no API keys on purpose; its notice about that is expected.
-    if plain.contains("development mode: no api keys configured") {
+    if plain.contains("development mode: no api keys configured") || is_announcement(&plain) {
         return;
     }
     log.lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .push(plain);
+}
+
+/// Whether a line is one that `serve` prints after its listening line to say where the dashboard
+/// and the metrics are (plain text, or the message of a JSON event), not a log event.
+fn is_announcement(line: &str) -> bool {
+    const PREFIXES: [&str; 2] = ["dashboard: ", "hourglass serving metrics on "];
+    let event = serde_json::from_str::<serde_json::Value>(line).ok();
+    let message = event
+        .as_ref()
+        .and_then(|event| event["fields"]["message"].as_str())
+        .unwrap_or(line);
+    PREFIXES.iter().any(|prefix| message.starts_with(prefix))
 }
 
 /// The child's log: its stdout (tracing) lines, then its stderr (panics, if any).
@@ -429,6 +441,28 @@ mod tests {
             "WARN development mode: no api keys configured, ...".into(),
         );
         assert_eq!(*log.lock().unwrap(), vec![" WARN stale lease".to_string()]);
+    }
+
+    /// `serve`'s dashboard and metrics lines are not warnings: the report counts only the rest.
+    #[test]
+    fn serve_announcements_are_not_log_lines() {
+        let log = super::Mutex::new(Vec::new());
+        for line in [
+            "dashboard: http://127.0.0.1:7070/",
+            "hourglass serving metrics on http://127.0.0.1:9090/metrics",
+            r#"{"timestamp":"2026-11-28T12:00:00Z","level":"INFO","fields":{"message":"dashboard: http://127.0.0.1:7070/"},"target":"hourglass"}"#,
+            r#"{"level":"WARN","fields":{"message":"stale lease"}}"#,
+            "see the dashboard: it is at /",
+        ] {
+            super::push_line(&log, line.into());
+        }
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![
+                r#"{"level":"WARN","fields":{"message":"stale lease"}}"#.to_string(),
+                "see the dashboard: it is at /".to_string(),
+            ]
+        );
     }
 
     #[test]
