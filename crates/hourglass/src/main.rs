@@ -17,7 +17,6 @@ macro_rules! outln {
 }
 
 mod backup;
-mod bench;
 mod client;
 mod config;
 mod lambda;
@@ -101,11 +100,6 @@ enum Command {
     ///
     /// Run it on the node's machine, as the user the node runs as.
     Backup(backup::BackupArgs),
-    /// Load-test a node over its HTTP API and account for every fire.
-    ///
-    /// Scenarios: burst, sustained, far-future, cron, noisy-neighbour. Starts its own node unless
-    /// given --url.
-    Bench(bench::BenchArgs),
     /// Generate an API key and the SHA-256 hash to put in the config file.
     Key {
         #[command(subcommand)]
@@ -265,7 +259,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),
-        Command::Bench(args) => runtime.block_on(bench::run(args)),
         Command::Key {
             command: KeyCommand::Generate,
         } => {

@@ -137,7 +137,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One message as `hourglass bench` creates it (`--target queue`, or a webhook): a one-off, due
+/// One message as `hourglass-bench` creates it (`--target queue`, or a webhook): a one-off, due
 /// already. A `pad` makes its payload that much larger.
 fn message(i: usize, now: Timestamp, webhook: bool, pad: &str) -> NewJob {
     let due = now - Duration::from_millis(1);

@@ -8,7 +8,7 @@
 //! Needs `HOURGLASS_TEST_DATABASE_URL` (a server where its user may create databases);
 //! `scripts/test` provides it. Without it these tests fail, they do not skip. Run with
 //! `--nocapture` to see the figures (lateness, takeover times); they are printed, never
-//! asserted: `hourglass bench` measures them.
+//! asserted: `hourglass-bench` measures them.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! What the test knows it was promised (acknowledged jobs, and creates answered with an error),
 //! and the accounting that holds the receiver's deliveries against it.
 //!
-//! `hourglass bench` has an accounting of its own (`src/bench/accounting.rs`), but it cannot
-//! serve here: it lives in the binary (whose modules its tests cannot import), and it only
+//! `hourglass-bench` has an accounting of its own (`crates/bench/src/accounting.rs`), but it
+//! cannot serve here: it lives in a binary crate (whose modules no test can import), and it only
 //! counts, per delivery id. These tests need the evidence per job: which job is missing, which
 //! payload arrived, whether a job came under two delivery ids, and whether a delivery of an
 //! unknown job belongs to a create that was refused but committed anyway.

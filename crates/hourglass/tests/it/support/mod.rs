@@ -70,7 +70,7 @@ pub fn percentile(sorted: &[i64], q: f64) -> i64 {
 }
 
 /// "n=… p50=… p99=… max=…" of lateness figures in ms, printed for whoever reads the output; no
-/// test asserts on them (`hourglass bench` measures lateness).
+/// test asserts on them (`hourglass-bench` measures lateness).
 pub fn summary(values: &mut [i64]) -> String {
     values.sort_unstable();
     format!(

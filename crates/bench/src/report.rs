@@ -309,7 +309,7 @@ pub fn to_json(r: &Report) -> Value {
 pub fn print(r: &Report, json: bool) {
     let mut lines = Vec::new();
     lines.push(format!(
-        "hourglass bench {} (hourglass {}, store {}, {}, target {})",
+        "hourglass-bench {} (hourglass {}, store {}, {}, target {})",
         r.scenario,
         env!("CARGO_PKG_VERSION"),
         r.store,

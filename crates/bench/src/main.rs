@@ -1,14 +1,24 @@
-//! `hourglass bench`: load-tests a node over its public HTTP API and accounts for every fire.
+//! `hourglass-bench`: load-tests a node over its public HTTP API and accounts for every fire.
 //!
 //! The bench runs a webhook receiver of its own on loopback, measures what that receiver can take
 //! (so it is known not to be the bottleneck), starts a node (by default `hourglass serve` as a
-//! child process of this same binary, so the node's memory and CPU figures are its own), submits a
-//! workload through POST /v1/jobs/batch, and holds what the receiver saw against what it
-//! submitted: executed, missing, duplicate and early deliveries, and lateness per occurrence.
-//! With `--target queue` the jobs target a pull queue instead, and long-polling workers take the
-//! receiver's place: what they lease is accounted the same way (lateness is then due → leased).
+//! child process, from the `hourglass` binary beside this one, so the node's memory and CPU
+//! figures are its own and the node is the binary users run), submits a workload through POST
+//! /v1/jobs/batch, and holds what the receiver saw against what it submitted: executed, missing,
+//! duplicate and early deliveries, and lateness per occurrence. With `--target queue` the jobs
+//! target a pull queue instead, and long-polling workers take the receiver's place: what they
+//! lease is accounted the same way (lateness is then due → leased).
+//!
+//! A binary of its own, not a subcommand of `hourglass`: its receiver, progress bars, SQLite
+//! checkpoint and bus readers are no part of what users install.
+
+/// The allocator the `hourglass` binary runs on, so that a node run inside this process
+/// (`--in-process`) allocates as it does in production.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod accounting;
+mod args;
 mod blackhole;
 mod consumers;
 mod receiver;
@@ -21,209 +31,23 @@ mod workers;
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
-use clap::{Args, ValueEnum};
+use anyhow::{Context, bail};
+use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use accounting::{DeliveryKey, Receipt, account};
+use args::{BenchArgs, Scenario, Target};
 use receiver::Receiver;
 use recorder::Recorder;
 use server::{ProcStats, Server, ServerOptions};
 use submit::{Api, JobWriter, Submitted};
 use workers::{WorkerOptions, Workers};
 
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    /// The workload to run.
-    #[arg(value_enum)]
-    scenario: Scenario,
-    /// Jobs to create [default: burst 100000, far-future 1000000, cron 10000, noisy-neighbour
-    /// 5000 (the healthy namespace's), or 40 with --destinations; sustained creates rate × hold
-    /// jobs per step].
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Where the jobs' occurrences go: webhooks to the bench's receiver, or the pull queue
-    /// `bench`, leased by the bench's workers (lateness is then due → leased).
-    #[arg(long, value_enum, default_value_t = Target::Webhook)]
-    target: Target,
-    /// --target webhook: deliver in batches of up to this many occurrences a request (the
-    /// target's `batch.max_items`, 1 to 1000); the receiver counts each item.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
-    webhook_batch: Option<u16>,
-    /// --target queue: long-polling lease loops (and as many tasks acking their receipts);
-    /// --target sqs: receive loops.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
-    /// --target nats|redis|sqs: the server the node publishes to and the bench reads from: a
-    /// NATS URL [default nats://127.0.0.1:4222], a Redis URL [default redis://127.0.0.1:6379],
-    /// or an SQS endpoint that takes any credentials, such as moto's server (required for sqs:
-    /// the bench creates and deletes a queue there). The bench writes the node's
-    /// `[connections.bench]` itself.
-    #[arg(long)]
-    bus_url: Option<String>,
-    /// --target queue: most messages one lease asks for (the API takes 1 to 1000).
-    #[arg(long, default_value_t = 1000)]
-    lease_max: usize,
-    /// noisy-neighbour: one-offs of the noisy namespace, shared round-robin by its misbehaving
-    /// destinations [default: 2000, or 200 a destination with --destinations].
-    #[arg(long)]
-    slow_jobs: Option<usize>,
-    /// noisy-neighbour: how the noisy namespace's receivers misbehave.
-    #[arg(long, value_enum, default_value_t = blackhole::SlowMode::Hang)]
-    slow: blackhole::SlowMode,
-    /// noisy-neighbour: the noisy namespace's distinct destinations (loopback listeners on ports
-    /// of their own, each with its own slots at the node). Given, the other flags default to 200
-    /// noisy one-offs a destination and 40 healthy ones, all due at the same millisecond
-    /// [default: one destination, due times spread over 20 s].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
-    destinations: Option<u16>,
-    /// burst and noisy-neighbour: the due times are spread evenly over this window, which opens
-    /// 5 s after the start [default: 20s; noisy-neighbour with --destinations: all due at once].
-    #[arg(long, value_parser = duration_arg)]
-    spread: Option<Duration>,
-    /// sustained: how long each fire-rate step is held.
-    #[arg(long, default_value = "30s", value_parser = duration_arg)]
-    hold: Duration,
-    /// sustained: a step is held while lateness p99 stays at or under this.
-    #[arg(long, default_value = "100ms", value_parser = duration_arg)]
-    p99_limit: Duration,
-    /// sustained: the fire rates (per second) to step through, lowest first.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1000,2000,5000,10000,20000,40000,80000,160000"
-    )]
-    rates: Vec<u64>,
-    /// far-future: the idle window over which the server's CPU use is measured.
-    #[arg(long, default_value = "30s", value_parser = duration_arg)]
-    idle: Duration,
-    /// cron: how long the every-second jobs are watched.
-    #[arg(long, default_value = "30s", value_parser = duration_arg)]
-    duration: Duration,
-    /// Also print the figures as one JSON object, on the last line of stdout.
-    #[arg(long)]
-    json: bool,
-    /// Bench an existing node at this base URL instead of starting one. It must allow webhook
-    /// targets in 127.0.0.0/8 (the bench's receiver listens on loopback).
-    #[arg(long)]
-    url: Option<String>,
-    /// API key (Bearer) for the node at --url.
-    #[arg(long, requires = "url")]
-    api_key: Option<String>,
-    /// The process id of the node at --url, to report its memory and CPU (null otherwise).
-    #[arg(long, requires = "url")]
-    server_pid: Option<u32>,
-    /// Data directory of the node the bench starts [default: a fresh temporary directory,
-    /// removed afterwards]. With --url: the node's directory, to measure the store's size.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// Run the node inside the bench's own process instead of as a child process. Its memory
-    /// and CPU figures then include the bench's receiver and submitters.
-    #[arg(long, conflicts_with = "url")]
-    in_process: bool,
-    /// Config file for the node the bench starts (`hourglass serve --config`).
-    #[arg(long, conflicts_with_all = ["url", "in_process"])]
-    server_config: Option<PathBuf>,
-    /// Store of the node(s) the bench starts, handed on as `hourglass serve --store`, e.g.
-    /// postgres://user@host/db [default: the embedded store in --data-dir].
-    #[arg(long, conflicts_with_all = ["url", "in_process"])]
-    store: Option<String>,
-    /// Nodes to start on --store (more than one needs a shared store such as PostgreSQL); the
-    /// submitters are spread over them round-robin. Memory and CPU are summed over the nodes.
-    #[arg(long, default_value_t = 1)]
-    nodes: usize,
-    /// Batch requests in flight at once.
-    #[arg(long, default_value_t = 4)]
-    submitters: usize,
-    /// Jobs per batch request (the API takes 1 to 1000).
-    #[arg(long, default_value_t = 1000)]
-    batch: usize,
-    /// Give every job a payload of about this many bytes (a JSON object with one string; 0: no
-    /// payload, 16 to 262144 otherwise). Batch requests then carry fewer jobs when 1,000 would
-    /// not fit in 8 MiB.
-    #[arg(long, default_value_t = 0, value_parser = payload_bytes_arg)]
-    payload_bytes: usize,
-    /// Ask for every job whole in batch answers. By default the submitters send `Prefer:
-    /// return=minimal` and get each job's id, state and due time only.
-    #[arg(long)]
-    full_batch_responses: bool,
-    /// After the last due time, how long to keep waiting for occurrences still missing.
-    #[arg(long, default_value = "60s", value_parser = duration_arg)]
-    drain_timeout: Duration,
-    /// How long the receiver's ceiling is measured before the run.
-    #[arg(long, default_value = "2s", value_parser = duration_arg)]
-    ceiling_time: Duration,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
-    /// N one-off jobs due over a short window.
-    Burst,
-    /// Steps the fire rate up until lateness p99 exceeds --p99-limit or fires go missing.
-    Sustained,
-    /// N jobs due 1 to 30 days ahead: idle CPU and bytes per job.
-    FarFuture,
-    /// N every-second cron jobs: every occurrence once.
-    Cron,
-    /// A healthy namespace's one-offs alone, then again beside a noisy namespace's one-offs to
-    /// receivers that hang (or fail, or throttle): the healthy namespace's lateness both times.
-    /// --destinations N spreads the noisy one-offs over N receivers on ports of their own.
-    NoisyNeighbour,
-}
-
-/// Where the bench's jobs send their occurrences.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Target {
-    /// POST to the bench's webhook receiver on loopback.
-    Webhook,
-    /// The pull queue `bench`, leased and acked by the bench's workers.
-    Queue,
-    /// A JetStream stream on --bus-url, read by a core NATS subscriber.
-    Nats,
-    /// A Redis stream on --bus-url, read with XREAD.
-    Redis,
-    /// An SQS queue at --bus-url (an emulator such as moto), read by --workers receive loops.
-    Sqs,
-}
-
-impl Target {
-    fn name(self) -> &'static str {
-        match self {
-            Target::Webhook => "webhook",
-            Target::Queue => "queue",
-            Target::Nats => "nats",
-            Target::Redis => "redis",
-            Target::Sqs => "sqs",
-        }
-    }
-
-    fn is_bus(self) -> bool {
-        matches!(self, Target::Nats | Target::Redis | Target::Sqs)
-    }
-}
-
 /// The queue `--target queue` jobs go to.
 const QUEUE: &str = "bench";
-
-impl Scenario {
-    fn name(self) -> &'static str {
-        match self {
-            Scenario::Burst => "burst",
-            Scenario::Sustained => "sustained",
-            Scenario::FarFuture => "far-future",
-            Scenario::Cron => "cron",
-            Scenario::NoisyNeighbour => "noisy-neighbour",
-        }
-    }
-}
-
-fn duration_arg(text: &str) -> Result<Duration, String> {
-    hourglass_core::duration::parse_duration(text, "duration").map_err(|e| e.message)
-}
 
 /// Wall clock, unix ms: the same clock the node stamps due times with.
 pub(crate) fn now_ms() -> i64 {
@@ -277,55 +101,29 @@ pub(crate) struct Bench {
     progress: Progress,
 }
 
-/// What the flags cannot ask for together, or at all.
-fn check_flags(args: &BenchArgs) -> anyhow::Result<()> {
-    if !(1..=1000).contains(&args.batch) {
-        bail!("--batch must be between 1 and 1000");
+fn main() -> std::process::ExitCode {
+    let args = BenchArgs::parse();
+    // A combination of flags it cannot run is a usage error: exit 2, as for clap's own.
+    if let Err(e) = args::check_flags(&args) {
+        eprintln!("error: {e:#}");
+        return std::process::ExitCode::from(2);
     }
-    if args.jobs == Some(0) {
-        bail!("--jobs must be at least 1");
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .and_then(|runtime| runtime.block_on(run(args)));
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the cause chain joined.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
-    if args.scenario == Scenario::Sustained && args.rates.contains(&0) {
-        bail!("--rates must be positive");
-    }
-    if !(1..=1000).contains(&args.lease_max) {
-        bail!("--lease-max must be between 1 and 1000");
-    }
-    if args.workers == 0 {
-        bail!("--workers must be at least 1");
-    }
-    if args.scenario == Scenario::NoisyNeighbour && args.target != Target::Webhook {
-        bail!("noisy-neighbour runs with webhook targets only");
-    }
-    if args.destinations.is_some() && args.scenario != Scenario::NoisyNeighbour {
-        bail!("--destinations applies to noisy-neighbour only");
-    }
-    if args.webhook_batch.is_some() && args.target != Target::Webhook {
-        bail!("--webhook-batch applies to webhook targets only");
-    }
-    if args.nodes == 0 {
-        bail!("--nodes must be at least 1");
-    }
-    if args.target.is_bus() && args.server_config.is_some() {
-        bail!(
-            "with --target {} the bench writes the node's config file itself (its [connections.bench]); leave out --server-config",
-            args.target.name()
-        );
-    }
-    if args.target == Target::Sqs && args.bus_url.is_none() {
-        bail!(
-            "--target sqs needs --bus-url: an SQS endpoint such as moto's server (http://127.0.0.1:PORT)"
-        );
-    }
-    if args.nodes > 1 && args.store.is_none() {
-        bail!("--nodes above 1 needs a shared --store (the embedded store is one node's)");
-    }
-    Ok(())
 }
 
-pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    // A combination of flags it cannot run is a usage error (exit 2).
-    check_flags(&args).map_err(|e| crate::usage(format!("{e:#}")))?;
+async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.in_process {
         init_in_process_logging();
     }
@@ -393,6 +191,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         server_pid: args.server_pid,
         data_dir: args.data_dir.clone(),
         in_process: args.in_process,
+        server_bin: args.server_bin.clone(),
         server_config,
         store: args.store.clone(),
     };
@@ -414,6 +213,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .map(|s| s.base_url.clone())
                 .collect(),
         );
+    }
+    if let Some(binary) = &server.binary {
+        eprintln!("node binary: {binary}");
     }
     let more = if more_servers.is_empty() {
         String::new()
@@ -711,14 +513,6 @@ fn batch_size(asked: usize, payload: usize) -> usize {
     asked.min(BODY / (payload + JOB_WITHOUT_PAYLOAD)).max(1)
 }
 
-fn payload_bytes_arg(text: &str) -> Result<usize, String> {
-    let bytes: usize = text.parse().map_err(|e| format!("{e}"))?;
-    match bytes {
-        0 | 16..=262_144 => Ok(bytes),
-        _ => Err("0 (no payload) or 16 to 262144 bytes".into()),
-    }
-}
-
 /// The most receipts that arrived within one wall-clock second.
 fn peak_per_second(receipts: &[Receipt]) -> Option<u64> {
     let mut per_second: HashMap<i64, u64> = HashMap::new();
@@ -750,8 +544,5 @@ mod tests {
         assert_eq!(batch_size(1000, 16_384), 504);
         assert_eq!(batch_size(1000, 262_144), 31);
         assert_eq!(batch_size(10, 262_144), 10);
-        assert_eq!(payload_bytes_arg("0"), Ok(0));
-        assert!(payload_bytes_arg("15").is_err());
-        assert!(payload_bytes_arg("262145").is_err());
     }
 }

@@ -1,5 +1,6 @@
-//! The node under test: a child process of this binary (`hourglass serve`, the default: its
-//! /proc figures are the server's alone), a node inside this process, or an existing node.
+//! The node under test: a child process running `hourglass serve` from the `hourglass` binary
+//! (the default: its /proc figures are the server's alone, and it is the binary users run), a
+//! node inside this process, or an existing node.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,6 +33,8 @@ pub struct ServerOptions {
     pub server_pid: Option<u32>,
     pub data_dir: Option<PathBuf>,
     pub in_process: bool,
+    /// The `hourglass` binary for the child; `None`: the one beside this executable.
+    pub server_bin: Option<PathBuf>,
     pub server_config: Option<PathBuf>,
     /// `hourglass serve --store` for the child; with it the data directory is not used.
     pub store: Option<String>,
@@ -46,6 +49,8 @@ enum Running {
 pub struct Server {
     pub base_url: String,
     pub mode: Mode,
+    /// A child's binary and what its `--version` says, to tell which build was measured.
+    pub binary: Option<String>,
     pid: Option<u32>,
     /// The embedded store's directory; `None` for an external node without --data-dir and for a
     /// node on another store.
@@ -81,6 +86,7 @@ impl Server {
             return Ok(Self {
                 base_url: url.trim_end_matches('/').to_string(),
                 mode: Mode::External,
+                binary: None,
                 pid: opts.server_pid,
                 data_dir: opts.data_dir.clone(),
                 log: None,
@@ -107,6 +113,7 @@ impl Server {
             return Ok(Self {
                 base_url: format!("http://{}", node.addr()),
                 mode: Mode::InProcess,
+                binary: None,
                 pid: Some(std::process::id()),
                 data_dir: Some(data_dir),
                 log: None,
@@ -115,10 +122,20 @@ impl Server {
                 _work: work,
             });
         }
-        let exe = std::env::current_exe().context("cannot find this executable")?;
+        let exe = server_binary(opts.server_bin.as_deref())?;
         let log = work.path().join("server.log");
         let log_file = std::fs::File::create(&log).context("cannot create the server log")?;
-        let mut command = Command::new(exe);
+        let version = Command::new(&exe)
+            .arg("--version")
+            .output()
+            .await
+            .with_context(|| format!("cannot run `{} --version`", exe.display()))?;
+        let binary = format!(
+            "{} ({})",
+            exe.display(),
+            String::from_utf8_lossy(&version.stdout).trim()
+        );
+        let mut command = Command::new(&exe);
         command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
@@ -138,7 +155,7 @@ impl Server {
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true)
             .spawn()
-            .context("cannot start `hourglass serve`")?;
+            .with_context(|| format!("cannot start `{} serve`", exe.display()))?;
         let pid = child.id();
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut lines = BufReader::new(stdout).lines();
@@ -175,6 +192,7 @@ impl Server {
         Ok(Self {
             base_url,
             mode: Mode::Child,
+            binary: Some(binary),
             pid,
             data_dir: opts.store.is_none().then_some(data_dir),
             log: Some(log),
@@ -270,6 +288,24 @@ impl Server {
     }
 }
 
+/// The `hourglass` binary the child node runs: the one asked for, else the one in this
+/// executable's directory (`cargo build -p hourglass -p hourglass-bench` puts both there).
+fn server_binary(asked: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = asked {
+        return Ok(path.to_path_buf());
+    }
+    let me = std::env::current_exe().context("cannot find this executable")?;
+    let beside = me.with_file_name("hourglass");
+    if !beside.is_file() {
+        bail!(
+            "no hourglass binary beside this one ({}): build it with `cargo build -p hourglass` \
+             (with --release for a release bench), or name one with --server-bin",
+            beside.display()
+        );
+    }
+    Ok(beside)
+}
+
 fn checkpoint_and_measure(dir: &Path) -> anyhow::Result<u64> {
     let db = dir.join("hourglass.db");
     let conn =
@@ -310,12 +346,24 @@ fn push_line(log: &Mutex<Vec<String>>, line: String) {
         }
     }
     // The node the bench starts has no API keys on purpose; its notice about that is expected.
-    if plain.contains("development mode: no api keys configured") {
+    if plain.contains("development mode: no api keys configured") || is_announcement(&plain) {
         return;
     }
     log.lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .push(plain);
+}
+
+/// Whether a line is one that `serve` prints after its listening line to say where the dashboard
+/// and the metrics are (plain text, or the message of a JSON event), not a log event.
+fn is_announcement(line: &str) -> bool {
+    const PREFIXES: [&str; 2] = ["dashboard: ", "hourglass serving metrics on "];
+    let event = serde_json::from_str::<serde_json::Value>(line).ok();
+    let message = event
+        .as_ref()
+        .and_then(|event| event["fields"]["message"].as_str())
+        .unwrap_or(line);
+    PREFIXES.iter().any(|prefix| message.starts_with(prefix))
 }
 
 /// The child's log: its stdout (tracing) lines, then its stderr (panics, if any).
@@ -393,6 +441,28 @@ mod tests {
             "WARN development mode: no api keys configured, ...".into(),
         );
         assert_eq!(*log.lock().unwrap(), vec![" WARN stale lease".to_string()]);
+    }
+
+    /// `serve`'s dashboard and metrics lines are not warnings: the report counts only the rest.
+    #[test]
+    fn serve_announcements_are_not_log_lines() {
+        let log = super::Mutex::new(Vec::new());
+        for line in [
+            "dashboard: http://127.0.0.1:7070/",
+            "hourglass serving metrics on http://127.0.0.1:9090/metrics",
+            r#"{"timestamp":"2026-11-28T12:00:00Z","level":"INFO","fields":{"message":"dashboard: http://127.0.0.1:7070/"},"target":"hourglass"}"#,
+            r#"{"level":"WARN","fields":{"message":"stale lease"}}"#,
+            "see the dashboard: it is at /",
+        ] {
+            super::push_line(&log, line.into());
+        }
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![
+                r#"{"level":"WARN","fields":{"message":"stale lease"}}"#.to_string(),
+                "see the dashboard: it is at /".to_string(),
+            ]
+        );
     }
 
     #[test]
