@@ -70,7 +70,7 @@ pub struct ConnectionList {
 #[serde(deny_unknown_fields)]
 pub struct RotateSecret {
     /// `"24h"` (default), up to 7 days; `"0s"` drops the old secret at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub overlap: Option<String>,
 }
 
