@@ -146,3 +146,6 @@ pub(crate) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 ) -> Result<Option<Option<T>>, D::Error> {
     Ok(Some(Option::deserialize(d)?))
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use hourglass_client::api::TargetOut;
 use hourglass_client::{
     JobFilter, JobState, LeaseOptions, MessageStatus, NewJob, Receipt, Retry, Schedule, Target,
 };
@@ -53,8 +54,8 @@ async fn jobs_round_trip_through_the_typed_client() {
         .await
         .unwrap();
     assert_eq!(created.state, JobState::Active);
-    assert_eq!(created.target, json!({"queue": "reports"}));
-    assert_eq!(created.payload, json!({"report_id": 7}));
+    assert_eq!(created.target, TargetOut::Queue("reports".into()));
+    assert_eq!(created.payload_value(), json!({"report_id": 7}));
     assert!(created.next_due_at.is_some());
 
     assert_eq!(client.get_job(created.id).await.unwrap().id, created.id);
