@@ -8,10 +8,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, parse_retry_after};
+use hourglass_api::{
+    AckRequest, ErrorBody, ExtendRequest, LeaseRequest, LeaseResult, NackRequest, NodeList,
+    QueueList,
+};
+
 use crate::types::{
-    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, LeaseAnswer, LeaseBody,
-    LeaseOptions, Message, NewJob, Node, NodeList, QueueList, QueueMessagePage, QueueStats,
-    Receipt, ReceiptResults, ReceiptsBody, RunPage, SigningSecret, millis,
+    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, LeaseOptions, Message, NewJob,
+    Node, QueueMessagePage, QueueStats, Receipt, ReceiptResults, RunPage, SigningSecret, millis,
 };
 
 /// A request without a long poll gets this long for the whole exchange.
@@ -106,12 +110,12 @@ impl Client {
     /// Leases up to `options.max` messages, long-polling up to `options.wait` when none is
     /// available. An empty list means the wait ran out.
     pub async fn lease(&self, queue: &str, options: &LeaseOptions) -> Result<Vec<Message>, Error> {
-        let answer: LeaseAnswer = self
+        let answer: LeaseResult<'static> = self
             .send(
                 Method::POST,
                 &["v1", "queues", queue, "lease"],
                 &[],
-                Some(&LeaseBody::from(options)),
+                Some(&LeaseRequest::from(options)),
                 REQUEST_TIMEOUT + options.wait,
             )
             .await?;
@@ -120,10 +124,8 @@ impl Client {
 
     /// Completes the messages (a recurring job moves to its next occurrence).
     pub async fn ack(&self, queue: &str, receipts: &[Receipt]) -> Result<ReceiptResults, Error> {
-        let body = ReceiptsBody {
-            receipts,
-            delay_ms: None,
-            visibility_ms: None,
+        let body = AckRequest {
+            receipts: receipts.to_vec(),
         };
         self.receipts(queue, "ack", &body).await
     }
@@ -136,10 +138,9 @@ impl Client {
         receipts: &[Receipt],
         delay: Option<Duration>,
     ) -> Result<ReceiptResults, Error> {
-        let body = ReceiptsBody {
-            receipts,
+        let body = NackRequest {
+            receipts: receipts.to_vec(),
             delay_ms: delay.map(millis),
-            visibility_ms: None,
         };
         self.receipts(queue, "nack", &body).await
     }
@@ -151,10 +152,9 @@ impl Client {
         receipts: &[Receipt],
         visibility: Duration,
     ) -> Result<ReceiptResults, Error> {
-        let body = ReceiptsBody {
-            receipts,
-            delay_ms: None,
-            visibility_ms: Some(millis(visibility)),
+        let body = ExtendRequest {
+            receipts: receipts.to_vec(),
+            visibility_ms: millis(visibility),
         };
         self.receipts(queue, "extend", &body).await
     }
@@ -163,7 +163,7 @@ impl Client {
         &self,
         queue: &str,
         verb: &str,
-        body: &ReceiptsBody<'_>,
+        body: &impl Serialize,
     ) -> Result<ReceiptResults, Error> {
         self.send(
             Method::POST,
@@ -440,19 +440,8 @@ fn method_writes(method: &Method) -> bool {
 }
 
 fn error_from_answer(status: u16, url: &Url, body: &[u8], retry_after: Option<Duration>) -> Error {
-    #[derive(serde::Deserialize)]
-    struct Envelope {
-        error: Body,
-    }
-    #[derive(serde::Deserialize)]
-    struct Body {
-        code: String,
-        #[serde(default)]
-        message: String,
-        field: Option<String>,
-    }
-    match serde_json::from_slice::<Envelope>(body) {
-        Ok(Envelope { error }) => Error::Api {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(ErrorBody { error }) => Error::Api {
             status,
             code: error.code,
             message: error.message,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// The code the server gives a receipt whose lease expired and was taken by another consumer.
-pub const STALE_RECEIPT: &str = "stale_receipt";
+pub use hourglass_api::STALE_RECEIPT;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

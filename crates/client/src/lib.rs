@@ -23,8 +23,12 @@
 //! # }
 //! ```
 //!
-//! **Architecture Invariant:** this crate knows the API only as JSON over HTTP; it depends on no
-//! other Hourglass crate, so it can be published and versioned on its own.
+//! The shapes it reads back are the API contract's (`hourglass_api`, re-exported as [`api`]);
+//! what it sends is built with Rust's types ([`NewJob`], [`LeaseOptions`], ...).
+//!
+//! **Architecture Invariant:** this crate knows the API only as JSON over HTTP; of Hourglass it
+//! depends on the contract crate `hourglass-api` alone (nothing of the server, engine or store),
+//! so it can be published and versioned with the contract.
 
 mod client;
 mod error;
@@ -33,9 +37,13 @@ pub mod worker;
 
 pub use client::Client;
 pub use error::{Error, STALE_RECEIPT};
+/// The API contract: every request and answer shape, the error body and its codes.
+pub use hourglass_api as api;
+pub use hourglass_api::Payload;
 pub use types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState, LeaseOptions,
     Message, MessageStatus, Misfire, NewJob, Node, QueueMessage, QueueMessagePage, QueueStats,
-    Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunPage, Schedule, SigningSecret, Target,
+    Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunOutcome, RunPage, Schedule,
+    SigningSecret, Target,
 };
 pub use worker::{HandlerError, HandlerResult, Job, Worker, WorkerBuilder};

@@ -1,15 +1,37 @@
-//! The API's JSON shapes as Rust types: what the client sends (jobs, schedules, targets) and what
-//! it reads back (jobs, queue messages, receipt results, queue counts, dead letters). Durations
-//! are `std::time::Duration` here and become `"90s"` strings or `_ms` integers only on the wire.
+//! What the client sends, as builders with Rust's types (jobs, schedules, targets, lease
+//! options, job filters): durations are `std::time::Duration` here and become `"90s"` strings or
+//! `_ms` integers only on the wire. What it reads back is the API contract's shapes
+//! (`hourglass_api`), under the names this crate has always used (`JobInfo` is a
+//! `hourglass_api::Job`, `QueueStats` a `hourglass_api::Queue`, ...).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
+pub use hourglass_api::{
+    JobState, Node, QueueMessageStatus as MessageStatus, Receipt, ReceiptFailure, ReceiptResults,
+    Run, RunList as RunPage, RunOutcome, SigningSecret,
+};
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 use uuid::Uuid;
+
+/// One leased occurrence of a job.
+pub type Message = hourglass_api::Message<'static>;
+/// A job as the node shows it.
+pub type JobInfo = hourglass_api::Job<'static>;
+/// One page of jobs.
+pub type JobPage = hourglass_api::JobList<'static>;
+/// An occurrence that failed its last attempt.
+pub type DeadLetter = hourglass_api::DeadLetter<'static>;
+/// One page of dead letters.
+pub type DeadLetterPage = hourglass_api::DeadLetterList<'static>;
+/// A queue's counts.
+pub type QueueStats = hourglass_api::Queue;
+/// A queue's message as a listing shows it.
+pub type QueueMessage = hourglass_api::QueueMessage<'static>;
+/// One page of a queue's messages, oldest first.
+pub type QueueMessagePage = hourglass_api::QueueMessageList<'static>;
 
 /// `Duration` → `"1h 30m"` (jiff's friendly format, which the server's duration parser reads).
 /// Sub-millisecond parts are dropped: the server refuses them.
@@ -23,47 +45,8 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `Option<Duration>` as an optional integer of milliseconds.
-mod opt_millis {
-    use super::*;
-
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        d.map(millis).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Queues
-
-/// An opaque lease token: the proof that this consumer holds the message. Ack, nack and extend
-/// take it back.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Receipt(pub String);
-
-impl fmt::Display for Receipt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<String> for Receipt {
-    fn from(s: String) -> Self {
-        Receipt(s)
-    }
-}
-
-impl From<&str> for Receipt {
-    fn from(s: &str) -> Self {
-        Receipt(s.to_owned())
-    }
-}
 
 /// What a lease asks for. The server's bounds: `max` 1..=1000, `wait` ≤ 20 s, `visibility`
 /// 1 s..=12 h, at most 32 `types`; the client passes values through and lets the server judge.
@@ -90,192 +73,15 @@ impl Default for LeaseOptions {
     }
 }
 
-#[derive(Serialize)]
-pub(crate) struct LeaseBody<'a> {
-    pub max: u32,
-    pub wait_ms: u64,
-    pub visibility_ms: u64,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    pub types: &'a [String],
-}
-
-impl<'a> From<&'a LeaseOptions> for LeaseBody<'a> {
-    fn from(o: &'a LeaseOptions) -> Self {
+impl From<&LeaseOptions> for hourglass_api::LeaseRequest {
+    fn from(o: &LeaseOptions) -> Self {
         Self {
-            max: o.max,
-            wait_ms: millis(o.wait),
-            visibility_ms: millis(o.visibility),
-            types: &o.types,
+            max: Some(o.max),
+            wait_ms: Some(millis(o.wait)),
+            visibility_ms: Some(millis(o.visibility)),
+            types: (!o.types.is_empty()).then(|| o.types.clone()),
         }
     }
-}
-
-#[derive(Deserialize)]
-pub(crate) struct LeaseAnswer {
-    pub messages: Vec<Message>,
-}
-
-#[derive(Serialize)]
-pub(crate) struct ReceiptsBody<'a> {
-    pub receipts: &'a [Receipt],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delay_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub visibility_ms: Option<u64>,
-}
-
-/// One leased occurrence of a job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    pub job_id: Uuid,
-    #[serde(rename = "type")]
-    pub job_type: Option<String>,
-    /// The job's payload; `null` when it has none.
-    #[serde(default)]
-    pub payload: Value,
-    /// `<job id without hyphens>_<due unix ms>`: the same on every redelivery of this
-    /// occurrence, so consumers that must act once deduplicate on it.
-    pub delivery_id: String,
-    /// 1-based; grows with each nack or expired lease.
-    pub attempt: u32,
-    pub max_attempts: u32,
-    pub due_at: Timestamp,
-    pub visible_until: Timestamp,
-    pub receipt: Receipt,
-}
-
-/// The answer to ack, nack and extend: each receipt either succeeded or failed on its own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReceiptResults {
-    pub succeeded: Vec<Receipt>,
-    pub failed: Vec<ReceiptFailure>,
-    /// Extend only: when the extended messages become visible again (the node's clock).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub visible_until: Option<Timestamp>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReceiptFailure {
-    pub receipt: Receipt,
-    pub code: String,
-    #[serde(default)]
-    pub message: String,
-}
-
-impl ReceiptFailure {
-    /// The lease expired and another consumer leased the message since.
-    pub fn is_stale_receipt(&self) -> bool {
-        self.code == crate::error::STALE_RECEIPT
-    }
-}
-
-/// A namespace's current webhook signing secret (`Client::signing_secret`). Its `Debug` leaves
-/// the secret out.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SigningSecret {
-    pub namespace: String,
-    /// `whsec_` and the base64 of the key: what a receiver verifies deliveries with.
-    pub signing_secret: String,
-    /// Until when deliveries also carry a signature by the secret the last rotation replaced.
-    pub previous_valid_until: Option<Timestamp>,
-}
-
-impl std::fmt::Debug for SigningSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SigningSecret")
-            .field("namespace", &self.namespace)
-            .field("signing_secret", &"<redacted>")
-            .field("previous_valid_until", &self.previous_valid_until)
-            .finish()
-    }
-}
-
-/// A live node of the cluster, as its latest heartbeat said (`Client::list_nodes`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Node {
-    /// The node's id, its name in leases.
-    pub id: String,
-    pub version: String,
-    pub started_at: Timestamp,
-    pub last_heartbeat: Timestamp,
-    /// Occurrences the node held claimed at its latest heartbeat, by its own count.
-    pub claims_held: u64,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct NodeList {
-    pub nodes: Vec<Node>,
-}
-
-/// A queue's counts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueStats {
-    pub name: String,
-    /// Due and waiting to be leased.
-    pub available: u64,
-    /// Leased, not yet acked, nacked or expired.
-    pub in_flight: u64,
-    /// Not yet due.
-    pub scheduled: u64,
-    /// How long the oldest available message has been waiting.
-    #[serde(rename = "oldest_available_age_ms", with = "opt_millis", default)]
-    pub oldest_available_age: Option<Duration>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct QueueList {
-    pub queues: Vec<QueueStats>,
-    /// The last queue of this page when more follow.
-    #[serde(default)]
-    pub next_cursor: Option<String>,
-}
-
-/// Where a queue's message stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MessageStatus {
-    /// Due and waiting for a lease (a lapsed lease included).
-    Available,
-    /// Not due yet, or waiting out a nack's delay.
-    Scheduled,
-    /// Held by a worker until `leased_until`.
-    Leased,
-    /// A status this client does not know yet.
-    #[serde(other)]
-    Unknown,
-}
-
-/// A queue's message as [`Client::queue_messages`](crate::Client::queue_messages) lists it: an
-/// active job targeting the queue. It has no receipt: only the worker holding a lease settles it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueMessage {
-    pub job_id: Uuid,
-    pub key: Option<String>,
-    #[serde(rename = "type")]
-    pub job_type: Option<String>,
-    pub status: MessageStatus,
-    pub due_at: Timestamp,
-    /// When a lease can take it; `None` while leased.
-    pub available_at: Option<Timestamp>,
-    /// While leased: when the lease lapses unless its worker settles or extends it first.
-    pub leased_until: Option<Timestamp>,
-    /// Failed attempts of this occurrence so far (nacks, lapsed leases).
-    pub failed_attempts: u32,
-    pub max_attempts: u32,
-    pub delivery_id: String,
-    /// Why the latest failed attempt failed.
-    pub last_error: Option<String>,
-    #[serde(default)]
-    pub payload: Value,
-    pub created_at: Timestamp,
-}
-
-/// One page of a queue's messages, oldest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueMessagePage {
-    pub messages: Vec<QueueMessage>,
-    /// Present when there may be more: pass it as the next call's `cursor`.
-    pub next_cursor: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,32 +321,6 @@ impl Serialize for Misfire {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    Active,
-    Paused,
-    Completed,
-    Failed,
-    Cancelled,
-    /// A state this client does not know yet.
-    #[serde(other)]
-    Unknown,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Active => "active",
-            JobState::Paused => "paused",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-            JobState::Unknown => "unknown",
-        }
-    }
-}
-
 /// How a request names a job: by its id, or by the `key` it was created with. A key names the job
 /// of the namespace that holds it now (a cancelled job gives its key up). Every job method takes
 /// either: `client.get_job(id)` or `client.get_job(JobRef::key("nightly-export"))`.
@@ -574,37 +354,6 @@ impl From<&Uuid> for JobRef {
     fn from(id: &Uuid) -> Self {
         JobRef::Id(*id)
     }
-}
-
-/// A job as the node shows it. Schedule, target, retry and misfire are kept as the node's JSON:
-/// they are for display, and the node's normalised form (an `after` shown as its `at`) is not
-/// what one builds a job from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobInfo {
-    pub id: Uuid,
-    pub namespace: String,
-    pub key: Option<String>,
-    #[serde(rename = "type")]
-    pub job_type: Option<String>,
-    pub state: JobState,
-    pub schedule: Value,
-    pub target: Value,
-    #[serde(default)]
-    pub payload: Value,
-    #[serde(default)]
-    pub retry: Value,
-    #[serde(default)]
-    pub misfire: Value,
-    pub next_due_at: Option<Timestamp>,
-    pub attempt: u32,
-    /// The error of the latest failed attempt (at most 1 KiB), until an occurrence is delivered.
-    /// (`None` from a node older than this field, too.)
-    #[serde(default)]
-    pub last_error: Option<String>,
-    pub runs: u64,
-    pub skipped: u64,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
 }
 
 /// Filters for listing jobs; `cursor` is the `next_cursor` of the previous page.
@@ -648,57 +397,6 @@ impl JobFilter {
         }
         pairs
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobPage {
-    pub jobs: Vec<JobInfo>,
-    /// Present when there may be more: pass it as the next filter's `cursor`.
-    pub next_cursor: Option<String>,
-}
-
-/// One delivery attempt of a job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Run {
-    pub delivery_id: String,
-    pub due_at: Timestamp,
-    pub attempt: u32,
-    pub started_at: Timestamp,
-    pub latency_ms: Option<u64>,
-    pub status_code: Option<u16>,
-    pub error: Option<String>,
-    pub outcome: String,
-}
-
-/// One page of a job's runs, newest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunPage {
-    pub runs: Vec<Run>,
-    /// Present when there may be older runs: pass it as the next call's `cursor`.
-    pub next_cursor: Option<String>,
-}
-
-/// An occurrence that failed its last attempt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeadLetter {
-    pub id: String,
-    pub job_id: Uuid,
-    pub delivery_id: String,
-    pub due_at: Timestamp,
-    pub attempts: u32,
-    pub reason: String,
-    #[serde(rename = "type")]
-    pub job_type: Option<String>,
-    pub target: Value,
-    #[serde(default)]
-    pub payload: Value,
-    pub created_at: Timestamp,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeadLetterPage {
-    pub dead_letters: Vec<DeadLetter>,
-    pub next_cursor: Option<String>,
 }
 
 #[cfg(test)]
@@ -757,7 +455,7 @@ mod tests {
     fn lease_body_omits_empty_types() {
         let options = LeaseOptions::default();
         assert_eq!(
-            serde_json::to_value(LeaseBody::from(&options)).unwrap(),
+            serde_json::to_value(hourglass_api::LeaseRequest::from(&options)).unwrap(),
             json!({"max": 10, "wait_ms": 0, "visibility_ms": 30000})
         );
     }
@@ -777,14 +475,14 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(message.receipt, Receipt::from("r-1"));
-        assert_eq!(message.payload, Value::Null);
+        assert_eq!(message.payload, None);
         let stats: QueueStats = serde_json::from_value(json!({
             "name": "emails", "available": 3, "in_flight": 1, "scheduled": 10,
             "oldest_available_age_ms": 1200,
         }))
         .unwrap();
         assert_eq!(
-            stats.oldest_available_age,
+            stats.oldest_available_age(),
             Some(Duration::from_millis(1200))
         );
         let empty: QueueStats = serde_json::from_value(json!({
@@ -792,6 +490,6 @@ mod tests {
             "oldest_available_age_ms": null,
         }))
         .unwrap();
-        assert_eq!(empty.oldest_available_age, None);
+        assert_eq!(empty.oldest_available_age(), None);
     }
 }

@@ -6,8 +6,10 @@ mod common;
 
 use std::time::Duration;
 
+use hourglass_client::api::TargetOut;
 use hourglass_client::{
-    JobFilter, JobState, LeaseOptions, MessageStatus, NewJob, Receipt, Retry, Schedule, Target,
+    JobFilter, JobState, LeaseOptions, MessageStatus, NewJob, Receipt, Retry, RunOutcome, Schedule,
+    Target,
 };
 use serde_json::json;
 
@@ -53,8 +55,8 @@ async fn jobs_round_trip_through_the_typed_client() {
         .await
         .unwrap();
     assert_eq!(created.state, JobState::Active);
-    assert_eq!(created.target, json!({"queue": "reports"}));
-    assert_eq!(created.payload, json!({"report_id": 7}));
+    assert_eq!(created.target, TargetOut::Queue("reports".into()));
+    assert_eq!(created.payload_value(), json!({"report_id": 7}));
     assert!(created.next_due_at.is_some());
 
     assert_eq!(client.get_job(created.id).await.unwrap().id, created.id);
@@ -178,9 +180,16 @@ async fn nacking_the_last_attempt_makes_a_dead_letter() {
     let message = lease_n(client, "fragile", 1).await.remove(0);
     assert_eq!((message.attempt, message.max_attempts), (1, 1));
     client
-        .nack("fragile", &[message.receipt], None)
+        .nack("fragile", std::slice::from_ref(&message.receipt), None)
         .await
         .unwrap();
+
+    // The attempt is in the job's history as the contract's outcome, with the leased delivery id.
+    let runs = client.job_runs(job.id, None, None).await.unwrap();
+    assert_eq!(runs.runs.len(), 1);
+    assert_eq!(runs.runs[0].outcome, RunOutcome::DeadLetter);
+    assert_eq!(runs.runs[0].delivery_id, message.delivery_id);
+    assert_eq!(runs.next_cursor, None);
 
     let letters = client.list_dead_letters(None, None).await.unwrap();
     let letter = letters
@@ -188,6 +197,8 @@ async fn nacking_the_last_attempt_makes_a_dead_letter() {
         .iter()
         .find(|d| d.job_id == job.id)
         .expect("a dead letter for the job");
+    assert_eq!(letter.target, TargetOut::Queue("fragile".into()));
+    assert_eq!(letter.job_type.as_deref(), Some("x"));
     assert_eq!(
         client.get_dead_letter(&letter.id).await.unwrap().id,
         letter.id
@@ -291,6 +302,10 @@ async fn the_signing_secret_is_read_without_rotating_it() {
     assert_eq!(first.previous_valid_until, None);
     assert!(!format!("{first:?}").contains(&first.signing_secret));
     assert_eq!(t.client.signing_secret().await.unwrap(), first);
+    // The node itself, as its heartbeat said (no keys: development mode takes any request).
+    let nodes = t.client.list_nodes().await.unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0].version, env!("CARGO_PKG_VERSION"));
 
     let rotated: serde_json::Value = reqwest::Client::new()
         .post(format!("http://{}/v1/signing-secret", t.node.addr()))

@@ -11,12 +11,15 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use hourglass_api::{
+    BatchCreate, BatchCreated, Breaker, BreakerList, Connection, ConnectionList, CreateJob,
+    DeadLetterList, JobListQuery, NodeList, PageQuery, PatchJob, PreviewRequest, Published,
+    RotateSecret, RunList, SigningSecret, Status,
+};
 use hourglass_core::{JobId, JobState};
 use hourglass_engine::{JobEdit, Scheduler, Secrets, TargetPolicy};
 use hourglass_store::{Created, JobQuery, NewJob, RunCursor, StoreError, Transition};
 use prometheus_client::registry::Registry;
-use serde::Deserialize;
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::auth::{Auth, Principal};
@@ -26,7 +29,7 @@ use crate::extract::{
 };
 use crate::metrics::ApiMetrics;
 use crate::pages::{Paging, push_json};
-use crate::wire::{self, BatchCreate, CreateJob, Limits, PatchJob, PreviewRequest};
+use crate::wire::{self, Limits};
 
 /// What a single job's request body may hold besides its payload (type, schedule, target with
 /// its headers, retry, misfire, key): the body of a create or edit is refused above
@@ -156,10 +159,6 @@ pub fn metrics_router(state: AppState) -> Router {
 
 pub(crate) type ApiResult = Result<Response, ApiError>;
 
-fn json_response(status: StatusCode, body: Value) -> Response {
-    (status, axum::Json(body)).into_response()
-}
-
 pub(crate) fn typed_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
     (status, axum::Json(body)).into_response()
 }
@@ -227,9 +226,13 @@ async fn validate_create(
         Some(i) => e.within(&format!("jobs[{i}]")),
     };
     let now = state.scheduler.now();
-    let valid = req
-        .validate(now, &state.limits, state.target_rules(&principal.namespace))
-        .map_err(within)?;
+    let valid = wire::job(
+        &req,
+        now,
+        &state.limits,
+        state.target_rules(&principal.namespace),
+    )
+    .map_err(within)?;
     if let hourglass_core::Target::Webhook(webhook) = &valid.spec.target {
         let host = (
             webhook.url.host_str().unwrap_or_default().to_string(),
@@ -319,7 +322,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
             .iter()
             .map(|c| wire::job_brief(c.record(), matches!(c, Created::New(_))))
             .collect();
-        let body = BatchOut {
+        let body = BatchCreated {
             created: new_count,
             jobs,
         };
@@ -342,7 +345,7 @@ async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: B
     let size_hint = 64 + created.len() * 640;
     Ok(sized_response(
         status,
-        &BatchOut {
+        &BatchCreated {
             created: new_count,
             jobs,
         },
@@ -371,33 +374,13 @@ fn prefers_minimal(headers: &HeaderMap) -> bool {
         })
 }
 
-#[derive(serde::Serialize)]
-struct BatchOut<T> {
-    created: usize,
-    jobs: Vec<T>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    state: Option<String>,
-    #[serde(rename = "type")]
-    job_type: Option<String>,
-    due_before: Option<String>,
-    due_after: Option<String>,
-    cursor: Option<String>,
-    limit: Option<usize>,
-    /// `true` includes each job's payload; a listing leaves payloads out by default.
-    payload: Option<bool>,
-}
-
 async fn list_jobs(
     State(state): State<AppState>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let q: ListQuery = parse_query(query)?;
+    let q: JobListQuery = parse_query(query)?;
     let instant = |v: &Option<String>, field: &str| -> Result<_, ApiError> {
         v.as_deref()
             .map(|s| {
@@ -447,12 +430,11 @@ async fn list_jobs(
             },
             |j: &hourglass_store::JobRecord| j.id,
             |j, buf| {
-                let out = wire::job_out(j);
-                if with_payload {
-                    push_json(buf, &out)
-                } else {
-                    push_json(buf, &out.without_payload())
+                let mut out = wire::job_out(j);
+                if !with_payload {
+                    out.payload = None;
                 }
+                push_json(buf, &out)
             },
         )
         .await?;
@@ -491,12 +473,16 @@ async fn patch_job(
         edit.job_type = Some(job_type);
     }
     if let Some(schedule) = &patch.schedule {
-        let schedule = schedule.validate(now, &state.limits)?;
+        let schedule = wire::schedule(schedule, now, &state.limits)?;
         let first_due = wire::first_due(&schedule, now)?;
         edit.schedule = Some((schedule, first_due));
     }
     if let Some(target) = &patch.target {
-        let target = target.validate(state.target_rules(&principal.namespace), &state.limits)?;
+        let target = wire::target(
+            target,
+            state.target_rules(&principal.namespace),
+            &state.limits,
+        )?;
         if let Some(Some(payload)) = &patch.payload {
             wire::check_payload(&target, Some(payload))?;
         }
@@ -510,10 +496,10 @@ async fn patch_job(
         edit.target = Some(target);
     }
     if let Some(retry) = &patch.retry {
-        edit.retry = Some(retry.validate()?);
+        edit.retry = Some(wire::retry(retry)?);
     }
     if let Some(misfire) = &patch.misfire {
-        edit.misfire = Some(misfire.validate()?);
+        edit.misfire = Some(wire::misfire(misfire)?);
     }
     if let Some(value) = &patch.payload {
         edit.payload = Some(wire::encode_payload(value.as_ref(), &state.limits)?);
@@ -626,13 +612,6 @@ fn idempotency_key(headers: &HeaderMap, limits: &Limits) -> Result<Option<String
     Ok(Some(key.to_owned()))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LimitQuery {
-    limit: Option<usize>,
-    cursor: Option<String>,
-}
-
 async fn job_runs(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -641,7 +620,7 @@ async fn job_runs(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let job = parse_job_ref(&id, &state.limits)?;
-    let q: LimitQuery = parse_query(query)?;
+    let q: PageQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
     let before = parse_cursor(q.cursor.as_deref(), RunCursor::parse)?;
     let runs = state
@@ -651,9 +630,12 @@ async fn job_runs(
     let next_cursor = (runs.len() == limit)
         .then(|| runs.last().map(|r| r.cursor.encode()))
         .flatten();
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::OK,
-        json!({"runs": runs.iter().map(wire::run_out).collect::<Vec<_>>(), "next_cursor": next_cursor}),
+        &RunList {
+            next_cursor,
+            runs: runs.iter().map(wire::run_out).collect(),
+        },
     ))
 }
 
@@ -673,7 +655,7 @@ async fn list_dead_letters(
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let q: LimitQuery = parse_query(query)?;
+    let q: PageQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
     let after = parse_cursor(q.cursor.as_deref(), |c| c.parse::<i64>().ok())?;
     let letters = state
@@ -683,25 +665,28 @@ async fn list_dead_letters(
     let next_cursor = (letters.len() == limit)
         .then(|| letters.last().map(|d| d.id.to_string()))
         .flatten();
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::OK,
-        json!({"dead_letters": letters.iter().map(wire::dead_letter_out).collect::<Vec<_>>(), "next_cursor": next_cursor}),
+        &DeadLetterList {
+            dead_letters: letters.iter().map(wire::dead_letter_out).collect(),
+            next_cursor,
+        },
     ))
 }
 
 /// The namespace's destinations whose circuit breaker is open on this node.
 async fn list_open_breakers(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let breakers: Vec<Value> = state
+    let breakers = state
         .scheduler
         .open_breakers(&principal.namespace)
         .into_iter()
-        .map(|b| json!({"destination": b.destination, "open_since": wire::rfc3339(b.since)}))
+        .map(|b| Breaker {
+            destination: b.destination,
+            open_since: b.since,
+        })
         .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        json!({ "breakers": breakers }),
-    ))
+    Ok(typed_response(StatusCode::OK, &BreakerList { breakers }))
 }
 
 /// The bus and cloud connections the namespace may use. Names and kinds only: endpoints, regions
@@ -711,7 +696,7 @@ async fn list_open_breakers(State(state): State<AppState>, headers: HeaderMap) -
 async fn list_connections(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let namespace = principal.namespace.as_str();
-    let connections: Vec<Value> = state
+    let connections = state
         .targets
         .figures(namespace)
         .into_iter()
@@ -722,15 +707,21 @@ async fn list_connections(State(state): State<AppState>, headers: HeaderMap) -> 
                 .get(&c.name)
                 .and_then(|config| config.namespaces.as_deref())
                 .is_some_and(|names| !names.is_empty() && names.iter().all(|n| n == namespace));
-            let published = own.then(
-                || json!({"delivered": c.delivered, "retry": c.retried, "rejected": c.rejected}),
-            );
-            json!({"name": c.name, "kind": c.kind, "published": published})
+            let published = own.then_some(Published {
+                delivered: c.delivered,
+                rejected: c.rejected,
+                retry: c.retried,
+            });
+            Connection {
+                kind: c.kind.to_string(),
+                name: c.name,
+                published,
+            }
         })
         .collect();
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::OK,
-        json!({ "connections": connections }),
+        &ConnectionList { connections },
     ))
 }
 
@@ -738,22 +729,20 @@ async fn list_connections(State(state): State<AppState>, headers: HeaderMap) -> 
 /// (like `/metrics`).
 async fn list_nodes(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     state.auth.authenticate_admin(&headers)?;
-    let nodes: Vec<Value> = state
+    let nodes = state
         .scheduler
         .nodes()
         .await?
         .into_iter()
-        .map(|node| {
-            json!({
-                "id": node.id,
-                "version": node.version,
-                "started_at": wire::rfc3339(node.started_at),
-                "last_heartbeat": wire::rfc3339(node.beat_at),
-                "claims_held": node.claims_held,
-            })
+        .map(|node| hourglass_api::Node {
+            claims_held: node.claims_held,
+            id: node.id,
+            last_heartbeat: node.beat_at,
+            started_at: node.started_at,
+            version: node.version,
         })
         .collect();
-    Ok(json_response(StatusCode::OK, json!({ "nodes": nodes })))
+    Ok(typed_response(StatusCode::OK, &NodeList { nodes }))
 }
 
 async fn get_dead_letter(
@@ -768,9 +757,9 @@ async fn get_dead_letter(
         .dead_letter(&principal.namespace, id)
         .await?
         .ok_or_else(|| ApiError::not_found("dead letter"))?;
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::OK,
-        wire::dead_letter_out(&letter),
+        &wire::dead_letter_out(&letter),
     ))
 }
 
@@ -831,13 +820,6 @@ async fn replay_dead_letter(
 const DEFAULT_SECRET_OVERLAP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 const MAX_SECRET_OVERLAP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RotateSecret {
-    /// `"24h"` (default), up to 7 days; `"0s"` drops the old secret at once.
-    overlap: Option<String>,
-}
-
 async fn rotate_signing_secret(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -865,20 +847,21 @@ async fn rotate_signing_secret(
     }
     let secret = state.secrets.rotate(&principal.namespace, overlap).await?;
     let previous_valid_until = (!overlap.is_zero()).then(|| {
-        wire::rfc3339(
-            state.scheduler.now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default(),
-        )
+        state.scheduler.now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default()
     });
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::OK,
-        json!({
-            "namespace": principal.namespace,
-            "signing_secret": secret,
-            "previous_valid_until": previous_valid_until,
-            "note": "deliveries are signed with it from now on; until previous_valid_until \
-                     they carry a signature by the previous secret too. GET /v1/signing-secret \
-                     shows the current secret",
-        }),
+        &SigningSecret {
+            namespace: principal.namespace,
+            note: Some(
+                "deliveries are signed with it from now on; until previous_valid_until \
+                 they carry a signature by the previous secret too. GET /v1/signing-secret \
+                 shows the current secret"
+                    .to_owned(),
+            ),
+            previous_valid_until,
+            signing_secret: secret,
+        },
     ))
 }
 
@@ -888,13 +871,14 @@ async fn rotate_signing_secret(
 async fn read_signing_secret(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let (secret, previous_until) = state.secrets.current(&principal.namespace).await?;
-    Ok(json_response(
+    Ok(typed_response(
         StatusCode::OK,
-        json!({
-            "namespace": principal.namespace,
-            "signing_secret": secret,
-            "previous_valid_until": previous_until.map(wire::rfc3339),
-        }),
+        &SigningSecret {
+            namespace: principal.namespace,
+            note: None,
+            previous_valid_until: previous_until,
+            signing_secret: secret,
+        },
     ))
 }
 
@@ -909,7 +893,7 @@ async fn preview_schedule(
     principal(&state, &headers)?;
     let req: PreviewRequest =
         parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
-    let preview = req.preview(state.scheduler.now(), &state.limits)?;
+    let preview = wire::preview(&req, state.scheduler.now(), &state.limits)?;
     Ok(typed_response(StatusCode::OK, &preview))
 }
 
@@ -918,7 +902,12 @@ async fn openapi() -> Response {
 }
 
 async fn healthz() -> Response {
-    json_response(StatusCode::OK, json!({"status": "ok"}))
+    typed_response(
+        StatusCode::OK,
+        &Status {
+            status: "ok".into(),
+        },
+    )
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
@@ -930,7 +919,12 @@ async fn readyz(State(state): State<AppState>) -> Response {
         .into_response();
     }
     if state.ready.load(Ordering::Acquire) {
-        json_response(StatusCode::OK, json!({"status": "ready"}))
+        typed_response(
+            StatusCode::OK,
+            &Status {
+                status: "ready".into(),
+            },
+        )
     } else {
         ApiError::new(ErrorCode::NotReady, "node is starting or shutting down").into_response()
     }

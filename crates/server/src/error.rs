@@ -1,4 +1,5 @@
-//! The API's closed set of errors and the one table that maps each code to its HTTP status.
+//! The API's errors as the server raises them: a code from the contract's table
+//! (`hourglass_api::ErrorCode`, which maps each to its HTTP status), a message and the field.
 //! Every error body is `{"error": {"code": "...", "message": "...", "field": "..."}}`.
 //!
 //! A code's status is the table's, with one rule on top: [`ApiError::bad_request`] is for a part
@@ -7,93 +8,17 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use hourglass_api::{ErrorBody, ErrorDetail};
 use hourglass_core::ValidationError;
 use hourglass_store::StoreError;
-use serde_json::json;
 
-/// Declares [`ErrorCode`] from one table of `Variant = "code" => STATUS` rows.
-macro_rules! error_codes {
-    ($($variant:ident = $code:literal => $status:ident,)*) => {
-        /// Every code an API error can carry (the OpenAPI document's `ErrorCode`).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum ErrorCode {
-            $($variant,)*
-        }
+/// The codes and their statuses are the API contract's table (`hourglass_api::ErrorCode`).
+pub use hourglass_api::ErrorCode;
 
-        impl ErrorCode {
-            /// Every code, in table order.
-            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant,)*];
-
-            /// The stable code clients match on.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(ErrorCode::$variant => $code,)*
-                }
-            }
-
-            /// The status an error with this code answers.
-            pub fn status(self) -> StatusCode {
-                match self {
-                    $(ErrorCode::$variant => StatusCode::$status,)*
-                }
-            }
-
-            /// The code core's validation names `code`.
-            pub fn parse(code: &str) -> Option<Self> {
-                match code {
-                    $($code => Some(ErrorCode::$variant),)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-error_codes! {
-    BodyTimeout = "body_timeout" => REQUEST_TIMEOUT,
-    BodyTooLarge = "body_too_large" => PAYLOAD_TOO_LARGE,
-    CronNeverFires = "cron_never_fires" => UNPROCESSABLE_ENTITY,
-    EngineFailed = "engine_failed" => SERVICE_UNAVAILABLE,
-    Forbidden = "forbidden" => FORBIDDEN,
-    ForbiddenTarget = "forbidden_target" => UNPROCESSABLE_ENTITY,
-    InstantInPast = "instant_in_past" => UNPROCESSABLE_ENTITY,
-    InstantTooFar = "instant_too_far" => UNPROCESSABLE_ENTITY,
-    Internal = "internal" => INTERNAL_SERVER_ERROR,
-    InvalidBatch = "invalid_batch" => UNPROCESSABLE_ENTITY,
-    InvalidCron = "invalid_cron" => UNPROCESSABLE_ENTITY,
-    InvalidDuration = "invalid_duration" => UNPROCESSABLE_ENTITY,
-    InvalidField = "invalid_field" => UNPROCESSABLE_ENTITY,
-    InvalidHeader = "invalid_header" => UNPROCESSABLE_ENTITY,
-    InvalidHost = "invalid_host" => MISDIRECTED_REQUEST,
-    InvalidId = "invalid_id" => BAD_REQUEST,
-    InvalidIdempotencyKey = "invalid_idempotency_key" => BAD_REQUEST,
-    InvalidInstant = "invalid_instant" => UNPROCESSABLE_ENTITY,
-    InvalidJson = "invalid_json" => BAD_REQUEST,
-    InvalidMisfire = "invalid_misfire" => UNPROCESSABLE_ENTITY,
-    InvalidNamespace = "invalid_namespace" => BAD_REQUEST,
-    InvalidQuery = "invalid_query" => BAD_REQUEST,
-    InvalidQueue = "invalid_queue" => UNPROCESSABLE_ENTITY,
-    InvalidReceipt = "invalid_receipt" => UNPROCESSABLE_ENTITY,
-    InvalidSchedule = "invalid_schedule" => UNPROCESSABLE_ENTITY,
-    InvalidState = "invalid_state" => CONFLICT,
-    InvalidTarget = "invalid_target" => UNPROCESSABLE_ENTITY,
-    InvalidUrl = "invalid_url" => UNPROCESSABLE_ENTITY,
-    KeyConflict = "key_conflict" => CONFLICT,
-    MethodNotAllowed = "method_not_allowed" => METHOD_NOT_ALLOWED,
-    MissingField = "missing_field" => UNPROCESSABLE_ENTITY,
-    NotFound = "not_found" => NOT_FOUND,
-    NotReady = "not_ready" => SERVICE_UNAVAILABLE,
-    PayloadTooLarge = "payload_too_large" => PAYLOAD_TOO_LARGE,
-    QuotaExceeded = "quota_exceeded" => TOO_MANY_REQUESTS,
-    RateLimited = "rate_limited" => TOO_MANY_REQUESTS,
-    ScheduleNeverFires = "schedule_never_fires" => UNPROCESSABLE_ENTITY,
-    ServerBusy = "server_busy" => SERVICE_UNAVAILABLE,
-    StoreUnavailable = "store_unavailable" => SERVICE_UNAVAILABLE,
-    Unauthorized = "unauthorized" => UNAUTHORIZED,
-    UnknownConnection = "unknown_connection" => UNPROCESSABLE_ENTITY,
-    UnknownField = "unknown_field" => UNPROCESSABLE_ENTITY,
-    UnknownTimezone = "unknown_timezone" => UNPROCESSABLE_ENTITY,
-    UnsupportedMediaType = "unsupported_media_type" => UNSUPPORTED_MEDIA_TYPE,
+/// The status `code` answers, from the contract's table.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    // Every row of the table is a valid status.
+    StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 #[derive(Debug, Clone)]
@@ -110,7 +35,7 @@ impl ApiError {
     /// An error answering its code's status from the table.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status: code.status(),
+            status: status_of(code),
             code,
             message: message.into(),
             field: None,
@@ -148,7 +73,7 @@ impl From<ValidationError> for ApiError {
             ErrorCode::InvalidField
         });
         Self {
-            status: code.status(),
+            status: status_of(code),
             code,
             message: e.message,
             field: (!e.field.is_empty()).then_some(e.field),
@@ -182,11 +107,14 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "code": self.code.as_str(), "message": self.message });
-        if let Some(field) = self.field {
-            body["field"] = json!(field);
-        }
-        let mut response = (self.status, axum::Json(json!({ "error": body }))).into_response();
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.as_str().to_owned(),
+                field: self.field,
+                message: self.message,
+            },
+        };
+        let mut response = (self.status, axum::Json(body)).into_response();
         let retry_after = match (self.retry_after, self.status) {
             (Some(seconds), _) => Some(seconds),
             (None, StatusCode::SERVICE_UNAVAILABLE) => Some(1),

@@ -1,8 +1,9 @@
 //! The Hourglass node as a library: the HTTP/JSON API and the assembly of store, engine and API
 //! into a running node.
 //!
-//! Architecture Invariant: only this crate knows HTTP routes, the API's JSON shapes and status
-//! codes. The engine and store are reached through their own types.
+//! Architecture Invariant: only this crate knows HTTP routes and turns the API's shapes (the
+//! `hourglass-api` contract: requests, answers, error codes) into core drafts and back. The engine
+//! and store are reached through their own types.
 
 pub mod api;
 pub mod auth;

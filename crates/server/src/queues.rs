@@ -1,6 +1,7 @@
 //! The pull-queue endpoints under /v1/queues: lease, ack, nack, extend, counts, and the list of a
 //! queue's messages. A queue is named per namespace; it exists as long as jobs target it.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::Router;
@@ -8,12 +9,16 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
+use hourglass_api::{
+    AckRequest, ExtendRequest, LeaseRequest, Message, NackRequest, Queue, QueueList,
+    QueueListQuery, QueueMessage, QueueMessageStatus, QueueMessagesQuery, Receipt as ApiReceipt,
+    ReceiptFailure, ReceiptResults, STALE_RECEIPT,
+};
 use hourglass_core::{DeliveryId, JobId, JobState};
-use hourglass_engine::{LeaseRequest, Leased, Receipt, ReceiptOutcome};
+use hourglass_engine::{LeaseRequest as EngineLease, Leased, Receipt, ReceiptOutcome};
 use hourglass_store::{JobQuery, JobRecord, QueueStats};
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
+use serde::Serialize;
 
 use crate::api::{ApiResult, AppState, SMALL_BODY_BYTES, sized_response, typed_response};
 use crate::error::{ApiError, ErrorCode};
@@ -44,37 +49,8 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/queues/{name}/extend", post(extend))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LeaseIn {
-    max: Option<u32>,
-    wait_ms: Option<u64>,
-    visibility_ms: Option<u64>,
-    types: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AckIn {
-    receipts: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NackIn {
-    receipts: Vec<String>,
-    delay_ms: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExtendIn {
-    receipts: Vec<String>,
-    visibility_ms: u64,
-}
-
-/// A lease's answer, `{"messages": [...]}`, written as it is serialized: the instants a lease's
-/// messages share (every one's `visible_until`, and runs of equal `due_at`) are formatted once.
+/// A lease's answer, `{"messages": [...]}`, written as it is serialized: each message borrows
+/// from its leased occurrence, so nothing is copied into the answer but its encoding.
 struct LeaseOut<'a>(&'a [Leased]);
 
 impl Serialize for LeaseOut<'_> {
@@ -91,148 +67,24 @@ struct Messages<'a>(&'a [Leased]);
 impl Serialize for Messages<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
-        let (mut due, mut visible) = (Rfc3339::default(), Rfc3339::default());
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for l in self.0 {
             let occ = &l.occurrence;
             let delivery_id = occ.delivery_id();
-            seq.serialize_element(&MessageOut {
+            seq.serialize_element(&Message {
                 job_id: occ.job_id,
-                job_type: occ.spec.job_type.as_deref(),
+                job_type: occ.spec.job_type.as_deref().map(Cow::Borrowed),
                 payload: wire::payload_out(occ.job_id, occ.payload.as_deref()),
-                delivery_id: delivery_id.as_str(),
+                delivery_id: Cow::Borrowed(delivery_id.as_str()),
                 attempt: occ.attempt,
                 max_attempts: occ.spec.retry.max_attempts,
-                due_at: due.of(occ.due),
-                visible_until: visible.of(l.visible_until),
-                receipt: ReceiptOut(l.receipt),
+                due_at: occ.due,
+                visible_until: l.visible_until,
+                receipt: ApiReceipt(l.receipt.to_string()),
             })?;
         }
         seq.end()
     }
-}
-
-/// The RFC 3339 text of the last instant asked for.
-#[derive(Default)]
-struct Rfc3339 {
-    at: Option<Timestamp>,
-    text: String,
-}
-
-impl Rfc3339 {
-    fn of(&mut self, at: Timestamp) -> &str {
-        if self.at != Some(at) {
-            self.at = Some(at);
-            self.text = wire::rfc3339(at);
-        }
-        &self.text
-    }
-}
-
-#[derive(Serialize)]
-struct MessageOut<'a> {
-    job_id: JobId,
-    #[serde(rename = "type")]
-    job_type: Option<&'a str>,
-    payload: Option<&'a RawValue>,
-    delivery_id: &'a str,
-    attempt: u32,
-    max_attempts: u32,
-    due_at: &'a str,
-    visible_until: &'a str,
-    receipt: ReceiptOut,
-}
-
-/// A receipt as its string, written without a `String` of its own.
-struct ReceiptOut(Receipt);
-
-impl Serialize for ReceiptOut {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&self.0)
-    }
-}
-
-#[derive(Serialize)]
-struct ResultsOut<'a> {
-    succeeded: Vec<&'a str>,
-    failed: Vec<FailedOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    visible_until: Option<String>,
-}
-
-#[derive(Serialize)]
-struct FailedOut<'a> {
-    receipt: &'a str,
-    code: &'static str,
-    message: &'static str,
-}
-
-#[derive(Serialize)]
-struct QueueOut {
-    name: String,
-    available: u64,
-    in_flight: u64,
-    scheduled: u64,
-    oldest_available_age_ms: Option<i64>,
-}
-
-#[derive(Serialize)]
-struct QueuesOut {
-    queues: Vec<QueueOut>,
-    /// The last name of this page when more queues follow.
-    next_cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct QueuesQuery {
-    limit: Option<usize>,
-    /// The previous page's `next_cursor`: a queue name; this page starts after it.
-    cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MessagesQuery {
-    limit: Option<usize>,
-    cursor: Option<String>,
-    /// `true` includes each message's payload; left out by default.
-    payload: Option<bool>,
-}
-
-/// Where a listed message stands, as [`QueueStats`] counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum MessageStatus {
-    /// Due and not leased (a lapsed lease included).
-    Available,
-    /// Not due yet, or waiting out a nack's delay.
-    Scheduled,
-    /// Held by a worker whose lease has not lapsed.
-    Leased,
-}
-
-/// A queue's message as an operator sees it. Unlike [`MessageOut`] it has no receipt: only the
-/// worker holding a lease may settle the message.
-#[derive(Serialize)]
-struct QueueMessageOut<'a> {
-    job_id: JobId,
-    key: Option<&'a str>,
-    #[serde(rename = "type")]
-    job_type: Option<&'a str>,
-    status: MessageStatus,
-    due_at: String,
-    /// When a lease can take it; `None` while leased.
-    available_at: Option<String>,
-    leased_until: Option<String>,
-    failed_attempts: u32,
-    max_attempts: u32,
-    delivery_id: String,
-    last_error: Option<&'a str>,
-    /// Left out (`None`) unless the listing asked for payloads.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload: Option<Option<&'a RawValue>>,
-    created_at: String,
 }
 
 fn queue_name(name: &str) -> Result<&str, ApiError> {
@@ -259,7 +111,7 @@ fn in_range(value: u64, min: u64, max: u64, field: &str) -> Result<u64, ApiError
     }
 }
 
-fn receipts(list: &[String]) -> Result<Vec<Receipt>, ApiError> {
+fn receipts(list: &[ApiReceipt]) -> Result<Vec<Receipt>, ApiError> {
     if list.is_empty() || list.len() > MAX_RECEIPTS {
         return Err(ApiError::new(
             ErrorCode::InvalidField,
@@ -270,7 +122,7 @@ fn receipts(list: &[String]) -> Result<Vec<Receipt>, ApiError> {
     list.iter()
         .enumerate()
         .map(|(i, r)| {
-            r.parse().map_err(|()| {
+            r.0.parse().map_err(|()| {
                 ApiError::new(
                     ErrorCode::InvalidReceipt,
                     "not a receipt returned by a lease",
@@ -281,21 +133,23 @@ fn receipts(list: &[String]) -> Result<Vec<Receipt>, ApiError> {
         .collect()
 }
 
-fn results<'a>(receipts: &'a [String], outcomes: &[ReceiptOutcome]) -> ResultsOut<'a> {
-    let mut out = ResultsOut {
+fn results(receipts: Vec<ApiReceipt>, outcomes: &[ReceiptOutcome]) -> ReceiptResults {
+    let mut out = ReceiptResults {
         succeeded: Vec::with_capacity(receipts.len()),
         failed: Vec::new(),
         visible_until: None,
     };
-    for (r, o) in receipts.iter().zip(outcomes) {
+    for (r, o) in receipts.into_iter().zip(outcomes) {
         match o {
             ReceiptOutcome::Applied => out.succeeded.push(r),
-            ReceiptOutcome::Stale => out.failed.push(FailedOut {
+            ReceiptOutcome::Stale => out.failed.push(ReceiptFailure {
                 receipt: r,
-                code: "stale_receipt",
-                message: "this receipt's lease is no longer current (it expired and the message \
-                          was leased again, or the message was acked, nacked, edited or \
-                          cancelled), or it is not for this queue",
+                code: Cow::Borrowed(STALE_RECEIPT),
+                message: Cow::Borrowed(
+                    "this receipt's lease is no longer current (it expired and the message \
+                     was leased again, or the message was acked, nacked, edited or \
+                     cancelled), or it is not for this queue",
+                ),
             }),
         }
     }
@@ -304,7 +158,7 @@ fn results<'a>(receipts: &'a [String], outcomes: &[ReceiptOutcome]) -> ResultsOu
 
 /// An ack's, nack's or extend's answer, in one buffer: a receipt is about 50 bytes, and a failed
 /// one's message some 250 more.
-fn results_response(out: &ResultsOut<'_>) -> axum::response::Response {
+fn results_response(out: &ReceiptResults) -> axum::response::Response {
     let size = 64 + 48 * out.succeeded.len() + 320 * out.failed.len();
     sized_response(StatusCode::OK, out, size)
 }
@@ -317,7 +171,8 @@ async fn lease(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: LeaseIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
+    let req: LeaseRequest =
+        parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let max = in_range(
         req.max.unwrap_or(DEFAULT_LEASE).into(),
         1,
@@ -347,7 +202,7 @@ async fn lease(
         &state,
         &principal.namespace,
         queue,
-        LeaseRequest {
+        EngineLease {
             max: max as usize,
             wait: Duration::from_millis(wait),
             visibility: Duration::from_millis(visibility),
@@ -379,7 +234,7 @@ async fn lease_within(
     state: &AppState,
     namespace: &str,
     queue: &str,
-    mut request: LeaseRequest,
+    mut request: EngineLease,
 ) -> Result<Vec<Leased>, ApiError> {
     request.max_bytes = Some(state.limits.max_answer_bytes);
     Ok(state
@@ -397,14 +252,14 @@ async fn ack(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: AckIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
+    let req: AckRequest = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let parsed = receipts(&req.receipts)?;
     let outcomes = state
         .scheduler
         .queues()
         .ack(&principal.namespace, queue, &parsed)
         .await?;
-    Ok(results_response(&results(&req.receipts, &outcomes)))
+    Ok(results_response(&results(req.receipts, &outcomes)))
 }
 
 async fn nack(
@@ -415,7 +270,7 @@ async fn nack(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: NackIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
+    let req: NackRequest = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let parsed = receipts(&req.receipts)?;
     let delay = req
         .delay_ms
@@ -427,7 +282,7 @@ async fn nack(
         .queues()
         .nack(&principal.namespace, queue, &parsed, delay)
         .await?;
-    Ok(results_response(&results(&req.receipts, &outcomes)))
+    Ok(results_response(&results(req.receipts, &outcomes)))
 }
 
 async fn extend(
@@ -438,7 +293,8 @@ async fn extend(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let req: ExtendIn = parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
+    let req: ExtendRequest =
+        parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
     let parsed = receipts(&req.receipts)?;
     let visibility = in_range(
         req.visibility_ms,
@@ -456,8 +312,8 @@ async fn extend(
             Duration::from_millis(visibility),
         )
         .await?;
-    let mut out = results(&req.receipts, &outcomes);
-    out.visible_until = Some(wire::rfc3339(until));
+    let mut out = results(req.receipts, &outcomes);
+    out.visible_until = Some(until);
     Ok(results_response(&out))
 }
 
@@ -468,28 +324,28 @@ fn queue_message_out(
     j: &JobRecord,
     now: Timestamp,
     with_payload: bool,
-) -> Option<QueueMessageOut<'_>> {
+) -> Option<QueueMessage<'_>> {
     let due = j.next_due.filter(|_| j.state == JobState::Active)?;
     let (status, available_at, leased_until) = match (j.leased_until, j.next_attempt) {
-        (Some(until), _) if until > now => (MessageStatus::Leased, None, Some(until)),
-        (Some(lapsed), _) => (MessageStatus::Available, Some(lapsed), None),
-        (None, Some(at)) if at <= now => (MessageStatus::Available, Some(at), None),
-        (None, at) => (MessageStatus::Scheduled, at, None),
+        (Some(until), _) if until > now => (QueueMessageStatus::Leased, None, Some(until)),
+        (Some(lapsed), _) => (QueueMessageStatus::Available, Some(lapsed), None),
+        (None, Some(at)) if at <= now => (QueueMessageStatus::Available, Some(at), None),
+        (None, at) => (QueueMessageStatus::Scheduled, at, None),
     };
-    Some(QueueMessageOut {
+    Some(QueueMessage {
         job_id: j.id,
-        key: j.key.as_deref(),
-        job_type: j.spec.job_type.as_deref(),
+        key: j.key.as_deref().map(Cow::Borrowed),
+        job_type: j.spec.job_type.as_deref().map(Cow::Borrowed),
         status,
-        due_at: wire::rfc3339(due),
-        available_at: available_at.map(wire::rfc3339),
-        leased_until: leased_until.map(wire::rfc3339),
+        due_at: due,
+        available_at,
+        leased_until,
         failed_attempts: j.attempt,
         max_attempts: j.spec.retry.max_attempts,
         delivery_id: DeliveryId::new(j.id, due).to_string(),
-        last_error: j.last_error.as_deref(),
+        last_error: j.last_error.as_deref().map(Cow::Borrowed),
         payload: with_payload.then(|| wire::payload_out(j.id, j.payload.as_deref())),
-        created_at: wire::rfc3339(j.created_at),
+        created_at: j.created_at,
     })
 }
 
@@ -503,7 +359,7 @@ async fn list_messages(
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let queue = queue_name(&name)?;
-    let q: MessagesQuery = parse_query(query)?;
+    let q: QueueMessagesQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
     let with_payload = q.payload.unwrap_or(false);
     let after = parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?;
@@ -544,8 +400,8 @@ async fn list_messages(
     Ok(page.answer("messages", JobId::to_string))
 }
 
-fn queue_out(s: QueueStats, now_ms: i64) -> QueueOut {
-    QueueOut {
+fn queue_out(s: QueueStats, now_ms: i64) -> Queue {
+    Queue {
         name: s.name,
         available: s.available,
         in_flight: s.in_flight,
@@ -563,7 +419,7 @@ async fn list_queues(
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
-    let q: QueuesQuery = parse_query(query)?;
+    let q: QueueListQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
     let after = parse_cursor(q.cursor.as_deref(), |c| {
         valid_queue_name(c).then(|| c.to_owned())
@@ -586,7 +442,7 @@ async fn list_queues(
     let next_cursor = more.then(|| page.last().map(|s| s.name.clone())).flatten();
     Ok(typed_response(
         StatusCode::OK,
-        &QueuesOut {
+        &QueueList {
             queues: page.into_iter().map(|s| queue_out(s, now)).collect(),
             next_cursor,
         },
@@ -611,20 +467,4 @@ async fn get_queue(
         .next()
         .ok_or_else(|| ApiError::not_found("queue"))?;
     Ok(typed_response(StatusCode::OK, &queue_out(one, now)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_formatted_instant_is_reused_only_for_the_same_instant() {
-        let a: Timestamp = "2030-01-01T00:00:00.001Z".parse().unwrap();
-        let b: Timestamp = "2030-01-01T00:00:00.002Z".parse().unwrap();
-        let mut cache = Rfc3339::default();
-        assert_eq!(cache.of(a), wire::rfc3339(a));
-        assert_eq!(cache.of(a), wire::rfc3339(a));
-        assert_eq!(cache.of(b), "2030-01-01T00:00:00.002Z");
-        assert_eq!(cache.of(a), "2030-01-01T00:00:00.001Z");
-    }
 }

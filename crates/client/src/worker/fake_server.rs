@@ -84,9 +84,10 @@ impl FakeServer {
             let now = jiff::Timestamp::now();
             s.available.push_back(Message {
                 job_id: uuid::Uuid::now_v7(),
-                job_type: job_type.map(str::to_owned),
-                payload,
-                delivery_id: format!("d{}", s.next_receipt),
+                job_type: job_type.map(|t| t.to_owned().into()),
+                payload: (!payload.is_null())
+                    .then(|| hourglass_api::Payload::from_value(&payload).expect("JSON encodes")),
+                delivery_id: format!("d{}", s.next_receipt).into(),
                 attempt: 1,
                 max_attempts: 10,
                 due_at: now,
@@ -185,7 +186,10 @@ async fn queue_action(
                     let mut s = state.lock().unwrap();
                     let wanted = |m: &Message| match &body.types {
                         None => true,
-                        Some(types) => m.job_type.as_ref().is_some_and(|t| types.contains(t)),
+                        Some(types) => m
+                            .job_type
+                            .as_ref()
+                            .is_some_and(|t| types.iter().any(|w| w == t)),
                     };
                     let mut taken = Vec::new();
                     let mut kept = VecDeque::new();

@@ -1,6 +1,7 @@
 //! What a handler sees ([`Job`]) and returns ([`HandlerError`]), and the type-erased form the
 //! runtime keeps: one boxed function per job type that decodes the payload and starts the work.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -115,13 +116,15 @@ where
     Fut: Future<Output = HandlerResult> + Send + 'static,
 {
     Arc::new(move |message: Message| {
-        let payload: T = serde_json::from_value(message.payload)
+        // A message without a payload decodes as JSON `null` (into an `Option`, a unit, ...).
+        let text = message.payload.as_ref().map_or("null", |p| p.get());
+        let payload: T = serde_json::from_str(text)
             .map_err(|e| HandlerError::new(format!("payload does not decode: {e}")))?;
         let job = Job {
             payload,
             id: message.job_id,
-            job_type: message.job_type,
-            delivery_id: message.delivery_id,
+            job_type: message.job_type.map(Cow::into_owned),
+            delivery_id: message.delivery_id.into_owned(),
             attempt: message.attempt,
             max_attempts: message.max_attempts,
             due_at: message.due_at,

@@ -1,20 +1,22 @@
-//! How jobs, runs and dead letters look in the API's answers: borrowed serializable shapes built
-//! from store records, so a list or batch answer does not build a JSON tree per job.
+//! How jobs, runs and dead letters look in the API's answers: the contract's shapes
+//! (`hourglass_api`) built from store records, borrowing their text, so a list or batch answer
+//! copies no job and builds no JSON tree.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
+use hourglass_api::{
+    DeadLetter as DeadLetterOut, Job, JobBrief, MisfireOut, Payload, RetryOut, Run, ScheduleIn,
+};
 use hourglass_core::duration::format_duration;
-use hourglass_core::{JobId, MisfirePolicy, Schedule, ScheduleKind, Target};
+use hourglass_core::{DeliveryId, JobId, MisfirePolicy, Schedule, ScheduleKind};
 use hourglass_store::{DeadLetter, JobRecord, RunRecord};
 use jiff::Timestamp;
-use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
-use super::ScheduleIn;
+use super::convert::{job_state, run_outcome, target_out};
 
 pub fn rfc3339(ts: Timestamp) -> String {
-    format!("{ts:.3}")
+    hourglass_api::instant::format(ts)
 }
 
 /// The schedule as the API shows it; `after` appears as the `at` it resolved to.
@@ -40,79 +42,24 @@ pub fn schedule_out(s: &Schedule) -> ScheduleIn {
 }
 
 /// The misfire policy as the API shows it: a name, or the `all` policy with its window.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum MisfireOut {
-    Name(&'static str),
-    All {
-        policy: &'static str,
-        window: String,
-    },
-}
-
 fn misfire_out(m: MisfirePolicy) -> MisfireOut {
     match m {
-        MisfirePolicy::Skip => MisfireOut::Name("skip"),
-        MisfirePolicy::Once => MisfireOut::Name("once"),
+        MisfirePolicy::Skip => MisfireOut::Name(Cow::Borrowed("skip")),
+        MisfirePolicy::Once => MisfireOut::Name(Cow::Borrowed("once")),
         MisfirePolicy::All { window } => MisfireOut::All {
-            policy: "all",
+            policy: Cow::Borrowed("all"),
             window: format_duration(window),
         },
-    }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TargetOut<'a> {
-    Webhook(WebhookOut<'a>),
-    Queue(&'a str),
-    /// A bus or cloud target, shown as it was given (it holds no secret: the connection does).
-    #[serde(untagged)]
-    Connection(&'a Target),
-}
-
-#[derive(Serialize)]
-pub struct WebhookOut<'a> {
-    url: &'a str,
-    /// Header names only: values often carry the receiver's credentials and are never echoed.
-    headers: BTreeMap<&'a str, &'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rate_limit: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batch: Option<BatchOut>,
-}
-
-#[derive(Serialize)]
-pub struct BatchOut {
-    max_items: u16,
-}
-
-fn target_out(t: &Target) -> TargetOut<'_> {
-    match t {
-        Target::Webhook(w) => TargetOut::Webhook(WebhookOut {
-            url: w.url.as_str(),
-            headers: w
-                .headers
-                .keys()
-                .map(|k| (k.as_str(), "<redacted>"))
-                .collect(),
-            rate_limit: w.rate_limit,
-            batch: w.batch.map(|b| BatchOut {
-                max_items: b.max_items,
-            }),
-        }),
-        Target::Queue(q) => TargetOut::Queue(&q.name),
-        other => TargetOut::Connection(other),
     }
 }
 
 /// The stored payload text of job `job`, emitted as-is once checked to be JSON: it was stored
 /// valid, and emitting it unchecked would let one damaged row break a whole answer (a lease of
 /// many messages, a page of jobs). A damaged one is answered as `null` and logged, not silently.
-pub fn payload_out(job: JobId, payload: Option<&str>) -> Option<&RawValue> {
+pub fn payload_out(job: JobId, payload: Option<&str>) -> Option<Payload<'_>> {
     let text = payload?;
-    match serde_json::from_str(text) {
-        Ok(raw) => Some(raw),
+    match serde_json::from_str::<&RawValue>(text) {
+        Ok(raw) => Some(Payload::borrowed(raw)),
         Err(e) => {
             tracing::error!(
                 job = %job,
@@ -125,94 +72,34 @@ pub fn payload_out(job: JobId, payload: Option<&str>) -> Option<&RawValue> {
     }
 }
 
-#[derive(Serialize)]
-pub struct RetryOut {
-    max_attempts: u32,
-    initial_backoff: String,
-    max_backoff: String,
-}
-
-/// A job as the API shows it. Serialized straight from borrowed fields: building a JSON value
-/// tree per job was the largest cost of a 1,000-job batch.
-#[derive(Serialize)]
-pub struct JobOut<'a> {
-    id: JobId,
-    namespace: &'a str,
-    key: Option<&'a str>,
-    #[serde(rename = "type")]
-    job_type: Option<&'a str>,
-    state: &'static str,
-    schedule: ScheduleIn,
-    target: TargetOut<'a>,
-    /// `None` leaves the field out (a listing that was not asked for payloads); `Some(None)` is
-    /// a job without one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload: Option<Option<&'a RawValue>>,
-    retry: RetryOut,
-    misfire: MisfireOut,
-    next_due_at: Option<String>,
-    /// When the next attempt runs, when that is not `next_due_at`: a failed attempt waiting out
-    /// its backoff, or an occurrence held back by its destination's open breaker.
-    next_attempt_at: Option<String>,
-    attempt: u32,
-    /// Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered.
-    last_error: Option<&'a str>,
-    runs: u64,
-    skipped: u64,
-    created_at: String,
-    updated_at: String,
-    /// Batch answers only: whether this job was created by the request (or already existed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub created: Option<bool>,
-    /// Trigger answers only: the delivery id of the occurrence the trigger made.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivery_id: Option<String>,
-}
-
-impl JobOut<'_> {
-    /// The job as a listing shows it when payloads were not asked for: without the field.
-    pub fn without_payload(mut self) -> Self {
-        self.payload = None;
-        self
-    }
-}
-
-/// A job in a batch answer under `Prefer: return=minimal`: what a bulk submitter needs to find
-/// its jobs again, without echoing each one whole (a full job is about 550 bytes).
-#[derive(Serialize)]
-pub struct JobBrief<'a> {
-    id: JobId,
-    key: Option<&'a str>,
-    state: &'static str,
-    next_due_at: Option<String>,
-    created: bool,
-}
-
+/// A job in a batch answer under `Prefer: return=minimal`.
 pub fn job_brief(j: &JobRecord, created: bool) -> JobBrief<'_> {
     JobBrief {
         id: j.id,
-        key: j.key.as_deref(),
-        state: j.state.as_str(),
+        key: j.key.as_deref().map(Cow::Borrowed),
+        state: job_state(j.state),
         next_due_at: next_due_at(j),
         created,
     }
 }
 
-fn next_due_at(j: &JobRecord) -> Option<String> {
+fn next_due_at(j: &JobRecord) -> Option<Timestamp> {
     if j.state.is_terminal() {
         None
     } else {
-        j.next_due.map(rfc3339)
+        j.next_due
     }
 }
 
-pub fn job_out(j: &JobRecord) -> JobOut<'_> {
-    JobOut {
+/// A job as the API shows it, with its payload (a listing may leave it out: set `payload` to
+/// `None`).
+pub fn job_out(j: &JobRecord) -> Job<'_> {
+    Job {
         id: j.id,
-        namespace: &j.namespace,
-        key: j.key.as_deref(),
-        job_type: j.spec.job_type.as_deref(),
-        state: j.state.as_str(),
+        namespace: Cow::Borrowed(&j.namespace),
+        key: j.key.as_deref().map(Cow::Borrowed),
+        job_type: j.spec.job_type.as_deref().map(Cow::Borrowed),
+        state: job_state(j.state),
         schedule: schedule_out(&j.spec.schedule),
         target: target_out(&j.spec.target),
         payload: Some(payload_out(j.id, j.payload.as_deref())),
@@ -223,46 +110,43 @@ pub fn job_out(j: &JobRecord) -> JobOut<'_> {
         },
         misfire: misfire_out(j.spec.misfire),
         next_due_at: next_due_at(j),
-        next_attempt_at: j
-            .next_attempt
-            .filter(|at| Some(*at) != j.next_due)
-            .map(rfc3339),
+        next_attempt_at: j.next_attempt.filter(|at| Some(*at) != j.next_due),
         attempt: j.attempt,
-        last_error: j.last_error.as_deref(),
+        last_error: j.last_error.as_deref().map(Cow::Borrowed),
         runs: j.runs,
         skipped: j.skipped,
-        created_at: rfc3339(j.created_at),
-        updated_at: rfc3339(j.updated_at),
+        created_at: j.created_at,
+        updated_at: j.updated_at,
         created: None,
         delivery_id: None,
     }
 }
 
-pub fn run_out(r: &RunRecord) -> Value {
-    json!({
-        "delivery_id": hourglass_core::DeliveryId::new(r.job_id, r.due).to_string(),
-        "due_at": rfc3339(r.due),
-        "attempt": r.attempt,
-        "started_at": rfc3339(r.started_at),
-        "latency_ms": r.latency_ms,
-        "status_code": r.status,
-        "error": r.error,
-        "response": r.response,
-        "outcome": r.outcome,
-    })
+pub fn run_out(r: &RunRecord) -> Run {
+    Run {
+        attempt: r.attempt,
+        delivery_id: DeliveryId::new(r.job_id, r.due).to_string(),
+        due_at: r.due,
+        error: r.error.clone(),
+        latency_ms: r.latency_ms.into(),
+        outcome: run_outcome(&r.outcome),
+        response: r.response.clone(),
+        started_at: r.started_at,
+        status_code: r.status,
+    }
 }
 
-pub fn dead_letter_out(d: &DeadLetter) -> Value {
-    json!({
-        "id": d.id.to_string(),
-        "job_id": d.job_id,
-        "delivery_id": hourglass_core::DeliveryId::new(d.job_id, d.due).to_string(),
-        "due_at": rfc3339(d.due),
-        "attempts": d.attempts,
-        "reason": d.reason,
-        "type": d.spec.job_type,
-        "target": target_out(&d.spec.target),
-        "payload": payload_out(d.job_id, d.payload.as_deref()),
-        "created_at": rfc3339(d.created_at),
-    })
+pub fn dead_letter_out(d: &DeadLetter) -> DeadLetterOut<'_> {
+    DeadLetterOut {
+        attempts: d.attempts,
+        created_at: d.created_at,
+        delivery_id: DeliveryId::new(d.job_id, d.due).to_string(),
+        due_at: d.due,
+        id: d.id.to_string(),
+        job_id: d.job_id,
+        payload: payload_out(d.job_id, d.payload.as_deref()),
+        reason: Cow::Borrowed(&d.reason),
+        target: target_out(&d.spec.target),
+        job_type: d.spec.job_type.as_deref().map(Cow::Borrowed),
+    }
 }

@@ -9,12 +9,12 @@ fn ts(s: &str) -> Timestamp {
 
 const NOW: &str = "2026-11-23T21:10:00.250Z";
 
-fn preview(schedule: Value, count: u64) -> Result<PreviewOut, ValidationError> {
+fn preview(schedule: Value, count: u64) -> Result<SchedulePreview, ValidationError> {
     let request = PreviewRequest {
         schedule: serde_json::from_value(schedule).unwrap(),
         count: Some(count),
     };
-    request.preview(ts(NOW), &Limits::default())
+    super::preview(&request, ts(NOW), &Limits::default())
 }
 
 #[test]

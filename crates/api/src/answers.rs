@@ -1,0 +1,283 @@
+//! What the server answers about jobs: a job (alone, in a page, in a batch's answer), a run of
+//! its history, a dead letter. Text fields borrow (`Cow<'a, str>`) so the server writes pages
+//! straight from its records; a client reads them owned (`Job<'static>`).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::jobs::{ScheduleIn, WebhookBatch};
+use crate::targets::{
+    AmqpTarget, EventBridgeTarget, LambdaTarget, NatsTarget, RedisStreamTarget, SnsTarget,
+    SqsTarget,
+};
+use crate::{Payload, instant};
+
+/// Where a job stands. `Unknown` is a state newer than this build; the server never sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Active,
+    Paused,
+    Completed,
+    Failed,
+    Cancelled,
+    /// A state this build does not know yet.
+    #[serde(other)]
+    Unknown,
+}
+
+impl JobState {
+    /// The states the server has.
+    pub const ALL: [JobState; 5] = [
+        JobState::Active,
+        JobState::Paused,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Active => "active",
+            JobState::Paused => "paused",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Unknown => "unknown",
+        }
+    }
+
+    /// One of [`JobState::ALL`] by its name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
+    }
+}
+
+/// A job's target as the API shows it: a webhook without its header values, a queue by name, a
+/// bus or cloud target as it was given (it holds no secret: the connection does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetOut<'a> {
+    Webhook(WebhookOut<'a>),
+    Queue(Cow<'a, str>),
+    Eventbridge(EventBridgeTarget),
+    Sqs(SqsTarget),
+    Sns(SnsTarget),
+    Lambda(LambdaTarget),
+    Nats(NatsTarget),
+    RedisStream(RedisStreamTarget),
+    Amqp(AmqpTarget),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookOut<'a> {
+    pub url: Cow<'a, str>,
+    /// Header names, each with `"<redacted>"`: values often carry the receiver's credentials and
+    /// are never echoed.
+    pub headers: BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<WebhookBatch>,
+}
+
+/// The retry policy with the server's defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryOut {
+    pub max_attempts: u32,
+    pub initial_backoff: String,
+    pub max_backoff: String,
+}
+
+/// The misfire policy as the API shows it: `"skip"`, `"once"`, or
+/// `{"policy": "all", "window": "1h"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MisfireOut {
+    Name(Cow<'static, str>),
+    All {
+        policy: Cow<'static, str>,
+        window: String,
+    },
+}
+
+/// A job as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job<'a> {
+    pub id: Uuid,
+    pub namespace: Cow<'a, str>,
+    pub key: Option<Cow<'a, str>>,
+    #[serde(rename = "type")]
+    pub job_type: Option<Cow<'a, str>>,
+    pub state: JobState,
+    pub schedule: ScheduleIn,
+    pub target: TargetOut<'a>,
+    /// `None`: the field is left out (a listing that did not ask for payloads); `Some(None)`: a
+    /// job without one.
+    #[serde(
+        default,
+        deserialize_with = "crate::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub payload: Option<Option<Payload<'a>>>,
+    pub retry: RetryOut,
+    pub misfire: MisfireOut,
+    #[serde(with = "instant::option")]
+    pub next_due_at: Option<Timestamp>,
+    /// When the next attempt runs, when that is not `next_due_at`: a failed attempt waiting out
+    /// its backoff, or an occurrence held back by its destination's open breaker.
+    #[serde(default, with = "instant::option")]
+    pub next_attempt_at: Option<Timestamp>,
+    pub attempt: u32,
+    /// Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered.
+    #[serde(default)]
+    pub last_error: Option<Cow<'a, str>>,
+    pub runs: u64,
+    pub skipped: u64,
+    #[serde(with = "instant")]
+    pub created_at: Timestamp,
+    #[serde(with = "instant")]
+    pub updated_at: Timestamp,
+    /// Batch answers only: whether this job was created by the request (or already existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    /// Trigger answers only: the delivery id of the occurrence the trigger made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
+}
+
+impl Job<'_> {
+    /// The job's payload as JSON (`null` when it has none or the answer left it out).
+    pub fn payload_value(&self) -> serde_json::Value {
+        match &self.payload {
+            Some(Some(p)) => p.to_value(),
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+/// A job in a batch answer under `Prefer: return=minimal`: what a bulk submitter needs to find
+/// its jobs again, without echoing each one whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobBrief<'a> {
+    pub id: Uuid,
+    pub key: Option<Cow<'a, str>>,
+    pub state: JobState,
+    #[serde(with = "instant::option")]
+    pub next_due_at: Option<Timestamp>,
+    pub created: bool,
+}
+
+/// A batch create's answer: how many jobs it created, and every job of the request in order
+/// (a [`Job`], or a [`JobBrief`] under `Prefer: return=minimal`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchCreated<J> {
+    pub created: usize,
+    pub jobs: Vec<J>,
+}
+
+/// One page of jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobList<'a> {
+    pub jobs: Vec<Job<'a>>,
+    /// Present when there may be more: the next page's `cursor`.
+    pub next_cursor: Option<String>,
+}
+
+/// How a run ended. The text is stored with the run and never changes for an existing value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    Delivered,
+    /// The attempt failed and the occurrence is tried again later.
+    Retry,
+    /// The attempt failed for good: the occurrence is a dead letter.
+    DeadLetter,
+    /// The misfire policy dropped the occurrence.
+    Skipped,
+    /// An outcome this build does not know yet.
+    #[serde(other)]
+    Unknown,
+}
+
+impl RunOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Delivered => "delivered",
+            RunOutcome::Retry => "retry",
+            RunOutcome::DeadLetter => "dead_letter",
+            RunOutcome::Skipped => "skipped",
+            RunOutcome::Unknown => "unknown",
+        }
+    }
+
+    /// The outcome named `text`; `Unknown` for any other text.
+    pub fn parse(text: &str) -> Self {
+        [
+            RunOutcome::Delivered,
+            RunOutcome::Retry,
+            RunOutcome::DeadLetter,
+            RunOutcome::Skipped,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == text)
+        .unwrap_or(RunOutcome::Unknown)
+    }
+}
+
+/// One attempt in a job's history. Keys in this order (they have always come sorted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub attempt: u32,
+    pub delivery_id: String,
+    #[serde(with = "instant")]
+    pub due_at: Timestamp,
+    pub error: Option<String>,
+    pub latency_ms: u64,
+    pub outcome: RunOutcome,
+    /// The start of what the target answered to a failed attempt (at most 1 KiB).
+    #[serde(default)]
+    pub response: Option<String>,
+    #[serde(with = "instant")]
+    pub started_at: Timestamp,
+    pub status_code: Option<u16>,
+}
+
+/// One page of a job's runs, newest first. Keys sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunList {
+    /// Present when there may be older runs: the next call's `cursor`.
+    pub next_cursor: Option<String>,
+    pub runs: Vec<Run>,
+}
+
+/// An occurrence that failed its last attempt. Keys in this order (they have always come
+/// sorted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter<'a> {
+    pub attempts: u32,
+    #[serde(with = "instant")]
+    pub created_at: Timestamp,
+    pub delivery_id: String,
+    #[serde(with = "instant")]
+    pub due_at: Timestamp,
+    pub id: String,
+    pub job_id: Uuid,
+    #[serde(default)]
+    pub payload: Option<Payload<'a>>,
+    pub reason: Cow<'a, str>,
+    pub target: TargetOut<'a>,
+    #[serde(rename = "type")]
+    pub job_type: Option<Cow<'a, str>>,
+}
+
+/// One page of dead letters. Keys sorted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetterList<'a> {
+    pub dead_letters: Vec<DeadLetter<'a>>,
+    pub next_cursor: Option<String>,
+}

@@ -1,0 +1,106 @@
+//! The node's and namespace's other answers: the cluster's nodes, open circuit breakers, the
+//! connections a namespace may use, its webhook signing secret, and the health checks.
+
+use std::borrow::Cow;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::instant;
+
+/// A live node of the cluster, as its latest heartbeat said. Keys sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// Occurrences the node held claimed at its latest heartbeat, by its own count.
+    pub claims_held: u64,
+    /// The node's id, its name in leases.
+    pub id: String,
+    #[serde(with = "instant")]
+    pub last_heartbeat: Timestamp,
+    #[serde(with = "instant")]
+    pub started_at: Timestamp,
+    pub version: String,
+}
+
+/// `GET /v1/nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeList {
+    pub nodes: Vec<Node>,
+}
+
+/// A destination whose circuit breaker is open on the node that answered. Keys sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Breaker {
+    pub destination: String,
+    #[serde(with = "instant")]
+    pub open_since: Timestamp,
+}
+
+/// `GET /v1/breakers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerList {
+    pub breakers: Vec<Breaker>,
+}
+
+/// A bus or cloud connection the namespace may use. Keys sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connection {
+    pub kind: String,
+    pub name: String,
+    /// This node's publish counts, for a connection the namespace has to itself only.
+    pub published: Option<Published>,
+}
+
+/// Publishes through a connection since the node started. Keys sorted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    pub delivered: u64,
+    pub rejected: u64,
+    pub retry: u64,
+}
+
+/// `GET /v1/connections`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionList {
+    pub connections: Vec<Connection>,
+}
+
+/// `POST /v1/signing-secret`'s optional body.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateSecret {
+    /// `"24h"` (default), up to 7 days; `"0s"` drops the old secret at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<String>,
+}
+
+/// A namespace's current webhook signing secret (read or just rotated). Keys sorted. Its
+/// `Debug` leaves the secret out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SigningSecret {
+    pub namespace: String,
+    /// A rotation's answer only: what the rotation means for deliveries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Until when deliveries also carry a signature by the secret the last rotation replaced.
+    #[serde(with = "instant::option")]
+    pub previous_valid_until: Option<Timestamp>,
+    /// `whsec_` and the base64 of the key: what a receiver verifies deliveries with.
+    pub signing_secret: String,
+}
+
+impl std::fmt::Debug for SigningSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningSecret")
+            .field("namespace", &self.namespace)
+            .field("signing_secret", &"<redacted>")
+            .field("previous_valid_until", &self.previous_valid_until)
+            .finish()
+    }
+}
+
+/// `GET /healthz` and `GET /readyz`: `{"status": "ok"}`, `{"status": "ready"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub status: Cow<'static, str>,
+}
