@@ -1,20 +1,26 @@
 //! The web dashboard served at `/`: a static page, a stylesheet and a script, embedded in the
-//! binary. The page talks to the node only through the public HTTP API (`/v1/...` and
+//! binary, and `GET /v1/summary`, the figures its overview charts (read from the node's metrics,
+//! as JSON). The page talks to the node only through the public HTTP API (`/v1/...` and
 //! `/metrics`), with the caller's API key, so it can see and do nothing the API would refuse.
 
-use axum::Router;
-use axum::http::header;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
+
+use crate::api::{ApiResult, AppState};
 
 const INDEX_HTML: &str = include_str!("../dashboard/index.html");
 const APP_JS: &str = include_str!("../dashboard/app.js");
 const APP_CSS: &str = include_str!("../dashboard/app.css");
 
-/// The dashboard's routes, outside `/v1`: they serve assets, not API operations.
-pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+/// The dashboard's routes: its assets, outside `/v1` (they are not API operations), and the
+/// summary it reads its figures from.
+pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
+        .route("/v1/summary", get(summary))
         .route("/dashboard/app.js", get(app_js))
         .route("/dashboard/app.css", get(app_css))
 }
@@ -50,6 +56,15 @@ async fn app_js() -> Response {
 
 async fn app_css() -> Response {
     asset("text/css; charset=utf-8", APP_CSS)
+}
+
+/// The dashboard's figures: this node's delivery counters and gauges, and the whole store's
+/// counts. They cover every namespace, like `/metrics`, so an admin key when the node has keys (a
+/// namespace key gets 403).
+async fn summary(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    state.auth.authenticate_admin(&headers)?;
+    let figures = state.metrics.summary(&state.scheduler).await;
+    Ok((StatusCode::OK, Json(figures)).into_response())
 }
 
 #[cfg(test)]
