@@ -1,11 +1,14 @@
 //! Engine metrics, registered in a registry the server exposes at /metrics. No global registry:
 //! several nodes in one test process keep separate figures.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -36,8 +39,9 @@ const TARGET_KINDS: [&str; 9] = hourglass_core::Target::KINDS;
 #[derive(Clone)]
 pub struct Metrics {
     pub fired: Family<OutcomeLabels, Counter>,
-    /// Seconds from due time to the start of the first delivery attempt.
-    pub lateness: Histogram,
+    /// Seconds from due time to the start of the first delivery attempt (readable: the
+    /// dashboard's summary reports its buckets).
+    pub lateness: ReadableHistogram,
     pub skipped_occurrences: Counter,
     pub stale_completions: Counter,
     pub claimed: Counter,
@@ -78,7 +82,7 @@ impl Metrics {
     pub fn new(registry: &mut Registry) -> Self {
         let m = Self {
             fired: Family::default(),
-            lateness: Histogram::new([
+            lateness: ReadableHistogram::new(&[
                 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 120.0,
             ]),
             skipped_occurrences: Counter::default(),
@@ -238,5 +242,133 @@ impl Metrics {
             m.queue_leased.clone(),
         );
         m
+    }
+}
+
+impl Metrics {
+    /// Delivery attempts and skips on this node since it started, by outcome (summed over target
+    /// kinds), in the order of [`OUTCOMES`].
+    pub fn deliveries_by_outcome(&self) -> [(&'static str, u64); OUTCOMES.len()] {
+        OUTCOMES.map(|outcome| {
+            let total = TARGET_KINDS
+                .iter()
+                .filter_map(|&target| {
+                    self.fired
+                        .get(&OutcomeLabels { target, outcome })
+                        .map(|c| c.get())
+                })
+                .sum();
+            (outcome, total)
+        })
+    }
+}
+
+/// A classic histogram whose figures can be read back, which prometheus-client's [`Histogram`]
+/// does not allow (it only encodes them). It is encoded exactly as a `Histogram` with the same
+/// bounds would be, so /metrics does not change.
+#[derive(Clone, Debug)]
+pub struct ReadableHistogram {
+    inner: Arc<Mutex<HistogramFigures>>,
+}
+
+/// A [`ReadableHistogram`]'s figures at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistogramFigures {
+    pub sum: f64,
+    pub count: u64,
+    /// (upper bound, observations in this bucket alone, not cumulative), by bound; the last
+    /// bound is `+Inf`.
+    pub buckets: Vec<(f64, u64)>,
+}
+
+impl ReadableHistogram {
+    /// A histogram over the finite bounds in `bounds` (ascending), plus the implicit `+Inf`.
+    pub fn new(bounds: &[f64]) -> Self {
+        let buckets = bounds
+            .iter()
+            .copied()
+            .filter(|b| b.is_finite())
+            .chain(std::iter::once(f64::INFINITY))
+            .map(|b| (b, 0))
+            .collect();
+        Self {
+            inner: Arc::new(Mutex::new(HistogramFigures {
+                sum: 0.0,
+                count: 0,
+                buckets,
+            })),
+        }
+    }
+
+    pub fn observe(&self, v: f64) {
+        let mut f = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        f.sum += v;
+        f.count += 1;
+        // As prometheus-client counts: NaN in the last bucket, anything else in the first whose
+        // bound holds it.
+        let bucket = if v.is_nan() {
+            f.buckets.last_mut()
+        } else {
+            f.buckets.iter_mut().find(|(bound, _)| *bound >= v)
+        };
+        if let Some((_, n)) = bucket {
+            *n += 1;
+        }
+    }
+
+    pub fn figures(&self) -> HistogramFigures {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl TypedMetric for ReadableHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for ReadableHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let f = self.figures();
+        encoder.encode_histogram::<NoLabelSet>(f.sum, f.count, &f.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The readable histogram prints exactly what prometheus-client's own does.
+    #[test]
+    fn a_readable_histogram_encodes_as_a_histogram() {
+        let bounds = [0.001, 0.01, 0.1, 1.0];
+        let ours = ReadableHistogram::new(&bounds);
+        let theirs = Histogram::new(bounds);
+        for v in [0.0005, 0.001, 0.05, 0.5, 3.0, 3.0, f64::NAN] {
+            ours.observe(v);
+            theirs.observe(v);
+        }
+        let encode = |register: &dyn Fn(&mut Registry)| {
+            let mut registry = Registry::default();
+            register(&mut registry);
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text
+        };
+        let a = encode(&|r| r.register("x", "h", ours.clone()));
+        let b = encode(&|r| r.register("x", "h", theirs.clone()));
+        assert_eq!(a, b);
+        assert!(a.contains("x_bucket{le=\"0.1\"} 3"), "{a}");
+        let f = ours.figures();
+        assert_eq!(f.count, 7);
+        assert_eq!(
+            f.buckets.iter().map(|b| b.1).collect::<Vec<_>>(),
+            [2, 0, 1, 1, 3]
+        );
     }
 }

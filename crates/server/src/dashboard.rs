@@ -1,22 +1,58 @@
-//! The web dashboard served at `/`: a static page, a stylesheet and a script, embedded in the
-//! binary. The page talks to the node only through the public HTTP API (`/v1/...` and
-//! `/metrics`), with the caller's API key, so it can see and do nothing the API would refuse.
+//! The web dashboard served at `/`: a static page, a stylesheet and its native ES modules,
+//! embedded in the binary, and `GET /v1/summary`, the figures its overview charts (read from the
+//! node's metrics, as JSON, so the page scrapes no metric names). The page talks to the node only
+//! through the public HTTP API (`/v1/...`), with the caller's API key, so it can see and do nothing
+//! the API would refuse.
 
-use axum::Router;
-use axum::http::header;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
+
+use crate::api::{ApiResult, AppState};
 
 const INDEX_HTML: &str = include_str!("../dashboard/index.html");
-const APP_JS: &str = include_str!("../dashboard/app.js");
-const APP_CSS: &str = include_str!("../dashboard/app.css");
 
-/// The dashboard's routes, outside `/v1`: they serve assets, not API operations.
-pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
+/// The assets under `/dashboard/`: (file name, content type, body). Every module the page imports
+/// must be listed here, or the browser gets the API's 404 for it.
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("app.css", CSS, include_str!("../dashboard/app.css")),
+    ("app.js", JS, include_str!("../dashboard/app.js")),
+    ("api.js", JS, include_str!("../dashboard/api.js")),
+    ("dom.js", JS, include_str!("../dashboard/dom.js")),
+    ("format.js", JS, include_str!("../dashboard/format.js")),
+    ("router.js", JS, include_str!("../dashboard/router.js")),
+    ("figures.js", JS, include_str!("../dashboard/figures.js")),
+    ("overview.js", JS, include_str!("../dashboard/overview.js")),
+    ("nodes.js", JS, include_str!("../dashboard/nodes.js")),
+    ("jobs.js", JS, include_str!("../dashboard/jobs.js")),
+    ("job.js", JS, include_str!("../dashboard/job.js")),
+    (
+        "dead-letters.js",
+        JS,
+        include_str!("../dashboard/dead-letters.js"),
+    ),
+    ("queues.js", JS, include_str!("../dashboard/queues.js")),
+];
+
+/// What a browser needs to run a file as a module script (it refuses other types).
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// The dashboard's routes: its assets, outside `/v1` (they are not API operations), and the
+/// summary it reads its figures from.
+pub fn routes() -> Router<AppState> {
+    let mut router = Router::new()
         .route("/", get(index))
-        .route("/dashboard/app.js", get(app_js))
-        .route("/dashboard/app.css", get(app_css))
+        .route("/v1/summary", get(summary));
+    for &(name, content_type, body) in ASSETS {
+        router = router.route(
+            &format!("/dashboard/{name}"),
+            get(move || async move { asset(content_type, body) }),
+        );
+    }
+    router
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -33,7 +69,8 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 
 async fn index() -> Response {
     let mut response = asset("text/html; charset=utf-8", INDEX_HTML);
-    // Everything the page loads comes from this node; no inline script, no third parties.
+    // Everything the page loads comes from this node; no inline script, no third parties. Module
+    // scripts and their imports are scripts too: 'self' covers them.
     response.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         header::HeaderValue::from_static(
@@ -44,12 +81,13 @@ async fn index() -> Response {
     response
 }
 
-async fn app_js() -> Response {
-    asset("text/javascript; charset=utf-8", APP_JS)
-}
-
-async fn app_css() -> Response {
-    asset("text/css; charset=utf-8", APP_CSS)
+/// The dashboard's figures: this node's delivery counters and gauges, and the whole store's
+/// counts. They cover every namespace, like `/metrics`, so an admin key when the node has keys (a
+/// namespace key gets 403).
+async fn summary(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
+    state.auth.authenticate_admin(&headers)?;
+    let figures = state.metrics.summary(&state.scheduler).await;
+    Ok((StatusCode::OK, Json(figures)).into_response())
 }
 
 #[cfg(test)]
@@ -58,12 +96,40 @@ mod tests {
 
     #[test]
     fn the_page_loads_its_assets_from_this_node() {
-        assert!(INDEX_HTML.contains("src=\"/dashboard/app.js\""));
+        assert!(INDEX_HTML.contains("<script type=\"module\" src=\"/dashboard/app.js\">"));
         assert!(INDEX_HTML.contains("href=\"/dashboard/app.css\""));
         assert!(!INDEX_HTML.contains("http://") && !INDEX_HTML.contains("https://"));
-        assert!(
-            !APP_JS.contains("innerHTML"),
-            "insert data with textContent"
-        );
+        for (name, _, body) in ASSETS.iter().filter(|a| a.1 == JS) {
+            assert!(
+                !body.contains("innerHTML"),
+                "{name}: insert data with textContent"
+            );
+            assert!(
+                body.starts_with("// "),
+                "{name} opens with a comment saying what it holds"
+            );
+            assert!(body.lines().count() <= 400, "{name} is over 400 lines");
+            assert!(
+                !body.contains("hourglass_"),
+                "{name} names a metric: read figures from /v1/summary"
+            );
+        }
+    }
+
+    /// Every module imported by another (`from "./x.js"`) is served.
+    #[test]
+    fn every_imported_module_is_served() {
+        for (name, _, body) in ASSETS.iter().filter(|a| a.1 == JS) {
+            for line in body.lines() {
+                let Some(rest) = line.split("from \"./").nth(1) else {
+                    continue;
+                };
+                let imported = rest.split('"').next().unwrap_or_default();
+                assert!(
+                    ASSETS.iter().any(|a| a.0 == imported),
+                    "{name} imports {imported}, which is not served"
+                );
+            }
+        }
     }
 }

@@ -6,8 +6,9 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
+use hourglass_core::JobState;
 use hourglass_core::ScheduleKind;
-use hourglass_engine::Scheduler;
+use hourglass_engine::{Metrics, Scheduler};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -57,6 +58,8 @@ pub struct ApiMetrics {
     pub requests: Family<RequestLabels, Counter>,
     pub jobs_created: Family<CreatedLabels, Counter>,
     store: StoreFigures,
+    /// The engine's metrics, read (not scraped) for the dashboard's summary.
+    engine: Metrics,
 }
 
 /// Whole-store figures (jobs by state, backlog, queue totals), read from the store when
@@ -78,8 +81,9 @@ struct StoreFigures {
 pub const STORE_FIGURES_TTL: Duration = Duration::from_secs(10);
 
 impl ApiMetrics {
-    pub fn new(registry: &mut Registry, store_figures_ttl: Duration) -> Self {
+    pub fn new(registry: &mut Registry, engine: &Metrics, store_figures_ttl: Duration) -> Self {
         let m = Self {
+            engine: engine.clone(),
             requests: Family::default(),
             jobs_created: Family::default(),
             store: StoreFigures {
@@ -185,6 +189,68 @@ impl ApiMetrics {
                 .set(n as i64);
         }
         f.queue_oldest_age.set(age(g.oldest_queue_available));
+    }
+
+    /// The figures the dashboard shows, as JSON (`GET /v1/summary`): this node's delivery
+    /// counters and gauges, and the whole store's figures (refreshed as for /metrics, so at most
+    /// every `store_figures_ttl`). Node-wide and store-wide: every namespace's.
+    pub async fn summary(&self, scheduler: &Scheduler) -> serde_json::Value {
+        self.refresh_store_figures(scheduler).await;
+        let e = &self.engine;
+        let deliveries: serde_json::Map<String, serde_json::Value> = e
+            .deliveries_by_outcome()
+            .into_iter()
+            .map(|(outcome, n)| (outcome.to_string(), n.into()))
+            .collect();
+        let lateness = e.lateness.figures();
+        // Cumulative, as Prometheus buckets are; the implicit +Inf bucket is `count`.
+        let mut seen = 0;
+        let buckets: Vec<serde_json::Value> = lateness
+            .buckets
+            .iter()
+            .filter_map(|&(le, n)| {
+                seen += n;
+                le.is_finite()
+                    .then(|| serde_json::json!({ "le": le, "count": seen }))
+            })
+            .collect();
+        let f = &self.store;
+        let state_count = |family: &Family<StateLabels, Gauge>, state: &'static str| {
+            family
+                .get(&StateLabels { state })
+                .map_or(0, |g| g.get().max(0))
+        };
+        let jobs: serde_json::Map<String, serde_json::Value> = JobState::ALL
+            .iter()
+            .map(|s| {
+                (
+                    s.as_str().to_string(),
+                    state_count(&f.jobs, s.as_str()).into(),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "node": {
+                "deliveries": deliveries,
+                "fire_lateness": {
+                    "count": lateness.count,
+                    "sum_seconds": lateness.sum,
+                    "buckets": buckets,
+                },
+                "in_flight": e.in_flight.get().max(0),
+                "timer_queue": e.timer_queue.get().max(0),
+            },
+            "store": {
+                "jobs": jobs,
+                "due_backlog": f.backlog.get().max(0),
+                "due_backlog_age_seconds": f.backlog_age.get(),
+                "queue_messages": {
+                    "available": state_count(&f.queue_messages, "available"),
+                    "in_flight": state_count(&f.queue_messages, "in_flight"),
+                    "scheduled": state_count(&f.queue_messages, "scheduled"),
+                },
+            },
+        })
     }
 
     pub fn job_created(&self, kind: &ScheduleKind) {

@@ -163,7 +163,7 @@ impl Parts {
         let mut registry = Registry::default();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(backend, &mut registry));
         let metrics = Metrics::new(&mut registry);
-        let api_metrics = ApiMetrics::new(&mut registry, config.store_figures_ttl);
+        let api_metrics = ApiMetrics::new(&mut registry, &metrics, config.store_figures_ttl);
         let mut policy = TargetPolicy::new(config.allow_targets.clone());
         if auth.is_open() {
             // Development mode listens on loopback only, so whoever creates jobs is on this

@@ -303,6 +303,19 @@ def test_list_nodes_shows_the_node_serving(client: Client) -> None:
     assert nodes[0].started_at <= nodes[0].last_heartbeat
 
 
+def test_get_summary_decodes_the_figures_the_dashboard_charts(client: Client) -> None:
+    summary = client.get_summary()
+    lateness = summary.node.fire_lateness
+    # Cumulative counts by ascending bound, none above the total (the unbounded bucket).
+    bounds = [b.le for b in lateness.buckets]
+    counts = [b.count for b in lateness.buckets]
+    assert len(bounds) == 13 and bounds == sorted(bounds)
+    assert counts == sorted(counts) and all(c <= lateness.count for c in counts)
+    assert summary.node.deliveries.delivered >= 0
+    assert summary.store.jobs.active >= 0
+    assert summary.store.queue_messages.available >= 0
+
+
 def test_the_served_openapi_document_is_the_one_the_sdk_is_checked_against(client: Client) -> None:
     served = client.openapi()
     on_disk = json.loads((REPO / "crates/server/openapi.json").read_text())

@@ -39,6 +39,7 @@ import type {
   SchedulePreview,
   SigningSecret,
   Status,
+  Summary,
   TriggeredJob,
 } from "./types.js";
 
@@ -226,6 +227,14 @@ export class Client {
   async listNodes(options?: CallOptions): Promise<Node[]> {
     const list: NodeList = await this.#send({ op: "listNodes", signal: options?.signal });
     return list.nodes;
+  }
+
+  /**
+   * The figures the dashboard charts: this node's delivery counters and gauges, and the whole
+   * store's counts. Every namespace's: an admin key when the node has keys.
+   */
+  getSummary(options?: CallOptions): Promise<Summary> {
+    return this.#send({ op: "getSummary", signal: options?.signal });
   }
 
   // Queues

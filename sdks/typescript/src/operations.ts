@@ -30,6 +30,7 @@ export const operations = {
   listOpenBreakers: { method: "GET", path: "/v1/breakers", client: "listOpenBreakers" },
   listConnections: { method: "GET", path: "/v1/connections", client: "listConnections" },
   listNodes: { method: "GET", path: "/v1/nodes", client: "listNodes" },
+  getSummary: { method: "GET", path: "/v1/summary", client: "getSummary" },
   listQueues: { method: "GET", path: "/v1/queues", client: "listQueues" },
   getQueue: { method: "GET", path: "/v1/queues/{name}", client: "getQueue" },
   listQueueMessages: { method: "GET", path: "/v1/queues/{name}/messages", client: "listQueueMessages" },

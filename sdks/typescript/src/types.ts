@@ -1133,6 +1133,118 @@ export interface Node {
 }
 
 /**
+ * The figures the dashboard charts: this node's, and the whole store's.
+ *
+ * @schema Summary
+ */
+export interface Summary {
+  node: SummaryNode;
+  store: SummaryStore;
+}
+
+/**
+ * This node's figures since it started (each node counts its own).
+ *
+ * @schema SummaryNode
+ */
+export interface SummaryNode {
+  deliveries: DeliveryCounts;
+  fire_lateness: LatenessFigures;
+  /** Occurrences this node has claimed and not yet completed. */
+  in_flight: number;
+  /** Claimed occurrences waiting in this node's timer for their due instant. */
+  timer_queue: number;
+}
+
+/**
+ * Delivery attempts (and misfire skips) by outcome, over every target kind.
+ *
+ * @schema DeliveryCounts
+ */
+export interface DeliveryCounts {
+  /** Attempts that delivered. */
+  delivered: number;
+  /** Attempts that failed and will be retried. */
+  retry: number;
+  /** Attempts that failed for good: their occurrence became a dead letter. */
+  dead_letter: number;
+  /** Occurrences a misfire policy skipped. */
+  skipped: number;
+}
+
+/**
+ * Time from each occurrence's due instant to its first delivery attempt, as a histogram.
+ *
+ * @schema LatenessFigures
+ */
+export interface LatenessFigures {
+  /** Observations. */
+  count: number;
+  /** Their sum, in seconds. */
+  sum_seconds: number;
+  /** Cumulative counts by upper bound, ascending; the last, unbounded bucket is `count`. */
+  buckets: LatenessBucket[];
+}
+
+/**
+ * Observations at or below an upper bound.
+ *
+ * @schema LatenessBucket
+ */
+export interface LatenessBucket {
+  /** The upper bound, in seconds. */
+  le: number;
+  /** Observations at or below it. */
+  count: number;
+}
+
+/**
+ * The whole store's counts, every namespace's, sampled at most every `store_figures_ttl`.
+ *
+ * @schema SummaryStore
+ */
+export interface SummaryStore {
+  jobs: JobCounts;
+  /** Occurrences past their fire time that no node has claimed yet (webhook targets). */
+  due_backlog: number;
+  /** How long the oldest of them has been due (0 when none). */
+  due_backlog_age_seconds: number;
+  queue_messages: QueueMessageCounts;
+}
+
+/**
+ * Jobs by state.
+ *
+ * @schema JobCounts
+ */
+export interface JobCounts {
+  /** Jobs active. */
+  active: number;
+  /** Jobs paused. */
+  paused: number;
+  /** Jobs completed. */
+  completed: number;
+  /** Jobs failed. */
+  failed: number;
+  /** Jobs cancelled. */
+  cancelled: number;
+}
+
+/**
+ * Pull-queue messages across every queue.
+ *
+ * @schema QueueMessageCounts
+ */
+export interface QueueMessageCounts {
+  /** Due, waiting for a worker. */
+  available: number;
+  /** Leased by a worker. */
+  in_flight: number;
+  /** Not due yet. */
+  scheduled: number;
+}
+
+/**
  * The job, due now (or, for a repeated key, as it is now), with the delivery id of the triggered
  * occurrence.
  *

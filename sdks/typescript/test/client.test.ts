@@ -308,6 +308,21 @@ describe("the rest", () => {
     assert.ok(Date.parse(nodes[0]!.started_at) <= Date.parse(nodes[0]!.last_heartbeat));
   });
 
+  it("decodes the figures the dashboard charts", async () => {
+    const summary = await clientFor(node).getSummary();
+    const lateness = summary.node.fire_lateness;
+    // Cumulative counts by ascending bound, none above the total (the unbounded bucket).
+    const bounds = lateness.buckets.map((b) => b.le);
+    const counts = lateness.buckets.map((b) => b.count);
+    assert.equal(bounds.length, 13);
+    assert.deepEqual(bounds, [...bounds].sort((a, b) => a - b));
+    assert.deepEqual(counts, [...counts].sort((a, b) => a - b));
+    assert.ok(counts.every((c) => c <= lateness.count));
+    assert.ok(summary.node.deliveries.delivered >= 0);
+    assert.ok(summary.store.jobs.active >= 0);
+    assert.ok(summary.store.queue_messages.available >= 0);
+  });
+
   it("serves the OpenAPI document the SDK is checked against", async () => {
     const served = await clientFor(node).openapi();
     const onDisk: unknown = JSON.parse(readFileSync(join(REPO_DIR, "crates/server/openapi.json"), "utf8"));

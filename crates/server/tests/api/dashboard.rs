@@ -1,5 +1,6 @@
-//! The dashboard is served by the node itself: the page and its two assets, with their content
-//! types and a policy that keeps the page to this origin. (Its behaviour in a browser is tested by
+//! The dashboard is served by the node itself: the page, its stylesheet and its ES modules (the
+//! entry module and every module it imports, followed), with their content types and a policy
+//! that keeps the page to this origin. (Its behaviour in a browser is tested by
 //! scripts/browser-test.)
 
 use std::sync::Arc;
@@ -27,7 +28,7 @@ async fn the_node_serves_the_dashboard() {
         (
             "/dashboard/app.js",
             "text/javascript; charset=utf-8",
-            "/v1/jobs",
+            "from \"./router.js\"",
         ),
         ("/dashboard/app.css", "text/css; charset=utf-8", ":root"),
     ] {
@@ -47,6 +48,37 @@ async fn the_node_serves_the_dashboard() {
         let body = response.text().await.expect("body");
         assert!(body.contains(marker), "{path} lacks {marker}");
     }
+
+    // Every module the entry module imports, and what they import in turn, is served as a script
+    // a browser runs as a module, and none reads a Prometheus metric name.
+    let mut pending = vec!["app.js".to_string()];
+    let mut served = std::collections::BTreeSet::new();
+    while let Some(name) = pending.pop() {
+        if !served.insert(name.clone()) {
+            continue;
+        }
+        let response = client
+            .get(format!("{base}/dashboard/{name}"))
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(response.status(), 200, "{name}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/javascript; charset=utf-8",
+            "{name}"
+        );
+        let body = response.text().await.expect("body");
+        assert!(!body.contains("hourglass_"), "{name} names a metric");
+        for import in body.split("from \"./").skip(1) {
+            pending.push(import.split('"').next().unwrap().to_string());
+        }
+    }
+    assert!(
+        served.len() > 5,
+        "the dashboard is split into modules: {served:?}"
+    );
+    assert!(served.contains("figures.js"), "{served:?}");
 
     // Other paths outside /v1 still answer the API's JSON 404.
     let response = client

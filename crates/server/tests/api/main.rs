@@ -32,4 +32,5 @@ mod postgres_nodes;
 mod preview;
 mod queues;
 mod retries;
+mod summary;
 mod targets;

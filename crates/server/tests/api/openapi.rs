@@ -37,6 +37,7 @@ const KNOWN_ROUTES: &[(&str, &str)] = &[
     ("/v1/queues/{name}/nack", "post"),
     ("/v1/queues/{name}/extend", "post"),
     ("/v1/nodes", "get"),
+    ("/v1/summary", "get"),
     ("/v1/signing-secret", "get"),
     ("/v1/signing-secret", "post"),
     ("/v1/schedules/preview", "post"),

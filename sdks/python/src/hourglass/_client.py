@@ -47,6 +47,7 @@ from ._models import (
     SchedulePreviewRequest,
     SigningSecret,
     Status,
+    Summary,
     TriggeredJob,
 )
 from ._operations import OPERATIONS
@@ -409,6 +410,11 @@ class Client(_Base):
         last heartbeat, claims held). Cluster-wide: an admin key when the node has keys."""
         return _decode(NodeList.from_json, self._send(_Request("listNodes"))).nodes
 
+    def get_summary(self) -> Summary:
+        """The figures the dashboard charts: this node's delivery counters and gauges, and the
+        whole store's counts. Every namespace's: an admin key when the node has keys."""
+        return _decode(Summary.from_json, self._send(_Request("getSummary")))
+
     # Queues
 
     def list_queues(self, *, limit: int | None = None, cursor: str | None = None) -> list[Queue]:
@@ -663,6 +669,9 @@ class AsyncClient(_Base):
 
     async def list_nodes(self) -> list[Node]:
         return _decode(NodeList.from_json, await self._send(_Request("listNodes"))).nodes
+
+    async def get_summary(self) -> Summary:
+        return _decode(Summary.from_json, await self._send(_Request("getSummary")))
 
     # Queues
 

@@ -1599,6 +1599,177 @@ class Node:
         )
 
 
+@dataclass(frozen=True)
+class Summary:
+    """The figures the dashboard charts: this node's, and the whole store's."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Summary",)
+    node: SummaryNode
+    store: SummaryStore
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        return cls(
+            node=SummaryNode.from_json(data["node"]),
+            store=SummaryStore.from_json(data["store"]),
+        )
+
+
+@dataclass(frozen=True)
+class SummaryNode:
+    """This node's figures since it started (each node counts its own)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("SummaryNode",)
+    deliveries: DeliveryCounts
+    fire_lateness: LatenessFigures
+    in_flight: int
+    """Occurrences this node has claimed and not yet completed."""
+    timer_queue: int
+    """Claimed occurrences waiting in this node's timer for their due instant."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SummaryNode:
+        return cls(
+            deliveries=DeliveryCounts.from_json(data["deliveries"]),
+            fire_lateness=LatenessFigures.from_json(data["fire_lateness"]),
+            in_flight=int(data["in_flight"]),
+            timer_queue=int(data["timer_queue"]),
+        )
+
+
+@dataclass(frozen=True)
+class DeliveryCounts:
+    """Delivery attempts (and misfire skips) by outcome, over every target kind."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("DeliveryCounts",)
+    delivered: int
+    """Attempts that delivered."""
+    retry: int
+    """Attempts that failed and will be retried."""
+    dead_letter: int
+    """Attempts that failed for good: their occurrence became a dead letter."""
+    skipped: int
+    """Occurrences a misfire policy skipped."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeliveryCounts:
+        return cls(
+            delivered=int(data["delivered"]),
+            retry=int(data["retry"]),
+            dead_letter=int(data["dead_letter"]),
+            skipped=int(data["skipped"]),
+        )
+
+
+@dataclass(frozen=True)
+class LatenessFigures:
+    """Time from each occurrence's due instant to its first delivery attempt, as a histogram."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("LatenessFigures",)
+    count: int
+    """Observations."""
+    sum_seconds: float
+    """Their sum, in seconds."""
+    buckets: list[LatenessBucket]
+    """Cumulative counts by upper bound, ascending; the last, unbounded bucket is ``count``."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LatenessFigures:
+        return cls(
+            count=int(data["count"]),
+            sum_seconds=float(data["sum_seconds"]),
+            buckets=[LatenessBucket.from_json(v) for v in data["buckets"]],
+        )
+
+
+@dataclass(frozen=True)
+class LatenessBucket:
+    """Observations at or below an upper bound."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("LatenessBucket",)
+    le: float
+    """The upper bound, in seconds."""
+    count: int
+    """Observations at or below it."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LatenessBucket:
+        return cls(
+            le=float(data["le"]),
+            count=int(data["count"]),
+        )
+
+
+@dataclass(frozen=True)
+class SummaryStore:
+    """The whole store's counts, every namespace's, sampled at most every ``store_figures_ttl``."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("SummaryStore",)
+    jobs: JobCounts
+    due_backlog: int
+    """Occurrences past their fire time that no node has claimed yet (webhook targets)."""
+    due_backlog_age_seconds: float
+    """How long the oldest of them has been due (0 when none)."""
+    queue_messages: QueueMessageCounts
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SummaryStore:
+        return cls(
+            jobs=JobCounts.from_json(data["jobs"]),
+            due_backlog=int(data["due_backlog"]),
+            due_backlog_age_seconds=float(data["due_backlog_age_seconds"]),
+            queue_messages=QueueMessageCounts.from_json(data["queue_messages"]),
+        )
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """Jobs by state."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("JobCounts",)
+    active: int
+    """Jobs active."""
+    paused: int
+    """Jobs paused."""
+    completed: int
+    """Jobs completed."""
+    failed: int
+    """Jobs failed."""
+    cancelled: int
+    """Jobs cancelled."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobCounts:
+        return cls(
+            active=int(data["active"]),
+            paused=int(data["paused"]),
+            completed=int(data["completed"]),
+            failed=int(data["failed"]),
+            cancelled=int(data["cancelled"]),
+        )
+
+
+@dataclass(frozen=True)
+class QueueMessageCounts:
+    """Pull-queue messages across every queue."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("QueueMessageCounts",)
+    available: int
+    """Due, waiting for a worker."""
+    in_flight: int
+    """Leased by a worker."""
+    scheduled: int
+    """Not due yet."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QueueMessageCounts:
+        return cls(
+            available=int(data["available"]),
+            in_flight=int(data["in_flight"]),
+            scheduled=int(data["scheduled"]),
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class TriggeredJob(Job):
     """The job, due now (or, for a repeated key, as it is now), with the delivery id of the

@@ -39,6 +39,7 @@ OPERATIONS = _ops(
     ("listOpenBreakers", "GET", "/v1/breakers", "list_open_breakers"),
     ("listConnections", "GET", "/v1/connections", "list_connections"),
     ("listNodes", "GET", "/v1/nodes", "list_nodes"),
+    ("getSummary", "GET", "/v1/summary", "get_summary"),
     ("listQueues", "GET", "/v1/queues", "list_queues"),
     ("getQueue", "GET", "/v1/queues/{name}", "get_queue"),
     ("listQueueMessages", "GET", "/v1/queues/{name}/messages", "list_queue_messages"),
