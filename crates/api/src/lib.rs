@@ -22,6 +22,7 @@ mod error;
 mod jobs;
 mod queues;
 mod service;
+mod summary;
 mod targets;
 
 pub use answers::{
@@ -42,6 +43,7 @@ pub use service::{
     Breaker, BreakerList, Connection, ConnectionList, Node, NodeList, Published, RotateSecret,
     SigningSecret, Status,
 };
+pub use summary::{Lateness, LatenessBucket, NodeFigures, QueueFigures, StoreFigures, Summary};
 pub use targets::{
     AmqpTarget, EventBridgeTarget, LambdaTarget, NatsTarget, RedisStreamTarget, SnsTarget,
     SqsTarget,

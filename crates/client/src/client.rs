@@ -342,6 +342,12 @@ impl Client {
         Ok(list.nodes)
     }
 
+    /// The node's and the store's figures, as the dashboard charts them (`GET /v1/summary`):
+    /// every namespace's, so an admin key's (a namespace key gets 403).
+    pub async fn summary(&self) -> Result<hourglass_api::Summary, Error> {
+        self.get(&["v1", "summary"], &[]).await
+    }
+
     // -----------------------------------------------------------------------------------------
     // Plumbing
 

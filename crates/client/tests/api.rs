@@ -306,6 +306,11 @@ async fn the_signing_secret_is_read_without_rotating_it() {
     let nodes = t.client.list_nodes().await.unwrap();
     assert_eq!(nodes.len(), 1);
     assert_eq!(nodes[0].version, env!("CARGO_PKG_VERSION"));
+    // The dashboard's figures: nothing delivered yet on this fresh node, no job stored.
+    let summary = t.client.summary().await.unwrap();
+    assert_eq!(summary.node.deliveries.get("delivered"), Some(&0));
+    assert_eq!(summary.node.fire_lateness.count, 0);
+    assert!(summary.store.jobs.values().all(|n| *n == 0), "{summary:?}");
 
     let rotated: serde_json::Value = reqwest::Client::new()
         .post(format!("http://{}/v1/signing-secret", t.node.addr()))

@@ -194,24 +194,26 @@ impl ApiMetrics {
     /// The figures the dashboard shows, as JSON (`GET /v1/summary`): this node's delivery
     /// counters and gauges, and the whole store's figures (refreshed as for /metrics, so at most
     /// every `store_figures_ttl`). Node-wide and store-wide: every namespace's.
-    pub async fn summary(&self, scheduler: &Scheduler) -> serde_json::Value {
+    pub async fn summary(&self, scheduler: &Scheduler) -> hourglass_api::Summary {
+        use hourglass_api::{
+            Lateness, LatenessBucket, NodeFigures, QueueFigures, StoreFigures, Summary,
+        };
         self.refresh_store_figures(scheduler).await;
         let e = &self.engine;
-        let deliveries: serde_json::Map<String, serde_json::Value> = e
+        let deliveries = e
             .deliveries_by_outcome()
             .into_iter()
-            .map(|(outcome, n)| (outcome.to_string(), n.into()))
+            .map(|(outcome, n)| (outcome.to_string(), n))
             .collect();
         let lateness = e.lateness.figures();
         // Cumulative, as Prometheus buckets are; the implicit +Inf bucket is `count`.
         let mut seen = 0;
-        let buckets: Vec<serde_json::Value> = lateness
+        let buckets = lateness
             .buckets
             .iter()
             .filter_map(|&(le, n)| {
                 seen += n;
-                le.is_finite()
-                    .then(|| serde_json::json!({ "le": le, "count": seen }))
+                le.is_finite().then_some(LatenessBucket { count: seen, le })
             })
             .collect();
         let f = &self.store;
@@ -220,37 +222,32 @@ impl ApiMetrics {
                 .get(&StateLabels { state })
                 .map_or(0, |g| g.get().max(0))
         };
-        let jobs: serde_json::Map<String, serde_json::Value> = JobState::ALL
+        let jobs = JobState::ALL
             .iter()
-            .map(|s| {
-                (
-                    s.as_str().to_string(),
-                    state_count(&f.jobs, s.as_str()).into(),
-                )
-            })
+            .map(|s| (s.as_str().to_string(), state_count(&f.jobs, s.as_str())))
             .collect();
-        serde_json::json!({
-            "node": {
-                "deliveries": deliveries,
-                "fire_lateness": {
-                    "count": lateness.count,
-                    "sum_seconds": lateness.sum,
-                    "buckets": buckets,
+        Summary {
+            node: NodeFigures {
+                deliveries,
+                fire_lateness: Lateness {
+                    buckets,
+                    count: lateness.count,
+                    sum_seconds: lateness.sum,
                 },
-                "in_flight": e.in_flight.get().max(0),
-                "timer_queue": e.timer_queue.get().max(0),
+                in_flight: e.in_flight.get().max(0),
+                timer_queue: e.timer_queue.get().max(0),
             },
-            "store": {
-                "jobs": jobs,
-                "due_backlog": f.backlog.get().max(0),
-                "due_backlog_age_seconds": f.backlog_age.get(),
-                "queue_messages": {
-                    "available": state_count(&f.queue_messages, "available"),
-                    "in_flight": state_count(&f.queue_messages, "in_flight"),
-                    "scheduled": state_count(&f.queue_messages, "scheduled"),
+            store: StoreFigures {
+                due_backlog: f.backlog.get().max(0),
+                due_backlog_age_seconds: f.backlog_age.get(),
+                jobs,
+                queue_messages: QueueFigures {
+                    available: state_count(&f.queue_messages, "available"),
+                    in_flight: state_count(&f.queue_messages, "in_flight"),
+                    scheduled: state_count(&f.queue_messages, "scheduled"),
                 },
             },
-        })
+        }
     }
 
     pub fn job_created(&self, kind: &ScheduleKind) {
