@@ -18,7 +18,6 @@ mod destinations;
 mod dispatcher;
 mod fair;
 mod heartbeat;
-mod held;
 mod listener;
 mod planner;
 pub(crate) mod rates;
@@ -43,7 +42,7 @@ use tokio_util::task::TaskTracker;
 use crate::deliver::{Deliverer, DeliveryResult, Verdict};
 use crate::{EngineConfig, Forget, Metrics, Shared};
 
-pub(crate) use held::Held;
+pub(crate) use crate::held::Held;
 
 /// Batches of claimed occurrences waiting for the timer.
 const TIMER_QUEUE_BATCHES: usize = 64;
