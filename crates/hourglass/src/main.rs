@@ -135,10 +135,6 @@ enum KeyCommand {
     Generate,
 }
 
-/// Exit codes, as README documents them: 0 success, 1 any other failure, 2 usage (clap's own,
-/// and a profile that cannot be used),
-/// 3 the node refused the request (4xx), 4 not found (404), 5 the node is unreachable or
-/// unavailable (5xx, a connection that failed).
 /// Writes to stdout; a reader that went away (`hourglass job list | head`) ends the process
 /// quietly with success, as `cat` does, instead of the panic `println!` raises on a broken pipe.
 pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
@@ -208,18 +204,47 @@ fn json_line(level: &str, message: &str) -> String {
     .to_string()
 }
 
+/// The exit code of `serve` and `tick` when their configuration cannot work (sysexits'
+/// `EX_CONFIG`): the same start would fail the same way, so the systemd unit does not restart
+/// on it (`RestartPreventExitStatus`), where a store that is down (exit 1) is retried.
+const EX_CONFIG: u8 = 78;
+
+/// Marks an error in the node's settings (flags, environment, config file): exit [`EX_CONFIG`].
+#[derive(Debug)]
+struct Misconfigured;
+
+impl std::fmt::Display for Misconfigured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid configuration")
+    }
+}
+
 /// Marks an error as a usage error: `main` exits 2 on it, as README documents.
 pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     profile::Usage(message.into()).into()
 }
 
+/// Exit codes, as README documents them: 0 success, 1 any other failure, 2 usage (clap's own,
+/// and a profile that cannot be used), 3 the node refused the request (4xx), 4 not found (404),
+/// 5 the node is unreachable or unavailable (5xx, a connection that failed); `serve` and `tick`
+/// 78 for a configuration that cannot work.
 fn exit_code(e: &anyhow::Error) -> u8 {
     let by_status = |status: u16| match status {
         404 => 4,
         500.. => 5,
         _ => 3,
     };
+    // A context, which anyhow finds on the error itself (not among the chain's causes).
+    if e.downcast_ref::<Misconfigured>().is_some() {
+        return EX_CONFIG;
+    }
     for cause in e.chain() {
+        if matches!(
+            cause.downcast_ref::<hourglass_server::StartError>(),
+            Some(hourglass_server::StartError::Config(_))
+        ) {
+            return EX_CONFIG;
+        }
         if cause.downcast_ref::<profile::Usage>().is_some() {
             return 2;
         }
@@ -288,7 +313,7 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
     if args.log_format() == Some(config::LogFormat::Json) {
         init_logging(&config::LogFormat::Json);
     }
-    let settings = config::resolve(args)?;
+    let settings = config::resolve(args).map_err(|e| e.context(Misconfigured))?;
     init_logging(&settings.log_format);
     let json = matches!(settings.log_format, config::LogFormat::Json);
     let node = hourglass_server::Node::start(settings.node, Arc::new(hourglass_core::SystemClock))
@@ -337,7 +362,7 @@ async fn tick(args: TickArgs) -> anyhow::Result<()> {
     }
     let window = hourglass_core::duration::parse_duration(&args.window, "for")
         .map_err(|e| usage(format!("--for: {}", e.message)))?;
-    let settings = config::resolve(args.serve)?;
+    let settings = config::resolve(args.serve).map_err(|e| e.context(Misconfigured))?;
     init_logging(&settings.log_format);
     let json = matches!(settings.log_format, config::LogFormat::Json);
     // SIGTERM or Ctrl-C ends the tick as its window's end would: what is in flight is

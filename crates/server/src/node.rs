@@ -98,9 +98,19 @@ impl Default for NodeConfig {
     }
 }
 
+/// Why a node (or a tick, or the API alone) did not start, by what starting again would do.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct StartError(pub String);
+pub enum StartError {
+    /// The configuration cannot work as given (API keys, connections, TLS trust, listening
+    /// without keys, lease against lookahead): the same start fails the same way until it is
+    /// changed, so a supervisor should not retry it.
+    #[error("{0}")]
+    Config(String),
+    /// Something outside the node failed or is not there yet (the store unreachable or locked
+    /// by another node, an address in use): starting again may work.
+    #[error("{0}")]
+    Unavailable(String),
+}
 
 /// `<host>-<pid>-<random>`: readable in the jobs table's `lease_owner`, and distinct for every
 /// process, even two on one host or one restarted with the same pid.
@@ -143,20 +153,21 @@ struct Parts {
 
 impl Parts {
     async fn build(config: &NodeConfig, clock: &Arc<dyn Clock>) -> Result<Parts, StartError> {
-        let auth = Auth::new(&config.api_keys).map_err(StartError)?;
+        let auth = Auth::new(&config.api_keys).map_err(StartError::Config)?;
         let backend: Arc<dyn Store> = match &config.store {
             StoreBackend::Embedded => Arc::new(
-                SqliteStore::open(&config.data_dir).map_err(|e| StartError(e.to_string()))?,
+                SqliteStore::open(&config.data_dir)
+                    .map_err(|e| StartError::Unavailable(e.to_string()))?,
             ),
             StoreBackend::Postgres(options) => Arc::new(
                 PostgresStore::open(options.clone())
                     .await
-                    .map_err(|e| StartError(format!("postgres store: {e}")))?,
+                    .map_err(|e| StartError::Unavailable(format!("postgres store: {e}")))?,
             ),
             StoreBackend::Dynamo(options) => Arc::new(
                 DynamoStore::open(options.clone())
                     .await
-                    .map_err(|e| StartError(format!("dynamodb store: {e}")))?,
+                    .map_err(|e| StartError::Unavailable(format!("dynamodb store: {e}")))?,
             ),
         };
         // No prefix: prometheus-client joins a prefix to each name with `_` even when the prefix
@@ -184,7 +195,7 @@ impl Parts {
                 config.engine.delivery_concurrency,
                 &metrics,
             )
-            .map_err(|e| StartError(format!("webhook client (TLS trust store): {e}")))?,
+            .map_err(|e| StartError::Config(format!("webhook client (TLS trust store): {e}")))?,
         );
         // Webhooks go to the webhook deliverer, bus and cloud targets to their connection.
         let targets = Arc::new(
@@ -195,7 +206,7 @@ impl Parts {
                 &mut registry,
             )
             .await
-            .map_err(StartError)?,
+            .map_err(StartError::Config)?,
         );
         let mut engine_config = config.engine.clone();
         engine_config.quotas = config.quotas.clone();
@@ -214,7 +225,7 @@ impl Parts {
         // A claim is made up to a lookahead before its fire time and must not lapse before then
         // while its node is alive (renewals come every third of a lease).
         if engine_config.lease_ttl <= engine_config.lookahead {
-            return Err(StartError(format!(
+            return Err(StartError::Config(format!(
                 "lease_ttl ({:?}) must be longer than lookahead ({:?})",
                 engine_config.lease_ttl, engine_config.lookahead
             )));
@@ -278,7 +289,9 @@ pub async fn tick(
     let due_in_window = |store: Arc<dyn Store>| async move {
         match store.next_due(hourglass_store::ClaimScope::Fired).await {
             Ok(next) => Ok(next.is_some_and(|at| at < end)),
-            Err(e) => Err(StartError(format!("cannot read the due index: {e}"))),
+            Err(e) => Err(StartError::Unavailable(format!(
+                "cannot read the due index: {e}"
+            ))),
         }
     };
     if !due_in_window(parts.store.clone()).await? {
@@ -350,7 +363,7 @@ impl ApiOnly {
     ) -> Result<ApiOnly, StartError> {
         let parts = Parts::build(&config, &clock).await?;
         if parts.auth.is_open() {
-            return Err(StartError(
+            return Err(StartError::Config(
                 "refusing to serve the API without api keys: configure api_keys".into(),
             ));
         }
@@ -375,7 +388,7 @@ impl Node {
     pub async fn start(config: NodeConfig, clock: Arc<dyn Clock>) -> Result<Node, StartError> {
         if config.api_keys.is_empty() {
             if !config.listen.ip().is_loopback() {
-                return Err(StartError(format!(
+                return Err(StartError::Config(format!(
                     "refusing to listen on {} without api keys: configure api_keys, or listen on a loopback address for development",
                     config.listen
                 )));
@@ -385,7 +398,7 @@ impl Node {
             if let Some(at) = config.metrics_listen
                 && !at.ip().is_loopback()
             {
-                return Err(StartError(format!(
+                return Err(StartError::Config(format!(
                     "refusing to serve /metrics on {at} without api keys: configure api_keys, or use a loopback address for metrics_listen in development"
                 )));
             }
@@ -403,10 +416,10 @@ impl Node {
         let bind = |addr: SocketAddr| async move {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
+                .map_err(|e| StartError::Unavailable(format!("cannot listen on {addr}: {e}")))?;
             let bound = listener
                 .local_addr()
-                .map_err(|e| StartError(e.to_string()))?;
+                .map_err(|e| StartError::Unavailable(e.to_string()))?;
             Ok::<_, StartError>((listener, bound))
         };
         let (listener, addr) = bind(config.listen).await?;
@@ -535,7 +548,10 @@ mod tests {
         else {
             panic!("a second node on a taken address must not start");
         };
-        assert!(e.0.contains("cannot listen"), "{e}");
+        assert!(
+            matches!(&e, StartError::Unavailable(m) if m.contains("cannot listen")),
+            "{e}"
+        );
         let again = Node::start(
             config(dir.path(), "127.0.0.1:0".parse().unwrap()),
             Arc::new(SystemClock),

@@ -206,6 +206,50 @@ fn tick_and_a_failed_start_print_only_json_lines_with_json_logs() {
     );
 }
 
+/// A node that cannot start says why on stderr and exits by what a restart would do: 78
+/// (`EX_CONFIG`; the systemd unit does not restart on it) for a configuration that cannot work,
+/// 1 for an address in use, which may be free on the next try.
+#[test]
+fn a_start_that_cannot_work_exits_78_and_one_that_may_work_later_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hourglass"))
+            .arg("serve")
+            .args(args)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env_remove("HOURGLASS_CONFIG")
+            .env_remove("HOURGLASS_STORE")
+            .env_remove("HOURGLASS_LISTEN")
+            .output()
+            .expect("run hourglass");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), text)
+    };
+
+    // A config file with a key no version knows.
+    let file = dir.path().join("hourglass.toml");
+    std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlisten_to_me = true\n").unwrap();
+    let (code, text) = run(&["--config", file.to_str().unwrap()]);
+    assert_eq!(code, Some(78), "{text}");
+    assert!(
+        text.contains("invalid configuration") && text.contains("listen_to_me"),
+        "the error names the key: {text}"
+    );
+
+    // Listening beyond loopback without API keys (refused before anything is bound).
+    let (code, text) = run(&["--listen", "0.0.0.0:0"]);
+    assert_eq!(code, Some(78), "{text}");
+    assert!(text.contains("without api keys"), "{text}");
+
+    // An address in use: starting again may work once it is free.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, text) = run(&["--listen", &addr]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("cannot listen on"), "{text}");
+}
+
 /// A stored payload damaged behind the node's back (here by hand, in the file) does not break
 /// the answers it is part of: a lease of several messages still answers every message, with
 /// `null` for the damaged one, and the node logs an error naming the job, not silently.

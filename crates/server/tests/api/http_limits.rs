@@ -645,7 +645,10 @@ async fn development_mode_refuses_a_metrics_listener_off_loopback() {
         let Err(refused) = Node::start(config, Arc::new(hourglass_core::SystemClock)).await else {
             panic!("a development node served /metrics on {at}");
         };
-        assert!(refused.0.contains("metrics"), "{refused}");
+        assert!(
+            matches!(&refused, hourglass_server::StartError::Config(m) if m.contains("metrics")),
+            "{refused}"
+        );
     }
     // Loopback is served.
     let dev = TestNode::start(|c| c.metrics_listen = Some("127.0.0.1:0".parse().unwrap())).await;
