@@ -20,7 +20,6 @@ use hourglass_core::{JobId, JobState};
 use hourglass_engine::{JobEdit, Scheduler, Secrets, TargetPolicy};
 use hourglass_store::{Created, JobQuery, NewJob, RunCursor, StoreError, Transition};
 use prometheus_client::registry::Registry;
-use sha2::{Digest, Sha256};
 
 use crate::auth::{Auth, Principal};
 use crate::error::{ApiError, ErrorCode};
@@ -31,7 +30,9 @@ use crate::metrics::ApiMetrics;
 use crate::pages::{Paging, push_json};
 use crate::wire::{self, Limits};
 
+mod fingerprint;
 mod others;
+use fingerprint::fingerprint;
 use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
     list_open_breakers, read_signing_secret, replay_dead_letter, rotate_signing_secret,
@@ -183,15 +184,6 @@ pub(crate) fn sized_response<T: serde::Serialize>(
         // As `axum::Json` answers it; our response types always serialize.
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
-}
-
-/// A hash of a keyed create request, to recognise an idempotent retry. It is taken over the
-/// parsed request re-serialized (fields in declaration order, payload keys sorted), so key order
-/// and whitespace in the original body do not matter. Unkeyed jobs need none.
-fn fingerprint(req: &impl serde::Serialize) -> i64 {
-    let bytes = serde_json::to_vec(req).expect("requests serialize");
-    let digest = Sha256::digest(&bytes);
-    i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
 /// The target's service asked, where it can tell, whether a publish could ever land (a NATS
