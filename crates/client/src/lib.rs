@@ -39,11 +39,11 @@ mod types;
 pub mod worker;
 
 pub use client::Client;
-pub use operations::{OPERATIONS, Operation};
 pub use error::{Error, STALE_RECEIPT};
 /// The API contract: every request and answer shape, the error body and its codes.
 pub use hourglass_api as api;
 pub use hourglass_api::Payload;
+pub use operations::{OPERATIONS, Operation};
 pub use types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState, LeaseOptions,
     Message, MessageStatus, Misfire, NewJob, Node, QueueMessage, QueueMessagePage, QueueStats,

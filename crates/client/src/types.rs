@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hourglass_api::{CreateJob, JobListQuery, MisfireIn, RetryIn, ScheduleIn, TargetIn, WebhookIn};
 pub use hourglass_api::{
     JobState, Node, QueueMessageStatus as MessageStatus, Receipt, ReceiptFailure, ReceiptResults,
     Run, RunList as RunPage, RunOutcome, SigningSecret,
 };
-use hourglass_api::{CreateJob, JobListQuery, MisfireIn, RetryIn, ScheduleIn, TargetIn, WebhookIn};
 use jiff::Timestamp;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -486,7 +486,7 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_value(Target::webhook("https://example.com/h")).unwrap(),
-            json!({"webhook": {"url": "https://example.com/h"}})
+            json!({"webhook": {"url": "https://example.com/h", "headers": {}}})
         );
         assert_eq!(serde_json::to_value(Misfire::Skip).unwrap(), json!("skip"));
     }

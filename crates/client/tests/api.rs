@@ -328,18 +328,13 @@ async fn the_signing_secret_is_read_without_rotating_it() {
     assert_eq!(summary.node.fire_lateness.count, 0);
     assert!(summary.store.jobs.values().all(|n| *n == 0), "{summary:?}");
 
-    let rotated: serde_json::Value = reqwest::Client::new()
-        .post(format!("http://{}/v1/signing-secret", t.node.addr()))
-        .header("content-type", "application/json")
-        .body(r#"{"overlap": "1h"}"#)
-        .send()
-        .await
-        .unwrap()
-        .json()
+    let rotated = t
+        .client
+        .rotate_signing_secret(Some(Duration::from_secs(3600)))
         .await
         .unwrap();
     let now = t.client.signing_secret().await.unwrap();
-    assert_eq!(json!(now.signing_secret), rotated["signing_secret"]);
+    assert_eq!(now.signing_secret, rotated.signing_secret);
     assert_ne!(now.signing_secret, first.signing_secret);
     assert!(now.previous_valid_until.is_some());
     t.stop().await;

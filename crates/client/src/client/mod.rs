@@ -281,6 +281,7 @@ fn error_from_answer(status: u16, url: &Url, body: &[u8], retry_after: Option<Du
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::JobRef;
 
     #[test]
     fn joins_and_encodes_paths() {

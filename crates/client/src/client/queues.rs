@@ -112,8 +112,7 @@ impl Client {
         queue: &str,
         query: &QueueMessagesQuery,
     ) -> Result<QueueMessagePage, Error> {
-        let request =
-            Request::new(Method::GET, &["v1", "queues", queue, "messages"]).query(query);
+        let request = Request::new(Method::GET, &["v1", "queues", queue, "messages"]).query(query);
         self.send(request).await
     }
 }

@@ -113,7 +113,8 @@ mod tests {
             // and `CreateJob` now sends it without them.
             let with_nulls: CreateJob = serde_json::from_str(printed).unwrap();
             assert_eq!(fingerprint(&with_nulls), fingerprint(&req));
-            let sent: CreateJob = serde_json::from_slice(&serde_json::to_vec(&req).unwrap()).unwrap();
+            let sent: CreateJob =
+                serde_json::from_slice(&serde_json::to_vec(&req).unwrap()).unwrap();
             assert_eq!(fingerprint(&sent), fingerprint(&req));
         }
     }
