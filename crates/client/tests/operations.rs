@@ -109,7 +109,11 @@ async fn batches_edits_and_keyed_triggers() {
         .unwrap();
     assert_eq!(page.messages.len(), 1, "{page:?}");
     assert_eq!(page.messages[0].job_id, updated.id);
-    assert_eq!(page.messages[0].payload, Some(None), "asked for, and cleared");
+    assert_eq!(
+        page.messages[0].payload,
+        Some(None),
+        "asked for, and cleared"
+    );
 
     // A state the node does not know is the node's to refuse, with the field named.
     let bad = client

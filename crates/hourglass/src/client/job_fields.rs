@@ -178,14 +178,22 @@ pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<PatchJob> {
 
 /// A whole body given with `--json`, read into the request's shape here: text that is not
 /// JSON, or JSON that is not that request, is a usage error naming what is wrong.
-fn json_flag<T: serde::de::DeserializeOwned + HasHeaders>(text: &str) -> anyhow::Result<T> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| usage(format!("--json is not valid JSON: {e}")))?;
-    let body: T = serde_json::from_value(value).map_err(|e| {
-        usage(format!(
-            "--json is not a request body this command sends: {e}"
-        ))
+fn json_flag<T: serde::de::DeserializeOwned + WithTarget>(text: &str) -> anyhow::Result<T> {
+    // Read straight from the text, not through a `Value`, which would keep only one of a name
+    // given twice.
+    let body: T = serde_json::from_str(text).map_err(|e| {
+        if e.is_data() {
+            usage(format!(
+                "--json is not a request body this command sends: {e}"
+            ))
+        } else {
+            usage(format!("--json is not valid JSON: {e}"))
+        }
     })?;
+    // Derived shapes also read an array, by position; a request body is an object.
+    if !text.trim_start().starts_with('{') {
+        return Err(usage("--json is not a JSON object"));
+    }
     // The shape keeps one value of a header named twice; the node would refuse the name.
     if let Some(name) = body
         .target()
@@ -198,17 +206,17 @@ fn json_flag<T: serde::de::DeserializeOwned + HasHeaders>(text: &str) -> anyhow:
 }
 
 /// The request shapes `--json` reads, by their target.
-trait HasHeaders {
+trait WithTarget {
     fn target(&self) -> Option<&TargetIn>;
 }
 
-impl HasHeaders for CreateJob {
+impl WithTarget for CreateJob {
     fn target(&self) -> Option<&TargetIn> {
         Some(&self.target)
     }
 }
 
-impl HasHeaders for PatchJob {
+impl WithTarget for PatchJob {
     fn target(&self) -> Option<&TargetIn> {
         self.target.as_ref()
     }
@@ -383,7 +391,44 @@ mod tests {
     use clap::Parser;
     use serde_json::json;
 
-    use super::{CreateArgs, create_body};
+    use super::{CreateArgs, UpdateArgs, create_body, update_body};
+
+    #[derive(Parser)]
+    struct Update {
+        #[command(flatten)]
+        args: UpdateArgs,
+    }
+
+    fn patch(args: &[&str]) -> anyhow::Result<serde_json::Value> {
+        let parsed =
+            Update::try_parse_from(["update", "job-1"].into_iter().chain(args.iter().copied()))
+                .expect("flags parse");
+        Ok(serde_json::to_value(update_body(parsed.args)?).expect("serializes"))
+    }
+
+    #[test]
+    fn update_bodies_hold_the_fields_given_and_json_is_read_as_the_patch() {
+        assert_eq!(
+            patch(&["--payload", "null", "--type", "t"]).unwrap(),
+            json!({"type": "t", "payload": null})
+        );
+        assert_eq!(
+            patch(&["--json", "{\"payload\": null}"]).unwrap(),
+            json!({"payload": null})
+        );
+        for bad in [
+            "{\"nope\": 1}",
+            "[\"report\"]",
+            "{\"target\": {\"webhook\": {\"url\": \"https://e/\", \"headers\": {\"a\": \"1\", \"a\": \"2\"}}}}",
+        ] {
+            let e = patch(&["--json", bad]).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::profile::Usage>().is_some(),
+                "{bad}: {e}"
+            );
+        }
+        assert!(patch(&[]).is_err(), "nothing to change");
+    }
 
     #[derive(Parser)]
     struct Create {
