@@ -12,19 +12,23 @@ use crate::targets::{
     SqsTarget,
 };
 
-/// `POST /v1/jobs`, and each job of a batch. Its serialization (fields in this order, `null`
-/// for an absent one) is what a keyed create's idempotency fingerprint hashes: keep it stable.
+/// `POST /v1/jobs`, and each job of a batch. It serializes as a client sends it: an absent
+/// field is left out (the server reads a `null` the same way). A keyed create's idempotency
+/// fingerprint does not hash this serialization but a fixed form of its own, in the server.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateJob {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    #[serde(rename = "type")]
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub job_type: Option<String>,
     pub schedule: ScheduleIn,
     pub target: TargetIn,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryIn>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub misfire: Option<MisfireIn>,
 }
 
@@ -52,20 +56,29 @@ pub struct ScheduleIn {
     pub max_runs: Option<u64>,
 }
 
-/// Where occurrences go: exactly one field.
+/// Where occurrences go: exactly one field (the others are left out when serialized).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetIn {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookIn>,
     /// A pull queue's name: `{"queue": "emails"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// The bus and cloud targets, each through a connection the operator configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub eventbridge: Option<EventBridgeTarget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sqs: Option<SqsTarget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sns: Option<SnsTarget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lambda: Option<LambdaTarget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub nats: Option<NatsTarget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub redis_stream: Option<RedisStreamTarget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub amqp: Option<AmqpTarget>,
 }
 
@@ -137,8 +150,11 @@ impl<'de> Deserialize<'de> for HeadersIn {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryIn {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub initial_backoff: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_backoff: Option<String>,
 }
 

@@ -23,8 +23,10 @@
 //! # }
 //! ```
 //!
-//! The shapes it reads back are the API contract's (`hourglass_api`, re-exported as [`api`]);
-//! what it sends is built with Rust's types ([`NewJob`], [`LeaseOptions`], ...).
+//! [`Client`] has one method per operation of the API ([`OPERATIONS`] lists them with their
+//! routes). The shapes it sends and reads back are the API contract's (`hourglass_api`,
+//! re-exported as [`api`]); builders with Rust's types ([`NewJob`], [`Schedule`],
+//! [`LeaseOptions`], ...) make the common requests and turn into those shapes.
 //!
 //! **Architecture Invariant:** this crate knows the API only as JSON over HTTP; of Hourglass it
 //! depends on the contract crate `hourglass-api` alone (nothing of the server, engine or store),
@@ -32,6 +34,7 @@
 
 mod client;
 mod error;
+mod operations;
 mod types;
 pub mod worker;
 
@@ -40,6 +43,7 @@ pub use error::{Error, STALE_RECEIPT};
 /// The API contract: every request and answer shape, the error body and its codes.
 pub use hourglass_api as api;
 pub use hourglass_api::Payload;
+pub use operations::{OPERATIONS, Operation};
 pub use types::{
     DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState, LeaseOptions,
     Message, MessageStatus, Misfire, NewJob, Node, QueueMessage, QueueMessagePage, QueueStats,

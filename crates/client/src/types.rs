@@ -1,12 +1,14 @@
 //! What the client sends, as builders with Rust's types (jobs, schedules, targets, lease
 //! options, job filters): durations are `std::time::Duration` here and become `"90s"` strings or
-//! `_ms` integers only on the wire. What it reads back is the API contract's shapes
-//! (`hourglass_api`), under the names this crate has always used (`JobInfo` is a
-//! `hourglass_api::Job`, `QueueStats` a `hourglass_api::Queue`, ...).
+//! `_ms` integers only on the wire. Each builder turns into the API contract's request shape
+//! (`NewJob` into `hourglass_api::CreateJob`, `Schedule` into `ScheduleIn`, ...), which is what
+//! goes on the wire. What it reads back is the contract's shapes too, under the names this crate
+//! has always used (`JobInfo` is a `hourglass_api::Job`, `QueueStats` a `hourglass_api::Queue`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hourglass_api::{CreateJob, JobListQuery, MisfireIn, RetryIn, ScheduleIn, TargetIn, WebhookIn};
 pub use hourglass_api::{
     JobState, Node, QueueMessageStatus as MessageStatus, Receipt, ReceiptFailure, ReceiptResults,
     Run, RunList as RunPage, RunOutcome, SigningSecret,
@@ -35,7 +37,7 @@ pub type QueueMessagePage = hourglass_api::QueueMessageList<'static>;
 
 /// `Duration` → `"1h 30m"` (jiff's friendly format, which the server's duration parser reads).
 /// Sub-millisecond parts are dropped: the server refuses them.
-fn duration_text(d: Duration) -> String {
+pub(crate) fn duration_text(d: Duration) -> String {
     let ms = Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let signed = jiff::SignedDuration::try_from(ms).unwrap_or(jiff::SignedDuration::MAX);
     format!("{signed:#}")
@@ -97,20 +99,43 @@ impl From<&LeaseOptions> for hourglass_api::LeaseRequest {
 ///     .payload(serde_json::json!({"to": "a@example.com"}))
 ///     .key("welcome-42");
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize)]
+///
+/// It is sent as the contract's [`CreateJob`] (`CreateJob::from(&job)`), and serializes as one.
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
-    #[serde(skip_serializing_if = "Option::is_none")]
     key: Option<String>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     job_type: Option<String>,
     schedule: Schedule,
     target: Target,
-    #[serde(skip_serializing_if = "Option::is_none")]
     payload: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     retry: Option<Retry>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     misfire: Option<Misfire>,
+}
+
+impl From<&NewJob> for CreateJob {
+    fn from(job: &NewJob) -> Self {
+        CreateJob {
+            key: job.key.clone(),
+            job_type: job.job_type.clone(),
+            schedule: job.schedule.clone().into(),
+            target: (&job.target).into(),
+            payload: job.payload.clone(),
+            retry: job.retry.as_ref().map(RetryIn::from),
+            misfire: job.misfire.map(MisfireIn::from),
+        }
+    }
+}
+
+impl From<NewJob> for CreateJob {
+    fn from(job: NewJob) -> Self {
+        CreateJob::from(&job)
+    }
+}
+
+impl Serialize for NewJob {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        CreateJob::from(self).serialize(s)
+    }
 }
 
 impl NewJob {
@@ -160,97 +185,120 @@ impl NewJob {
 }
 
 /// When a job fires: once ([`Schedule::at`], [`Schedule::after`]) or recurring
-/// ([`Schedule::cron`], [`Schedule::every`], which take `start`, `end` and `max_runs`).
+/// ([`Schedule::cron`], [`Schedule::every`], which take `start`, `end` and `max_runs`). It is the
+/// contract's [`ScheduleIn`] with typed setters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Schedule {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    after: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cron: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    timezone: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    every: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    start: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    end: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_runs: Option<u64>,
+#[serde(transparent)]
+pub struct Schedule(ScheduleIn);
+
+impl From<Schedule> for ScheduleIn {
+    fn from(schedule: Schedule) -> Self {
+        schedule.0
+    }
 }
 
 impl Schedule {
     pub fn at(instant: Timestamp) -> Self {
-        Self {
+        Self(ScheduleIn {
             at: Some(instant.to_string()),
-            ..Self::default()
-        }
+            ..ScheduleIn::default()
+        })
     }
 
     /// Once, this long after the node accepts the job.
     pub fn after(delay: Duration) -> Self {
-        Self {
+        Self(ScheduleIn {
             after: Some(duration_text(delay)),
-            ..Self::default()
-        }
+            ..ScheduleIn::default()
+        })
     }
 
     /// A cron expression (5 fields, or 6 with seconds first), in UTC unless [`Self::timezone`].
     pub fn cron(expression: impl Into<String>) -> Self {
-        Self {
+        Self(ScheduleIn {
             cron: Some(expression.into()),
-            ..Self::default()
-        }
+            ..ScheduleIn::default()
+        })
     }
 
     /// The IANA zone a cron expression runs in.
     pub fn timezone(mut self, zone: impl Into<String>) -> Self {
-        self.timezone = Some(zone.into());
+        self.0.timezone = Some(zone.into());
         self
     }
 
     /// A fixed interval (at least 1 s), anchored at `start` or at creation + interval.
     pub fn every(interval: Duration) -> Self {
-        Self {
+        Self(ScheduleIn {
             every: Some(duration_text(interval)),
-            ..Self::default()
-        }
+            ..ScheduleIn::default()
+        })
     }
 
     pub fn start(mut self, start: Timestamp) -> Self {
-        self.start = Some(start.to_string());
+        self.0.start = Some(start.to_string());
         self
     }
 
     pub fn end(mut self, end: Timestamp) -> Self {
-        self.end = Some(end.to_string());
+        self.0.end = Some(end.to_string());
         self
     }
 
     pub fn max_runs(mut self, runs: u64) -> Self {
-        self.max_runs = Some(runs);
+        self.0.max_runs = Some(runs);
         self
     }
 }
 
-/// Where an occurrence goes when it is due.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Where an occurrence goes when it is due. It is sent as the contract's [`TargetIn`] (which
+/// also has the bus and cloud targets: build one of those as a `TargetIn` and a
+/// [`CreateJob`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// `{"webhook": {"url": ..., "headers": {...}}}`: the node POSTs the payload.
     Webhook {
         url: String,
-        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, String>,
         /// At most this many deliveries a second to the URL's destination (scheme, host and
         /// port) from the job's namespace.
-        #[serde(skip_serializing_if = "Option::is_none")]
         rate_limit: Option<u32>,
     },
     /// `{"queue": "emails"}`: the occurrence waits on the queue until a worker leases it.
     Queue(String),
+}
+
+impl From<&Target> for TargetIn {
+    fn from(target: &Target) -> Self {
+        match target {
+            Target::Webhook {
+                url,
+                headers,
+                rate_limit,
+            } => TargetIn {
+                webhook: Some(WebhookIn {
+                    url: url.clone(),
+                    headers: hourglass_api::HeadersIn {
+                        headers: headers.clone(),
+                        repeated: None,
+                    },
+                    rate_limit: *rate_limit,
+                    batch: None,
+                }),
+                ..TargetIn::default()
+            },
+            Target::Queue(name) => TargetIn {
+                queue: Some(name.clone()),
+                ..TargetIn::default()
+            },
+        }
+    }
+}
+
+impl Serialize for Target {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        TargetIn::from(self).serialize(s)
+    }
 }
 
 impl Target {
@@ -275,23 +323,19 @@ pub struct Retry {
     pub max_backoff: Option<Duration>,
 }
 
+impl From<&Retry> for RetryIn {
+    fn from(r: &Retry) -> Self {
+        RetryIn {
+            max_attempts: r.max_attempts,
+            initial_backoff: r.initial_backoff.map(duration_text),
+            max_backoff: r.max_backoff.map(duration_text),
+        }
+    }
+}
+
 impl Serialize for Retry {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Wire {
-            #[serde(skip_serializing_if = "Option::is_none")]
-            max_attempts: Option<u32>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            initial_backoff: Option<String>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            max_backoff: Option<String>,
-        }
-        Wire {
-            max_attempts: self.max_attempts,
-            initial_backoff: self.initial_backoff.map(duration_text),
-            max_backoff: self.max_backoff.map(duration_text),
-        }
-        .serialize(s)
+        RetryIn::from(self).serialize(s)
     }
 }
 
@@ -306,18 +350,28 @@ pub enum Misfire {
     },
 }
 
-impl Serialize for Misfire {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Misfire::Skip => s.serialize_str("skip"),
-            Misfire::Once => s.serialize_str("once"),
-            Misfire::All { window: None } => s.serialize_str("all"),
+impl From<Misfire> for MisfireIn {
+    fn from(m: Misfire) -> Self {
+        let name = |n: &str| Value::String(n.to_owned());
+        MisfireIn(match m {
+            Misfire::Skip => name("skip"),
+            Misfire::Once => name("once"),
+            Misfire::All { window: None } => name("all"),
             Misfire::All {
                 window: Some(window),
             } => {
-                serde_json::json!({"policy": "all", "window": duration_text(*window)}).serialize(s)
+                let mut policy = serde_json::Map::new();
+                policy.insert("policy".into(), name("all"));
+                policy.insert("window".into(), Value::String(duration_text(window)));
+                Value::Object(policy)
             }
-        }
+        })
+    }
+}
+
+impl Serialize for Misfire {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        MisfireIn::from(*self).serialize(s)
     }
 }
 
@@ -371,31 +425,17 @@ pub struct JobFilter {
     pub payload: bool,
 }
 
-impl JobFilter {
-    pub(crate) fn query_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(state) = self.state {
-            pairs.push(("state", state.as_str().to_owned()));
+impl From<&JobFilter> for JobListQuery {
+    fn from(f: &JobFilter) -> Self {
+        JobListQuery {
+            state: f.state.map(|s| s.as_str().to_owned()),
+            job_type: f.job_type.clone(),
+            due_before: f.due_before.map(|t| t.to_string()),
+            due_after: f.due_after.map(|t| t.to_string()),
+            cursor: f.cursor.clone(),
+            limit: f.limit,
+            payload: f.payload.then_some(true),
         }
-        if let Some(t) = &self.job_type {
-            pairs.push(("type", t.clone()));
-        }
-        if let Some(t) = self.due_before {
-            pairs.push(("due_before", t.to_string()));
-        }
-        if let Some(t) = self.due_after {
-            pairs.push(("due_after", t.to_string()));
-        }
-        if let Some(limit) = self.limit {
-            pairs.push(("limit", limit.to_string()));
-        }
-        if let Some(cursor) = &self.cursor {
-            pairs.push(("cursor", cursor.clone()));
-        }
-        if self.payload {
-            pairs.push(("payload", "true".to_owned()));
-        }
-        pairs
     }
 }
 
@@ -446,7 +486,7 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_value(Target::webhook("https://example.com/h")).unwrap(),
-            json!({"webhook": {"url": "https://example.com/h"}})
+            json!({"webhook": {"url": "https://example.com/h", "headers": {}}})
         );
         assert_eq!(serde_json::to_value(Misfire::Skip).unwrap(), json!("skip"));
     }

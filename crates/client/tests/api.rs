@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use hourglass_client::api::TargetOut;
+use hourglass_client::api::{QueueMessagesQuery, TargetOut};
 use hourglass_client::{
     JobFilter, JobState, LeaseOptions, MessageStatus, NewJob, Receipt, Retry, RunOutcome, Schedule,
     Target,
@@ -231,7 +231,10 @@ async fn a_queue_lists_its_messages() {
             .unwrap();
     }
     let held = lease_n(client, "emails", 1).await.remove(0);
-    let page = client.queue_messages("emails", None, None).await.unwrap();
+    let page = client
+        .queue_messages("emails", &QueueMessagesQuery::default())
+        .await
+        .unwrap();
     assert_eq!(page.messages.len(), 2);
     assert_eq!(page.next_cursor, None);
     let leased = page
@@ -255,13 +258,26 @@ async fn a_queue_lists_its_messages() {
         .await
         .unwrap();
     let first = client
-        .queue_messages("emails", Some(1), None)
+        .queue_messages(
+            "emails",
+            &QueueMessagesQuery {
+                limit: Some(1),
+                ..QueueMessagesQuery::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(first.messages.len(), 1);
     let cursor = first.next_cursor.expect("a full page has a cursor");
     let second = client
-        .queue_messages("emails", Some(1), Some(&cursor))
+        .queue_messages(
+            "emails",
+            &QueueMessagesQuery {
+                limit: Some(1),
+                cursor: Some(cursor),
+                payload: Some(true),
+            },
+        )
         .await
         .unwrap();
     let nacked = first
@@ -280,7 +296,7 @@ async fn a_queue_lists_its_messages() {
     );
 
     let bad = client
-        .queue_messages("no spaces", None, None)
+        .queue_messages("no spaces", &QueueMessagesQuery::default())
         .await
         .unwrap_err();
     assert_eq!(
@@ -312,18 +328,13 @@ async fn the_signing_secret_is_read_without_rotating_it() {
     assert_eq!(summary.node.fire_lateness.count, 0);
     assert!(summary.store.jobs.values().all(|n| *n == 0), "{summary:?}");
 
-    let rotated: serde_json::Value = reqwest::Client::new()
-        .post(format!("http://{}/v1/signing-secret", t.node.addr()))
-        .header("content-type", "application/json")
-        .body(r#"{"overlap": "1h"}"#)
-        .send()
-        .await
-        .unwrap()
-        .json()
+    let rotated = t
+        .client
+        .rotate_signing_secret(Some(Duration::from_secs(3600)))
         .await
         .unwrap();
     let now = t.client.signing_secret().await.unwrap();
-    assert_eq!(json!(now.signing_secret), rotated["signing_secret"]);
+    assert_eq!(now.signing_secret, rotated.signing_secret);
     assert_ne!(now.signing_secret, first.signing_secret);
     assert!(now.previous_valid_until.is_some());
     t.stop().await;

@@ -18,7 +18,6 @@ use hourglass_api::{
 use hourglass_core::{JobId, JobState};
 use hourglass_engine::JobEdit;
 use hourglass_store::{Created, JobQuery, NewJob, RunCursor, StoreError, Transition};
-use sha2::{Digest, Sha256};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
@@ -30,7 +29,9 @@ use crate::respond::{ApiResult, sized_response, typed_response};
 use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
+mod fingerprint;
 mod others;
+use fingerprint::fingerprint;
 use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
     list_open_breakers, read_signing_secret, replay_dead_letter, rotate_signing_secret,
@@ -123,15 +124,6 @@ pub fn metrics_router(state: AppState) -> Router {
             crate::guard::check_host,
         ))
         .with_state(state)
-}
-
-/// A hash of a keyed create request, to recognise an idempotent retry. It is taken over the
-/// parsed request re-serialized (fields in declaration order, payload keys sorted), so key order
-/// and whitespace in the original body do not matter. Unkeyed jobs need none.
-fn fingerprint(req: &impl serde::Serialize) -> i64 {
-    let bytes = serde_json::to_vec(req).expect("requests serialize");
-    let digest = Sha256::digest(&bytes);
-    i64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
 /// The target's service asked, where it can tell, whether a publish could ever land (a NATS

@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 
 use super::output::{Format, Output};
-use super::{Connection, call, send};
+use super::{Connection, failed};
 use crate::views::View;
 
 #[derive(Args, Debug)]
@@ -38,26 +38,19 @@ Examples:
   hourglass dead-letters delete 7";
 
 pub async fn dead_letters(args: DeadLetterArgs, out: Output) -> anyhow::Result<()> {
-    use reqwest::Method;
-    let conn = &args.conn.resolve()?;
+    let client = args.conn.resolve()?.api_client()?;
     match args.command {
         DeadLetterCommand::List => {
-            let path = "/v1/dead-letters".to_string();
-            call(conn, out, View::DeadLetters, Method::GET, path, None).await
+            let page = client.list_dead_letters(None, None).await.map_err(failed)?;
+            out.answer(View::DeadLetters, &page)
         }
-        DeadLetterCommand::Replay { id } => {
-            // The answer is the new job.
-            let path = format!("/v1/dead-letters/{id}/replay");
-            call(conn, out, View::Job, Method::POST, path, None).await
-        }
+        // The answer is the new job.
+        DeadLetterCommand::Replay { id } => out.answer(
+            View::Job,
+            &client.replay_dead_letter(&id).await.map_err(failed)?,
+        ),
         DeadLetterCommand::Delete { id } => {
-            send(
-                conn,
-                Method::DELETE,
-                &format!("/v1/dead-letters/{id}"),
-                None,
-            )
-            .await?;
+            client.delete_dead_letter(&id).await.map_err(failed)?;
             // The answer is empty: JSON output prints nothing, as it always did.
             if out.format == Format::Table {
                 outln!("dead letter {id} deleted");

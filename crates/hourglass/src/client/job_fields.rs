@@ -1,9 +1,14 @@
-//! A job's fields as flags, for `job create` and `job update`, and the request body they make
-//! (or a whole body given with `--json`).
+//! A job's fields as flags, for `job create` and `job update`, and the request they make as the
+//! API contract's shape (`CreateJob`, `PatchJob`), or a whole body given with `--json`; and a
+//! schedule from its flags, which `job next-fires` shares.
 
 use anyhow::Context;
 use clap::Args;
-use serde_json::{Value, json};
+use hourglass_client::api::{
+    CreateJob, HeadersIn, MisfireIn, PatchJob, RetryIn, ScheduleIn, TargetIn, WebhookBatch,
+    WebhookIn,
+};
+use serde_json::Value;
 
 use crate::usage;
 
@@ -115,160 +120,269 @@ struct JobFields {
     misfire: Option<String>,
 }
 
-pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<Value> {
+pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
     if let Some(text) = c.json {
         return json_flag(&text);
     }
-    let mut body = c.fields.into_body()?;
-    if !body.contains_key("target") {
+    let fields = c.fields.into_fields()?;
+    let Some(target) = fields.target else {
         return Err(usage(
             "give --webhook (the URL to call) or --queue, or a full body with --json",
         ));
-    }
-    if !body.contains_key("schedule") {
+    };
+    let Some(schedule) = fields.schedule else {
         return Err(usage(
             "give exactly one of --at, --after, --cron or --every",
         ));
-    }
-    if let Some(key) = c.key {
-        body.insert("key".into(), json!(key));
-    }
-    Ok(Value::Object(body))
+    };
+    Ok(CreateJob {
+        key: c.key,
+        job_type: fields.job_type,
+        schedule,
+        target,
+        payload: fields.payload,
+        retry: fields.retry,
+        misfire: fields.misfire,
+    })
 }
 
 /// The PATCH body of `job update`: each field given replaces the job's.
-pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<Value> {
+pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<PatchJob> {
     if let Some(text) = u.json {
         return json_flag(&text);
     }
-    let body = u.fields.into_body()?;
-    if body.is_empty() {
+    let fields = u.fields.into_fields()?;
+    let patch = PatchJob {
+        job_type: fields.job_type,
+        schedule: fields.schedule,
+        target: fields.target,
+        // `--payload null` removes the payload.
+        payload: fields.payload.map(|p| Some(p).filter(|p| !p.is_null())),
+        retry: fields.retry,
+        misfire: fields.misfire,
+    };
+    let nothing = patch.job_type.is_none()
+        && patch.schedule.is_none()
+        && patch.target.is_none()
+        && patch.payload.is_none()
+        && patch.retry.is_none()
+        && patch.misfire.is_none();
+    if nothing {
         return Err(usage(
             "nothing to change: give the fields to replace (--after, --webhook, --payload, \
              --type, ...) or a body with --json",
         ));
     }
-    Ok(Value::Object(body))
+    Ok(patch)
 }
 
-fn json_flag(text: &str) -> anyhow::Result<Value> {
-    serde_json::from_str(text).map_err(|e| usage(format!("--json is not valid JSON: {e}")))
-}
-
-impl JobFields {
-    /// The API fields these flags set: `target`, `schedule`, `payload`, `type`, `retry` and
-    /// `misfire`, each only when a flag of it was given.
-    fn into_body(self) -> anyhow::Result<serde_json::Map<String, Value>> {
-        let c = self;
-        let mut body = serde_json::Map::new();
-        let webhook_flags = !c.headers.is_empty() || c.rate_limit.is_some() || c.batch.is_some();
-        match (c.webhook, c.queue) {
-            (Some(url), None) => {
-                let mut webhook = json!({"url": url});
-                if !c.headers.is_empty() {
-                    let mut headers = serde_json::Map::new();
-                    for header in &c.headers {
-                        let Some((name, value)) = header.split_once('=') else {
-                            return Err(usage(format!("--header {header:?} is not NAME=VALUE")));
-                        };
-                        headers.insert(name.trim().to_string(), json!(value));
-                    }
-                    webhook["headers"] = Value::Object(headers);
-                }
-                if let Some(rate) = c.rate_limit {
-                    webhook["rate_limit"] = json!(rate);
-                }
-                if let Some(max_items) = c.batch {
-                    webhook["batch"] = json!({"max_items": max_items});
-                }
-                body.insert("target".into(), json!({"webhook": webhook}));
-            }
-            (None, Some(queue)) => {
-                body.insert("target".into(), json!({"queue": queue}));
-            }
-            (None, None) if webhook_flags => {
-                return Err(usage("--header, --rate-limit and --batch need --webhook"));
-            }
-            _ => {}
+/// A whole body given with `--json`, read into the request's shape here: text that is not
+/// JSON, or JSON that is not that request, is a usage error naming what is wrong.
+fn json_flag<T: serde::de::DeserializeOwned + WithTarget>(text: &str) -> anyhow::Result<T> {
+    // Read straight from the text, not through a `Value`, which would keep only one of a name
+    // given twice.
+    let body: T = serde_json::from_str(text).map_err(|e| {
+        if e.is_data() {
+            usage(format!(
+                "--json is not a request body this command sends: {e}"
+            ))
+        } else {
+            usage(format!("--json is not valid JSON: {e}"))
         }
-        let schedule = match (c.at, c.after, c.cron, c.every) {
-            (Some(at), None, None, None) => Some(json!({"at": at})),
-            (None, Some(after), None, None) => Some(json!({"after": after})),
-            (None, None, Some(cron), None) => {
-                Some(json!({"cron": cron, "timezone": c.timezone.unwrap_or_else(|| "UTC".into())}))
+    })?;
+    // Derived shapes also read an array, by position; a request body is an object.
+    if !text.trim_start().starts_with('{') {
+        return Err(usage("--json is not a JSON object"));
+    }
+    // The shape keeps one value of a header named twice; the node would refuse the name.
+    if let Some(name) = body
+        .target()
+        .and_then(|t| t.webhook.as_ref())
+        .and_then(|w| w.headers.repeated.as_ref())
+    {
+        return Err(usage(format!("--json: the header {name:?} is given twice")));
+    }
+    Ok(body)
+}
+
+/// The request shapes `--json` reads, by their target.
+trait WithTarget {
+    fn target(&self) -> Option<&TargetIn>;
+}
+
+impl WithTarget for CreateJob {
+    fn target(&self) -> Option<&TargetIn> {
+        Some(&self.target)
+    }
+}
+
+impl WithTarget for PatchJob {
+    fn target(&self) -> Option<&TargetIn> {
+        self.target.as_ref()
+    }
+}
+
+/// The fields a job's flags set, each only when a flag of it was given.
+struct Fields {
+    target: Option<TargetIn>,
+    schedule: Option<ScheduleIn>,
+    payload: Option<Value>,
+    job_type: Option<String>,
+    retry: Option<RetryIn>,
+    misfire: Option<MisfireIn>,
+}
+
+/// A schedule from its flags (`job create`, `job update`, `job next-fires`): `at`, `after`,
+/// `cron` (in `timezone`, UTC by default) or `every`, exactly one, bounded by `start`, `end`
+/// and `max_runs`. `None` when none of them is given.
+pub(super) struct ScheduleFlags {
+    pub(super) at: Option<String>,
+    pub(super) after: Option<String>,
+    pub(super) cron: Option<String>,
+    pub(super) timezone: Option<String>,
+    pub(super) every: Option<String>,
+    pub(super) start: Option<String>,
+    pub(super) end: Option<String>,
+    pub(super) max_runs: Option<u64>,
+}
+
+impl ScheduleFlags {
+    pub(super) fn into_schedule(self) -> anyhow::Result<Option<ScheduleIn>> {
+        let mut schedule = match (self.at, self.after, self.cron, self.every) {
+            (Some(at), None, None, None) => ScheduleIn {
+                at: Some(at),
+                ..ScheduleIn::default()
+            },
+            (None, Some(after), None, None) => ScheduleIn {
+                after: Some(after),
+                ..ScheduleIn::default()
+            },
+            (None, None, Some(cron), None) => ScheduleIn {
+                cron: Some(cron),
+                timezone: Some(self.timezone.unwrap_or_else(|| "UTC".into())),
+                ..ScheduleIn::default()
+            },
+            (None, None, None, Some(every)) => ScheduleIn {
+                every: Some(every),
+                ..ScheduleIn::default()
+            },
+            (None, None, None, None) => {
+                if self.start.is_some() || self.end.is_some() || self.max_runs.is_some() {
+                    return Err(usage(
+                        "--start, --end and --max-runs belong to a schedule: give --cron or \
+                         --every too",
+                    ));
+                }
+                return Ok(None);
             }
-            (None, None, None, Some(every)) => Some(json!({"every": every})),
-            (None, None, None, None) => None,
             _ => {
                 return Err(usage(
                     "give exactly one of --at, --after, --cron or --every",
                 ));
             }
         };
-        let bounds = c.start.is_some() || c.end.is_some() || c.max_runs.is_some();
-        match schedule {
-            Some(mut schedule) => {
-                for (name, value) in [("start", c.start), ("end", c.end)] {
-                    if let Some(value) = value {
-                        schedule[name] = json!(value);
-                    }
+        schedule.start = self.start;
+        schedule.end = self.end;
+        schedule.max_runs = self.max_runs;
+        Ok(Some(schedule))
+    }
+}
+
+impl JobFields {
+    /// The API fields these flags set: `target`, `schedule`, `payload`, `type`, `retry` and
+    /// `misfire`, each only when a flag of it was given.
+    fn into_fields(self) -> anyhow::Result<Fields> {
+        let c = self;
+        let webhook_flags = !c.headers.is_empty() || c.rate_limit.is_some() || c.batch.is_some();
+        let target = match (c.webhook, c.queue) {
+            (Some(url), None) => {
+                let mut headers = HeadersIn::default();
+                for header in &c.headers {
+                    let Some((name, value)) = header.split_once('=') else {
+                        return Err(usage(format!("--header {header:?} is not NAME=VALUE")));
+                    };
+                    headers
+                        .headers
+                        .insert(name.trim().to_string(), value.to_string());
                 }
-                if let Some(max_runs) = c.max_runs {
-                    schedule["max_runs"] = json!(max_runs);
+                Some(TargetIn {
+                    webhook: Some(WebhookIn {
+                        url,
+                        headers,
+                        rate_limit: c.rate_limit,
+                        batch: c.batch.map(|max_items| WebhookBatch { max_items }),
+                    }),
+                    ..TargetIn::default()
+                })
+            }
+            (None, Some(queue)) => Some(TargetIn {
+                queue: Some(queue),
+                ..TargetIn::default()
+            }),
+            (None, None) if webhook_flags => {
+                return Err(usage("--header, --rate-limit and --batch need --webhook"));
+            }
+            _ => None,
+        };
+        let schedule = ScheduleFlags {
+            at: c.at,
+            after: c.after,
+            cron: c.cron,
+            timezone: c.timezone,
+            every: c.every,
+            start: c.start,
+            end: c.end,
+            max_runs: c.max_runs,
+        }
+        .into_schedule()?;
+        let payload = match c.payload {
+            None => None,
+            Some(payload) => {
+                let text = match payload.strip_prefix('@') {
+                    Some("-") => std::io::read_to_string(std::io::stdin())
+                        .context("cannot read the payload from standard input")?,
+                    Some(path) => std::fs::read_to_string(path)
+                        .map_err(|e| usage(format!("--payload: cannot read {path}: {e}")))?,
+                    None => payload,
+                };
+                let value: Value = serde_json::from_str(&text)
+                    .map_err(|e| usage(format!("--payload is not valid JSON: {e}")))?;
+                Some(value)
+            }
+        };
+        let retry = RetryIn {
+            max_attempts: c.max_attempts,
+            initial_backoff: c.initial_backoff,
+            max_backoff: c.max_backoff,
+        };
+        let retry_given = retry.max_attempts.is_some()
+            || retry.initial_backoff.is_some()
+            || retry.max_backoff.is_some();
+        let misfire = match c.misfire {
+            None => None,
+            Some(misfire) => Some(MisfireIn(match misfire.split_once(':') {
+                Some(("all", window)) => {
+                    let mut policy = serde_json::Map::new();
+                    policy.insert("policy".into(), Value::String("all".into()));
+                    policy.insert("window".into(), Value::String(window.into()));
+                    Value::Object(policy)
                 }
-                body.insert("schedule".into(), schedule);
-            }
-            None if bounds => {
-                return Err(usage(
-                    "--start, --end and --max-runs belong to a schedule: give --cron or --every \
-                     too",
-                ));
-            }
-            None => {}
-        }
-        if let Some(payload) = c.payload {
-            let text = match payload.strip_prefix('@') {
-                Some("-") => std::io::read_to_string(std::io::stdin())
-                    .context("cannot read the payload from standard input")?,
-                Some(path) => std::fs::read_to_string(path)
-                    .map_err(|e| usage(format!("--payload: cannot read {path}: {e}")))?,
-                None => payload,
-            };
-            let value: Value = serde_json::from_str(&text)
-                .map_err(|e| usage(format!("--payload is not valid JSON: {e}")))?;
-            body.insert("payload".into(), value);
-        }
-        if let Some(job_type) = c.job_type {
-            body.insert("type".into(), json!(job_type));
-        }
-        let mut retry = serde_json::Map::new();
-        if let Some(n) = c.max_attempts {
-            retry.insert("max_attempts".into(), json!(n));
-        }
-        for (name, value) in [
-            ("initial_backoff", c.initial_backoff),
-            ("max_backoff", c.max_backoff),
-        ] {
-            if let Some(value) = value {
-                retry.insert(name.into(), json!(value));
-            }
-        }
-        if !retry.is_empty() {
-            body.insert("retry".into(), Value::Object(retry));
-        }
-        if let Some(misfire) = c.misfire {
-            let policy = match misfire.split_once(':') {
-                Some(("all", window)) => json!({"policy": "all", "window": window}),
                 Some(_) => {
                     return Err(usage(format!(
                         "--misfire {misfire:?}: give skip, once, all or all:WINDOW"
                     )));
                 }
-                None => json!(misfire),
-            };
-            body.insert("misfire".into(), policy);
-        }
-        Ok(body)
+                None => Value::String(misfire),
+            })),
+        };
+        Ok(Fields {
+            target,
+            schedule,
+            payload,
+            job_type: c.job_type,
+            retry: retry_given.then_some(retry),
+            misfire,
+        })
     }
 }
 
@@ -277,7 +391,44 @@ mod tests {
     use clap::Parser;
     use serde_json::json;
 
-    use super::{CreateArgs, create_body};
+    use super::{CreateArgs, UpdateArgs, create_body, update_body};
+
+    #[derive(Parser)]
+    struct Update {
+        #[command(flatten)]
+        args: UpdateArgs,
+    }
+
+    fn patch(args: &[&str]) -> anyhow::Result<serde_json::Value> {
+        let parsed =
+            Update::try_parse_from(["update", "job-1"].into_iter().chain(args.iter().copied()))
+                .expect("flags parse");
+        Ok(serde_json::to_value(update_body(parsed.args)?).expect("serializes"))
+    }
+
+    #[test]
+    fn update_bodies_hold_the_fields_given_and_json_is_read_as_the_patch() {
+        assert_eq!(
+            patch(&["--payload", "null", "--type", "t"]).unwrap(),
+            json!({"type": "t", "payload": null})
+        );
+        assert_eq!(
+            patch(&["--json", "{\"payload\": null}"]).unwrap(),
+            json!({"payload": null})
+        );
+        for bad in [
+            "{\"nope\": 1}",
+            "[\"report\"]",
+            "{\"target\": {\"webhook\": {\"url\": \"https://e/\", \"headers\": {\"a\": \"1\", \"a\": \"2\"}}}}",
+        ] {
+            let e = patch(&["--json", bad]).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::profile::Usage>().is_some(),
+                "{bad}: {e}"
+            );
+        }
+        assert!(patch(&[]).is_err(), "nothing to change");
+    }
 
     #[derive(Parser)]
     struct Create {
@@ -288,7 +439,7 @@ mod tests {
     fn body(args: &[&str]) -> serde_json::Value {
         let parsed = Create::try_parse_from(std::iter::once("create").chain(args.iter().copied()))
             .expect("flags parse");
-        create_body(parsed.args).expect("a body")
+        serde_json::to_value(create_body(parsed.args).expect("a body")).expect("serializes")
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! `hourglass job`: create, update, get, list, cancel, pause, resume, trigger, runs and
-//! next-fires, each one request to the node (a job named by its id or its key).
+//! next-fires, each one call of the typed client (a job named by its id or its key).
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use hourglass_client::JobRef;
+use hourglass_client::api::JobListQuery;
 
-use super::job_fields::{CreateArgs, UpdateArgs, create_body, update_body};
-use super::output::{Format, Output, pretty};
-use super::{Connection, Endpoint, call, send};
+use super::job_fields::{CreateArgs, ScheduleFlags, UpdateArgs, create_body, update_body};
+use super::output::{Format, Output};
+use super::{Connection, failed};
 use crate::usage;
 use crate::views::View;
 
@@ -148,28 +149,14 @@ struct NextFiresArgs {
 }
 
 pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
-    use reqwest::Method;
-    let conn = &args.conn.resolve()?;
-    let one = |method: Method, path: String| call(conn, out, View::Job, method, path, None);
-    match args.command {
-        JobCommand::Create(create) => {
-            let body = create_body(*create)?;
-            call(
-                conn,
-                out,
-                View::Job,
-                Method::POST,
-                "/v1/jobs".into(),
-                Some(body),
-            )
-            .await
-        }
+    let client = args.conn.resolve()?.api_client()?;
+    let answer = match args.command {
+        JobCommand::Create(create) => client.create_job(create_body(*create)?).await,
         JobCommand::Update(update) => {
-            let path = format!("/v1/jobs/{}", job_segment(&update.id));
-            let body = update_body(*update)?;
-            call(conn, out, View::Job, Method::PATCH, path, Some(body)).await
+            let job = job_ref(&update.id);
+            client.update_job(job, &update_body(*update)?).await
         }
-        JobCommand::Get { id } => one(Method::GET, format!("/v1/jobs/{}", job_segment(&id))).await,
+        JobCommand::Get { id } => client.get_job(job_ref(&id)).await,
         JobCommand::List {
             state,
             job_type,
@@ -177,72 +164,45 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
             cursor,
             payload,
         } => {
-            let query = query_string([
-                ("state", state),
-                ("type", job_type),
-                ("limit", limit.map(|l| l.to_string())),
-                ("cursor", cursor),
-                ("payload", payload.then(|| "true".to_owned())),
-            ]);
-            let path = format!("/v1/jobs{query}");
-            call(conn, out, View::Jobs, Method::GET, path, None).await
+            // The state goes as it was given: the node judges it, as for any client.
+            let query = JobListQuery {
+                state,
+                job_type,
+                limit,
+                cursor,
+                payload: payload.then_some(true),
+                ..JobListQuery::default()
+            };
+            let page = client.list_jobs(query).await.map_err(failed)?;
+            return out.answer(View::Jobs, &page);
         }
-        JobCommand::Cancel { id } => {
-            one(Method::DELETE, format!("/v1/jobs/{}", job_segment(&id))).await
-        }
-        JobCommand::Pause { id } => {
-            one(Method::POST, format!("/v1/jobs/{}/pause", job_segment(&id))).await
-        }
-        JobCommand::Resume { id } => {
-            one(
-                Method::POST,
-                format!("/v1/jobs/{}/resume", job_segment(&id)),
-            )
-            .await
-        }
-        JobCommand::Trigger { id } => {
-            one(
-                Method::POST,
-                format!("/v1/jobs/{}/trigger", job_segment(&id)),
-            )
-            .await
-        }
+        JobCommand::Cancel { id } => client.cancel_job(job_ref(&id)).await,
+        JobCommand::Pause { id } => client.pause_job(job_ref(&id)).await,
+        JobCommand::Resume { id } => client.resume_job(job_ref(&id)).await,
+        JobCommand::Trigger { id } => client.trigger_job(job_ref(&id), None).await,
         JobCommand::Runs { id, limit, cursor } => {
-            let query = query_string([("limit", limit.map(|l| l.to_string())), ("cursor", cursor)]);
-            let path = format!("/v1/jobs/{}/runs{query}", job_segment(&id));
-            call(conn, out, View::Runs, Method::GET, path, None).await
+            let runs = client
+                .job_runs(job_ref(&id), limit, cursor.as_deref())
+                .await
+                .map_err(failed)?;
+            return out.answer(View::Runs, &runs);
         }
-        JobCommand::NextFires(args) => next_fires(conn, out, args).await,
-    }
-}
-
-/// A job's path segment for an argument that is an id or a key: an id (any form the API parses as
-/// a UUID) as it is, `key:<key>` as it is, anything else as the key `key:<arg>`. Percent-encoded
-/// as one segment, so a key may hold `/`, `%`, `?` or spaces. A key that looks like an id is
-/// named with its `key:` prefix.
-fn job_segment(arg: &str) -> String {
-    let segment = if arg.starts_with("key:") || hourglass_core::JobId::parse_str(arg).is_ok() {
-        arg.to_owned()
-    } else {
-        format!("key:{arg}")
+        JobCommand::NextFires(args) => return next_fires(&client, out, args).await,
     };
-    let mut url = reqwest::Url::parse("http://segment.invalid/").expect("a valid base url");
-    url.path_segments_mut()
-        .expect("an http url has path segments")
-        .push(&segment);
-    url.path()[1..].to_owned()
+    out.answer(View::Job, &answer.map_err(failed)?)
 }
 
-/// `?name=value&...` for the parameters that are set, form-encoded (a job type may hold `&` or
-/// spaces), or nothing.
-fn query_string<const N: usize>(params: [(&str, Option<String>); N]) -> String {
-    let mut url = reqwest::Url::parse("http://query.invalid/").expect("a valid base url");
-    for (name, value) in params {
-        if let Some(value) = value {
-            url.query_pairs_mut().append_pair(name, &value);
-        }
+/// How an argument that is an id or a key names a job: an id (any form the API parses as a
+/// UUID) as that id, `key:<key>` as the key after the prefix, anything else as the key itself.
+/// A key that looks like an id is named with its `key:` prefix.
+fn job_ref(arg: &str) -> JobRef {
+    if let Some(key) = arg.strip_prefix("key:") {
+        return JobRef::key(key);
     }
-    url.query().map_or_else(String::new, |q| format!("?{q}"))
+    match hourglass_core::JobId::parse_str(arg) {
+        Ok(id) => JobRef::Id(id),
+        Err(_) => JobRef::key(arg),
+    }
 }
 
 /// Prints the description, then one due time per line: the instant in UTC as the API gives it
@@ -250,35 +210,33 @@ fn query_string<const N: usize>(params: [(&str, Option<String>); N]) -> String {
 /// clock the expression is written for (and where DST shows). That text is the answer on a
 /// terminal and in a pipe alike (it always was); only an explicit `--output json` prints the
 /// node's JSON instead.
-async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow::Result<()> {
-    let mut schedule = match (&args.cron, &args.every) {
-        (Some(cron), None) => {
-            json!({"cron": cron, "timezone": args.timezone.as_deref().unwrap_or("UTC")})
-        }
-        (None, Some(every)) => json!({"every": every}),
-        _ => return Err(usage("give a cron expression or --every")),
-    };
-    for (name, value) in [("start", &args.start), ("end", &args.end)] {
-        if let Some(v) = value {
-            schedule[name] = json!(v);
-        }
+async fn next_fires(
+    client: &hourglass_client::Client,
+    out: Output,
+    args: NextFiresArgs,
+) -> anyhow::Result<()> {
+    if args.cron.is_none() && args.every.is_none() {
+        return Err(usage("give a cron expression or --every"));
     }
-    if let Some(max_runs) = args.max_runs {
-        schedule["max_runs"] = json!(max_runs);
+    let schedule = ScheduleFlags {
+        at: None,
+        after: None,
+        cron: args.cron.clone(),
+        timezone: args.timezone.clone(),
+        every: args.every.clone(),
+        start: args.start,
+        end: args.end,
+        max_runs: args.max_runs,
     }
-    let body = json!({"schedule": schedule, "count": args.count});
-    let text = send(
-        conn,
-        reqwest::Method::POST,
-        "/v1/schedules/preview",
-        Some(body),
-    )
-    .await?;
+    .into_schedule()?
+    .expect("a cron expression or an interval was given");
+    let preview = client
+        .preview_schedule(schedule, Some(args.count))
+        .await
+        .map_err(failed)?;
     if out.explicit && out.format == Format::Json {
-        outln!("{}", pretty(text));
-        return Ok(());
+        return out.json(&preview);
     }
-    let preview: Value = serde_json::from_str(&text).context("the node's answer is not JSON")?;
     // Only a cron with --timezone gets the wall-clock column, read with the tz database bundled
     // in this binary as the node reads it. Should this binary's database lack a zone the node
     // knows, the UTC instants alone are still the answer.
@@ -286,9 +244,8 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
         (Some(_), Some(name)) => hourglass_core::cron::time_zone(name).ok(),
         _ => None,
     };
-    outln!("{}", preview["description"].as_str().unwrap_or_default());
-    for time in preview["fire_times"].as_array().into_iter().flatten() {
-        let time = time.as_str().context("fire time is not a string")?;
+    outln!("{}", preview.description);
+    for time in &preview.fire_times {
         match &zone {
             Some(zone) => {
                 let local = time
@@ -306,28 +263,17 @@ async fn next_fires(conn: &Endpoint, out: Output, args: NextFiresArgs) -> anyhow
 
 #[cfg(test)]
 mod tests {
-    use super::{job_segment, query_string};
+    use hourglass_client::JobRef;
+
+    use super::job_ref;
 
     #[test]
     fn a_job_argument_that_is_not_an_id_is_sent_as_its_key() {
         let id = "0190f9b4-2f1c-7c3a-8d4e-1b2c3d4e5f60";
-        assert_eq!(job_segment(id), id);
-        assert_eq!(job_segment("nightly-export"), "key:nightly-export");
-        assert_eq!(job_segment("a/b c%"), "key:a%2Fb%20c%25");
-        assert_eq!(job_segment("key:0190f9b4"), "key:0190f9b4");
-        assert_eq!(job_segment(&format!("key:{id}")), format!("key:{id}"));
-    }
-
-    #[test]
-    fn query_strings_hold_only_the_set_parameters_form_encoded() {
-        assert_eq!(query_string([("limit", None), ("cursor", None)]), "");
-        assert_eq!(
-            query_string([("limit", Some("2".into())), ("cursor", Some("17.3".into()))]),
-            "?limit=2&cursor=17.3"
-        );
-        assert_eq!(
-            query_string([("state", None), ("type", Some("a&b c".into()))]),
-            "?type=a%26b+c"
-        );
+        assert_eq!(job_ref(id), JobRef::Id(id.parse().unwrap()));
+        assert_eq!(job_ref("nightly-export"), JobRef::key("nightly-export"));
+        assert_eq!(job_ref("a/b c%"), JobRef::key("a/b c%"));
+        assert_eq!(job_ref("key:0190f9b4"), JobRef::key("0190f9b4"));
+        assert_eq!(job_ref(&format!("key:{id}")), JobRef::key(id));
     }
 }

@@ -1,7 +1,8 @@
 //! The client half of the binary: thin commands over the HTTP API that print its answers, as
-//! JSON or as tables (`--output`).
+//! JSON or as tables (`--output`). Every command calls the node through the typed client
+//! (`hourglass-client`), with the API contract's request shapes: one HTTP stack.
 //!
-//! This file holds how a command reaches a node (flags over a profile, the request and its
+//! This file holds how a command reaches a node (flags over a profile, the client, its
 //! refusals); `output.rs` how answers are printed; one file per command group: `jobs.rs` (with
 //! `job_fields.rs`, a job's fields as flags), `queues.rs`, `dead_letters.rs`, and `node.rs` (the
 //! signing secret, breakers, connections and nodes).
@@ -14,9 +15,6 @@ mod output;
 mod queues;
 
 use clap::Args;
-use serde_json::Value;
-
-use crate::views::View;
 
 pub use self::dead_letters::{DEAD_LETTER_EXAMPLES, DeadLetterArgs, dead_letters};
 pub use self::jobs::{JobArgs, job};
@@ -87,7 +85,7 @@ impl Connection {
 }
 
 impl Endpoint {
-    /// The typed client from `hourglass-client`, for the commands built on it.
+    /// The typed client from `hourglass-client`, which every command calls the node through.
     fn api_client(&self) -> anyhow::Result<hourglass_client::Client> {
         let mut client = hourglass_client::Client::new(&self.url)?;
         if let Some(key) = &self.api_key {
@@ -98,20 +96,6 @@ impl Endpoint {
         }
         Ok(client)
     }
-}
-
-/// Sends a request and prints its answer.
-async fn call(
-    conn: &Endpoint,
-    out: Output,
-    view: View,
-    method: reqwest::Method,
-    path: String,
-    body: Option<Value>,
-) -> anyhow::Result<()> {
-    let text = send(conn, method, &path, body).await?;
-    out.body(view, &text);
-    Ok(())
 }
 
 /// A refusal from the node, as the CLI reports it: one line with the status, the stable code,
@@ -142,34 +126,11 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
-impl Refused {
-    /// From an error answer: the API's `{"error": {...}}` body, or whatever a proxy sent.
-    fn from_answer(status: u16, text: &str) -> Self {
-        let body: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-        let error = &body["error"];
-        let text_of = |v: &Value| v.as_str().map(str::to_owned);
-        match text_of(&error["code"]) {
-            Some(code) => Refused {
-                status,
-                code: Some(code),
-                message: text_of(&error["message"]).unwrap_or_default(),
-                field: text_of(&error["field"]),
-            },
-            None => Refused {
-                status,
-                code: None,
-                message: text.trim().chars().take(200).collect(),
-                field: None,
-            },
-        }
-    }
-}
-
 /// The node could not be reached at all: the URL, and why.
 #[derive(Debug)]
 pub struct Unreachable {
     url: String,
-    source: reqwest::Error,
+    source: Box<dyn std::error::Error + Send + Sync>,
 }
 
 impl std::fmt::Display for Unreachable {
@@ -180,48 +141,42 @@ impl std::fmt::Display for Unreachable {
 
 impl std::error::Error for Unreachable {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        Some(&*self.source)
     }
 }
 
-/// Sends a request and returns the body of a successful answer; an error answer fails the
-/// command with a [`Refused`].
-async fn send(
-    conn: &Endpoint,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> anyhow::Result<String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::new();
-    let url = format!("{}{}", conn.url.trim_end_matches('/'), path);
-    let writes = matches!(
-        method,
-        reqwest::Method::POST | reqwest::Method::PUT | reqwest::Method::PATCH
-    );
-    let mut request = client.request(method, &url);
-    if let Some(key) = &conn.api_key {
-        request = request.bearer_auth(key);
-    }
-    if let Some(ns) = &conn.namespace {
-        request = request.header("hourglass-namespace", ns);
-    }
-    match body {
-        Some(body) => request = request.json(&body),
-        // The node wants the JSON type on every write, also without a body (pause, trigger,
-        // signing-secret).
-        None if writes => request = request.header("content-type", "application/json"),
-        None => {}
-    }
-    let response = match request.send().await {
-        Ok(response) => response,
-        Err(source) => return Err(Unreachable { url, source }.into()),
-    };
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    if status.is_success() {
-        Ok(text)
-    } else {
-        Err(Refused::from_answer(status.as_u16(), &text).into())
+/// A failure of the typed client as the CLI reports it: a refusal ([`Refused`]: status, code,
+/// message, field) or an unreachable node ([`Unreachable`]); anything else (an answer that does
+/// not read, a bad URL or key) as the client words it.
+fn failed(e: hourglass_client::Error) -> anyhow::Error {
+    use hourglass_client::Error;
+    match e {
+        Error::Api {
+            status,
+            code,
+            message,
+            field,
+            ..
+        } => Refused {
+            status,
+            code: Some(code),
+            message,
+            field,
+        }
+        .into(),
+        // An answer without the API's error body, e.g. from a proxy in front of the node.
+        Error::Http { status, url, .. } => Refused {
+            status,
+            code: None,
+            message: format!("from {url}"),
+            field: None,
+        }
+        .into(),
+        Error::Transport { url, source } => Unreachable {
+            url,
+            source: Box::new(source),
+        }
+        .into(),
+        other => other.into(),
     }
 }

@@ -4,8 +4,10 @@
 
 use clap::Args;
 
+use hourglass_client::api::{BreakerList, ConnectionList, NodeList};
+
 use super::output::Output;
-use super::{Connection, call};
+use super::{Connection, failed};
 use crate::views::View;
 
 #[derive(Args, Debug)]
@@ -20,41 +22,32 @@ pub struct SigningSecretArgs {
 /// Rotates the namespace's signing secret and prints the new one, or with `--show` prints the
 /// current one.
 pub async fn signing_secret(args: SigningSecretArgs, out: Output) -> anyhow::Result<()> {
-    let conn = &args.conn.resolve()?;
-    let path = "/v1/signing-secret".to_string();
-    let method = if args.show {
-        reqwest::Method::GET
+    let client = args.conn.resolve()?.api_client()?;
+    let secret = if args.show {
+        client.signing_secret().await
     } else {
-        reqwest::Method::POST
+        client.rotate_signing_secret(None).await
     };
-    call(conn, out, View::Secret, method, path, None).await
+    out.answer(View::Secret, &secret.map_err(failed)?)
 }
 
 /// The namespace's destinations whose circuit breaker is open on this node.
 pub async fn breakers(conn: Connection, out: Output) -> anyhow::Result<()> {
-    let conn = &conn.resolve()?;
-    let path = "/v1/breakers".to_string();
-    call(conn, out, View::Breakers, reqwest::Method::GET, path, None).await
+    let client = conn.resolve()?.api_client()?;
+    let breakers = client.list_breakers().await.map_err(failed)?;
+    out.answer(View::Breakers, &BreakerList { breakers })
 }
 
 /// The bus and cloud connections the namespace may use, with this node's publish counts.
 pub async fn connections(conn: Connection, out: Output) -> anyhow::Result<()> {
-    let conn = &conn.resolve()?;
-    let path = "/v1/connections".to_string();
-    call(
-        conn,
-        out,
-        View::Connections,
-        reqwest::Method::GET,
-        path,
-        None,
-    )
-    .await
+    let client = conn.resolve()?.api_client()?;
+    let connections = client.list_connections().await.map_err(failed)?;
+    out.answer(View::Connections, &ConnectionList { connections })
 }
 
 /// The cluster's live nodes (an admin key when the node has keys).
 pub async fn nodes(conn: Connection, out: Output) -> anyhow::Result<()> {
-    let conn = &conn.resolve()?;
-    let path = "/v1/nodes".to_string();
-    call(conn, out, View::Nodes, reqwest::Method::GET, path, None).await
+    let client = conn.resolve()?.api_client()?;
+    let nodes = client.list_nodes().await.map_err(failed)?;
+    out.answer(View::Nodes, &NodeList { nodes })
 }

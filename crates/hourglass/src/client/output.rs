@@ -39,18 +39,23 @@ impl Output {
         }
     }
 
-    /// Prints an answer's body: as it came, pretty (JSON), or in its view (table).
-    pub(super) fn body(&self, view: View, text: &str) {
-        if text.is_empty() {
-            return;
-        }
+    /// Prints an answer of the API: its JSON pretty-printed, keys sorted (as the CLI has always
+    /// printed the node's answers), or its view (table).
+    pub(super) fn answer(&self, view: View, answer: &impl serde::Serialize) -> anyhow::Result<()> {
+        let value = serde_json::to_value(answer)?;
         match self.format {
-            Format::Json => outln!("{}", pretty(text.to_string())),
-            Format::Table => match serde_json::from_str::<Value>(text) {
-                Ok(value) => self.table(view, &value),
-                Err(_) => outln!("{text}"),
-            },
+            Format::Json => outln!("{}", serde_json::to_string_pretty(&value)?),
+            Format::Table => self.table(view, &value),
         }
+        Ok(())
+    }
+
+    /// Prints an answer of the API as its JSON, whatever the format (`job next-fires` prints
+    /// text otherwise).
+    pub(super) fn json(&self, answer: &impl serde::Serialize) -> anyhow::Result<()> {
+        let value = serde_json::to_value(answer)?;
+        outln!("{}", serde_json::to_string_pretty(&value)?);
+        Ok(())
     }
 
     /// Prints a typed answer: serialized as it is (JSON), or in its view (table).
@@ -75,10 +80,4 @@ impl Output {
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
-}
-
-pub(super) fn pretty(text: String) -> String {
-    serde_json::from_str::<Value>(&text)
-        .map(|v| serde_json::to_string_pretty(&v).unwrap_or(text.clone()))
-        .unwrap_or(text)
 }

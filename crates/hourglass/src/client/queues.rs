@@ -3,10 +3,11 @@
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use serde_json::json;
+use hourglass_client::QueueStats;
+use hourglass_client::api::LeaseResult;
 
-use super::Connection;
 use super::output::Output;
+use super::{Connection, failed};
 use crate::views::View;
 
 #[derive(Args, Debug)]
@@ -108,10 +109,12 @@ pub async fn queue(args: QueueArgs, out: Output) -> anyhow::Result<()> {
                 visibility: Duration::from_millis(visibility_ms),
                 types,
             };
-            let messages = client.lease(&name, &options).await?;
-            out.value(View::Messages, &json!({ "messages": messages }))
+            let messages = client.lease(&name, &options).await.map_err(failed)?;
+            out.value(View::Messages, &LeaseResult { messages })
         }
-        QueueCommand::Ack { name, receipts: r } => results(client.ack(&name, &receipts(r)).await?),
+        QueueCommand::Ack { name, receipts: r } => {
+            results(client.ack(&name, &receipts(r)).await.map_err(failed)?)
+        }
         QueueCommand::Nack {
             name,
             receipts: r,
@@ -119,7 +122,8 @@ pub async fn queue(args: QueueArgs, out: Output) -> anyhow::Result<()> {
         } => results(
             client
                 .nack(&name, &receipts(r), delay_ms.map(Duration::from_millis))
-                .await?,
+                .await
+                .map_err(failed)?,
         ),
         QueueCommand::Extend {
             name,
@@ -128,14 +132,25 @@ pub async fn queue(args: QueueArgs, out: Output) -> anyhow::Result<()> {
         } => results(
             client
                 .extend(&name, &receipts(r), Duration::from_millis(visibility_ms))
-                .await?,
+                .await
+                .map_err(failed)?,
         ),
-        QueueCommand::Stats { name: Some(name) } => {
-            out.value(View::Queue, &client.queue_stats(&name).await?)
-        }
+        QueueCommand::Stats { name: Some(name) } => out.value(
+            View::Queue,
+            &client.queue_stats(&name).await.map_err(failed)?,
+        ),
         QueueCommand::Stats { name: None } => out.value(
             View::Queues,
-            &json!({ "queues": client.list_queues().await? }),
+            &AllQueues {
+                queues: client.list_queues().await.map_err(failed)?,
+            },
         ),
     }
+}
+
+/// Every queue of the namespace, as `queue stats` prints them: the pages the client followed,
+/// in one list.
+#[derive(serde::Serialize)]
+struct AllQueues {
+    queues: Vec<QueueStats>,
 }
