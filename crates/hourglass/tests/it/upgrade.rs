@@ -406,10 +406,10 @@ async fn check_upgraded(api: &Api, manifest: &Value, receiver: &Receiver) {
         for delivery in receiver.of_job(id) {
             assert!(
                 key.verify(
-                    &delivery.header("webhook-id"),
-                    &delivery.header("webhook-timestamp"),
+                    delivery.header("webhook-id"),
+                    delivery.header("webhook-timestamp"),
                     &delivery.body,
-                    &delivery.header("webhook-signature"),
+                    delivery.header("webhook-signature"),
                 ),
                 "{role}: a delivery not signed with {ns}'s stored secret"
             );
