@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
 
+use hourglass_testkit::percentile;
+
 /// A delivery id (`<job id, 32 hex digits>_<due unix ms>`) in a compact, hashable form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeliveryKey {
@@ -81,13 +83,6 @@ impl Lateness {
             max: values[values.len() - 1],
         })
     }
-}
-
-/// Nearest-rank percentile of sorted, non-empty values: the smallest value with at least `q` of the
-/// sample at or below it.
-pub fn percentile(sorted: &[i64], q: f64) -> i64 {
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -14,86 +14,30 @@ use hourglass_store::{
     Applied, ClaimScope, DueEvent, Lease, NewJob, PostgresOptions, PostgresStore, Release, Store,
     StoreError, StoreEvent, Transition,
 };
+use hourglass_testkit::postgres;
 use tokio::sync::broadcast;
-use tokio_postgres::NoTls;
 
-fn database_url() -> String {
-    std::env::var("HOURGLASS_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "HOURGLASS_TEST_DATABASE_URL is not set, so the PostgreSQL tests have no database. \
-             Run them through `scripts/test` (it uses a PostgreSQL on 127.0.0.1:5432 or starts a \
-             throwaway one), or `scripts/with-postgres cargo test -p hourglass-store --test \
-             postgres_conformance`, or set HOURGLASS_TEST_DATABASE_URL=postgres://user@host:port/db"
-        )
-    })
-}
-
-/// A schema of its own for one test, dropped (with everything in it) when the test ends.
-struct Schema {
-    url: String,
-    name: String,
-}
+/// A schema of its own for one test (dropped with everything in it when the test ends), and the
+/// store's options for it: its sessions carry the schema's name, so the clean-up can end them.
+struct Schema(postgres::Schema);
 
 impl Schema {
     fn new() -> Self {
-        Self {
-            url: database_url(),
-            name: format!("hg_test_{}", uuid::Uuid::now_v7().simple()),
-        }
+        Self(postgres::Schema::new("test"))
     }
 
-    /// The store's sessions carry the schema's name as their application name, so the clean-up
-    /// can end them.
     fn options(&self) -> PostgresOptions {
-        let separator = if self.url.contains('?') { '&' } else { '?' };
         PostgresOptions {
-            schema: Some(self.name.clone()),
+            schema: Some(self.0.name().to_string()),
             pool_size: 4,
-            ..PostgresOptions::new(format!(
-                "{}{separator}application_name={}",
-                self.url, self.name
-            ))
+            ..PostgresOptions::new(self.0.url())
         }
     }
 
     async fn open(&self) -> PostgresStore {
         PostgresStore::open(self.options())
             .await
-            .unwrap_or_else(|e| panic!("cannot open the store at {}: {e}", self.url))
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        // Drop runs inside the test's runtime, which is blocked meanwhile: use a runtime of its
-        // own on a thread of its own. The store's pooled connections are driven by the blocked
-        // runtime, so one may still hold a transaction's row locks (its ROLLBACK unsent): end
-        // them rather than wait for the server's idle-in-transaction timeout.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
-                tokio::spawn(connection);
-                client
-                    .execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                         WHERE application_name = $1",
-                        &[&name],
-                    )
-                    .await?;
-                client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test schema {}: {dropped:?}", self.name);
-        }
+            .unwrap_or_else(|e| panic!("cannot open the store at {}: {e}", self.0.url()))
     }
 }
 
@@ -280,7 +224,7 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
         .query(
             &format!(
                 "SELECT id FROM {}.jobs WHERE id = ANY($1) FOR UPDATE",
-                schema.name
+                schema.0.name()
             ),
             &[&ids],
         )
@@ -325,12 +269,14 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
 
 /// A plain connection to the test database, as its superuser.
 async fn admin() -> tokio_postgres::Client {
-    connect(&database_url()).await
+    connect(&postgres::admin_url()).await
 }
 
 /// A plain connection to `url`, driven in the background.
 async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
     tokio::spawn(connection);
     client
 }
@@ -384,7 +330,7 @@ async fn encrypted_sessions(host: &str, tls: &str) -> Result<bool, String> {
             "SELECT count(*), count(*) FILTER (WHERE s.ssl)
              FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
              WHERE a.application_name = $1",
-            &[&schema.name],
+            &[&schema.0.name()],
         )
         .await
         .unwrap();
@@ -401,7 +347,7 @@ async fn encrypted_sessions(host: &str, tls: &str) -> Result<bool, String> {
 #[tokio::test]
 async fn tls_is_used_and_checked_as_the_url_asks() {
     let cert = server_certificate().await;
-    let url = database_url();
+    let url = postgres::admin_url();
     assert!(
         url.contains("@127.0.0.1:"),
         "the test server is expected on 127.0.0.1: {url}"
@@ -460,7 +406,7 @@ async fn nodes_starting_together_migrate_once() {
         .query_one(
             &format!(
                 "SELECT COUNT(*), COUNT(DISTINCT version) FROM {}.hourglass_migrations",
-                schema.name
+                schema.0.name()
             ),
             &[],
         )

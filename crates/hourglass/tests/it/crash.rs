@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Api, Hooks, Ledger, NodeOptions, Nodes, Rng, account, now_ms, one_heavy_test_at_a_time,
+    Api, Ledger, NodeOptions, Nodes, Receiver, Rng, account, now_ms, one_heavy_test_at_a_time,
     rfc3339_ms, summary, wait_all_delivered,
 };
 
@@ -99,7 +99,7 @@ async fn sigkill_mid_run(run: CrashRun, options: NodeOptions) {
     let _heavy = one_heavy_test_at_a_time().await;
     let nodes = Nodes::default();
     let mut rng = Rng::from_env_or_clock("HOURGLASS_CRASH_SEED");
-    let (hooks, _) = Hooks::start().await;
+    let hooks = Receiver::start().await;
     let url = hooks.url("/crash");
     let mut ledger = Ledger::default();
 
@@ -157,7 +157,7 @@ async fn sigkill_mid_run(run: CrashRun, options: NodeOptions) {
     let complete = wait_all_delivered(&ledger, &hooks, std::slice::from_mut(&mut node)).await;
     let status = node.terminate(run.term_timeout).await;
     assert!(status.success(), "SIGTERM exit status: {status}");
-    let seen = hooks.snapshot();
+    let seen = hooks.deliveries();
     let acc = account(&ledger, &seen);
 
     let due_while_down = |due: i64| {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Api, Hooks, NodeOptions, Nodes};
+use crate::support::{Api, NodeOptions, Nodes, Receiver};
 
 const API_KEY: &str = "hg_log-test-key-0123456789abcdef0123456789abcdef";
 const HEADER_SECRET: &str = "Bearer header-secret-5f1c9a";
@@ -41,7 +41,7 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
     let addr = node.addr;
 
     let api = Api::new(addr).with_key(API_KEY);
-    let (receiver, _) = Hooks::start().await;
+    let receiver = Receiver::start().await;
     let (status, secret) = api.call("POST", "/v1/signing-secret", None).await;
     assert_eq!(status, 200);
     let signing_secret = secret["signing_secret"].as_str().unwrap().to_string();
@@ -66,7 +66,7 @@ async fn json_logs_name_each_failure_and_leak_no_secret() {
     );
     assert!(
         receiver
-            .snapshot()
+            .deliveries()
             .iter()
             .all(|h| h.path == "/status/500" && h.status == 500),
         "every attempt was answered 500"

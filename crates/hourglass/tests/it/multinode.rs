@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::support::postgres::{self, TestDatabase, admin_url};
 use crate::support::{
-    Expected, Hooks, Ledger, NodeOptions, NodeProc, Nodes, Planned, Rng, account, batch_body,
+    Expected, Ledger, NodeOptions, NodeProc, Nodes, Planned, Receiver, Rng, account, batch_body,
     eventually, instant_ms, now_ms, one_heavy_test_at_a_time, rfc3339_ms, sleep_until_ms, summary,
     wait_all_delivered,
 };
@@ -117,7 +117,8 @@ async fn kill_and_pause(run: Run) {
     let db = TestDatabase::create(&admin, "multinode").await;
     let nodes = Nodes::default();
     let mut procs = start_three(&nodes, &db).await;
-    let (hooks, url) = Hooks::start().await;
+    let hooks = Receiver::start().await;
+    let url = hooks.url("/hook");
     let mut rng = Rng::from_env_or_clock("HOURGLASS_MULTINODE_SEED");
     let mut ledger = Ledger::default();
 
@@ -220,7 +221,7 @@ async fn kill_and_pause(run: Run) {
     let completed = count_jobs(&procs[0], "completed").await;
     let active = count_jobs(&procs[1], "active").await;
 
-    let hooks_seen = hooks.snapshot();
+    let hooks_seen = hooks.deliveries();
     let acc = account(&ledger, &hooks_seen);
 
     // Takeover of the killed node's claims: its jobs are the ones due around the kill that
@@ -469,7 +470,8 @@ async fn jobs_created_on_one_node_fire_once_whichever_node_claims_them() {
     let db = TestDatabase::create(&admin, "wakeup").await;
     let nodes = Nodes::default();
     let mut procs = start_three(&nodes, &db).await;
-    let (hooks, url) = Hooks::start().await;
+    let hooks = Receiver::start().await;
+    let url = hooks.url("/hook");
     let before: Vec<f64> = {
         let mut v = Vec::new();
         for node in &procs {
@@ -509,7 +511,7 @@ async fn jobs_created_on_one_node_fire_once_whichever_node_claims_them() {
     }
     let arrived = hooks.wait_count(JOBS, Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let hooks_seen = hooks.snapshot();
+    let hooks_seen = hooks.deliveries();
     let acc = account(&ledger, &hooks_seen);
     let mut fired_by = HashMap::new();
     for (node, before) in procs.iter().zip(&before) {

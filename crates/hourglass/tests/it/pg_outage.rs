@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use crate::support::postgres::{PgCluster, execute};
+use crate::support::postgres::{Cluster, execute};
 use crate::support::{
-    Hooks, Ledger, NodeOptions, NodeProc, Nodes, Rng, account, batch_body, eventually, now_ms,
+    Ledger, NodeOptions, NodeProc, Nodes, Receiver, Rng, account, batch_body, eventually, now_ms,
     one_heavy_test_at_a_time, summary, wait_all_delivered,
 };
 
@@ -71,7 +71,7 @@ fn assert_alive(nodes: &mut [NodeProc]) {
 
 async fn outage(run: Outage) {
     let _heavy = one_heavy_test_at_a_time().await;
-    let pg = tokio::task::spawn_blocking(PgCluster::start)
+    let pg = tokio::task::spawn_blocking(Cluster::start)
         .await
         .expect("start the throwaway cluster");
     println!("throwaway PostgreSQL cluster on 127.0.0.1:{}", pg.port);
@@ -84,7 +84,8 @@ async fn outage(run: Outage) {
     let (first, second) = (options(0), options(1));
     let (a, b) = tokio::join!(nodes.start(&first), nodes.start(&second));
     let mut procs = vec![a, b];
-    let (hooks, url) = Hooks::start().await;
+    let hooks = Receiver::start().await;
+    let url = hooks.url("/hook");
     let mut rng = Rng::from_env_or_clock("HOURGLASS_OUTAGE_SEED");
     let mut ledger = Ledger::default();
 
@@ -230,7 +231,7 @@ async fn outage(run: Outage) {
         }
     })
     .await;
-    let hooks_seen = hooks.snapshot();
+    let hooks_seen = hooks.deliveries();
     let acc = account(&ledger, &hooks_seen);
     let mut metrics = Vec::new();
     for node in &procs {

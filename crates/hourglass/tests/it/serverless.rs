@@ -16,7 +16,7 @@ use hourglass_store::{DynamoOptions, Store};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::support::{Hooks, aws_env_for_moto, moto, now_ms, one_heavy_test_at_a_time};
+use crate::support::{Receiver, aws_env_for_moto, moto, now_ms, one_heavy_test_at_a_time};
 
 fn table() -> String {
     format!("hg-tick-{}-{}", std::process::id(), now_ms())
@@ -200,7 +200,8 @@ async fn a_tick_fires_what_the_api_created_on_time_and_stops_when_done() {
         .queue_url()
         .unwrap()
         .to_string();
-    let (hooks, hook_url) = Hooks::start().await;
+    let hooks = Receiver::start().await;
+    let hook_url = hooks.url("/hook");
     let due = now_ms() + 4_000;
     let due_text = Timestamp::from_millisecond(due).unwrap().to_string();
     let webhook = create(
@@ -231,10 +232,10 @@ async fn a_tick_fires_what_the_api_created_on_time_and_stops_when_done() {
         took < Duration::from_secs(30),
         "the tick kept running after its work was done: {took:?}\n{out}"
     );
-    let seen = hooks.snapshot();
+    let seen = hooks.deliveries();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(
-        seen[0].job_id.replace('-', ""),
+        seen[0].job_id().replace('-', ""),
         webhook["id"].as_str().unwrap().replace('-', "")
     );
     assert!(seen[0].received_ms >= due, "fired early: {seen:?}");
@@ -261,7 +262,7 @@ struct OneJob {
     _dir: tempfile::TempDir,
     config: std::path::PathBuf,
     api: ApiOnly,
-    hooks: Hooks,
+    hooks: Receiver,
     due: i64,
     job: Value,
 }
@@ -272,7 +273,8 @@ async fn one_webhook_job(due_in_ms: i64) -> OneJob {
     let config = config_with_aws(dir.path());
     let key = generate_key();
     let (api, url) = api(&table, &key, Arc::new(Recorded::default())).await;
-    let (hooks, hook_url) = Hooks::start().await;
+    let hooks = Receiver::start().await;
+    let hook_url = hooks.url("/hook");
     let due = now_ms() + due_in_ms;
     let due_text = Timestamp::from_millisecond(due).unwrap().to_string();
     let job = create(
@@ -313,11 +315,11 @@ async fn a_tick_killed_mid_window_has_its_claims_taken_over_after_the_lease() {
         End::Kill(Duration::from_millis(4_200)),
     )
     .await;
-    assert!(hooks.snapshot().is_empty(), "fired before its due time");
+    assert!(hooks.deliveries().is_empty(), "fired before its due time");
     // The next tick finds the claim, waits for its lease to lapse, and fires it.
     let (out, _) = tick(&table, &config, "30s", "4s", End::Itself).await;
     assert!(out.contains("tick: ran for"), "{out}");
-    let seen = hooks.snapshot();
+    let seen = hooks.deliveries();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].received_ms >= due, "fired early: {seen:?}");
     api.shutdown().await;
@@ -357,11 +359,11 @@ async fn a_terminated_tick_stops_at_once_and_hands_back_its_claims() {
         now_ms() < due,
         "the stopped tick took until the job's due time ({took:?}): the test proves nothing"
     );
-    assert!(hooks.snapshot().is_empty(), "fired before its due time");
+    assert!(hooks.deliveries().is_empty(), "fired before its due time");
     // Handed back, not left leased for 30 s: the next tick fires it at its due time.
     let (out, _) = tick(&table, &config, "20s", "30s", End::Itself).await;
     assert!(out.contains("tick: ran for"), "{out}");
-    let seen = hooks.snapshot();
+    let seen = hooks.deliveries();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].received_ms >= due, "fired early: {seen:?}");
     assert!(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Hooks, NodeOptions, Nodes, eventually, now_ms, rfc3339_ms};
+use crate::support::{NodeOptions, Nodes, Receiver, eventually, now_ms, rfc3339_ms};
 
 /// Runs openssl with these arguments in `dir`.
 fn openssl(dir: &Path, args: &[&str]) {
@@ -103,7 +103,8 @@ async fn an_https_receiver_gets_deliveries_only_with_a_trusted_certificate() {
     let (ca, cert, key) = authority_and_server(dir.path());
     let (other_ca, _, _) = authority_and_server(&mkdir(dir.path().join("other")));
     let empty = mkdir(dir.path().join("empty"));
-    let (hooks, url) = Hooks::start_tls(&cert, &key).await;
+    let hooks = Receiver::start_tls(&cert, &key).await;
+    let url = hooks.url("/hook");
     assert!(url.starts_with("https://localhost:"), "{url}");
     let nodes = Nodes::default();
 
@@ -119,12 +120,12 @@ async fn an_https_receiver_gets_deliveries_only_with_a_trusted_certificate() {
         hooks.wait_count(1, Duration::from_secs(20)).await,
         "no delivery over TLS"
     );
-    let seen = hooks.snapshot();
+    let seen = hooks.deliveries();
     assert_eq!(
-        seen[0].job_id.replace('-', ""),
+        seen[0].job_id().replace('-', ""),
         job["id"].as_str().unwrap().replace('-', "")
     );
-    assert!(!seen[0].webhook_id.is_empty(), "{seen:?}");
+    assert!(!seen[0].webhook_id().is_empty(), "{seen:?}");
     node.kill().await;
 
     // Not trusted (the node trusts another authority only): the attempt fails on the

@@ -17,16 +17,13 @@
 //! binary. A schema change adds a directory: RELEASING.md says when.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{HeaderMap, StatusCode, Uri};
 use serde_json::{Value, json};
 
 use crate::support::postgres::{TestDatabase, admin_url};
-use crate::support::{Api, NodeOptions, Nodes, eventually, rfc3339_ms};
+use crate::support::{Api, Delivery, NodeOptions, Nodes, Receiver, eventually, rfc3339_ms};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/fixtures/upgrade");
 /// The loopback ports the fixtures' webhooks point at (one per store, so the two tests may run
@@ -55,7 +52,7 @@ async fn embedded_stores_of_earlier_versions_open_and_fire_every_job() {
         std::fs::create_dir_all(&data).unwrap();
         std::fs::copy(dir.join("embedded.db"), data.join("hourglass.db"))
             .expect("copy the fixture's store into the data directory");
-        let receiver = Receiver::start(manifest_port(&manifest)).await;
+        let receiver = Receiver::start_on(manifest_port(&manifest)).await;
         let node = nodes
             .start(&upgraded(NodeOptions::embedded("upgrade")))
             .await;
@@ -72,7 +69,7 @@ async fn postgres_dumps_of_earlier_versions_open_and_fire_every_job() {
         let manifest = read_manifest(&dir.join("postgres.json"));
         let db = TestDatabase::create(&admin, "upgrade").await;
         load_dump(&db.url, &dir.join("postgres.sql"));
-        let receiver = Receiver::start(manifest_port(&manifest)).await;
+        let receiver = Receiver::start_on(manifest_port(&manifest)).await;
         let nodes = Nodes::default();
         let node = nodes
             .start(&upgraded(NodeOptions::postgres("upgrade", &db.url, "5s")))
@@ -112,7 +109,7 @@ async fn write_upgrade_fixtures() {
     // The embedded store: written by a node, then copied whole (WAL included) and compacted.
     {
         let nodes = Nodes::default();
-        let receiver = Receiver::start(EMBEDDED_PORT).await;
+        let receiver = Receiver::start_on(EMBEDDED_PORT).await;
         let node = nodes.start(&NodeOptions::embedded("writer")).await;
         let mut manifest = populate(&node.api, &receiver).await;
         node.terminate(Duration::from_secs(30)).await;
@@ -135,7 +132,7 @@ async fn write_upgrade_fixtures() {
     {
         let db = TestDatabase::create(&admin_url(), "upgrade_writer").await;
         let nodes = Nodes::default();
-        let receiver = Receiver::start(POSTGRES_PORT).await;
+        let receiver = Receiver::start_on(POSTGRES_PORT).await;
         let node = nodes
             .start(&NodeOptions::postgres("writer", &db.url, "5s"))
             .await;
@@ -174,7 +171,7 @@ async fn write_upgrade_fixtures() {
 
 /// Creates the fixture's jobs through the API of a fresh node and records them by role.
 async fn populate(api: &Api, receiver: &Receiver) -> Value {
-    let base = format!("http://127.0.0.1:{}", receiver.port);
+    let base = format!("http://127.0.0.1:{}", receiver.port());
     let mut jobs = serde_json::Map::new();
     let mut secrets = serde_json::Map::new();
     for ns in NAMESPACES {
@@ -310,7 +307,7 @@ async fn populate(api: &Api, receiver: &Receiver) -> Value {
     let (_, dead_letters) = call(api, "acme", "GET", "/v1/dead-letters", None).await;
     json!({
         "written_by": env!("CARGO_PKG_VERSION"),
-        "receiver_port": receiver.port,
+        "receiver_port": receiver.port(),
         "signing_secrets": secrets,
         "jobs": jobs,
         "dead_letters": {"acme": dead_letters},
@@ -323,7 +320,7 @@ fn assert_pending_untouched(manifest: &Value, receiver: &Receiver) {
     let early: Vec<Delivery> = receiver
         .deliveries()
         .into_iter()
-        .filter(|d| !history.contains(&d.header("hourglass-job-id").as_str()))
+        .filter(|d| !history.contains(&d.job_id()))
         .collect();
     assert!(
         early.is_empty(),
@@ -409,10 +406,10 @@ async fn check_upgraded(api: &Api, manifest: &Value, receiver: &Receiver) {
         for delivery in receiver.of_job(id) {
             assert!(
                 key.verify(
-                    &delivery.header("webhook-id"),
-                    &delivery.header("webhook-timestamp"),
+                    delivery.header("webhook-id"),
+                    delivery.header("webhook-timestamp"),
                     &delivery.body,
-                    &delivery.header("webhook-signature"),
+                    delivery.header("webhook-signature"),
                 ),
                 "{role}: a delivery not signed with {ns}'s stored secret"
             );
@@ -474,7 +471,7 @@ async fn check_upgraded(api: &Api, manifest: &Value, receiver: &Receiver) {
         api,
         "globex",
         json!({"schedule": {"after": "1s"},
-               "target": {"webhook": {"url": format!("http://127.0.0.1:{}/fresh", receiver.port)}}}),
+               "target": {"webhook": {"url": format!("http://127.0.0.1:{}/fresh", receiver.port())}}}),
     )
     .await;
     let delivered = eventually(PATIENCE, Duration::from_millis(100), || async {
@@ -614,85 +611,4 @@ fn load_dump(url: &str, dump: &Path) {
         dump.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// One request the receiver got.
-#[derive(Debug, Clone)]
-struct Delivery {
-    path: String,
-    headers: HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Delivery {
-    fn header(&self, name: &str) -> String {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string()
-    }
-}
-
-/// A webhook receiver on a fixed loopback port (the fixtures' URLs name it) that keeps every
-/// request whole, for the signature checks. `/flaky` answers 503 the first time and 204 after,
-/// `/status/NNN` answers NNN, any other path 204.
-struct Receiver {
-    port: u16,
-    seen: Arc<Mutex<Vec<Delivery>>>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Receiver {
-    async fn start(port: u16) -> Self {
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .unwrap_or_else(|e| panic!("the upgrade fixtures' receiver port {addr}: {e}"));
-        let seen: Arc<Mutex<Vec<Delivery>>> = Arc::default();
-        let state = seen.clone();
-        let app = axum::Router::new().fallback(
-            move |uri: Uri, headers: HeaderMap, body: axum::body::Bytes| {
-                let seen = state.clone();
-                async move {
-                    let path = uri.path().to_string();
-                    let mut seen = seen.lock().unwrap();
-                    let earlier = seen.iter().filter(|d| d.path == path).count();
-                    seen.push(Delivery {
-                        path: path.clone(),
-                        headers,
-                        body: body.to_vec(),
-                    });
-                    let status = match path.strip_prefix("/status/") {
-                        Some(code) => code.parse().unwrap_or(500),
-                        None if path == "/flaky" && earlier == 0 => 503,
-                        None => 204,
-                    };
-                    (
-                        StatusCode::from_u16(status).unwrap(),
-                        format!("answered {status}"),
-                    )
-                }
-            },
-        );
-        let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { port, seen, server }
-    }
-
-    fn deliveries(&self) -> Vec<Delivery> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    fn of_job(&self, id: &str) -> Vec<Delivery> {
-        self.deliveries()
-            .into_iter()
-            .filter(|d| d.header("hourglass-job-id") == id)
-            .collect()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
 }

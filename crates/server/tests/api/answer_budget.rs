@@ -96,7 +96,8 @@ async fn a_job_listing_leaves_payloads_out_unless_asked_and_cuts_pages_by_bytes(
     let dir = tempfile::tempdir().unwrap();
     let node = node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (_, addr) = crate::support::Receiver::start().await;
+    let receiver = crate::support::Receiver::start().await;
+    let addr = receiver.addr();
     let at = format!(
         "{:.3}",
         jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1)

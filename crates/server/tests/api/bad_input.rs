@@ -2487,7 +2487,8 @@ async fn fuzzed_requests_never_crash_a_handler_or_the_engine() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, receiver_addr) = crate::support::Receiver::start().await;
+    let receiver = crate::support::Receiver::start().await;
+    let receiver_addr = receiver.addr();
     let hook = format!("http://{receiver_addr}/fuzz");
     let existing = api.create(valid_cron()).await;
     let existing_id = existing["id"].as_str().unwrap().to_string();

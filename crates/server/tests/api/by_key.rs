@@ -16,7 +16,8 @@ async fn every_job_route_accepts_a_key_in_place_of_the_id() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let job = api
         .create(json!({
             "key": KEY,

@@ -82,7 +82,8 @@ async fn a_replay_counts_against_max_jobs_and_a_refused_one_changes_nothing() {
     });
     let node = start_node_with(config).await;
     let api = Api::new(node.addr());
-    let (_receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     for _ in 0..3 {
         api.create(gone_job(recv_addr)).await;
     }
@@ -137,7 +138,8 @@ async fn a_replay_counts_against_creates_per_second() {
     });
     let node = start_node_with(config).await;
     let api = Api::new(node.addr());
-    let (_receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     api.create(gone_job(recv_addr)).await;
     let letters = dead_letters(&api, 1).await;
     let queued = json!({"schedule": {"after": "1h"}, "target": {"queue": "q"}});

@@ -45,7 +45,8 @@ async fn every_schedule_kind_is_delivered_signed_and_on_time() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let hook = |path: &str| format!("http://{recv_addr}{path}");
 
     let (status, secret) = api.call("POST", "/v1/signing-secret", None).await;
@@ -210,7 +211,8 @@ async fn failures_retry_with_the_same_delivery_id_then_dead_letter() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let retry = json!({"max_attempts": 3, "initial_backoff": "100ms", "max_backoff": "200ms"});
 
     let flaky = api
@@ -391,7 +393,8 @@ async fn rotating_the_signing_secret_keeps_the_old_one_valid_during_the_overlap(
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
 
     let rotate = |body: Option<serde_json::Value>| {
         let api = &api;
@@ -489,7 +492,8 @@ async fn the_current_signing_secret_is_read_without_rotating_it() {
     let node = crate::support::start_node_with(config).await;
     let acme = Api::new(node.addr()).with_key("acme-key");
     let globex = Api::new(node.addr()).with_key("globex-key");
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
 
     let (status, first) = acme.call("GET", "/v1/signing-secret", None).await;
     assert_eq!(status, 200, "{first}");
@@ -573,7 +577,8 @@ async fn a_retried_trigger_with_the_same_idempotency_key_delivers_once() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let job = api
         .create(json!({
             "schedule": {"every": "1h"},
@@ -686,7 +691,8 @@ async fn a_failing_receiver_opens_its_breaker_which_the_namespace_can_see() {
     config.engine.breaker_open_for = Duration::from_secs(600);
     let node = crate::support::start_node_with(config).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     for _ in 0..4 {
         api.create(json!({
             "schedule": {"after": "1s"},

@@ -48,7 +48,8 @@ async fn an_edit_racing_the_planner_does_not_delay_the_job_by_a_lease() {
     config.lease_ttl = Some(LEASE);
     let node = start_node_with(config).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
 
     // Far in the future, so nothing fires before its edit.
     let jobs: Vec<Value> = (0..JOBS)

@@ -19,7 +19,8 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_behind_a_rate_limit() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let mut ids = Vec::new();
     for i in 0..6 {
         let job = api

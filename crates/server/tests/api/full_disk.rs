@@ -53,7 +53,8 @@ async fn a_full_disk_refuses_new_jobs_and_keeps_acknowledged_ones() {
 
     let node = start_node(&data).await;
     let api = Api::new(node.addr());
-    let (_receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     // ~200 KB of payload per job: a 3 MB disk fills after a dozen or so.
     let filler = "x".repeat(200 * 1024);
     let mut acknowledged = Vec::new();

@@ -108,7 +108,8 @@ async fn counters_match_what_the_receiver_saw() {
     config.store_figures_ttl = Duration::ZERO;
     let node = start_node_with(config).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
 
     // Names first: every documented family is exposed under its documented name (no prefix).
     let (before, text) = scrape(&api).await;

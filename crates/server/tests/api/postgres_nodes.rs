@@ -29,7 +29,8 @@ fn in_ms(ms: i64) -> String {
 async fn a_job_created_on_one_node_fires_on_another() {
     let schema = Schema::new();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let b = start_node_with(schema.node_config(dir_b.path())).await;
     let mut api_only = schema.node_config(dir_a.path());
     api_only.engine.max_in_flight = 0;
@@ -66,7 +67,8 @@ async fn a_job_created_on_one_node_fires_on_another() {
 async fn two_nodes_share_one_database_and_fire_each_occurrence_once() {
     let schema = Schema::new();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let a = start_node_with(schema.node_config(dir_a.path())).await;
     let b = start_node_with(schema.node_config(dir_b.path())).await;
     let per_node = 100;

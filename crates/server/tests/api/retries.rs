@@ -14,7 +14,8 @@ async fn a_job_in_backoff_shows_its_next_attempt() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     let job = api
         .create(json!({
             "key": "backoff",
@@ -130,7 +131,8 @@ async fn a_job_shows_its_last_error_until_a_delivery() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let (_receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
     // Fails its first attempt with 500, then is delivered after a backoff of 1–2 s.
     let job = api
         .create(json!({

@@ -42,7 +42,8 @@ async fn the_summary_agrees_with_the_receiver_and_the_metrics() {
     config.store_figures_ttl = Duration::ZERO;
     let server = start_node_with(config).await;
     let api = Api::new(server.addr());
-    let (receiver, recv_addr) = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let recv_addr = receiver.addr();
 
     let fresh = summary(&api).await;
     for outcome in ["delivered", "retry", "dead_letter", "skipped"] {

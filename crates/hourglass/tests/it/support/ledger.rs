@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::receiver::Hook;
-use super::{Api, Hooks, NodeProc, instant_ms, now_ms, rfc3339_ms};
+use super::{Api, Delivery, NodeProc, Receiver, instant_ms, now_ms, rfc3339_ms};
 
 /// What the test knows about an acknowledged job.
 #[derive(Debug, Clone, Copy)]
@@ -100,11 +99,11 @@ impl Ledger {
     }
 
     /// Whether every acknowledged job has at least one delivery.
-    pub fn all_delivered(&self, hooks: &[Hook]) -> bool {
+    pub fn all_delivered(&self, hooks: &[Delivery]) -> bool {
         if hooks.len() < self.jobs.len() {
             return false;
         }
-        let seen: HashSet<&str> = hooks.iter().map(|h| h.job_id.as_str()).collect();
+        let seen: HashSet<&str> = hooks.iter().map(|h| h.job_id()).collect();
         self.jobs.keys().all(|id| seen.contains(id.as_str()))
     }
 }
@@ -112,7 +111,7 @@ impl Ledger {
 /// Waits until every acknowledged job has a delivery, or until a minute after the last one is
 /// due (a failure: the caller's accounting says which are missing). Panics at once if a node
 /// dies meanwhile.
-pub async fn wait_all_delivered(ledger: &Ledger, hooks: &Hooks, procs: &mut [NodeProc]) -> bool {
+pub async fn wait_all_delivered(ledger: &Ledger, hooks: &Receiver, procs: &mut [NodeProc]) -> bool {
     let deadline = tokio::time::Instant::now()
         + Duration::from_millis((ledger.last_due_ms() - now_ms()).max(0) as u64)
         + Duration::from_secs(60);
@@ -125,7 +124,7 @@ pub async fn wait_all_delivered(ledger: &Ledger, hooks: &Hooks, procs: &mut [Nod
                 );
             }
         }
-        if ledger.all_delivered(&hooks.snapshot()) {
+        if ledger.all_delivered(&hooks.deliveries()) {
             return true;
         }
         hooks
@@ -158,11 +157,11 @@ pub struct Accounting {
     pub redelivered: Vec<(i64, i64)>,
 }
 
-pub fn account(ledger: &Ledger, hooks: &[Hook]) -> Accounting {
+pub fn account(ledger: &Ledger, hooks: &[Delivery]) -> Accounting {
     let mut acc = Accounting::default();
-    let mut by_job: HashMap<&str, Vec<&Hook>> = HashMap::new();
+    let mut by_job: HashMap<&str, Vec<&Delivery>> = HashMap::new();
     for h in hooks {
-        by_job.entry(h.job_id.as_str()).or_default().push(h);
+        by_job.entry(h.job_id()).or_default().push(h);
     }
     for (id, expected) in &ledger.jobs {
         if !by_job.contains_key(id.as_str()) {
@@ -171,7 +170,7 @@ pub fn account(ledger: &Ledger, hooks: &[Hook]) -> Accounting {
         }
     }
     for (id, list) in &by_job {
-        let ids: BTreeSet<&str> = list.iter().map(|h| h.webhook_id.as_str()).collect();
+        let ids: BTreeSet<&str> = list.iter().map(|h| h.webhook_id()).collect();
         if ids.len() != 1 {
             acc.mixed_ids.push(format!("{id}: {ids:?}"));
         }
@@ -180,22 +179,22 @@ pub fn account(ledger: &Ledger, hooks: &[Hook]) -> Accounting {
             acc.extra_deliveries += list.len() - 1;
         }
         for h in list {
-            if h.received_ms < h.due_ms {
+            if h.received_ms < h.due_ms() {
                 acc.early.push(format!(
                     "{id}: received {} ms before its due {}",
-                    h.due_ms - h.received_ms,
-                    rfc3339_ms(h.due_ms)
+                    h.due_ms() - h.received_ms,
+                    rfc3339_ms(h.due_ms())
                 ));
             }
         }
         match ledger.jobs.get(*id) {
             Some(expected) => {
                 for h in list {
-                    if h.due_ms != expected.due_ms || h.n != Some(expected.n) {
+                    if h.due_ms() != expected.due_ms || h.n() != Some(expected.n) {
                         acc.wrong.push(format!(
                             "{id}: due {} n {:?}, expected due {} n {}",
-                            rfc3339_ms(h.due_ms),
-                            h.n,
+                            rfc3339_ms(h.due_ms()),
+                            h.n(),
                             rfc3339_ms(expected.due_ms),
                             expected.n
                         ));
@@ -210,13 +209,13 @@ pub fn account(ledger: &Ledger, hooks: &[Hook]) -> Accounting {
             }
             None => {
                 if list[0]
-                    .n
+                    .n()
                     .is_some_and(|n| ledger.unacknowledged.contains(&n))
                 {
                     acc.refused_but_delivered += 1;
                 } else {
                     acc.unknown
-                        .push(format!("{id} (payload n {:?})", list[0].n));
+                        .push(format!("{id} (payload n {:?})", list[0].n()));
                 }
             }
         }

@@ -1,13 +1,11 @@
 //! The binary's test harness: `hourglass serve` processes that a test can SIGKILL, SIGSTOP,
-//! SIGCONT and restart (`node`), a JSON client (`api`), a webhook receiver cheap enough for tens
-//! of thousands of deliveries (`receiver`), the ledger that holds what arrived against what was
-//! acknowledged (`ledger`), and PostgreSQL databases and throwaway clusters (`postgres`).
+//! SIGCONT and restart (`node`), a JSON client (`api`), the ledger that holds what arrived against
+//! what was acknowledged (`ledger`); from the testkit, the webhook receiver (cheap enough for tens
+//! of thousands of deliveries) and PostgreSQL databases and throwaway clusters (`postgres`).
 
 pub mod api;
 pub mod ledger;
 pub mod node;
-pub mod postgres;
-pub mod receiver;
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,9 +13,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use api::Api;
+use hourglass_testkit::percentile;
+pub use hourglass_testkit::postgres;
+pub use hourglass_testkit::{Delivery, Receiver};
 pub use ledger::{Expected, Ledger, Planned, account, batch_body, wait_all_delivered};
 pub use node::{NodeOptions, NodeProc, Nodes};
-pub use receiver::Hooks;
 
 pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
@@ -62,23 +62,21 @@ pub fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-pub fn percentile(sorted: &[i64], q: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-/// "n=… p50=… p99=… max=…" of lateness figures in ms, printed for whoever reads the output; no
-/// test asserts on them (`hourglass-bench` measures lateness).
+/// "n=… p50=… p99=… max=…" of lateness figures in ms (nearest-rank percentiles, 0 when there
+/// are none), printed for whoever reads the output; no test asserts on them (`hourglass-bench`
+/// measures lateness).
 pub fn summary(values: &mut [i64]) -> String {
     values.sort_unstable();
+    let at = |q: f64| match values.is_empty() {
+        true => 0,
+        false => percentile(values, q),
+    };
     format!(
         "n={} p50={}ms p90={}ms p99={}ms max={}ms",
         values.len(),
-        percentile(values, 0.5),
-        percentile(values, 0.9),
-        percentile(values, 0.99),
+        at(0.5),
+        at(0.9),
+        at(0.99),
         values.last().copied().unwrap_or(0)
     )
 }

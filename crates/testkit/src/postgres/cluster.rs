@@ -1,130 +1,16 @@
-//! PostgreSQL for the tests: a fresh database per test on the server `scripts/test` provides,
-//! or a throwaway cluster of the test's own that it may stop and start.
+//! A throwaway PostgreSQL cluster of a test's own (initdb on a temporary directory, a free
+//! loopback port, trust auth), for what the shared server cannot give: a server the test stops
+//! and starts. As root, every PostgreSQL command runs as `postgres` (initdb refuses root).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::tail;
-
-/// The variable `scripts/test` sets to a PostgreSQL URL whose user may create databases.
-pub const DATABASE_URL_VAR: &str = "HOURGLASS_TEST_DATABASE_URL";
 /// Where initdb and pg_ctl live, when they are not found by themselves.
 pub const PG_BINDIR_VAR: &str = "HOURGLASS_TEST_PG_BINDIR";
 
-/// The admin URL from the environment. Panics, never skips: a suite that silently passes
-/// without a database would hide a broken CI set-up.
-pub fn admin_url() -> String {
-    match std::env::var(DATABASE_URL_VAR) {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!(
-            "{DATABASE_URL_VAR} is not set: these tests need a PostgreSQL server whose user may \
-             create databases. `scripts/test` provides one (the local server on 127.0.0.1:5432 or \
-             a throwaway cluster); or set it yourself, e.g. \
-             {DATABASE_URL_VAR}=postgres://postgres@127.0.0.1:5432/postgres"
-        ),
-    }
-}
-
-/// `url` with its database (the path) replaced by `database`; the query string is kept.
-pub fn url_with_database(url: &str, database: &str) -> String {
-    let authority_start = url
-        .find("://")
-        .map(|i| i + 3)
-        .unwrap_or_else(|| panic!("{DATABASE_URL_VAR} is not a postgres:// URL: {url}"));
-    let rest = &url[authority_start..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let query = rest[authority_end..]
-        .find('?')
-        .map(|i| &rest[authority_end + i..])
-        .unwrap_or("");
-    format!(
-        "{}{}/{database}{query}",
-        &url[..authority_start],
-        &rest[..authority_end]
-    )
-}
-
-/// Runs one SQL statement (no parameters) on `url` over a connection of its own.
-pub async fn execute(url: &str, sql: &str) -> Result<(), tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    let driver = tokio::spawn(connection);
-    let result = client.batch_execute(sql).await;
-    drop(client);
-    let _ = driver.await;
-    result
-}
-
-/// Runs a query on `url` over a connection of its own and returns its rows.
-pub async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
-    let driver = tokio::spawn(connection);
-    let rows = client
-        .query(sql, &[])
-        .await
-        .unwrap_or_else(|e| panic!("query failed ({e}): {sql}"));
-    drop(client);
-    let _ = driver.await;
-    rows
-}
-
-/// A database created for one test on the server at `admin_url`, dropped (with whatever
-/// connections killed or paused nodes left behind) when the test ends, however it ends.
-pub struct TestDatabase {
-    admin_url: String,
-    pub name: String,
-    pub url: String,
-}
-
-impl TestDatabase {
-    pub async fn create(admin_url: &str, prefix: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let name = format!("hourglass_{prefix}_{}_{nanos}", std::process::id());
-        execute(admin_url, &format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap_or_else(|e| {
-                panic!("cannot create database {name} through {DATABASE_URL_VAR}: {e}")
-            });
-        let url = url_with_database(admin_url, &name);
-        println!("database {name} created");
-        Self {
-            admin_url: admin_url.to_string(),
-            name,
-            url,
-        }
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        // Drop runs inside the test's runtime, which cannot be blocked on: drop the database from
-        // a thread with a runtime of its own, and wait for it.
-        let admin = self.admin_url.clone();
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let name = self.name.clone();
-        let dropped = std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime for the drop")
-                .block_on(execute(&admin, &sql))
-        })
-        .join();
-        match dropped {
-            Ok(Ok(())) => println!("database {name} dropped"),
-            Ok(Err(e)) => eprintln!("warning: cannot drop database {name}: {e}"),
-            Err(_) => eprintln!("warning: dropping database {name} panicked"),
-        }
-    }
-}
-
 /// A throwaway PostgreSQL cluster (initdb on a temporary directory, a free loopback port, trust
 /// auth) that a test may stop and start. Stopped and removed on drop.
-pub struct PgCluster {
+pub struct Cluster {
     dir: tempfile::TempDir,
     bindir: PathBuf,
     pub port: u16,
@@ -132,7 +18,7 @@ pub struct PgCluster {
     run_as: Option<String>,
 }
 
-impl PgCluster {
+impl Cluster {
     /// Creates and starts the cluster. Panics (loudly, with what to install) when initdb is
     /// nowhere to be found.
     pub fn start() -> Self {
@@ -230,12 +116,15 @@ impl PgCluster {
         );
     }
 
+    /// The last `lines` lines of the server's log.
     pub fn log_tail(&self, lines: usize) -> String {
-        tail(&self.log_path(), lines)
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 }
 
-impl Drop for PgCluster {
+impl Drop for Cluster {
     fn drop(&mut self) {
         let status = self
             .pg_command("pg_ctl")
