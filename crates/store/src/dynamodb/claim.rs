@@ -21,12 +21,12 @@ use jiff::Timestamp;
 
 use super::Inner;
 use super::entry::{
-    Entry, Listed, Root, claim_token, encode_listing, root_item, split_token, valid,
+    Entry, Listed, claim_token, encode_listing, root_item, split_token, valid,
 };
 use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, job_key, key, n, s};
 use super::payload;
 use super::table::{Change, Query};
-use crate::{Applied, ClaimScope, Lease, Release, Result};
+use crate::{ClaimScope, Lease, Release, Result};
 
 /// How far past the horizon a claim of fired occurrences takes the rest of an entry it leases:
 /// an entry's window, so that a claim never splits an entry for its horizon.
@@ -153,8 +153,19 @@ pub(super) async fn claim_due(
                 .collect();
             due.sort_by_key(|j| (j.fire, j.id));
             due.truncate(limit - planned);
+            // A byte budget cuts within an entry too: a queue entry lists its messages' sizes.
+            let mut kept = 0;
+            let mut after = planned_bytes;
+            for job in &due {
+                if !crate::under_byte_budget(max_bytes, after) {
+                    break;
+                }
+                after += entry.sizes.get(&job.id).copied().unwrap_or(0);
+                kept += 1;
+            }
+            due.truncate(kept);
             planned += due.len();
-            planned_bytes += entry.bytes;
+            planned_bytes = after;
             chunk.push((entry, due, leasing));
         }
         if chunk.is_empty() {
@@ -174,7 +185,7 @@ pub(super) async fn claim_due(
         for answer in answers {
             if let Some((entry, jobs, ltok)) = answer? {
                 count += jobs.len();
-                bytes += entry.bytes;
+                bytes += entry.bytes_of(&jobs);
                 taken.push(Taken {
                     leased_before: entry.ltok > 0,
                     entry,
@@ -340,7 +351,15 @@ async fn lease_entry(
     }
     change.set("jobs", encode_listing(take));
     change.set("cnt", n(take.len() as i64));
-    let mut part = root_item(&entry.root, &rest, None);
+    if let Some((_, sizes)) = entry.queued(take) {
+        change.set(super::entry::SIZES, super::entry::encode_sizes(&sizes));
+    }
+    let queued = entry.queued(&rest);
+    let mut part = root_item(
+        &entry.root,
+        &rest,
+        queued.as_ref().map(|(t, s)| (*t, &s[..])),
+    );
     part.insert(
         "sk".into(),
         s(entry
@@ -349,6 +368,11 @@ async fn lease_entry(
     );
     // The part continues the entry's lease counter, so its next claim's tokens are higher.
     part.insert("ltok".into(), n(ltok));
+    // A lapsed lease held the rest too: each of its messages had that attempt.
+    let lapses = entry.lapses + i64::from(is_queue && entry.owner.is_some());
+    if lapses > 0 {
+        part.insert("lapses".into(), n(lapses));
+    }
     let actions = vec![
         change.into_action(&inner.table),
         super::table::put_new(&inner.table, part),
@@ -495,71 +519,6 @@ pub(super) async fn delete_entry(inner: &Inner, pk: &str, sk: &str, ltok: i64) -
     inner.delete_if(change).await.map(|_| ())
 }
 
-pub(super) async fn extend_claims(
-    inner: &Inner,
-    claims: Vec<(JobId, i64)>,
-    until: Timestamp,
-    now: Timestamp,
-) -> Result<Vec<Applied>> {
-    let _ = now;
-    let until = until.as_millisecond();
-    // A claim is extended only while its job is at the claimed version (an edit voids it) and
-    // its entry's lease is still the claim's.
-    let versions: Vec<Listed> = claims
-        .iter()
-        .map(|(id, token)| Listed {
-            id: *id,
-            fire: 0,
-            version: split_token(*token).0,
-        })
-        .collect();
-    let mut homes = HashMap::new();
-    for item in inner
-        .get_many(versions.iter().map(|l| job_key(l.id)).collect())
-        .await?
-    {
-        homes.insert(job_id(item.str("id")?)?, item);
-    }
-    let answers = futures_util::stream::iter(claims)
-        .map(|(id, token)| {
-            let home = homes.get(&id);
-            async move {
-                let (version, ltok) = split_token(token);
-                let Some(home) = home.filter(|h| h.num("tok").ok() == Some(version)) else {
-                    return Ok(Applied::StaleLease);
-                };
-                let Some((pk, sk)) = entry_of(inner, id, token, home)? else {
-                    return Ok(Applied::StaleLease);
-                };
-                let mut change = Change::new(key(pk, &sk));
-                change.when(
-                    "#ltok = {} AND attribute_exists(#lown)",
-                    &["ltok", "lown"],
-                    vec![n(ltok)],
-                );
-                change.set("luntil", n(until));
-                Ok::<_, crate::StoreError>(match inner.update(change, false).await? {
-                    Some(_) => Applied::Yes,
-                    None => Applied::StaleLease,
-                })
-            }
-        })
-        .buffered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    answers.into_iter().collect()
-}
-
-/// The entry a claim was taken from: as this store remembers it, or (for a claim another
-/// process made, such as a queue lease taken through another API function) the root its job
-/// names, whose part `0` a queue message's entry always is.
-fn entry_of(inner: &Inner, id: JobId, token: i64, home: &Item) -> Result<Option<(String, String)>> {
-    if let Some(held) = inner.held(id, token) {
-        return Ok(Some((held.pk, held.sk)));
-    }
-    Ok(Root::of_job(home)?.map(|root| (root.pk.clone(), root.part_sk("0"))))
-}
-
 pub(super) async fn release(inner: &Inner, claims: Vec<Release>) -> Result<()> {
     // Claims handed back at their own fire time, together the whole rest of their entry's lease:
     // the entry is simply unleased (one write). Any other: the job moves to an entry of its own.
@@ -632,8 +591,12 @@ async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
         version: version + 1,
     };
     let job_type = home.opt_str("jtype")?.map(str::to_owned);
-    let bytes = home.opt_str("payload")?.map_or(0, str::len);
-    let entry = root_item(&root, &[listed], queue.as_ref().map(|_| (&job_type, bytes)));
+    let size = [home.opt_str("payload")?.map_or(0, str::len)];
+    let entry = root_item(
+        &root,
+        &[listed],
+        queue.as_ref().map(|_| (&job_type, &size[..])),
+    );
     inner.put(entry).await?;
     let mut change = Change::new(job_key(c.job_id));
     change.when(

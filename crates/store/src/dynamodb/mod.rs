@@ -41,6 +41,7 @@
 mod claim;
 mod complete;
 mod entry;
+mod extend;
 mod floors;
 mod history;
 mod item;
@@ -452,6 +453,24 @@ impl Inner {
         self.book().open.get(held).map_or(0, |(n, _)| *n)
     }
 
+    /// Moves the claims `moved` (open, of the lease `from`) to the lease `to` of a part split off
+    /// the entry: their completions and extensions go there from now on.
+    pub(super) fn rehold(&self, from: &Held, to: &Held, moved: &[(JobId, i64)]) {
+        let mut book = self.book();
+        let mut count = 0;
+        for claim in moved {
+            if book.by_claim.get(claim) == Some(from) {
+                book.by_claim.insert(*claim, to.clone());
+                count += 1;
+            }
+        }
+        let now = std::time::Instant::now();
+        if let Some((left, _)) = book.open.get_mut(from) {
+            *left = left.saturating_sub(count);
+        }
+        book.open.insert(to.clone(), (count, now));
+    }
+
     /// Forgets claims whose entry was handed back whole.
     pub(super) fn forget(&self, id: JobId, token: i64) {
         let mut book = self.book();
@@ -525,7 +544,7 @@ impl Store for DynamoStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {
-        claim::extend_claims(&self.inner, claims, until, now).await
+        extend::extend_claims(&self.inner, claims, until, now).await
     }
 
     async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
