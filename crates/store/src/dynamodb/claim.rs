@@ -20,9 +20,7 @@ use hourglass_core::{JobId, Occurrence, duration_ms, from_ms};
 use jiff::Timestamp;
 
 use super::Inner;
-use super::entry::{
-    Entry, Listed, claim_token, encode_listing, root_item, split_token, valid,
-};
+use super::entry::{Entry, Listed, claim_token, encode_listing, root_item, split_token, valid};
 use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, job_key, key, n, s};
 use super::payload;
 use super::table::{Change, Query};

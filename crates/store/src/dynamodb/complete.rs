@@ -618,7 +618,11 @@ pub(super) async fn listing_part(
         .await?
     {
         let entry = Entry::from_item(&item)?;
-        if entry.jobs.iter().any(|j| j.id == id && j.version == version) {
+        if entry
+            .jobs
+            .iter()
+            .any(|j| j.id == id && j.version == version)
+        {
             found = Some(entry);
         }
     }

@@ -129,7 +129,12 @@ fn decode_sizes(item: &Item, jobs: &[Listed]) -> Result<HashMap<JobId, usize>> {
         Some(AttributeValue::B(blob)) if blob.as_ref().len() == jobs.len() * 4 => Ok(jobs
             .iter()
             .zip(blob.as_ref().chunks_exact(4))
-            .map(|(j, c)| (j.id, u32::from_be_bytes(c.try_into().expect("4 bytes")) as usize))
+            .map(|(j, c)| {
+                (
+                    j.id,
+                    u32::from_be_bytes(c.try_into().expect("4 bytes")) as usize,
+                )
+            })
             .collect()),
         Some(other) => Err(StoreError::Corrupt(format!("entry sizes {other:?}"))),
         None => {
@@ -268,7 +273,10 @@ impl Entry {
     }
 
     /// Its queue attributes for a new part listing `jobs` of it (`None` for the fired lane).
-    pub(super) fn queued<'a>(&'a self, jobs: &[Listed]) -> Option<(&'a Option<String>, Vec<usize>)> {
+    pub(super) fn queued<'a>(
+        &'a self,
+        jobs: &[Listed],
+    ) -> Option<(&'a Option<String>, Vec<usize>)> {
         (!Lane::is_fired(&self.root.pk)).then(|| {
             let sizes = jobs
                 .iter()

@@ -49,10 +49,7 @@ pub(super) async fn extend_claims(
         let Some((pk, sk)) = entry_of(inner, *id, *token, home).await? else {
             continue;
         };
-        by_entry
-            .entry(Held { pk, sk, ltok })
-            .or_default()
-            .push(i);
+        by_entry.entry(Held { pk, sk, ltok }).or_default().push(i);
     }
     let claims = &claims;
     let extended = futures_util::stream::iter(by_entry)
