@@ -9,6 +9,12 @@
 //! again strongly when a job item disagrees with its listing) and hands out those whose listing
 //! is still valid and whose delivery no settlement recorded.
 //!
+//! A queue's entries are claimed the same way, at the claimer's own instant (never ahead): a pull
+//! that takes every message of an entry due then, within its limit, byte budget and type filter,
+//! leases the entry whole (one write for a create batch's messages); one that takes some splits
+//! the rest off, with their type, sizes and lapsed attempts. A lease that lapses unacknowledged
+//! counts an attempt for every message of the entry (a lease always holds all that it lists).
+//!
 //! The store remembers the claims it handed out (`Inner::held`): a completion or release finds
 //! the entry it came from there, and the last one of an entry deletes it.
 
@@ -115,7 +121,8 @@ pub(super) async fn claim_due(
     let mut candidates = items.iter();
     loop {
         // The next candidates, as many as fill the limit and the byte budget if every lease
-        // succeeds, leased concurrently: a pull queue's messages are an entry each.
+        // succeeds, leased concurrently (a queue's messages are in many entries: each create
+        // batch's by type and time window).
         let mut chunk = Vec::new();
         let (mut planned, mut planned_bytes) = (count, bytes);
         while chunk.len() < CONCURRENCY
@@ -173,8 +180,13 @@ pub(super) async fn claim_due(
         for (entry, due, leasing) in chunk {
             attempts.push(async move {
                 let won = lease_entry(inner, &entry, &due, &lease.owner, until, is_queue).await?;
-                Ok::<_, crate::StoreError>(won.map(|ltok| {
-                    leasing.won(ltok);
+                Ok::<_, crate::StoreError>(won.map(|(ltok, part)| {
+                    let mut entry = entry;
+                    match part {
+                        // The entry itself stays unleased, its rest claimable.
+                        Some(sk) => entry.sk = sk,
+                        None => leasing.won(ltok),
+                    }
                     (entry, due, ltok)
                 }))
             });
@@ -293,22 +305,12 @@ impl Drop for Leasing<'_> {
     }
 }
 
-/// Leases `entry` for the jobs `take` of it (splitting the others off into a new part of its
-/// root): the lease counter it now holds, or `None` when another claimer got there first.
-async fn lease_entry(
-    inner: &Inner,
-    entry: &Entry,
-    take: &[Listed],
-    owner: &str,
-    until: i64,
-    is_queue: bool,
-) -> Result<Option<i64>> {
-    let ltok = entry.ltok + 1;
-    let mut change = Change::new(entry.key());
-    // At the counter read: unleased then, or lapsed; no other claimer leased it since. And at
-    // the listing read: an edit or a cancel that took a job out of it since (in the transaction
-    // that changed the job) fails the lease, so that no read of the job after the lease, however
-    // stale, can hand out what was changed before it.
+/// Conditions a write of `entry` on its being as read: at the lease counter read, unleased then
+/// or lapsed (no other claimer leased it since); and at the listing and gone count read (an edit
+/// or a cancel that took a job out of it since, in the transaction that changed the job, fails
+/// the write, so that no read of the job after it, however stale, can hand out what was changed
+/// before it).
+pub(super) fn as_read(change: &mut Change, entry: &Entry) {
     let listing = entry.listing.clone();
     match entry.gone_count {
         0 => change.when("attribute_not_exists(#gen)", &[super::entry::GEN], vec![]),
@@ -331,6 +333,34 @@ async fn lease_entry(
             vec![n(entry.ltok), listing],
         ),
     }
+}
+
+/// Leases `entry` for the jobs `take` of it (splitting the others off into a new part of its
+/// root; of a queue entry, taking `take` into a new part instead, `parts.rs`): the lease counter
+/// it now holds, and the sort key of the part it holds when that is not the entry's, or `None`
+/// when another claimer got there first.
+async fn lease_entry(
+    inner: &Inner,
+    entry: &Entry,
+    take: &[Listed],
+    owner: &str,
+    until: i64,
+    is_queue: bool,
+) -> Result<Option<(i64, Option<String>)>> {
+    let ltok = entry.ltok + 1;
+    let rest: Vec<Listed> = entry
+        .jobs
+        .iter()
+        .filter(|j| !take.iter().any(|t| t.id == j.id))
+        .copied()
+        .collect();
+    if is_queue && !rest.is_empty() {
+        return super::parts::take_part(inner, entry, take, &rest, owner, until)
+            .await
+            .map(|won| won.map(|(ltok, sk)| (ltok, Some(sk))));
+    }
+    let mut change = Change::new(entry.key());
+    as_read(&mut change, entry);
     change.set("lown", s(owner));
     change.set("luntil", n(until));
     change.set("ltok", n(ltok));
@@ -338,26 +368,13 @@ async fn lease_entry(
     if is_queue && entry.owner.is_some() {
         change.set("lapses", n(entry.lapses + 1));
     }
-    let rest: Vec<Listed> = entry
-        .jobs
-        .iter()
-        .filter(|j| !take.iter().any(|t| t.id == j.id))
-        .copied()
-        .collect();
     if rest.is_empty() {
-        return Ok(inner.update(change, false).await?.map(|_| ltok));
+        return Ok(inner.update(change, false).await?.map(|_| (ltok, None)));
     }
+    // Of the fired lane: the rest split off in one transaction with the lease.
     change.set("jobs", encode_listing(take));
     change.set("cnt", n(take.len() as i64));
-    if let Some((_, sizes)) = entry.queued(take) {
-        change.set(super::entry::SIZES, super::entry::encode_sizes(&sizes));
-    }
-    let queued = entry.queued(&rest);
-    let mut part = root_item(
-        &entry.root,
-        &rest,
-        queued.as_ref().map(|(t, s)| (*t, &s[..])),
-    );
+    let mut part = root_item(&entry.root, &rest, None);
     part.insert(
         "sk".into(),
         s(entry
@@ -366,16 +383,15 @@ async fn lease_entry(
     );
     // The part continues the entry's lease counter, so its next claim's tokens are higher.
     part.insert("ltok".into(), n(ltok));
-    // A lapsed lease held the rest too: each of its messages had that attempt.
-    let lapses = entry.lapses + i64::from(is_queue && entry.owner.is_some());
-    if lapses > 0 {
-        part.insert("lapses".into(), n(lapses));
-    }
     let actions = vec![
         change.into_action(&inner.table),
         super::table::put_new(&inner.table, part),
     ];
-    Ok(inner.transact(actions).await?.is_ok().then_some(ltok))
+    Ok(inner
+        .transact(actions)
+        .await?
+        .is_ok()
+        .then_some((ltok, None)))
 }
 
 /// The occurrences of the entries this claim leased: the jobs whose listing is still valid and

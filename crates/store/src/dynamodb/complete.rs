@@ -15,6 +15,10 @@
 //! one transaction with its job, so a failed job always has its letter.
 //!
 //! Once every job a lease took from an entry is settled or moved, the claimer deletes the entry.
+//! A queue message acknowledged through another process (serverless: another API function
+//! instance) is completed on its job item instead, and marked gone in its shared entry (the
+//! entry is deleted when it was the last); an entry whose claims did not all end where they were
+//! made is deleted by the claim that next finds all its jobs settled.
 
 use std::collections::HashMap;
 

@@ -1,12 +1,23 @@
-//! Extending claims: moving the expiry of the lease that holds a claim's entry.
+//! Parts split off an entry outside a claim's transaction, where one lease must not hold all
+//! that an entry lists: a queue pull that takes some of an entry's messages, and an extension that
+//! shortens the lease of some of an entry's claims.
 //!
-//! A lease holds an entry, and an entry may list several claims' jobs (a create batch's messages
-//! leased whole). An extension that covers every claim of the entry still open here, or that
-//! lengthens the lease, moves the entry's expiry (one conditional write; an entry's other open
-//! claims then stay invisible as long, never shorter). An extension that would shorten the lease
-//! of an entry whose other claims it does not cover splits its jobs off first, into a part of the
-//! same root holding the same lease with the new expiry (one transaction of the two items), so
-//! that no other claim's message is handed out again before its own lease runs out.
+//! **A pull that takes some messages** of a queue entry (its limit, byte budget, or messages not
+//! due yet) puts the taken ones in a new part of the entry's root, leased by the pull from the
+//! start, then takes them out of the entry's listing under the conditions a lease has (at the
+//! lease counter, listing and gone count read; unleased or lapsed). Two single-item writes, where
+//! a transaction of the two would bill each twice: a worker leasing one message at a time pays
+//! what a message with an entry of its own paid (a put and a write of the entry). A pull that loses
+//! the entry to another claimer deletes its part, which no one could lease meanwhile; a crash
+//! between the two writes leaves the taken messages listed in both until the part's lease lapses
+//! (at least once: they may then be handed out twice, never lost).
+//!
+//! **An extension** that covers every claim of the entry still open here, or that lengthens the
+//! lease, moves the entry's expiry (one conditional write; an entry's other open claims then stay
+//! invisible as long, never shorter). An extension that would shorten the lease of an entry whose
+//! other claims it does not cover splits its jobs off first, into a part of the same root holding
+//! the same lease with the new expiry (one transaction of the two items), so that no other claim's
+//! message is handed out again before its own lease runs out.
 
 use std::collections::HashMap;
 
@@ -17,7 +28,7 @@ use jiff::Timestamp;
 use super::claim::CONCURRENCY;
 use super::entry::{Entry, Listed, Root, encode_listing, encode_sizes, root_item, split_token};
 use super::item::{Attrs, Item, job_id, job_key, key, n, s};
-use super::table::Change;
+use super::table::{Change, put_new};
 use super::{Held, Inner};
 use crate::{Applied, Result};
 
@@ -161,7 +172,7 @@ async fn split_off(
     }
     let actions = vec![
         change.into_action(&inner.table),
-        super::table::put_new(&inner.table, part),
+        put_new(&inner.table, part),
     ];
     if inner.transact(actions).await?.is_err() {
         return Ok(Applied::StaleLease);
@@ -193,4 +204,52 @@ async fn entry_of(
     let (version, _) = split_token(token);
     let part = super::complete::listing_part(inner, &root, id, version).await?;
     Ok(part.map(|entry| (entry.root.pk.clone(), entry.sk)))
+}
+
+/// Takes the jobs `take` of the queue entry `entry` (not all it lists) into a new part of its
+/// root, leased by `owner` until `until` at the entry's next lease counter: that counter and the
+/// part's sort key, or `None` when another claimer changed the entry since it was read.
+pub(super) async fn take_part(
+    inner: &Inner,
+    entry: &Entry,
+    take: &[Listed],
+    rest: &[Listed],
+    owner: &str,
+    until: i64,
+) -> Result<Option<(i64, String)>> {
+    let ltok = entry.ltok + 1;
+    let queued = entry.queued(take);
+    let mut part = root_item(
+        &entry.root,
+        take,
+        queued.as_ref().map(|(t, s)| (*t, &s[..])),
+    );
+    let sk = entry
+        .root
+        .part_sk(&format!("{:016x}", rand::random::<u64>()));
+    part.insert("sk".into(), s(&sk));
+    part.insert("lown".into(), s(owner));
+    part.insert("luntil".into(), n(until));
+    part.insert("ltok".into(), n(ltok));
+    // A lapsed lease of the entry held these too: that lease was an attempt of each.
+    let lapses = entry.lapses + i64::from(entry.owner.is_some());
+    if lapses > 0 {
+        part.insert("lapses".into(), n(lapses));
+    }
+    if !inner.put_new(part).await? {
+        return Ok(None);
+    }
+    // Out of the entry, under the lease's own conditions: no one leased or changed it since.
+    let mut change = Change::new(entry.key());
+    super::claim::as_read(&mut change, entry);
+    change.set("jobs", encode_listing(rest));
+    change.set("cnt", n(rest.len() as i64));
+    if let Some((_, sizes)) = entry.queued(rest) {
+        change.set(super::entry::SIZES, encode_sizes(&sizes));
+    }
+    if inner.update(change, false).await?.is_none() {
+        super::claim::delete_entry(inner, &entry.root.pk, &sk, ltok).await?;
+        return Ok(None);
+    }
+    Ok(Some((ltok, sk)))
 }
