@@ -184,7 +184,10 @@ pub(super) async fn claim_due(
                     let mut entry = entry;
                     match part {
                         // The entry itself stays unleased, its rest claimable.
-                        Some(sk) => entry.sk = sk,
+                        Some(sk) => {
+                            leasing.taken(entry.listing.clone());
+                            entry.sk = sk;
+                        }
                         None => leasing.won(ltok),
                     }
                     (entry, due, ltok)
@@ -209,8 +212,9 @@ pub(super) async fn claim_due(
 }
 
 /// An entry one of this process's claims is trying to lease, until the attempt ends. One it won
-/// stays known at its lease counter for a while ([`LEASED_KEPT`]), so that a concurrent claim
-/// that read it before passes it by.
+/// stays known at its lease counter for a while ([`LEASED_KEPT`]), and one it took some queue
+/// messages of stays known with the listing it changed, so that a concurrent claim that read it
+/// before passes it by.
 struct Leasing<'a> {
     inner: &'a Inner,
     key: (String, String),
@@ -218,12 +222,15 @@ struct Leasing<'a> {
 }
 
 /// What [`Inner::leasing`] knows of an entry.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Attempt {
     /// A claim of this process is leasing it.
     InFlight,
     /// A claim of this process leased it, at this counter, then.
     Won(i64, std::time::Instant),
+    /// A claim of this process took some of its queue messages into a part of their own then,
+    /// changing its listing from this one (`parts::take_part`).
+    Taken(aws_sdk_dynamodb::types::AttributeValue, std::time::Instant),
 }
 
 /// How long an entry this process leased is remembered: a claim reading it before is over by
@@ -253,7 +260,7 @@ impl LeaseBook {
         self.pruned = Some(now);
         self.entries.retain(|_, a| match a {
             Attempt::InFlight => true,
-            Attempt::Won(_, at) => now.duration_since(*at) < LEASED_KEPT,
+            Attempt::Won(_, at) | Attempt::Taken(_, at) => now.duration_since(*at) < LEASED_KEPT,
         });
     }
 }
@@ -268,6 +275,12 @@ impl<'a> Leasing<'a> {
             Some(Attempt::Won(ltok, at)) if *ltok > entry.ltok && at.elapsed() < LEASED_KEPT => {
                 return None;
             }
+            // Read before a take changed its listing: a write conditioned on it would fail.
+            Some(Attempt::Taken(listing, at))
+                if *listing == entry.listing && at.elapsed() < LEASED_KEPT =>
+            {
+                return None;
+            }
             _ => {}
         }
         book.entries.insert(key.clone(), Attempt::InFlight);
@@ -278,17 +291,23 @@ impl<'a> Leasing<'a> {
         })
     }
 
-    fn won(mut self, ltok: i64) {
+    fn won(self, ltok: i64) {
+        self.end(Attempt::Won(ltok, std::time::Instant::now()));
+    }
+
+    /// Some of the entry's messages were taken out of `listing` (the entry's as read).
+    fn taken(self, listing: aws_sdk_dynamodb::types::AttributeValue) {
+        self.end(Attempt::Taken(listing, std::time::Instant::now()));
+    }
+
+    fn end(mut self, attempt: Attempt) {
         self.won = true;
         self.inner
             .leasing
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entries
-            .insert(
-                self.key.clone(),
-                Attempt::Won(ltok, std::time::Instant::now()),
-            );
+            .insert(self.key.clone(), attempt);
     }
 }
 
