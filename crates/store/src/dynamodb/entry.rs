@@ -377,6 +377,37 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_entry_keeps_each_messages_size_through_a_split() {
+        let jobs: Vec<Listed> = (0..3)
+            .map(|i| Listed {
+                id: uuid::Uuid::now_v7(),
+                fire: i,
+                version: 0,
+            })
+            .collect();
+        let root = Root::new(
+            Lane::Queue {
+                namespace: "ns",
+                queue: "q",
+            },
+            0,
+            0,
+        );
+        let job_type = Some("x".to_string());
+        let item = root_item(&root, &jobs, Some((&job_type, &[10, 20, 30][..])));
+        let entry = Entry::from_item(&item).unwrap();
+        assert_eq!(entry.bytes_of(&jobs), 60);
+        assert_eq!(entry.bytes_of(&jobs[1..]), 50);
+        let (kind, sizes) = entry.queued(&jobs[1..]).unwrap();
+        assert_eq!((kind.as_deref(), sizes), (Some("x"), vec![20, 30]));
+        // The fired lane's entries carry none.
+        let fired = Root::new(Lane::Fired, 0, 0);
+        let entry = Entry::from_item(&root_item(&fired, &jobs, None)).unwrap();
+        assert!(entry.queued(&jobs).is_none());
+        assert_eq!(entry.bytes_of(&jobs), 0);
+    }
+
+    #[test]
     fn windows_cut_by_span_and_count() {
         let at = |fire| Listed {
             id: uuid::Uuid::now_v7(),
@@ -390,5 +421,11 @@ mod tests {
         let cut: Vec<usize> = windows(jobs).iter().map(Vec::len).collect();
         // 100 by count; 50 more and 999 within a second of the 100th; 1500 and 5000 alone.
         assert_eq!(cut, vec![100, 51, 1, 1]);
+        let queued: Vec<Listed> = (0..50).map(at).collect();
+        let cut: Vec<usize> = windows_of(queued, QUEUE_LISTED)
+            .iter()
+            .map(Vec::len)
+            .collect();
+        assert_eq!(cut, vec![24, 24, 2]);
     }
 }
