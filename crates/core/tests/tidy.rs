@@ -2,10 +2,16 @@
 //!
 //! - every source file opens with a `//!` module doc saying what it holds;
 //! - no source file is over 800 lines, except test files (under a `tests/` directory or named
-//!   `tests.rs`) and the files on [`OVER_LIMIT`], which may not grow.
+//!   `tests.rs`) and the files on [`OVER_LIMIT`], which may not grow;
+//! - no two top-level modules of a crate reach each other, directly or around a loop: a crate's
+//!   modules form layers, each a leaf or reading only the ones below it. A module is a file
+//!   `src/x.rs` or a directory `src/x/` (with what is under it); it reaches another where its
+//!   code (not its comments) names `crate::other` or `crate::{other::…}`. Paths through the
+//!   crate root's re-exports are not followed.
 //!
 //! A failure names every file that breaks a rule, and how.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Lines a source file may have.
@@ -169,4 +175,250 @@ fn the_rules_name_what_they_refuse() {
     let grown = check("crates/x/src/big.rs", &lines(901));
     assert_eq!(grown.len(), 1);
     assert!(grown[0].contains("OVER_LIMIT"), "{grown:?}");
+}
+
+/// A top-level module reaching another: `from` names `crate::to` at `place` (file:line).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Edge {
+    from: String,
+    to: String,
+    place: String,
+}
+
+/// The crate and top-level module a source file belongs to (`crates/server/src/api/others.rs` is
+/// `("server", "api")`); `None` for the crate root (`lib.rs`, `main.rs`), which declares the
+/// modules and reaches them all.
+fn crate_and_module(name: &str) -> Option<(&str, &str)> {
+    let mut parts = name.split('/');
+    let (Some("crates"), Some(krate), Some("src"), Some(first)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    match first {
+        "lib.rs" | "main.rs" => None,
+        file => Some((krate, file.strip_suffix(".rs").unwrap_or(file))),
+    }
+}
+
+/// The first identifier of `text`, if it starts with one.
+fn leading_ident(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    &text[..end]
+}
+
+/// The modules a file's code names through `crate::`, each with the line it is named on.
+/// Comment lines are skipped; a group `crate::{a::X, b, c::{…}}` names `a`, `b` and `c`.
+fn named_modules(text: &str) -> Vec<(String, usize)> {
+    // The code, with whole-line comments blanked, so that a group may span lines.
+    let code: String = text
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("//") {
+                "\n".to_string()
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("crate::") {
+        let start = from + at + "crate::".len();
+        from = start;
+        let rest = &code[start..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group: split on commas outside nested braces.
+            let mut depth = 0usize;
+            let mut item_start = 0;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        found.push((group[item_start..i].trim().to_string(), start));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        found.push((group[item_start..i].trim().to_string(), start));
+                        item_start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push((rest.to_string(), start));
+        }
+    }
+    found
+        .into_iter()
+        .map(|(item, at)| (leading_ident(&item).to_string(), line_of(at)))
+        .filter(|(ident, _)| !ident.is_empty())
+        .collect()
+}
+
+/// Every edge between two top-level modules of the same crate, from the workspace's sources
+/// (`(name, text)` pairs), by crate.
+fn module_edges<'a>(
+    sources: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, BTreeSet<Edge>> {
+    let sources: Vec<(&str, &str)> = sources.into_iter().collect();
+    let mut modules: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (name, _) in &sources {
+        if let Some((krate, module)) = crate_and_module(name) {
+            modules.entry(krate).or_default().insert(module);
+        }
+    }
+    let mut edges: BTreeMap<String, BTreeSet<Edge>> = BTreeMap::new();
+    for (name, text) in &sources {
+        let Some((krate, module)) = crate_and_module(name) else {
+            continue;
+        };
+        for (to, line) in named_modules(text) {
+            if to != module && modules[krate].contains(to.as_str()) {
+                edges.entry(krate.to_string()).or_default().insert(Edge {
+                    from: module.to_string(),
+                    to,
+                    place: format!("{name}:{line}"),
+                });
+            }
+        }
+    }
+    edges
+}
+
+/// The loops among a crate's modules: each strongly connected set of two or more modules, with
+/// the edges that hold it together.
+fn cycles(edges: &BTreeSet<Edge>) -> Vec<Vec<&Edge>> {
+    let mut next: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for edge in edges {
+        next.entry(&edge.from).or_default().insert(&edge.to);
+    }
+    // Two modules share a loop when each reaches the other.
+    let reach = |start: &str| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![start];
+        while let Some(module) = stack.pop() {
+            for &to in next.get(module).into_iter().flatten() {
+                if seen.insert(to) {
+                    stack.push(to);
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&str, BTreeSet<&str>> =
+        next.keys().map(|&module| (module, reach(module))).collect();
+    let mut placed = BTreeSet::new();
+    let mut loops = Vec::new();
+    for (&module, its) in &reached {
+        if placed.contains(module) || !its.contains(module) {
+            continue;
+        }
+        let members: BTreeSet<&str> = its
+            .iter()
+            .copied()
+            .filter(|other| reached.get(other).is_some_and(|r| r.contains(module)))
+            .collect();
+        placed.extend(members.iter().copied());
+        loops.push(
+            edges
+                .iter()
+                .filter(|e| members.contains(e.from.as_str()) && members.contains(e.to.as_str()))
+                .collect(),
+        );
+    }
+    loops
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    let root = workspace();
+    let sources: Vec<(String, String)> = source_files(&root)
+        .into_iter()
+        .map(|(name, path)| {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (name, text)
+        })
+        .collect();
+    let edges = module_edges(sources.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+    assert!(
+        edges.get("server").is_some_and(|e| !e.is_empty()),
+        "found no edges between the server's modules: the scan is broken"
+    );
+    let mut failures = Vec::new();
+    for (krate, edges) in &edges {
+        for cycle in cycles(edges) {
+            let lines: Vec<String> = cycle
+                .iter()
+                .map(|e| format!("{} -> {} ({})", e.from, e.to, e.place))
+                .collect();
+            failures.push(format!("crate {krate}:\n    {}", lines.join("\n    ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "modules that reach each other (move what both need into a module of its own, or \
+         move one into the other):\n  {}",
+        failures.join("\n  ")
+    );
+}
+
+#[test]
+fn the_cycle_check_finds_loops_and_only_loops() {
+    let files = [
+        (
+            "crates/x/src/lib.rs",
+            "//! Root.\nmod a;\nmod b;\nuse crate::a::A;\n",
+        ),
+        ("crates/x/src/a.rs", "//! A.\nuse crate::{b::B, c};\n"),
+        (
+            "crates/x/src/b/mod.rs",
+            "//! B.\n// use crate::a; in a comment\n",
+        ),
+        (
+            "crates/x/src/b/deep.rs",
+            "//! Deep.\nfn f() { crate::c::go(); }\n",
+        ),
+        (
+            "crates/x/src/c.rs",
+            "//! C.\nuse crate::{\n    Root,\n    d::{D, E},\n};\n",
+        ),
+        ("crates/x/src/d.rs", "//! D, a leaf.\n"),
+        (
+            "crates/y/src/d.rs",
+            "//! Another crate's d.\nuse crate::e;\n",
+        ),
+    ];
+    let edges = module_edges(files);
+    let x: Vec<(&str, &str)> = edges["x"]
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
+    // The root, comments, items of the root and other crates' modules make no edge.
+    assert_eq!(x, [("a", "b"), ("a", "c"), ("b", "c"), ("c", "d")]);
+    assert_eq!(
+        edges["x"].first().map(|e| e.place.as_str()),
+        Some("crates/x/src/a.rs:2")
+    );
+    assert!(cycles(&edges["x"]).is_empty(), "layers are no loop");
+    assert!(!edges.contains_key("y"), "y has no module e");
+
+    let mut looped = files.to_vec();
+    looped[5] = (
+        "crates/x/src/d.rs",
+        "//! D reaches back.\nuse crate::b::deep;\n",
+    );
+    let edges = module_edges(looped);
+    let found = cycles(&edges["x"]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let members: Vec<(&str, &str)> = found[0]
+        .iter()
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
+    assert_eq!(members, [("b", "c"), ("c", "d"), ("d", "b")]);
 }

@@ -14,8 +14,8 @@
 //! sees the store only through the `Store` trait and calendar time only through the injected
 //! `Clock`.
 
-pub mod batch;
 pub mod deliver;
+mod held;
 pub mod instrumented;
 pub mod metrics;
 pub mod netguard;
@@ -38,6 +38,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use deliver::batch;
 pub use deliver::{ClaimCheck, Deliverer, DeliveryResult, Verdict, WebhookDeliverer};
 pub use metrics::Metrics;
 pub use netguard::TargetPolicy;
@@ -164,8 +165,8 @@ struct Shared {
     /// found taken over at renewal).
     forget_tx: mpsc::UnboundedSender<Forget>,
     /// The claims this node holds, which a fence marks as no longer ours wherever their
-    /// occurrence waits (see `pipeline/held.rs`).
-    held: Arc<pipeline::Held>,
+    /// occurrence waits (see `held.rs`).
+    held: Arc<held::Held>,
     /// Cancelled when a pipeline stage has died: the engine no longer fires anything, and the
     /// node must say so (unready) and exit so that it is restarted.
     failed: CancellationToken,
@@ -223,7 +224,7 @@ pub struct Engine {
     stop: CancellationToken,
     tasks: TaskTracker,
     /// The firing stages' claims; `None` for an engine that does not fire.
-    held: Option<Arc<pipeline::Held>>,
+    held: Option<Arc<held::Held>>,
 }
 
 impl Engine {
@@ -269,7 +270,7 @@ impl Engine {
             planner_wake_at: AtomicI64::new(i64::MAX),
             wake_lead_ms: hourglass_core::duration_ms(pipeline::wake_lead(config.lookahead)),
             forget_tx,
-            held: Arc::new(pipeline::Held::default()),
+            held: Arc::new(held::Held::default()),
             failed: CancellationToken::new(),
             breakers: pipeline::breakers::Breakers::new(
                 config.breaker_failures,

@@ -99,7 +99,7 @@ pub(crate) const JOB_COUNT_TTL: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub(crate) struct Admission {
     pub(crate) quotas: Quotas,
-    creates: Rates,
+    creates: Rates<String>,
     /// Per namespace with `max_jobs`: its count, as last read from the store plus this node's
     /// creates since, and when it was read.
     counts: Mutex<HashMap<String, (u64, Instant)>>,

@@ -128,13 +128,12 @@ impl Scheduler {
 
     /// The namespace's destinations whose breaker is open on this node, oldest first.
     pub fn open_breakers(&self, namespace: &str) -> Vec<OpenBreaker> {
-        let prefix = format!("{namespace} ");
         self.shared
             .breakers
-            .open_since(&prefix)
+            .open_since(namespace)
             .into_iter()
-            .map(|(key, since)| OpenBreaker {
-                destination: key[prefix.len()..].to_string(),
+            .map(|(destination, since)| OpenBreaker {
+                destination,
                 since: hourglass_core::from_ms(since),
             })
             .collect()

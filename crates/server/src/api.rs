@@ -2,8 +2,7 @@
 //! validates (wire), makes one call to the engine's [`Scheduler`], and turns its answer into the
 //! wire response; it holds no scheduling logic and never reaches the store itself.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::body::Body;
@@ -17,18 +16,18 @@ use hourglass_api::{
     RotateSecret, RunList, SigningSecret, Status,
 };
 use hourglass_core::{JobId, JobState};
-use hourglass_engine::{JobEdit, Scheduler, Secrets, TargetPolicy};
+use hourglass_engine::JobEdit;
 use hourglass_store::{Created, JobQuery, NewJob, RunCursor, StoreError, Transition};
-use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
 
-use crate::auth::{Auth, Principal};
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{
     Segment, page_limit, parse_body, parse_cursor, parse_job_ref, parse_query, principal, read_body,
 };
-use crate::metrics::ApiMetrics;
 use crate::pages::{Paging, push_json};
+use crate::respond::{ApiResult, sized_response, typed_response};
+use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
 mod others;
@@ -37,47 +36,10 @@ use others::{
     list_open_breakers, read_signing_secret, replay_dead_letter, rotate_signing_secret,
 };
 
-/// What a single job's request body may hold besides its payload (type, schedule, target with
-/// its headers, retry, misfire, key): the body of a create or edit is refused above
-/// `max_payload_bytes` plus this.
-pub const ENVELOPE_BYTES: usize = 64 * 1024;
-/// The body of every other endpoint that takes one (queue leases, acks of up to 1,000 receipts,
-/// previews, secret rotation).
-pub const SMALL_BODY_BYTES: usize = 256 * 1024;
 pub const MAX_BATCH: usize = 1000;
 const OPENAPI: &str = include_str!("../openapi.json");
 /// The request header that makes a trigger idempotent.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
-
-#[derive(Clone)]
-pub struct AppState {
-    /// Every read and change of jobs, dead letters and queues.
-    pub scheduler: Scheduler,
-    pub limits: Limits,
-    pub policy: TargetPolicy,
-    pub auth: Arc<Auth>,
-    pub secrets: Secrets,
-    pub registry: Arc<Registry>,
-    /// False until the node is serving and again once shutdown begins.
-    pub ready: Arc<AtomicBool>,
-    /// The API's own metrics, in `registry` beside the engine's.
-    pub metrics: ApiMetrics,
-    /// The bus and cloud connections, with this node's publish counts.
-    pub targets: Arc<hourglass_targets::Router>,
-    /// Bytes of request bodies held now, against the node's budget and each key's share.
-    pub bodies: Arc<crate::budget::Budgets>,
-}
-
-impl AppState {
-    /// What a target in `namespace` is checked against.
-    pub fn target_rules<'a>(&'a self, namespace: &'a str) -> wire::TargetRules<'a> {
-        wire::TargetRules {
-            policy: &self.policy,
-            connections: self.targets.connections(),
-            namespace,
-        }
-    }
-}
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -126,7 +88,7 @@ pub fn router(state: AppState) -> Router {
         // A layer on the router wraps every route (and the fallbacks), after routing, so the
         // counter sees the matched route template.
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.metrics.clone(),
             crate::metrics::count_requests,
         ))
         // Outermost: a handler that panics (a bug: validation bounds every input) answers 500
@@ -161,28 +123,6 @@ pub fn metrics_router(state: AppState) -> Router {
             crate::guard::check_host,
         ))
         .with_state(state)
-}
-
-pub(crate) type ApiResult = Result<Response, ApiError>;
-
-pub(crate) fn typed_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
-    (status, axum::Json(body)).into_response()
-}
-
-/// As [`typed_response`], for a body of about `size_hint` bytes: serialized into one buffer
-/// of that size, where `axum::Json` starts at 128 bytes and copies the body each time it grows
-/// (a batch of a thousand jobs answers about half a megabyte).
-pub(crate) fn sized_response<T: serde::Serialize>(
-    status: StatusCode,
-    body: &T,
-    size_hint: usize,
-) -> Response {
-    let mut buf = Vec::with_capacity(size_hint);
-    match serde_json::to_writer(&mut buf, body) {
-        Ok(()) => (status, [(header::CONTENT_TYPE, "application/json")], buf).into_response(),
-        // As `axum::Json` answers it; our response types always serialize.
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
 }
 
 /// A hash of a keyed create request, to recognise an idempotent retry. It is taken over the

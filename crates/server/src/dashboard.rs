@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
-use crate::api::{ApiResult, AppState};
+use crate::respond::ApiResult;
+use crate::state::AppState;
 
 const INDEX_HTML: &str = include_str!("../dashboard/index.html");
 

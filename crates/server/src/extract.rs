@@ -13,10 +13,10 @@ use hourglass_engine::JobRef;
 use hyper::body::Body as _;
 use serde::de::DeserializeOwned;
 
-use crate::api::AppState;
 use crate::auth::Principal;
 use crate::budget::Held;
 use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
 use crate::wire::{self, Limits};
 
 /// Whether a `Content-Type` names JSON: the media type `application/json` in any case, with or

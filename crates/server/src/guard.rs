@@ -13,9 +13,9 @@ use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api::AppState;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::is_json;
+use crate::state::AppState;
 
 pub async fn check(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.auth.is_open() {

@@ -17,7 +17,9 @@ pub mod node;
 mod pages;
 pub mod queues;
 pub mod quotas;
+mod respond;
 pub mod serve;
+pub mod state;
 pub mod wire;
 
 pub use node::{

@@ -19,8 +19,6 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
-use crate::api::AppState;
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub method: &'static str,
@@ -265,7 +263,7 @@ impl ApiMetrics {
 /// Middleware counting every answered request. Installed with `Router::layer`, which wraps each
 /// route, so the matched route template is in the request's extensions here.
 pub async fn count_requests(
-    State(state): State<AppState>,
+    State(metrics): State<ApiMetrics>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -283,8 +281,7 @@ pub async fn count_requests(
         4 => "4xx",
         _ => "5xx",
     };
-    state
-        .metrics
+    metrics
         .requests
         .get_or_create(&RequestLabels {
             method,

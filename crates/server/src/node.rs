@@ -19,11 +19,12 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, AppState};
+use crate::api;
 use crate::auth::{ApiKeyConfig, Auth};
 use crate::metrics::ApiMetrics;
 use crate::quotas::Quotas;
 use crate::serve::{HttpConfig, serve};
+use crate::state::AppState;
 use crate::wire::Limits;
 
 /// Where a node keeps its jobs.

@@ -20,12 +20,13 @@ use hourglass_store::{JobQuery, JobRecord, QueueStats};
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::api::{ApiResult, AppState, SMALL_BODY_BYTES, sized_response, typed_response};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{
     Segment, page_limit, parse_body, parse_cursor, parse_query, principal, read_body,
 };
 use crate::pages::{Paging, push_json};
+use crate::respond::{ApiResult, sized_response, typed_response};
+use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, valid_queue_name, validate_name};
 
 pub const MAX_LEASE: u32 = 1000;

@@ -35,6 +35,7 @@ pub use dynamodb::{DynamoOptions, DynamoStore};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
+pub use rules::RunOutcome;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
@@ -411,8 +412,7 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// The start of what the target answered to a failed attempt (at most 1 KiB).
     pub response: Option<String>,
-    /// `delivered`, `retry`, `dead_letter`.
-    pub outcome: String,
+    pub outcome: RunOutcome,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -118,10 +118,10 @@ pub(crate) fn plan_update(
     ))
 }
 
-/// How a run is recorded. The text is stored (`runs.outcome`) and shown by the API, so it never
+/// How a run ended. Its text is stored (`runs.outcome`) and shown by the API, so it never
 /// changes for an existing value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RunOutcome {
+pub enum RunOutcome {
     /// The attempt failed and the occurrence is tried again later.
     Retry,
     Delivered,
@@ -132,13 +132,30 @@ pub(crate) enum RunOutcome {
 }
 
 impl RunOutcome {
-    pub(crate) fn as_str(self) -> &'static str {
+    const ALL: [RunOutcome; 4] = [
+        RunOutcome::Retry,
+        RunOutcome::Delivered,
+        RunOutcome::DeadLetter,
+        RunOutcome::Skipped,
+    ];
+
+    /// The stored text.
+    pub fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Retry => "retry",
             RunOutcome::Delivered => "delivered",
             RunOutcome::DeadLetter => "dead_letter",
             RunOutcome::Skipped => "skipped",
         }
+    }
+
+    /// The outcome a stored text names. Stores write only [`RunOutcome::as_str`], so any other
+    /// text is a damaged record.
+    pub fn from_stored(text: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|o| o.as_str() == text)
+            .ok_or_else(|| StoreError::Corrupt(format!("a run with the unknown outcome {text:?}")))
     }
 }
 
@@ -359,6 +376,22 @@ mod tests {
     use hourglass_core::from_ms;
 
     use super::*;
+
+    #[test]
+    fn a_run_outcome_reads_back_what_was_stored_and_refuses_other_text() {
+        for outcome in RunOutcome::ALL {
+            assert_eq!(
+                RunOutcome::from_stored(outcome.as_str()).ok(),
+                Some(outcome)
+            );
+        }
+        for damaged in ["", "Delivered", "unknown", "dead-letter"] {
+            match RunOutcome::from_stored(damaged) {
+                Err(StoreError::Corrupt(message)) => assert!(message.contains("outcome")),
+                other => panic!("{damaged:?} read as {other:?}"),
+            }
+        }
+    }
 
     fn completion(action: Action, attempt: Option<u32>) -> Completion {
         Completion {

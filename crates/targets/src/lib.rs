@@ -2,7 +2,7 @@
 //! connections (`config/`); a job names one and what to publish to (`hourglass_core::Target`);
 //! [`Router`] sends webhooks to the webhook deliverer and everything else to the connection's
 //! publisher: `aws/` (EventBridge, SQS, SNS, Lambda), `nats.rs` (JetStream), `redis.rs` (streams),
-//! `amqp.rs` (RabbitMQ). Services that take batches get them through the engine's `batch.rs`.
+//! `amqp.rs` (RabbitMQ). Services that take batches get them through the engine's `deliver/batch.rs`.
 //!
 //! Every publisher answers the engine's verdicts: delivered only once the system acknowledged the
 //! message; throttling, timeouts and unreachable servers are retried under the job's retry policy;

@@ -1,6 +1,6 @@
 //! Batched webhook deliveries, for targets with `batch`. Each occurrence is still delivered by its
 //! own task, holding its own slots, and gets its own result; the task hands its delivery to the
-//! line of its namespace, URL, headers and batch size (`crate::batch`), which sends what gathered
+//! line of its namespace, URL, headers and batch size (`super::batch`), which sends what gathered
 //! as one signed request as soon as one of its [`IN_FLIGHT`] requests is free.
 //!
 //! The request: `POST` of `{"deliveries": [item, ...]}` where each item is
@@ -26,10 +26,10 @@ use hourglass_core::{DeliveryId, JobSpec, Occurrence, Target, WebhookBatch, Webh
 use http::header::{HeaderName, HeaderValue};
 use tokio::time::Instant;
 
+use super::batch::{Batches, Shape, Unanswered};
 use super::{
     ClaimCheck, DRAIN_LIMIT, DeliveryResult, Exchange, Http, Verdict, classify, give_up, snippet,
 };
-use crate::batch::{Batches, Shape, Unanswered};
 
 /// Requests in flight at once on one line. Each occurrence in a batch holds one of its
 /// destination's slots (`destination_concurrency`), so under load a line's batches share those

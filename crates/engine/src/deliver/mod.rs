@@ -22,12 +22,13 @@ use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus_client::metrics::histogram::Histogram;
 
+pub mod batch;
 mod batched;
 
-use crate::batch::Unanswered;
+use self::batch::Unanswered;
+use crate::held::Held;
 use crate::metrics::Metrics;
 use crate::netguard::TargetPolicy;
-use crate::pipeline::Held;
 use crate::signing::{Metadata, Secrets, SigningKeys};
 
 #[derive(Debug, Clone, PartialEq)]

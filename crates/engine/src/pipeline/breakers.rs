@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use super::Route;
+
 /// How often occurrences that arrive while a probe is out come back to look.
 const PROBE_RECHECK_MS: i64 = 2_000;
 
@@ -49,7 +51,7 @@ pub(crate) struct Breakers {
 #[derive(Default)]
 struct States {
     /// Each destination's state, and the unix ms it was last consulted or fed.
-    by_key: HashMap<String, (State, i64)>,
+    by_key: HashMap<Route, (State, i64)>,
     /// The size at which the next sweep runs.
     prune_at: usize,
 }
@@ -77,7 +79,7 @@ impl Breakers {
         self.open_ms.saturating_mul(2).max(10 * 60_000)
     }
 
-    pub(crate) fn admit(&self, key: &str, now: i64) -> Admit {
+    pub(crate) fn admit(&self, key: &Route, now: i64) -> Admit {
         if self.threshold == 0 {
             return Admit::Go;
         }
@@ -103,7 +105,7 @@ impl Breakers {
     }
 
     /// Records how a delivery to `key` ended; answers whether the breaker opened or closed.
-    pub(crate) fn record(&self, key: &str, failed: bool, now: i64) -> bool {
+    pub(crate) fn record(&self, key: &Route, failed: bool, now: i64) -> bool {
         if self.threshold == 0 {
             return false;
         }
@@ -116,7 +118,8 @@ impl Breakers {
                 .is_some_and(|s| !matches!(s, State::Closed { .. }));
             if was_open {
                 tracing::info!(
-                    destination = key,
+                    namespace = &*key.namespace,
+                    destination = key.destination,
                     "breaker closed: the destination answers again"
                 );
             }
@@ -135,7 +138,8 @@ impl Breakers {
         let (next, opened) = match next {
             State::Closed { failures } if failures >= self.threshold => {
                 tracing::warn!(
-                    destination = key,
+                    namespace = &*key.namespace,
+                    destination = key.destination,
                     failures,
                     open_for_ms = self.open_ms,
                     "breaker opened: deliveries to this destination wait"
@@ -144,7 +148,7 @@ impl Breakers {
             }
             other => (other, false),
         };
-        if states.by_key.insert(key.to_string(), (next, now)).is_none()
+        if states.by_key.insert(key.clone(), (next, now)).is_none()
             && states.by_key.len() >= states.prune_at
         {
             let idle_since = now.saturating_sub(self.idle_ms());
@@ -163,17 +167,17 @@ impl Breakers {
             .count()
     }
 
-    /// Each open breaker's key and the unix ms it opened at, oldest first; with `prefix`, only
-    /// keys that start with it (one namespace's).
-    pub(crate) fn open_since(&self, prefix: &str) -> Vec<(String, i64)> {
+    /// The destinations of `namespace` whose breaker is open, each with the unix ms it opened
+    /// at, oldest first.
+    pub(crate) fn open_since(&self, namespace: &str) -> Vec<(String, i64)> {
         let mut open: Vec<(String, i64)> = self
             .states()
             .by_key
             .iter()
-            .filter(|(key, _)| key.starts_with(prefix))
+            .filter(|(key, _)| &*key.namespace == namespace)
             .filter_map(|(key, (state, _))| match *state {
                 State::Open { since, .. } | State::Probing { since, .. } => {
-                    Some((key.clone(), since))
+                    Some((key.destination.clone(), since))
                 }
                 State::Closed { .. } => None,
             })
@@ -187,17 +191,28 @@ impl Breakers {
 mod tests {
     use super::*;
 
+    fn to(destination: &str) -> Route {
+        Route {
+            namespace: "ns".into(),
+            destination: destination.into(),
+        }
+    }
+
     #[test]
     fn opens_after_the_threshold_and_a_probe_closes_it() {
         let b = Breakers::new(3, Duration::from_secs(30));
-        let k = "ns https://a:443";
+        let k = &to("https://a:443");
         for t in 0..2 {
             b.record(k, true, t);
             assert_eq!(b.admit(k, t), Admit::Go);
         }
         b.record(k, true, 10);
         assert_eq!(b.admit(k, 11), Admit::Defer(30_010));
-        assert_eq!(b.open_since(""), vec![(k.to_string(), 10)]);
+        assert_eq!(b.open_since("ns"), vec![("https://a:443".to_string(), 10)]);
+        assert!(
+            b.open_since("other").is_empty(),
+            "another namespace's breakers"
+        );
         // Time is up: one probe goes, the others come back to look shortly.
         assert_eq!(b.admit(k, 30_010), Admit::Go);
         assert_eq!(b.admit(k, 30_011), Admit::Defer(32_010));
@@ -209,7 +224,7 @@ mod tests {
     #[test]
     fn a_failed_probe_opens_it_again_and_successes_reset_the_count() {
         let b = Breakers::new(2, Duration::from_secs(10));
-        let k = "k";
+        let k = &to("k");
         b.record(k, true, 0);
         b.record(k, false, 1);
         b.record(k, true, 2);
@@ -220,8 +235,8 @@ mod tests {
         b.record(k, true, 10_100);
         assert_eq!(b.admit(k, 10_101), Admit::Defer(20_100));
         assert_eq!(
-            b.open_since(""),
-            vec![(k.to_string(), 4)],
+            b.open_since("ns"),
+            vec![("k".to_string(), 4)],
             "open since the first opening"
         );
     }
@@ -233,29 +248,29 @@ mod tests {
         let b = Breakers::new(3, Duration::from_secs(30));
         let idle = b.idle_ms();
         for i in 0..PRUNE_AT * 3 {
-            b.record(&format!("ns https://h{i}.example:443"), true, 0);
+            b.record(&to(&format!("https://h{i}.example:443")), true, 0);
         }
         // One destination keeps failing, and stays open.
-        let busy = "ns https://busy.example:443";
+        let busy = &to("https://busy.example:443");
         for t in 0..3 {
             b.record(busy, true, idle - 10 + t);
         }
         assert_eq!(b.admit(busy, idle), Admit::Defer(idle - 8 + 30_000));
         for i in 0..PRUNE_AT {
-            b.record(&format!("ns https://new{i}.example:443"), true, idle + 1);
+            b.record(&to(&format!("https://new{i}.example:443")), true, idle + 1);
         }
         let left = b.states().by_key.len();
         assert!(left <= PRUNE_AT + 1, "{left} destinations kept");
         assert_eq!(b.admit(busy, idle + 2), Admit::Defer(idle - 8 + 30_000));
-        assert_eq!(b.admit("ns https://h0.example:443", idle + 2), Admit::Go);
+        assert_eq!(b.admit(&to("https://h0.example:443"), idle + 2), Admit::Go);
     }
 
     #[test]
     fn a_threshold_of_zero_turns_breakers_off() {
         let b = Breakers::new(0, Duration::from_secs(10));
         for t in 0..100 {
-            b.record("k", true, t);
+            b.record(&to("k"), true, t);
         }
-        assert_eq!(b.admit("k", 100), Admit::Go);
+        assert_eq!(b.admit(&to("k"), 100), Admit::Go);
     }
 }

@@ -7,17 +7,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::Route;
+
 /// One semaphore per destination with deliveries running or waiting; a destination's entry is
 /// removed when its last permit returns, so the map holds only destinations in use.
 pub(crate) struct Destinations {
     /// Each destination's semaphore and the cap it was made with.
-    slots: Mutex<HashMap<String, (Arc<Semaphore>, usize)>>,
+    slots: Mutex<HashMap<Route, (Arc<Semaphore>, usize)>>,
 }
 
 /// A delivery's slot at its destination; dropping it returns the slot.
 pub(crate) struct DestinationPermit {
     destinations: Arc<Destinations>,
-    key: String,
+    key: Route,
     permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -32,7 +34,7 @@ pub(crate) enum Slot {
 /// A claim on the next free slot of a destination at its cap.
 pub(crate) struct WaitForSlot {
     destinations: Arc<Destinations>,
-    key: String,
+    key: Route,
     /// `None` once the wait turned into a permit.
     semaphore: Option<Arc<Semaphore>>,
 }
@@ -46,13 +48,13 @@ impl Destinations {
 
     /// The map holds no invariant a panic could break halfway (an insert or a remove), so a
     /// poisoned lock is used as it is.
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Semaphore>, usize)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Route, (Arc<Semaphore>, usize)>> {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes a slot at `key` if one is free, without waiting. `cap` applies when the destination
     /// is not in use yet (a changed cap takes effect once its deliveries have drained).
-    pub(crate) fn try_acquire(self: &Arc<Self>, key: String, cap: usize) -> Slot {
+    pub(crate) fn try_acquire(self: &Arc<Self>, key: Route, cap: usize) -> Slot {
         let semaphore = self
             .map()
             .entry(key.clone())
@@ -81,7 +83,7 @@ impl Destinations {
     /// Drops `key`'s entry if no delivery holds or waits for one of its slots. Every handle to a
     /// destination's semaphore is cloned from the map under its lock, so with the lock held a
     /// count of one means the map's own handle is the last.
-    fn release_if_idle(&self, key: &str) {
+    fn release_if_idle(&self, key: &Route) {
         let mut map = self.map();
         if let Some((semaphore, cap)) = map.get(key)
             && Arc::strong_count(semaphore) == 1
@@ -102,7 +104,7 @@ impl WaitForSlot {
         };
         DestinationPermit {
             destinations: self.destinations.clone(),
-            key: std::mem::take(&mut self.key),
+            key: self.key.clone(),
             permit,
         }
     }
@@ -130,6 +132,13 @@ impl Drop for DestinationPermit {
 mod tests {
     use super::*;
 
+    fn to(destination: &str) -> Route {
+        Route {
+            namespace: "ns".into(),
+            destination: destination.into(),
+        }
+    }
+
     fn ready(slot: Slot) -> DestinationPermit {
         match slot {
             Slot::Ready(p) => p,
@@ -141,12 +150,12 @@ mod tests {
     async fn a_destination_holds_at_most_its_cap_and_others_go_ahead() {
         const CAP: usize = 2;
         let d = Destinations::new();
-        let a1 = ready(d.try_acquire("a".into(), CAP));
-        let _a2 = ready(d.try_acquire("a".into(), CAP));
-        let Slot::Full(wait) = d.try_acquire("a".into(), CAP) else {
+        let a1 = ready(d.try_acquire(to("a"), CAP));
+        let _a2 = ready(d.try_acquire(to("a"), CAP));
+        let Slot::Full(wait) = d.try_acquire(to("a"), CAP) else {
             panic!("a third delivery to a must wait");
         };
-        let _b = ready(d.try_acquire("b".into(), CAP));
+        let _b = ready(d.try_acquire(to("b"), CAP));
         let waiting = tokio::spawn(wait.acquire());
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
@@ -159,16 +168,16 @@ mod tests {
     async fn idle_destinations_leave_the_map() {
         const CAP: usize = 1;
         let d = Destinations::new();
-        let a = ready(d.try_acquire("a".into(), CAP));
-        let Slot::Full(wait) = d.try_acquire("a".into(), CAP) else {
+        let a = ready(d.try_acquire(to("a"), CAP));
+        let Slot::Full(wait) = d.try_acquire(to("a"), CAP) else {
             panic!("at the cap");
         };
         drop(wait);
         assert_eq!(d.in_use(), 1, "a delivery still holds a's slot");
         drop(a);
         assert_eq!(d.in_use(), 0);
-        let b = ready(d.try_acquire("b".into(), CAP));
-        let Slot::Full(wait) = d.try_acquire("b".into(), CAP) else {
+        let b = ready(d.try_acquire(to("b"), CAP));
+        let Slot::Full(wait) = d.try_acquire(to("b"), CAP) else {
             panic!("at the cap");
         };
         let waiting = tokio::spawn(wait.acquire());

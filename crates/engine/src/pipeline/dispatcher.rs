@@ -26,7 +26,7 @@ use super::breakers::Admit;
 use super::destinations::{DestinationPermit, Destinations, Slot, WaitForSlot};
 use super::fair::{FairSlots, SlotPermit};
 use super::rates::Rates;
-use super::{Context, Finished, Stage, quarantined, settle};
+use super::{Context, Finished, Route, Stage, quarantined, settle};
 use crate::deliver::{ClaimCheck, DeliveryResult, Verdict};
 
 /// Runs deliveries with bounded concurrency and turns their results into completions.
@@ -55,7 +55,8 @@ impl Stage for Dispatcher {
                 ctx.config.quotas.namespace_caps(),
             ),
             destinations: Destinations::new(),
-            rates: Rates::default(),
+            quotas: Rates::default(),
+            rate_limits: Rates::default(),
         });
         let (slots, destinations) = (&gates.slots, &gates.destinations);
         let any_delivery_rate = ctx.config.quotas.any_delivery_rate();
@@ -108,14 +109,12 @@ impl Stage for Dispatcher {
             }
             // Capped and broken per namespace and destination: one tenant's backlog to (or bad
             // luck with) a receiver that tenants share must not hold up another's.
-            let route = occ
-                .spec
-                .target
-                .destination()
-                .map(|to| Route(format!("{} {to}", occ.namespace)));
+            let route = occ.spec.target.destination().map(|destination| Route {
+                namespace: occ.namespace.clone(),
+                destination,
+            });
             if let Some(route) = &route
-                && let Admit::Defer(until) =
-                    ctx.shared.breakers.admit(&route.0, now.as_millisecond())
+                && let Admit::Defer(until) = ctx.shared.breakers.admit(route, now.as_millisecond())
             {
                 ctx.metrics.breaker_deferred.inc();
                 let (ctx, complete_tx) = (ctx.clone(), complete_tx.clone());
@@ -131,12 +130,12 @@ impl Stage for Dispatcher {
             if any_delivery_rate
                 && let Some(rate) = ctx.config.quotas.of(&occ.namespace).deliveries_per_second
             {
-                wait = gates.rates.reserve(&occ.namespace, rate, started);
+                wait = gates.quotas.reserve(&*occ.namespace, rate, started);
             }
             if let (Some(route), Target::Webhook(webhook)) = (&route, &occ.spec.target)
                 && let Some(rate) = webhook.rate_limit
             {
-                wait = wait.max(gates.rates.reserve(&route.0, rate, started));
+                wait = wait.max(gates.rate_limits.reserve(route, rate, started));
             }
             if !wait.is_zero() {
                 deliveries.spawn(park(
@@ -223,10 +222,6 @@ fn destination_cap(ctx: &Context, occ: &Occurrence) -> usize {
         .unwrap_or(default)
 }
 
-/// Where an occurrence goes: its namespace and destination, the key of its destination slots and
-/// of its breaker.
-struct Route(String);
-
 /// What an occurrence must get before it is delivered, shared by the dispatcher and the
 /// occurrences it parked.
 struct Gates {
@@ -234,8 +229,10 @@ struct Gates {
     slots: Arc<FairSlots>,
     /// Slots per namespace and destination, taken before a delivery slot.
     destinations: Arc<Destinations>,
-    /// The namespaces' delivery quotas and the webhook targets' rate limits, before either.
-    rates: Rates,
+    /// The namespaces' delivery quotas, before either kind of slot.
+    quotas: Rates<String>,
+    /// The webhook targets' rate limits (per namespace and destination), likewise.
+    rate_limits: Rates<Route>,
 }
 
 impl Gates {
@@ -250,7 +247,7 @@ impl Gates {
         match route {
             Some(route) => match self
                 .destinations
-                .try_acquire(route.0.clone(), destination_cap(ctx, occ))
+                .try_acquire(route.clone(), destination_cap(ctx, occ))
             {
                 Slot::Ready(permit) => Destination::Held(Some(permit)),
                 Slot::Full(wait) => Destination::Waiting(wait),
@@ -366,7 +363,7 @@ async fn deliver(
             let failed = matches!(result.verdict, Verdict::Retry { .. })
                 && result.status.is_none_or(|s| s >= 500 || s == 429);
             let breakers = &ctx.shared.breakers;
-            if breakers.record(&route.0, failed, ctx.clock.now().as_millisecond()) {
+            if breakers.record(route, failed, ctx.clock.now().as_millisecond()) {
                 ctx.metrics.breakers_open.set(breakers.open() as i64);
             }
         }

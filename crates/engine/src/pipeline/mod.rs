@@ -18,7 +18,6 @@ mod destinations;
 mod dispatcher;
 mod fair;
 mod heartbeat;
-mod held;
 mod listener;
 mod planner;
 pub(crate) mod rates;
@@ -43,7 +42,16 @@ use tokio_util::task::TaskTracker;
 use crate::deliver::{Deliverer, DeliveryResult, Verdict};
 use crate::{EngineConfig, Forget, Metrics, Shared};
 
-pub(crate) use held::Held;
+pub(crate) use crate::held::Held;
+
+/// Where an occurrence goes: its namespace and its target's destination (a webhook's scheme,
+/// host and port; a bus or cloud connection). The key of destination slots, breakers and
+/// webhook rate limits, so one tenant's destination never shares them with another's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Route {
+    pub(crate) namespace: Arc<str>,
+    pub(crate) destination: String,
+}
 
 /// Batches of claimed occurrences waiting for the timer.
 const TIMER_QUEUE_BATCHES: usize = 64;

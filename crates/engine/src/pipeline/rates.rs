@@ -10,7 +10,9 @@
 //! them goes into debt, paid back before the key's next: a batch is never refused for its size
 //! alone, and the long-run rate never exceeds the quota.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -19,22 +21,34 @@ use tokio::time::Instant;
 /// Entries past which the map is swept of keys whose budget is full again.
 const PRUNE_AT: usize = 4096;
 
-#[derive(Default)]
-pub(crate) struct Rates {
+/// Budgets by key `K` (a namespace's name, a [`Route`](super::Route)).
+pub(crate) struct Rates<K> {
     /// Per key: when the next event would start at the steady rate.
-    next: Mutex<HashMap<String, Instant>>,
+    next: Mutex<HashMap<K, Instant>>,
 }
 
-impl Rates {
+impl<K> Default for Rates<K> {
+    fn default() -> Self {
+        Self {
+            next: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Hash + Eq> Rates<K> {
     /// One instant per key, each write whole: a poisoned lock is used as it is.
-    fn next(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
+    fn next(&self) -> MutexGuard<'_, HashMap<K, Instant>> {
         self.next.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Reserves a start for one event under `key`'s budget of `rate` a second: how long it must
     /// wait first (zero to go now). Events of one key with different rates each count at their
     /// own.
-    pub(crate) fn reserve(&self, key: &str, rate: u32, now: Instant) -> Duration {
+    pub(crate) fn reserve<Q>(&self, key: &Q, rate: u32, now: Instant) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         match self.take(key, rate, 1, now, true) {
             Ok(wait) | Err(wait) => wait,
         }
@@ -43,24 +57,32 @@ impl Rates {
     /// Takes `events` now under `key`'s budget of `rate` a second while the budget holds any
     /// part of an event (as a token bucket admits while it is above zero), or answers how long
     /// until it does, taking nothing.
-    pub(crate) fn admit(
+    pub(crate) fn admit<Q>(
         &self,
-        key: &str,
+        key: &Q,
         rate: u32,
         events: u32,
         now: Instant,
-    ) -> Result<(), Duration> {
+    ) -> Result<(), Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.take(key, rate, events, now, false).map(drop)
     }
 
-    fn take(
+    fn take<Q>(
         &self,
-        key: &str,
+        key: &Q,
         rate: u32,
         events: u32,
         now: Instant,
         queue: bool,
-    ) -> Result<Duration, Duration> {
+    ) -> Result<Duration, Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let rate = rate.max(1);
         let interval = Duration::from_secs(1) / rate;
         // A burst of one second's worth: `rate` events may start at once.
@@ -78,7 +100,7 @@ impl Rates {
             return Err(wait - interval);
         }
         next.insert(
-            key.to_string(),
+            key.to_owned(),
             theoretical + interval.saturating_mul(events.max(1)),
         );
         Ok(wait)
@@ -91,7 +113,7 @@ mod tests {
 
     #[test]
     fn deliveries_burst_one_second_then_wait_for_the_steady_rate() {
-        let rates = Rates::default();
+        let rates = Rates::<String>::default();
         let t0 = Instant::now();
         let waits: Vec<Duration> = (0..15).map(|_| rates.reserve("acme", 10, t0)).collect();
         assert!(waits[..10].iter().all(|w| w.is_zero()), "{waits:?}");
@@ -108,7 +130,7 @@ mod tests {
 
     #[test]
     fn creates_are_refused_past_the_burst_and_a_batch_is_paid_back_first() {
-        let rates = Rates::default();
+        let rates = Rates::<String>::default();
         let t0 = Instant::now();
         for _ in 0..10 {
             assert_eq!(rates.admit("acme", 10, 1, t0), Ok(()));

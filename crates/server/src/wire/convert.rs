@@ -123,17 +123,15 @@ pub fn job_state(state: core::JobState) -> api::JobState {
     }
 }
 
-/// A stored run's outcome. The stores write one of the four names; any other text would be a
-/// damaged row, answered as `unknown` and logged rather than failing the whole page.
-pub fn run_outcome(stored: &str) -> api::RunOutcome {
-    let outcome = api::RunOutcome::parse(stored);
-    if outcome == api::RunOutcome::Unknown {
-        tracing::error!(
-            outcome = stored,
-            "a stored run has an outcome this build does not know"
-        );
+/// A run's outcome on the wire. (`Unknown` is the clients' side: what a newer server may send.)
+pub fn run_outcome(stored: hourglass_store::RunOutcome) -> api::RunOutcome {
+    use hourglass_store::RunOutcome as Stored;
+    match stored {
+        Stored::Delivered => api::RunOutcome::Delivered,
+        Stored::Retry => api::RunOutcome::Retry,
+        Stored::DeadLetter => api::RunOutcome::DeadLetter,
+        Stored::Skipped => api::RunOutcome::Skipped,
     }
-    outcome
 }
 
 #[cfg(test)]

@@ -50,11 +50,15 @@ pub struct Limits {
     pub body_budget: crate::budget::BodyBudget,
 }
 
+/// What a single job's request body may hold besides its payload (type, schedule, target with
+/// its headers, retry, misfire, key): the body of a create or edit is refused above
+/// `max_payload_bytes` plus this.
+pub const ENVELOPE_BYTES: usize = 64 * 1024;
+
 impl Limits {
     /// Largest body of a single job's create or edit: its payload plus the rest of the request.
     pub fn job_body_bytes(&self) -> usize {
-        self.max_payload_bytes
-            .saturating_add(crate::api::ENVELOPE_BYTES)
+        self.max_payload_bytes.saturating_add(ENVELOPE_BYTES)
     }
 
     /// The most a stored job weighs, in memory or encoded in an answer: its payload and

@@ -129,7 +129,7 @@ pub fn run_out(r: &RunRecord) -> Run {
         due_at: r.due,
         error: r.error.clone(),
         latency_ms: r.latency_ms.into(),
-        outcome: run_outcome(&r.outcome),
+        outcome: run_outcome(r.outcome),
         response: r.response.clone(),
         started_at: r.started_at,
         status_code: r.status,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hourglass_core::{Action, Completion, JobState, Occurrence};
 
 use super::{T0, claim, create, delivered, done, every_second, lease, ms, one_off, t};
-use crate::{Applied, ClaimScope, JobQuery, LAST_ERROR_BYTES, Store, Transition};
+use crate::{Applied, ClaimScope, JobQuery, LAST_ERROR_BYTES, RunOutcome, Store, Transition};
 
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
     let base = t(T0);
@@ -130,7 +130,7 @@ pub async fn a_runs_response_is_kept(store: Arc<dyn Store>) {
         (runs[0].outcome.as_str(), runs[0].response.as_deref()),
         ("delivered", None)
     );
-    assert_eq!(runs[1].outcome, "retry");
+    assert_eq!(runs[1].outcome, RunOutcome::Retry);
     assert_eq!(runs[1].response.as_deref(), Some(answer.as_str()));
 }
 
@@ -313,7 +313,7 @@ pub async fn retry_moves_fire_time_and_counts_attempts(store: Arc<dyn Store>) {
         (2, base, retry_at)
     );
     let runs = store.runs(None, occ.job_id, None, 10).await.unwrap();
-    assert_eq!(runs[0].outcome, "retry");
+    assert_eq!(runs[0].outcome, RunOutcome::Retry);
 }
 
 /// A one-off dead-lettered on its third failed attempt shows three attempts, on the job as on

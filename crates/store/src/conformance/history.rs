@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hourglass_core::{Action, Completion, JobState};
 
 use super::{T0, attempt, claim, create, done, every_second, ms, one_off, t};
-use crate::{Applied, ClaimScope, Purged, RunCursor, Store, StoreError, Transition};
+use crate::{Applied, ClaimScope, Purged, RunCursor, RunOutcome, Store, StoreError, Transition};
 
 pub async fn dead_letters_are_recorded_listed_and_deleted(store: Arc<dyn Store>) {
     let base = t(T0);
@@ -177,7 +177,7 @@ pub async fn runs_page_newest_first_and_resume_after_a_cursor(store: Arc<dyn Sto
     let all = store.runs(Some("a"), id, None, 10).await.unwrap();
     let attempts: Vec<u32> = all.iter().map(|r| r.attempt).collect();
     assert_eq!(attempts, vec![5, 4, 3, 2, 1]);
-    assert_eq!(all[0].outcome, "delivered");
+    assert_eq!(all[0].outcome, RunOutcome::Delivered);
     assert!(
         all.windows(2).all(|w| w[0].cursor != w[1].cursor),
         "every run has a cursor of its own"

@@ -35,7 +35,8 @@ use hourglass_core::{JobId, JobSpec, JobState, from_ms};
 
 use crate::rules::state_from_code;
 use crate::{
-    DeadLetter, JobRecord, KeyedTrigger, NewJob, Result, RunCursor, RunRecord, StoreError,
+    DeadLetter, JobRecord, KeyedTrigger, NewJob, Result, RunCursor, RunOutcome, RunRecord,
+    StoreError,
 };
 
 pub(super) type Item = HashMap<String, AttributeValue>;
@@ -309,7 +310,7 @@ pub(super) fn run_from_item(item: &Item) -> Result<RunRecord> {
         status: item.opt_num("status")?.map(|s| s as u16),
         error: item.opt_str("err")?.map(str::to_owned),
         response: item.opt_str("resp")?.map(str::to_owned),
-        outcome: item.str("outcome")?.to_owned(),
+        outcome: RunOutcome::from_stored(item.str("outcome")?)?,
     })
 }
 

@@ -12,7 +12,7 @@ use super::entry::Root;
 use super::item::{Attrs, Item};
 use super::table::Query;
 use crate::rules::state_from_code;
-use crate::{JobRecord, Result, RunCursor, RunRecord, StoreError};
+use crate::{JobRecord, Result, RunCursor, RunOutcome, RunRecord, StoreError};
 
 /// One job's completion as a settlement records it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,9 +67,13 @@ impl Settled {
         record.token = self.tok + 1;
     }
 
-    fn run_record(&self) -> Option<RunRecord> {
+    fn run_record(&self) -> Option<Result<RunRecord>> {
         let run = self.run.as_ref()?;
-        Some(RunRecord {
+        let outcome = match RunOutcome::from_stored(&run.out) {
+            Ok(outcome) => outcome,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(RunRecord {
             cursor: RunCursor {
                 started_ms: run.started,
                 seq: self.tok + 1,
@@ -82,8 +86,8 @@ impl Settled {
             status: run.status,
             error: run.err.clone(),
             response: run.resp.clone(),
-            outcome: run.out.clone(),
-        })
+            outcome,
+        }))
     }
 }
 
@@ -140,9 +144,10 @@ pub(super) async fn settled_run(
     id: JobId,
     version: i64,
 ) -> Result<Option<RunRecord>> {
-    Ok(settled(inner, root, id, version)
+    settled(inner, root, id, version)
         .await?
-        .and_then(|r| r.run_record()))
+        .and_then(|r| r.run_record())
+        .transpose()
 }
 
 /// The (job, version) pairs a root's settlements hold: what a new lease of its entry skips.

@@ -81,7 +81,7 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
             status: run.attempt.status,
             error: run.attempt.error.clone(),
             response: run.attempt.response.clone(),
-            outcome: run.outcome.as_str(),
+            outcome: run.outcome,
         });
     }
     if let Some(letter) = &plan.dead_letter

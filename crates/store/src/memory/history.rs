@@ -40,7 +40,7 @@ pub(super) fn runs(
                 status: run.status,
                 error: run.error.clone(),
                 response: run.response.clone(),
-                outcome: run.outcome.to_owned(),
+                outcome: run.outcome,
             })
         })
         .collect())

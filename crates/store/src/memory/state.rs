@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hourglass_core::{JobId, JobSpec, JobState, from_ms};
 
-use crate::{ClaimScope, DeadLetter, JobRecord, KeyedTrigger, NewJob};
+use crate::{ClaimScope, DeadLetter, JobRecord, KeyedTrigger, NewJob, RunOutcome};
 
 /// Which claims see a job: the engine's (`Fired`), or one queue's workers.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -149,7 +149,7 @@ pub(super) struct Run {
     pub(super) status: Option<u16>,
     pub(super) error: Option<String>,
     pub(super) response: Option<String>,
-    pub(super) outcome: &'static str,
+    pub(super) outcome: RunOutcome,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,9 @@ use jiff::Timestamp;
 
 use super::PostgresStore;
 use super::codec::{DEAD_LETTER_COLUMNS, Filters, col, dead_letter_from_row, load_job};
-use crate::{DeadLetter, PURGE_DEAD_LETTERS, Purged, Result, RunCursor, RunRecord, StoreError};
+use crate::{
+    DeadLetter, PURGE_DEAD_LETTERS, Purged, Result, RunCursor, RunOutcome, RunRecord, StoreError,
+};
 
 pub(super) async fn runs(
     store: &PostgresStore,
@@ -51,7 +53,7 @@ pub(super) async fn runs(
                         status: col::<Option<i64>>(row, 4)?.map(|s| s as u16),
                         error: col(row, 5)?,
                         response: col(row, 8)?,
-                        outcome: col(row, 6)?,
+                        outcome: RunOutcome::from_stored(col(row, 6)?)?,
                     })
                 })
                 .collect()

@@ -7,7 +7,9 @@ use rusqlite::{Connection, params};
 use super::codec::{
     DEAD_LETTER_COLUMNS, Filters, corrupt, dead_letter_from_row, load_job, unavailable,
 };
-use crate::{DeadLetter, PURGE_DEAD_LETTERS, Purged, Result, RunCursor, RunRecord, StoreError};
+use crate::{
+    DeadLetter, PURGE_DEAD_LETTERS, Purged, Result, RunCursor, RunOutcome, RunRecord, StoreError,
+};
 
 pub(super) fn runs(
     conn: &Connection,
@@ -50,7 +52,7 @@ pub(super) fn runs(
             status: row.get(4).map_err(corrupt)?,
             error: row.get(5).map_err(corrupt)?,
             response: row.get(8).map_err(corrupt)?,
-            outcome: row.get(6).map_err(corrupt)?,
+            outcome: RunOutcome::from_stored(&row.get::<_, String>(6).map_err(corrupt)?)?,
         });
     }
     Ok(out)

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::deliver::{ClaimCheck, Verdict};
+use super::{ClaimCheck, Verdict};
 
 /// Sends one batch under its key and answers one result per entry, in order.
 type SendBatch<I, R> =
@@ -354,7 +354,7 @@ mod tests {
     #[tokio::test]
     async fn an_entry_whose_claim_was_taken_back_is_left_out() {
         let (batches, sizes, gate) = gated_line(1_000);
-        let held = Arc::new(crate::pipeline::Held::default());
+        let held = Arc::new(crate::held::Held::default());
         let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
         let job = hourglass_core::JobId::from_u128(7);
         held.hold_for_test(job, 1, i64::MAX);
