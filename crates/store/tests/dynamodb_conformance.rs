@@ -143,10 +143,11 @@ async fn a_claim_after_a_probe_reads_only_the_shards_with_work_due() {
 #[tokio::test]
 async fn concurrent_pulls_of_one_process_do_not_race_for_a_message() {
     let store = DynamoStore::open(options(&table_name())).await.unwrap();
-    let jobs: Vec<NewJob> = (0..40)
-        .map(|i| job("ns", t0() + ms(i * 10), Some("q")))
-        .collect();
-    store.create_jobs(jobs).await.unwrap();
+    // Each created alone: an entry each (a batch's messages would share entries).
+    for i in 0..40 {
+        let message = job("ns", t0() + ms(i * 10), Some("q"));
+        store.create_jobs(vec![message]).await.unwrap();
+    }
     let scope = ClaimScope::Queue {
         namespace: "ns",
         queue: "q",
@@ -1129,4 +1130,216 @@ async fn a_create_whose_answer_was_lost_succeeds() {
         .expect("the lone create is applied once and reported so");
     assert_eq!(proxy.lost(), 1, "the proxy lost the create's answer");
     assert!(store.get_job(None, id).await.unwrap().is_some());
+}
+
+fn queue_scope<'a>(queue: &'a str) -> ClaimScope<'a> {
+    ClaimScope::Queue {
+        namespace: "ns",
+        queue,
+        types: None,
+        max_bytes: None,
+    }
+}
+
+/// Writes (single-item writes and batches, transactions) a store sent between two snapshots.
+fn writes_between(before: [u64; 5], after: [u64; 5]) -> (u64, u64) {
+    (after[1] - before[1], after[2] - before[2])
+}
+
+/// A create batch's queue messages share entries (by job type, up to 24 an entry): a pull that
+/// takes them all leases each entry with one write, an ack of them all settles each entry with
+/// one write and deletes it with another; a pull that takes part of an entry takes it into a part
+/// of its own with two single-item writes, and the rest keeps its type.
+#[tokio::test]
+async fn a_batchs_queue_messages_share_entries_leased_whole() {
+    let store = DynamoStore::open(options(&table_name())).await.unwrap();
+    let typed = |kind: &str| {
+        let mut message = job("ns", t0(), Some("q"));
+        message.spec.job_type = Some(kind.into());
+        message
+    };
+    let mut jobs: Vec<NewJob> = (0..30).map(|_| typed("x")).collect();
+    jobs.extend((0..2).map(|_| typed("y")));
+    store.create_jobs(jobs).await.unwrap();
+
+    let before = store.request_counts().snapshot();
+    let leased = store
+        .claim_due(queue_scope("q"), t0(), 100, &lease("w", t0()))
+        .await
+        .unwrap();
+    let after = store.request_counts().snapshot();
+    assert_eq!(leased.len(), 32);
+    assert_eq!(
+        writes_between(before, after),
+        (3, 0),
+        "three entries (24 and 6 of x, 2 of y), a lease write each, no split"
+    );
+    let before = store.request_counts().snapshot();
+    let acks: Vec<_> = leased.iter().map(delivered_without_run).collect();
+    let applied = store.complete(acks, t0() + ms(10)).await.unwrap();
+    assert!(applied.iter().all(|a| *a == hourglass_store::Applied::Yes));
+    let after = store.request_counts().snapshot();
+    assert_eq!(
+        writes_between(before, after),
+        (6, 0),
+        "a settlement and a delete an entry"
+    );
+    let stats = store
+        .queue_stats("ns", Some("q"), t0() + ms(60_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats[0].available, stats[0].in_flight, stats[0].scheduled),
+        (0, 0, 0)
+    );
+    assert!(
+        store
+            .claim_due(
+                queue_scope("q"),
+                t0() + ms(60_000),
+                100,
+                &lease("w", t0() + ms(60_000))
+            )
+            .await
+            .unwrap()
+            .is_empty(),
+        "acked messages never come back"
+    );
+
+    // A pull of one splits its entry: the rest stays available, of its type.
+    let jobs: Vec<NewJob> = (0..3).map(|_| typed("z")).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let before = store.request_counts().snapshot();
+    let one = store
+        .claim_due(queue_scope("q"), t0(), 1, &lease("w", t0()))
+        .await
+        .unwrap();
+    let after = store.request_counts().snapshot();
+    assert_eq!(one.len(), 1);
+    assert_eq!(
+        writes_between(before, after),
+        (2, 0),
+        "the taken message put in a part of its own, leased, and taken out of the entry: no \
+         transaction"
+    );
+    let only_z = vec!["z".to_string()];
+    let z_scope = ClaimScope::Queue {
+        namespace: "ns",
+        queue: "q",
+        types: Some(&only_z),
+        max_bytes: None,
+    };
+    let rest = store
+        .claim_due(z_scope, t0(), 10, &lease("w2", t0()))
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 2, "the rest, split off, is still of type z");
+}
+
+/// A claim's lease shortened by an extension ends then, while the other claims leased with it
+/// (one entry) stay leased to their own expiry; each is completed under its own token.
+#[tokio::test]
+async fn shortening_one_claims_lease_keeps_its_entrys_others_leased() {
+    let store = DynamoStore::open(options(&table_name())).await.unwrap();
+    let jobs: Vec<NewJob> = (0..3).map(|_| job("ns", t0(), Some("q"))).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let leased = store
+        .claim_due(queue_scope("q"), t0(), 10, &lease("w1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 3);
+    let (short, kept) = (&leased[0], &leased[1..]);
+    let at = t0() + ms(1_000);
+    assert_eq!(
+        store
+            .extend_claims(vec![(short.job_id, short.token)], t0() + ms(5_000), at)
+            .await
+            .unwrap(),
+        vec![hourglass_store::Applied::Yes]
+    );
+    let back = store
+        .claim_due(
+            queue_scope("q"),
+            t0() + ms(5_000),
+            10,
+            &lease("w2", t0() + ms(5_000)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        back.iter().map(|o| o.job_id).collect::<Vec<_>>(),
+        vec![short.job_id],
+        "only the shortened one is back at its new expiry"
+    );
+    assert_eq!(back[0].attempt, 2);
+    let acks: Vec<_> = kept.iter().map(delivered_without_run).collect();
+    let applied = store.complete(acks, t0() + ms(6_000)).await.unwrap();
+    assert!(applied.iter().all(|a| *a == hourglass_store::Applied::Yes));
+    let stale = store
+        .complete(vec![delivered_without_run(short)], t0() + ms(6_000))
+        .await
+        .unwrap();
+    assert_eq!(stale, vec![hourglass_store::Applied::StaleLease]);
+    assert!(
+        store
+            .claim_due(
+                queue_scope("q"),
+                t0() + ms(31_000),
+                10,
+                &lease("w3", t0() + ms(31_000))
+            )
+            .await
+            .unwrap()
+            .is_empty(),
+        "the acked ones stay done; the shortened one is held by its second lease"
+    );
+}
+
+/// A message leased through one store and acknowledged through another (serverless: two API
+/// function instances) ends alone: the other messages leased with it in one entry keep their
+/// lease, are acknowledged in turn, and none comes back.
+#[tokio::test]
+async fn an_ack_through_another_store_ends_only_its_message() {
+    let table = table_name();
+    let first = DynamoStore::open(options(&table)).await.unwrap();
+    let second = DynamoStore::open(options(&table)).await.unwrap();
+    let jobs: Vec<NewJob> = (0..3).map(|_| job("ns", t0(), Some("q"))).collect();
+    first.create_jobs(jobs).await.unwrap();
+    let leased = first
+        .claim_due(queue_scope("q"), t0(), 10, &lease("w1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 3);
+    let applied = second
+        .complete(vec![delivered_without_run(&leased[0])], t0() + ms(10))
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![hourglass_store::Applied::Yes]);
+    let stats = first
+        .queue_stats("ns", Some("q"), t0() + ms(20))
+        .await
+        .unwrap();
+    assert_eq!((stats[0].available, stats[0].in_flight), (0, 2));
+    let done = first
+        .get_job(None, leased[0].job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.state, hourglass_core::JobState::Completed);
+    let acks: Vec<_> = leased[1..].iter().map(delivered_without_run).collect();
+    let applied = first.complete(acks, t0() + ms(30)).await.unwrap();
+    assert!(applied.iter().all(|a| *a == hourglass_store::Applied::Yes));
+    assert!(
+        first
+            .claim_due(
+                queue_scope("q"),
+                t0() + ms(60_000),
+                10,
+                &lease("w2", t0() + ms(60_000))
+            )
+            .await
+            .unwrap()
+            .is_empty(),
+        "none comes back"
+    );
 }

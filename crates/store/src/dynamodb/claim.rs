@@ -9,6 +9,12 @@
 //! again strongly when a job item disagrees with its listing) and hands out those whose listing
 //! is still valid and whose delivery no settlement recorded.
 //!
+//! A queue's entries are claimed the same way, at the claimer's own instant (never ahead): a pull
+//! that takes every message of an entry due then, within its limit, byte budget and type filter,
+//! leases the entry whole (one write for a create batch's messages); one that takes some splits
+//! the rest off, with their type, sizes and lapsed attempts. A lease that lapses unacknowledged
+//! counts an attempt for every message of the entry (a lease always holds all that it lists).
+//!
 //! The store remembers the claims it handed out (`Inner::held`): a completion or release finds
 //! the entry it came from there, and the last one of an entry deletes it.
 
@@ -20,13 +26,11 @@ use hourglass_core::{JobId, Occurrence, duration_ms, from_ms};
 use jiff::Timestamp;
 
 use super::Inner;
-use super::entry::{
-    Entry, Listed, Root, claim_token, encode_listing, root_item, split_token, valid,
-};
+use super::entry::{Entry, Listed, claim_token, encode_listing, root_item, split_token, valid};
 use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, job_key, key, n, s};
 use super::payload;
 use super::table::{Change, Query};
-use crate::{Applied, ClaimScope, Lease, Release, Result};
+use crate::{ClaimScope, Lease, Release, Result};
 
 /// How far past the horizon a claim of fired occurrences takes the rest of an entry it leases:
 /// an entry's window, so that a claim never splits an entry for its horizon.
@@ -117,7 +121,8 @@ pub(super) async fn claim_due(
     let mut candidates = items.iter();
     loop {
         // The next candidates, as many as fill the limit and the byte budget if every lease
-        // succeeds, leased concurrently: a pull queue's messages are an entry each.
+        // succeeds, leased concurrently (a queue's messages are in many entries: each create
+        // batch's by type and time window).
         let mut chunk = Vec::new();
         let (mut planned, mut planned_bytes) = (count, bytes);
         while chunk.len() < CONCURRENCY
@@ -153,8 +158,19 @@ pub(super) async fn claim_due(
                 .collect();
             due.sort_by_key(|j| (j.fire, j.id));
             due.truncate(limit - planned);
+            // A byte budget cuts within an entry too: a queue entry lists its messages' sizes.
+            let mut kept = 0;
+            let mut after = planned_bytes;
+            for job in &due {
+                if !crate::under_byte_budget(max_bytes, after) {
+                    break;
+                }
+                after += entry.sizes.get(&job.id).copied().unwrap_or(0);
+                kept += 1;
+            }
+            due.truncate(kept);
             planned += due.len();
-            planned_bytes += entry.bytes;
+            planned_bytes = after;
             chunk.push((entry, due, leasing));
         }
         if chunk.is_empty() {
@@ -164,8 +180,16 @@ pub(super) async fn claim_due(
         for (entry, due, leasing) in chunk {
             attempts.push(async move {
                 let won = lease_entry(inner, &entry, &due, &lease.owner, until, is_queue).await?;
-                Ok::<_, crate::StoreError>(won.map(|ltok| {
-                    leasing.won(ltok);
+                Ok::<_, crate::StoreError>(won.map(|(ltok, part)| {
+                    let mut entry = entry;
+                    match part {
+                        // The entry itself stays unleased, its rest claimable.
+                        Some(sk) => {
+                            leasing.taken(entry.listing.clone());
+                            entry.sk = sk;
+                        }
+                        None => leasing.won(ltok),
+                    }
                     (entry, due, ltok)
                 }))
             });
@@ -174,7 +198,7 @@ pub(super) async fn claim_due(
         for answer in answers {
             if let Some((entry, jobs, ltok)) = answer? {
                 count += jobs.len();
-                bytes += entry.bytes;
+                bytes += entry.bytes_of(&jobs);
                 taken.push(Taken {
                     leased_before: entry.ltok > 0,
                     entry,
@@ -188,8 +212,9 @@ pub(super) async fn claim_due(
 }
 
 /// An entry one of this process's claims is trying to lease, until the attempt ends. One it won
-/// stays known at its lease counter for a while ([`LEASED_KEPT`]), so that a concurrent claim
-/// that read it before passes it by.
+/// stays known at its lease counter for a while ([`LEASED_KEPT`]), and one it took some queue
+/// messages of stays known with the listing it changed, so that a concurrent claim that read it
+/// before passes it by.
 struct Leasing<'a> {
     inner: &'a Inner,
     key: (String, String),
@@ -197,12 +222,15 @@ struct Leasing<'a> {
 }
 
 /// What [`Inner::leasing`] knows of an entry.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Attempt {
     /// A claim of this process is leasing it.
     InFlight,
     /// A claim of this process leased it, at this counter, then.
     Won(i64, std::time::Instant),
+    /// A claim of this process took some of its queue messages into a part of their own then,
+    /// changing its listing from this one (`parts::take_part`).
+    Taken(aws_sdk_dynamodb::types::AttributeValue, std::time::Instant),
 }
 
 /// How long an entry this process leased is remembered: a claim reading it before is over by
@@ -232,7 +260,7 @@ impl LeaseBook {
         self.pruned = Some(now);
         self.entries.retain(|_, a| match a {
             Attempt::InFlight => true,
-            Attempt::Won(_, at) => now.duration_since(*at) < LEASED_KEPT,
+            Attempt::Won(_, at) | Attempt::Taken(_, at) => now.duration_since(*at) < LEASED_KEPT,
         });
     }
 }
@@ -247,6 +275,12 @@ impl<'a> Leasing<'a> {
             Some(Attempt::Won(ltok, at)) if *ltok > entry.ltok && at.elapsed() < LEASED_KEPT => {
                 return None;
             }
+            // Read before a take changed its listing: a write conditioned on it would fail.
+            Some(Attempt::Taken(listing, at))
+                if *listing == entry.listing && at.elapsed() < LEASED_KEPT =>
+            {
+                return None;
+            }
             _ => {}
         }
         book.entries.insert(key.clone(), Attempt::InFlight);
@@ -257,17 +291,23 @@ impl<'a> Leasing<'a> {
         })
     }
 
-    fn won(mut self, ltok: i64) {
+    fn won(self, ltok: i64) {
+        self.end(Attempt::Won(ltok, std::time::Instant::now()));
+    }
+
+    /// Some of the entry's messages were taken out of `listing` (the entry's as read).
+    fn taken(self, listing: aws_sdk_dynamodb::types::AttributeValue) {
+        self.end(Attempt::Taken(listing, std::time::Instant::now()));
+    }
+
+    fn end(mut self, attempt: Attempt) {
         self.won = true;
         self.inner
             .leasing
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entries
-            .insert(
-                self.key.clone(),
-                Attempt::Won(ltok, std::time::Instant::now()),
-            );
+            .insert(self.key.clone(), attempt);
     }
 }
 
@@ -284,22 +324,12 @@ impl Drop for Leasing<'_> {
     }
 }
 
-/// Leases `entry` for the jobs `take` of it (splitting the others off into a new part of its
-/// root): the lease counter it now holds, or `None` when another claimer got there first.
-async fn lease_entry(
-    inner: &Inner,
-    entry: &Entry,
-    take: &[Listed],
-    owner: &str,
-    until: i64,
-    is_queue: bool,
-) -> Result<Option<i64>> {
-    let ltok = entry.ltok + 1;
-    let mut change = Change::new(entry.key());
-    // At the counter read: unleased then, or lapsed; no other claimer leased it since. And at
-    // the listing read: an edit or a cancel that took a job out of it since (in the transaction
-    // that changed the job) fails the lease, so that no read of the job after the lease, however
-    // stale, can hand out what was changed before it.
+/// Conditions a write of `entry` on its being as read: at the lease counter read, unleased then
+/// or lapsed (no other claimer leased it since); and at the listing and gone count read (an edit
+/// or a cancel that took a job out of it since, in the transaction that changed the job, fails
+/// the write, so that no read of the job after it, however stale, can hand out what was changed
+/// before it).
+pub(super) fn as_read(change: &mut Change, entry: &Entry) {
     let listing = entry.listing.clone();
     match entry.gone_count {
         0 => change.when("attribute_not_exists(#gen)", &[super::entry::GEN], vec![]),
@@ -322,6 +352,34 @@ async fn lease_entry(
             vec![n(entry.ltok), listing],
         ),
     }
+}
+
+/// Leases `entry` for the jobs `take` of it (splitting the others off into a new part of its
+/// root; of a queue entry, taking `take` into a new part instead, `parts.rs`): the lease counter
+/// it now holds, and the sort key of the part it holds when that is not the entry's, or `None`
+/// when another claimer got there first.
+async fn lease_entry(
+    inner: &Inner,
+    entry: &Entry,
+    take: &[Listed],
+    owner: &str,
+    until: i64,
+    is_queue: bool,
+) -> Result<Option<(i64, Option<String>)>> {
+    let ltok = entry.ltok + 1;
+    let rest: Vec<Listed> = entry
+        .jobs
+        .iter()
+        .filter(|j| !take.iter().any(|t| t.id == j.id))
+        .copied()
+        .collect();
+    if is_queue && !rest.is_empty() {
+        return super::parts::take_part(inner, entry, take, &rest, owner, until)
+            .await
+            .map(|won| won.map(|(ltok, sk)| (ltok, Some(sk))));
+    }
+    let mut change = Change::new(entry.key());
+    as_read(&mut change, entry);
     change.set("lown", s(owner));
     change.set("luntil", n(until));
     change.set("ltok", n(ltok));
@@ -329,15 +387,10 @@ async fn lease_entry(
     if is_queue && entry.owner.is_some() {
         change.set("lapses", n(entry.lapses + 1));
     }
-    let rest: Vec<Listed> = entry
-        .jobs
-        .iter()
-        .filter(|j| !take.iter().any(|t| t.id == j.id))
-        .copied()
-        .collect();
     if rest.is_empty() {
-        return Ok(inner.update(change, false).await?.map(|_| ltok));
+        return Ok(inner.update(change, false).await?.map(|_| (ltok, None)));
     }
+    // Of the fired lane: the rest split off in one transaction with the lease.
     change.set("jobs", encode_listing(take));
     change.set("cnt", n(take.len() as i64));
     let mut part = root_item(&entry.root, &rest, None);
@@ -353,7 +406,11 @@ async fn lease_entry(
         change.into_action(&inner.table),
         super::table::put_new(&inner.table, part),
     ];
-    Ok(inner.transact(actions).await?.is_ok().then_some(ltok))
+    Ok(inner
+        .transact(actions)
+        .await?
+        .is_ok()
+        .then_some((ltok, None)))
 }
 
 /// The occurrences of the entries this claim leased: the jobs whose listing is still valid and
@@ -495,71 +552,6 @@ pub(super) async fn delete_entry(inner: &Inner, pk: &str, sk: &str, ltok: i64) -
     inner.delete_if(change).await.map(|_| ())
 }
 
-pub(super) async fn extend_claims(
-    inner: &Inner,
-    claims: Vec<(JobId, i64)>,
-    until: Timestamp,
-    now: Timestamp,
-) -> Result<Vec<Applied>> {
-    let _ = now;
-    let until = until.as_millisecond();
-    // A claim is extended only while its job is at the claimed version (an edit voids it) and
-    // its entry's lease is still the claim's.
-    let versions: Vec<Listed> = claims
-        .iter()
-        .map(|(id, token)| Listed {
-            id: *id,
-            fire: 0,
-            version: split_token(*token).0,
-        })
-        .collect();
-    let mut homes = HashMap::new();
-    for item in inner
-        .get_many(versions.iter().map(|l| job_key(l.id)).collect())
-        .await?
-    {
-        homes.insert(job_id(item.str("id")?)?, item);
-    }
-    let answers = futures_util::stream::iter(claims)
-        .map(|(id, token)| {
-            let home = homes.get(&id);
-            async move {
-                let (version, ltok) = split_token(token);
-                let Some(home) = home.filter(|h| h.num("tok").ok() == Some(version)) else {
-                    return Ok(Applied::StaleLease);
-                };
-                let Some((pk, sk)) = entry_of(inner, id, token, home)? else {
-                    return Ok(Applied::StaleLease);
-                };
-                let mut change = Change::new(key(pk, &sk));
-                change.when(
-                    "#ltok = {} AND attribute_exists(#lown)",
-                    &["ltok", "lown"],
-                    vec![n(ltok)],
-                );
-                change.set("luntil", n(until));
-                Ok::<_, crate::StoreError>(match inner.update(change, false).await? {
-                    Some(_) => Applied::Yes,
-                    None => Applied::StaleLease,
-                })
-            }
-        })
-        .buffered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await;
-    answers.into_iter().collect()
-}
-
-/// The entry a claim was taken from: as this store remembers it, or (for a claim another
-/// process made, such as a queue lease taken through another API function) the root its job
-/// names, whose part `0` a queue message's entry always is.
-fn entry_of(inner: &Inner, id: JobId, token: i64, home: &Item) -> Result<Option<(String, String)>> {
-    if let Some(held) = inner.held(id, token) {
-        return Ok(Some((held.pk, held.sk)));
-    }
-    Ok(Root::of_job(home)?.map(|root| (root.pk.clone(), root.part_sk("0"))))
-}
-
 pub(super) async fn release(inner: &Inner, claims: Vec<Release>) -> Result<()> {
     // Claims handed back at their own fire time, together the whole rest of their entry's lease:
     // the entry is simply unleased (one write). Any other: the job moves to an entry of its own.
@@ -632,8 +624,12 @@ async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
         version: version + 1,
     };
     let job_type = home.opt_str("jtype")?.map(str::to_owned);
-    let bytes = home.opt_str("payload")?.map_or(0, str::len);
-    let entry = root_item(&root, &[listed], queue.as_ref().map(|_| (&job_type, bytes)));
+    let size = [home.opt_str("payload")?.map_or(0, str::len)];
+    let entry = root_item(
+        &root,
+        &[listed],
+        queue.as_ref().map(|_| (&job_type, &size[..])),
+    );
     inner.put(entry).await?;
     let mut change = Change::new(job_key(c.job_id));
     change.when(

@@ -15,6 +15,10 @@
 //! one transaction with its job, so a failed job always has its letter.
 //!
 //! Once every job a lease took from an entry is settled or moved, the claimer deletes the entry.
+//! A queue message acknowledged through another process (serverless: another API function
+//! instance) is completed on its job item instead, and marked gone in its shared entry (the
+//! entry is deleted when it was the last); an entry whose claims did not all end where they were
+//! made is deleted by the claim that next finds all its jobs settled.
 
 use std::collections::HashMap;
 
@@ -480,9 +484,12 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
     let Some(job) = inner.get(job_key(c.job_id)).await? else {
         return Ok(Applied::StaleLease);
     };
-    if job.num("tok")? != version || !lease_holds(inner, c, &job).await? {
+    if job.num("tok")? != version {
         return Ok(Applied::StaleLease);
     }
+    let Some(held) = held_entry(inner, c, &job).await? else {
+        return Ok(Applied::StaleLease);
+    };
     let namespace = job.str("ns")?.to_owned();
     let queue_name = job.opt_str("queue")?.map(str::to_owned);
     let job_type = job.opt_str("jtype")?.map(str::to_owned);
@@ -497,7 +504,8 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         Some(_) => super::payload::INLINE_MAX + 1,
         None => job.opt_str("payload")?.map_or(0, str::len),
     };
-    let queue = queue_name.as_ref().map(|_| (&job_type, payload_bytes));
+    let size = [payload_bytes];
+    let queue = queue_name.as_ref().map(|_| (&job_type, &size[..]));
     let (mut change, fire, ttl) = row_change(inner, c, &plan.row, now);
     let entry = fire.map(|fire| {
         let root = inner.new_root(lane, fire);
@@ -509,12 +517,9 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         change.set_or_remove("lerr", error.map(s));
     }
     let run = run_item(inner, c, &plan);
-    // A queue message's old entry lists only it: it leaves with the completion, so that queue
-    // counts never see the message twice.
-    let old_entry = match (&queue_name, Root::of_job(&job)?) {
-        (Some(_), Some(root)) => Some(key(root.pk.clone(), &root.part_sk("0"))),
-        _ => None,
-    };
+    // A queue message leaves its old entry with the completion, so that queue counts never see
+    // the message twice.
+    let old_entry = queue_name.as_ref().map(|_| held);
     if let Some(letter) = plan.dead_letter {
         let mut actions = vec![change.into_action(&inner.table)];
         if let Some(entry) = entry {
@@ -528,7 +533,7 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         if applied == Applied::Yes {
             super::jobs::keep_listed(inner, &job, ttl).await?;
             if let Some(old) = old_entry {
-                inner.delete_many(vec![old]).await?;
+                leave_entry(inner, &old, c).await?;
             }
         }
         return Ok(applied);
@@ -552,15 +557,38 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         super::jobs::keep_listed(inner, &job, ttl).await?;
     }
     if let Some(old) = old_entry {
-        inner.delete_many(vec![old]).await?;
+        leave_entry(inner, &old, c).await?;
     }
     Ok(Applied::Yes)
 }
 
-/// Whether the claim's lease still holds the entry that lists its job: the entry this store
-/// remembers handing the claim out from, or (a claim another process made, such as a queue
-/// lease completed through another API function) the part of the job's root that lists it.
-async fn lease_holds(inner: &Inner, c: &Completion, job: &Item) -> Result<bool> {
+/// Takes a completed queue message out of the leased entry it was claimed from: deletes the
+/// entry when the message is the last it lists, else marks the message gone in it (as an edit
+/// does, `jobs::unlist`), so that queue counts never see it twice. The entry's other messages
+/// keep their lease; the last of its claims to end deletes it.
+async fn leave_entry(inner: &Inner, entry: &Entry, c: &Completion) -> Result<()> {
+    if entry.jobs.iter().all(|j| j.id == c.job_id) {
+        inner.forget(c.job_id, c.token);
+        return super::claim::delete_entry(inner, &entry.root.pk, &entry.sk, entry.ltok).await;
+    }
+    let mut change = Change::new(entry.key());
+    change.when("attribute_exists(#jobs)", &["jobs"], vec![]);
+    change.append(
+        super::entry::GONE,
+        aws_sdk_dynamodb::types::AttributeValue::L(vec![
+            aws_sdk_dynamodb::types::AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+                c.job_id.as_bytes().to_vec(),
+            )),
+        ]),
+    );
+    change.bump(super::entry::GEN);
+    inner.update(change, false).await.map(|_| ())
+}
+
+/// The entry that lists the claim's job, if the claim's lease still holds it: the entry this
+/// store remembers handing the claim out from, or (a claim another process made, such as a
+/// queue lease completed through another API function) the part of the job's root that lists it.
+pub(super) async fn held_entry(inner: &Inner, c: &Completion, job: &Item) -> Result<Option<Entry>> {
     let (version, ltok) = split_token(c.token);
     let entry = match inner.held(c.job_id, c.token) {
         Some(held) => match inner.get(key(held.pk, &held.sk)).await? {
@@ -568,33 +596,41 @@ async fn lease_holds(inner: &Inner, c: &Completion, job: &Item) -> Result<bool> 
             None => None,
         },
         None => match Root::of_job(job)? {
-            Some(root) => {
-                let mut found = None;
-                for item in inner
-                    .query(&Query::new(root.pk.clone()).prefix(format!("{}#", root.key)))
-                    .await?
-                {
-                    let entry = Entry::from_item(&item)?;
-                    if entry
-                        .jobs
-                        .iter()
-                        .any(|j| j.id == c.job_id && j.version == version)
-                    {
-                        found = Some(entry);
-                    }
-                }
-                found
-            }
+            Some(root) => listing_part(inner, &root, c.job_id, version).await?,
             None => None,
         },
     };
-    Ok(entry.is_some_and(|e| {
+    Ok(entry.filter(|e| {
         e.ltok == ltok
             && e.owner.is_some()
             && e.jobs
                 .iter()
                 .any(|j| j.id == c.job_id && j.version == version)
     }))
+}
+
+/// The part of `root` that lists job `id` at `version`, if one does.
+pub(super) async fn listing_part(
+    inner: &Inner,
+    root: &Root,
+    id: JobId,
+    version: i64,
+) -> Result<Option<Entry>> {
+    let mut found = None;
+    for item in inner
+        .query(&Query::new(root.pk.clone()).prefix(format!("{}#", root.key)))
+        .await?
+    {
+        let entry = Entry::from_item(&item)?;
+        if entry
+            .jobs
+            .iter()
+            .any(|j| j.id == id && j.version == version)
+        {
+            found = Some(entry);
+        }
+    }
+    Ok(found)
 }
 
 /// Applies a completion that dead-letters its occurrence: the job's change and the letter in one

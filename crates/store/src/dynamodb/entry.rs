@@ -5,8 +5,10 @@
 //! in one binary attribute (32 bytes a job). A create batch writes one entry for its fired jobs
 //! per time window (at most [`WINDOW_MS`] wide and [`MAX_LISTED`] jobs), and so does a completion
 //! call for the retries and next occurrences it reschedules; an edit, a release or a dead letter
-//! with a next occurrence writes a new entry of its own. Queue messages have an entry each (a
-//! worker leases messages one by one).
+//! with a next occurrence writes a new entry of its own. A create batch's queue messages share
+//! entries too, by queue and job type (a claimer filters on the entry's type), at most
+//! [`QUEUE_LISTED`] an entry (each message's payload size beside the listing, for byte budgets):
+//! a pull that takes all of an entry's due messages leases it whole, one write for them all.
 //!
 //! A job's item names the entry that schedules it (`epk`, `ekey`); an entry's listing of a job
 //! is valid only while the job item still names it and is at the listed version. An edit or a
@@ -40,6 +42,10 @@ use crate::{Result, StoreError};
 pub(super) const WINDOW_MS: i64 = 1_000;
 /// The most jobs one entry lists (3.2 KB of listing: a few write units to lease or delete).
 pub(super) const MAX_LISTED: usize = 100;
+/// The most queue messages one entry lists: with their payload sizes (36 bytes a message), an
+/// entry stays within one write unit, so that a pull taking only some of its messages (a worker
+/// leasing one at a time) splits off at most a kilobyte.
+pub(super) const QUEUE_LISTED: usize = 24;
 /// Bits of an occurrence token that hold the entry's lease counter.
 pub(super) const LEASE_BITS: u32 = 20;
 const LEASE_MASK: i64 = (1 << LEASE_BITS) - 1;
@@ -103,6 +109,39 @@ fn decode_listing(value: Option<&AttributeValue>) -> Result<Vec<Listed>> {
             }
         })
         .collect())
+}
+
+/// A queue entry's payload sizes, in the order of its listing (4 bytes each).
+pub(super) const SIZES: &str = "sizes";
+
+pub(super) fn encode_sizes(sizes: &[usize]) -> AttributeValue {
+    let mut bytes = Vec::with_capacity(sizes.len() * 4);
+    for size in sizes {
+        bytes.extend_from_slice(&u32::try_from(*size).unwrap_or(u32::MAX).to_be_bytes());
+    }
+    AttributeValue::B(Blob::new(bytes))
+}
+
+/// Each listed job's payload size: from `sizes`, or (an entry of one message, as this store wrote
+/// them before entries were shared) the entry's `bytes`.
+fn decode_sizes(item: &Item, jobs: &[Listed]) -> Result<HashMap<JobId, usize>> {
+    match item.get(SIZES) {
+        Some(AttributeValue::B(blob)) if blob.as_ref().len() == jobs.len() * 4 => Ok(jobs
+            .iter()
+            .zip(blob.as_ref().chunks_exact(4))
+            .map(|(j, c)| {
+                (
+                    j.id,
+                    u32::from_be_bytes(c.try_into().expect("4 bytes")) as usize,
+                )
+            })
+            .collect()),
+        Some(other) => Err(StoreError::Corrupt(format!("entry sizes {other:?}"))),
+        None => {
+            let bytes = item.opt_num("bytes")?.unwrap_or(0) as usize;
+            Ok(jobs.iter().map(|j| (j.id, bytes)).collect())
+        }
+    }
 }
 
 /// An entry's list of the ids of jobs an edit or a transition took out of it (16 bytes each),
@@ -181,9 +220,10 @@ pub(super) struct Entry {
     /// Leases of this queue message that lapsed unacknowledged: failed attempts the job item
     /// has not counted.
     pub(super) lapses: i64,
-    /// A queue message's job type and payload bytes (for type filters and byte budgets).
+    /// A queue entry's job type (for type filters) and its messages' payload sizes (for byte
+    /// budgets).
     pub(super) job_type: Option<String>,
-    pub(super) bytes: usize,
+    pub(super) sizes: HashMap<JobId, usize>,
 }
 
 impl Entry {
@@ -197,6 +237,7 @@ impl Entry {
                 pk: item.str("pk")?.to_owned(),
                 key: key.to_owned(),
             },
+            sizes: decode_sizes(item, &decode_listing(item.get("jobs"))?)?,
             jobs: {
                 let gone = decode_gone(item.get(GONE))?;
                 let mut jobs = decode_listing(item.get("jobs"))?;
@@ -213,7 +254,6 @@ impl Entry {
             ltok: item.opt_num("ltok")?.unwrap_or(0),
             lapses: item.opt_num("lapses")?.unwrap_or(0),
             job_type: item.opt_str("jtype")?.map(str::to_owned),
-            bytes: item.opt_num("bytes")?.unwrap_or(0) as usize,
             sk,
         })
     }
@@ -227,39 +267,64 @@ impl Entry {
         self.owner.is_some() && self.until.is_some_and(|until| until > now)
     }
 
+    /// The payload bytes of the jobs `of` it lists.
+    pub(super) fn bytes_of(&self, of: &[Listed]) -> usize {
+        of.iter().filter_map(|j| self.sizes.get(&j.id)).sum()
+    }
+
+    /// Its queue attributes for a new part listing `jobs` of it (`None` for the fired lane).
+    pub(super) fn queued<'a>(
+        &'a self,
+        jobs: &[Listed],
+    ) -> Option<(&'a Option<String>, Vec<usize>)> {
+        (!Lane::is_fired(&self.root.pk)).then(|| {
+            let sizes = jobs
+                .iter()
+                .map(|j| self.sizes.get(&j.id).copied().unwrap_or(0))
+                .collect();
+            (&self.job_type, sizes)
+        })
+    }
+
     /// The earliest fire time it lists.
     pub(super) fn first_fire(&self) -> Option<i64> {
         self.jobs.iter().map(|j| j.fire).min()
     }
 }
 
-/// A new root entry's item listing `jobs` (sorted by fire time, at least one).
+/// A new root entry's item listing `jobs` (sorted by fire time, at least one); a queue entry's
+/// with the messages' job type and their payload sizes (in the listing's order).
 pub(super) fn root_item(
     root: &Root,
     jobs: &[Listed],
-    queue: Option<(&Option<String>, usize)>,
+    queue: Option<(&Option<String>, &[usize])>,
 ) -> Item {
     let mut item = super::item::key(root.pk.clone(), &root.part_sk("0"));
     item.insert("jobs".into(), encode_listing(jobs));
     item.insert("cnt".into(), n(jobs.len() as i64));
-    if let Some((job_type, bytes)) = queue {
+    if let Some((job_type, sizes)) = queue {
         if let Some(job_type) = job_type {
             item.insert("jtype".into(), s(job_type));
         }
-        item.insert("bytes".into(), n(bytes as i64));
+        item.insert(SIZES.into(), encode_sizes(sizes));
     }
     item
 }
 
 /// Jobs of one lane cut into entries: in fire order, a new entry when the window or the count
 /// would be exceeded.
-pub(super) fn windows(mut jobs: Vec<Listed>) -> Vec<Vec<Listed>> {
+pub(super) fn windows(jobs: Vec<Listed>) -> Vec<Vec<Listed>> {
+    windows_of(jobs, MAX_LISTED)
+}
+
+/// [`windows`] of at most `max` jobs each.
+pub(super) fn windows_of(mut jobs: Vec<Listed>, max: usize) -> Vec<Vec<Listed>> {
     jobs.sort_by_key(|j| (j.fire, j.id));
     let mut out: Vec<Vec<Listed>> = Vec::new();
     for job in jobs {
         let fits = out
             .last()
-            .is_some_and(|w| w.len() < MAX_LISTED && job.fire - w[0].fire < WINDOW_MS);
+            .is_some_and(|w| w.len() < max && job.fire - w[0].fire < WINDOW_MS);
         if fits {
             out.last_mut().expect("a window").push(job);
         } else {
@@ -312,6 +377,37 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_entry_keeps_each_messages_size_through_a_split() {
+        let jobs: Vec<Listed> = (0..3)
+            .map(|i| Listed {
+                id: uuid::Uuid::now_v7(),
+                fire: i,
+                version: 0,
+            })
+            .collect();
+        let root = Root::new(
+            Lane::Queue {
+                namespace: "ns",
+                queue: "q",
+            },
+            0,
+            0,
+        );
+        let job_type = Some("x".to_string());
+        let item = root_item(&root, &jobs, Some((&job_type, &[10, 20, 30][..])));
+        let entry = Entry::from_item(&item).unwrap();
+        assert_eq!(entry.bytes_of(&jobs), 60);
+        assert_eq!(entry.bytes_of(&jobs[1..]), 50);
+        let (kind, sizes) = entry.queued(&jobs[1..]).unwrap();
+        assert_eq!((kind.as_deref(), sizes), (Some("x"), vec![20, 30]));
+        // The fired lane's entries carry none.
+        let fired = Root::new(Lane::Fired, 0, 0);
+        let entry = Entry::from_item(&root_item(&fired, &jobs, None)).unwrap();
+        assert!(entry.queued(&jobs).is_none());
+        assert_eq!(entry.bytes_of(&jobs), 0);
+    }
+
+    #[test]
     fn windows_cut_by_span_and_count() {
         let at = |fire| Listed {
             id: uuid::Uuid::now_v7(),
@@ -325,5 +421,11 @@ mod tests {
         let cut: Vec<usize> = windows(jobs).iter().map(Vec::len).collect();
         // 100 by count; 50 more and 999 within a second of the 100th; 1500 and 5000 alone.
         assert_eq!(cut, vec![100, 51, 1, 1]);
+        let queued: Vec<Listed> = (0..50).map(at).collect();
+        let cut: Vec<usize> = windows_of(queued, QUEUE_LISTED)
+            .iter()
+            .map(Vec::len)
+            .collect();
+        assert_eq!(cut, vec![24, 24, 2]);
     }
 }

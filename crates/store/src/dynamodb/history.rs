@@ -1,7 +1,7 @@
 //! Everything besides jobs and claims: run history, dead letters, retention, counts for metrics
 //! and queues, signing secrets, and the poller that stands in for `NOTIFY`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Weak;
 use std::time::Duration;
 
@@ -309,17 +309,29 @@ pub(super) async fn queue_stats(
             namespace,
             queue: &name,
         };
-        // A queue message's entry lists it alone, and leaves with it (see `jobs.rs`).
+        // Each message an entry lists counts once: an edited or moved one is marked gone in it
+        // (see `jobs.rs`); an acknowledged one stays listed, and settled, until the last claim of
+        // its entry's lease ends, so the settlements of an entry leased before are read.
         let entries = inner
             .query_shards(|shard| lane.partition(shard), Query::new)
             .await?;
         let mut counts = Visibility::default();
+        let mut settled: HashMap<Root, HashSet<(JobId, i64)>> = HashMap::new();
         for item in &entries {
             let entry = Entry::from_item(item)?;
-            match (&entry.owner, entry.until, entry.first_fire()) {
-                (Some(_), Some(until), _) => counts.count(until, true, now),
-                (_, _, Some(fire)) => counts.count(fire, false, now),
-                _ => {}
+            if entry.ltok > 0 && !settled.contains_key(&entry.root) {
+                let done = super::settled::settled_jobs(inner, &entry.root).await?;
+                settled.insert(entry.root.clone(), done);
+            }
+            let done = settled.get(&entry.root);
+            for job in &entry.jobs {
+                if done.is_some_and(|d| d.contains(&(job.id, job.version))) {
+                    continue;
+                }
+                match (&entry.owner, entry.until) {
+                    (Some(_), Some(until)) => counts.count(until, true, now),
+                    _ => counts.count(job.fire, false, now),
+                }
             }
         }
         // Every queue that has active jobs, or the one asked for even when it has none.

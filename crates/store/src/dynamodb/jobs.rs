@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use hourglass_core::{JobId, JobSpec, JobState, from_ms};
 
 use super::Inner;
-use super::entry::{Entry, Listed, Root, root_item, windows};
+use super::entry::{Entry, Listed, QUEUE_LISTED, Root, root_item, windows, windows_of};
 use super::item::{
     Attrs, Item, KEY_SK, Lane, encode_spec, job_id, job_key, key, key_pk, n, new_job_item, ord,
     payload_key, queues_pk, registry_pk, s, state_code,
@@ -210,27 +210,27 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
         .collect();
     written.extend(new.iter().map(|j| payload_key(j.id)));
     inner.put_many(payloads).await?;
-    // Entries: a create batch's fired jobs by time window, each queue message alone.
+    // Entries: a create batch's fired jobs by time window; its queue messages by queue and job
+    // type, then by time window (at most `QUEUE_LISTED` an entry).
     let mut roots: HashMap<JobId, Root> = HashMap::with_capacity(new.len());
     let mut entries = Vec::new();
     let mut fired = Vec::new();
+    let mut queued: HashMap<(&str, &str, &Option<String>), Vec<Listed>> = HashMap::new();
+    let mut sizes: HashMap<JobId, usize> = HashMap::new();
     for job in new {
         let listed = Listed {
             id: job.id,
             fire: job.first_due.as_millisecond(),
             version: 0,
         };
-        match Lane::of_spec(&job.namespace, &job.spec) {
-            Lane::Fired => fired.push(listed),
-            lane @ Lane::Queue { .. } => {
-                let root = inner.new_root(lane, listed.fire);
-                let bytes = job.payload.as_deref().map_or(0, str::len);
-                entries.push(root_item(
-                    &root,
-                    &[listed],
-                    Some((&job.spec.job_type, bytes)),
-                ));
-                roots.insert(job.id, root);
+        match job.spec.target.queue() {
+            None => fired.push(listed),
+            Some(queue) => {
+                sizes.insert(job.id, job.payload.as_deref().map_or(0, str::len));
+                queued
+                    .entry((&job.namespace, queue, &job.spec.job_type))
+                    .or_default()
+                    .push(listed);
             }
         }
     }
@@ -239,6 +239,17 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
         entries.push(root_item(&root, &window, None));
         for listed in &window {
             roots.insert(listed.id, root.clone());
+        }
+    }
+    for ((namespace, queue, job_type), messages) in queued {
+        let lane = Lane::Queue { namespace, queue };
+        for window in windows_of(messages, QUEUE_LISTED) {
+            let root = inner.new_root(lane, window[0].fire);
+            let window_sizes: Vec<usize> = window.iter().map(|j| sizes[&j.id]).collect();
+            entries.push(root_item(&root, &window, Some((job_type, &window_sizes))));
+            for listed in &window {
+                roots.insert(listed.id, root.clone());
+            }
         }
     }
     // What lists them, written last: a job is in its namespace's listing once its batch is
@@ -497,12 +508,8 @@ fn reschedule(
                 fire,
                 version,
             };
-            let queue = spec.target.queue().map(|_| {
-                (
-                    &spec.job_type,
-                    record.payload.as_deref().map_or(0, str::len),
-                )
-            });
+            let size = [record.payload.as_deref().map_or(0, str::len)];
+            let queue = spec.target.queue().map(|_| (&spec.job_type, &size[..]));
             Some(root_item(&root, &[listed], queue))
         }
         _ => {

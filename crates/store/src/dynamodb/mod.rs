@@ -9,12 +9,15 @@
 //! - **No secondary index.** A job item (`j#<id>`) is found by its id. What is looked up by
 //!   time is kept in **due entries** (`entry.rs`): items in a lane's shard partitions, sorted by
 //!   fire time, each listing the jobs of one create batch that fall due within a second (up to
-//!   100). A claim reads the entries due by its horizon, one Query per shard; of the fired
-//!   lane only the shards where the planner's last probe saw work due (`floors.rs`).
+//!   100; a pull queue's, of one job type, up to 24). A claim reads the entries due by its
+//!   horizon, one Query per shard; of the fired lane only the shards where the planner's last
+//!   probe saw work due (`floors.rs`).
 //! - **A claim leases an entry**, not a job: one conditional write on the entry, whatever the
 //!   number of jobs it lists, and takes all of them that fall due within a second past its
-//!   horizon (`Store::claim_reach`). The occurrence token is the job's version (raised by every
-//!   change of the job item) with the entry's lease counter; a completion is fenced by both.
+//!   horizon (`Store::claim_reach`); a queue pull that takes all of an entry's due messages
+//!   leases it whole too. The occurrence token is the job's version (raised by every change of
+//!   the job item) with the entry's lease counter; a completion is fenced by both. An extension
+//!   that would shorten the lease of an entry's other claims splits its own off (`parts.rs`).
 //! - **A delivered one-off is settled, not rewritten** (`complete.rs`): one settlement item
 //!   records the completions, and runs, of all the jobs of an entry that one call completes (the
 //!   engine gathers them for `Store::completion_linger`). Retries and recurring jobs' next
@@ -47,6 +50,7 @@ mod item;
 mod jobs;
 mod listing;
 mod nodes;
+mod parts;
 mod payload;
 mod settled;
 mod table;
@@ -452,6 +456,24 @@ impl Inner {
         self.book().open.get(held).map_or(0, |(n, _)| *n)
     }
 
+    /// Moves the claims `moved` (open, of the lease `from`) to the lease `to` of a part split off
+    /// the entry: their completions and extensions go there from now on.
+    pub(super) fn rehold(&self, from: &Held, to: &Held, moved: &[(JobId, i64)]) {
+        let mut book = self.book();
+        let mut count = 0;
+        for claim in moved {
+            if book.by_claim.get(claim) == Some(from) {
+                book.by_claim.insert(*claim, to.clone());
+                count += 1;
+            }
+        }
+        let now = std::time::Instant::now();
+        if let Some((left, _)) = book.open.get_mut(from) {
+            *left = left.saturating_sub(count);
+        }
+        book.open.insert(to.clone(), (count, now));
+    }
+
     /// Forgets claims whose entry was handed back whole.
     pub(super) fn forget(&self, id: JobId, token: i64) {
         let mut book = self.book();
@@ -525,7 +547,7 @@ impl Store for DynamoStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {
-        claim::extend_claims(&self.inner, claims, until, now).await
+        parts::extend_claims(&self.inner, claims, until, now).await
     }
 
     async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
