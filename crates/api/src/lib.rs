@@ -20,6 +20,8 @@ use serde_json::value::RawValue;
 mod answers;
 mod error;
 mod jobs;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod queues;
 mod service;
 mod summary;

@@ -24,7 +24,10 @@ pub struct Node {
 
 /// `GET /v1/nodes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(description = "The cluster's live nodes."))]
 pub struct NodeList {
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::Node>))]
     pub nodes: Vec<Node>,
 }
 
