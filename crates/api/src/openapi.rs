@@ -60,6 +60,8 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<RedisStreamTarget>(),
         schema::<AmqpTarget>(),
         schema::<NodeList>(),
+        schema::<ErrorCode>(),
+        schema::<ErrorBody>(),
     ]
 }
 
@@ -198,12 +200,42 @@ impl Json {
     }
 }
 
-/// `text` with each paragraph on one line; paragraphs stay apart, by one blank line.
+/// `text` with each paragraph on one line (a table keeps its rows); paragraphs stay apart, by
+/// one blank line.
 fn paragraphs(text: &str) -> String {
     text.split("\n\n")
-        .map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" "))
+        .map(|p| match p.starts_with('|') {
+            true => p.to_owned(),
+            false => p.lines().map(str::trim).collect::<Vec<_>>().join(" "),
+        })
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// `ErrorCode`: every code, and a table of each with its status and meaning.
+impl utoipa::PartialSchema for ErrorCode {
+    fn schema() -> RefOr<Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let mut table = String::from(
+            "Stable, machine-readable error codes and the status each comes with:\n\n\
+             | code | status | meaning |\n|---|---|---|",
+        );
+        for code in ErrorCode::ALL {
+            let row = format!("\n| `{code}` | {} | {} |", code.status(), code.meaning());
+            table.push_str(&row);
+        }
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(ErrorCode::ALL.iter().map(|code| code.as_str())))
+            .description(Some(table))
+            .into()
+    }
+}
+
+impl ToSchema for ErrorCode {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("ErrorCode")
+    }
 }
 
 impl Serialize for Json {
