@@ -325,7 +325,12 @@ pub struct DeadLetter<'a> {
 
 /// One page of dead letters. Keys sorted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(description = "A page of dead letters."))]
 pub struct DeadLetterList<'a> {
+    /// Oldest first.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::DeadLetter>))]
     pub dead_letters: Vec<DeadLetter<'a>>,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_cursor: Option<String>,
 }

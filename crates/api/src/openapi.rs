@@ -61,6 +61,11 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<AmqpTarget>(),
         schema::<NodeList>(),
         schema::<ErrorCode>(),
+        schema::<Summary>(),
+        schema::<NodeFigures>(),
+        schema::<DeadLetterList<'static>>(),
+        schema::<ReceiptResults>(),
+        schema::<BreakerList>(),
         schema::<ErrorBody>(),
     ]
 }
@@ -81,6 +86,15 @@ pub(crate) fn job_types() -> utoipa::openapi::schema::Array {
         .min_items(Some(1))
         .max_items(Some(32))
         .description(Some("Only messages of these job types (1–32 of them)."))
+        .build()
+}
+
+/// `ReceiptFailure.code`: the codes a receipt fails with.
+pub(crate) fn receipt_failure_code() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some([crate::STALE_RECEIPT]))
         .build()
 }
 
@@ -121,6 +135,10 @@ kept!(
     Node,
     Webhook,
     QueueMessageStatus,
+    DeliveryCounts,
+    LatenessFigures,
+    SummaryStore,
+    DeadLetter,
 );
 
 /// The document, as committed: two-space indents, a final newline.

@@ -181,23 +181,41 @@ pub struct LeaseResult<'a> {
 
 /// The answer to ack, nack and extend: each receipt either succeeded or failed on its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "Per receipt: applied, or refused with `stale_receipt` (the others in the request are still applied)."
+    )
+)]
 pub struct ReceiptResults {
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::Receipt>))]
     pub succeeded: Vec<Receipt>,
+    #[cfg_attr(feature = "openapi", schema(inline))]
     pub failed: Vec<ReceiptFailure>,
-    /// Extend only: when the extended messages become visible again (the node's clock).
+    /// Extend only: the new end of visibility of the succeeded receipts.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "instant::option"
     )]
+    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::InstantOut>))]
     pub visible_until: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(description = "A receipt the ack, nack or extend did not apply to.")
+)]
 pub struct ReceiptFailure {
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Receipt))]
     pub receipt: Receipt,
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi::receipt_failure_code))]
     pub code: Cow<'static, str>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true, value_type = String))]
     pub message: Cow<'static, str>,
 }
 

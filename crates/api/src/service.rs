@@ -33,15 +33,34 @@ pub struct NodeList {
 
 /// A destination whose circuit breaker is open on the node that answered. Keys sorted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "A destination whose circuit breaker is open on this node, and since \
+        when."
+    )
+)]
 pub struct Breaker {
+    /// Scheme, host and port, e.g. `https://api.example.com:443`.
+    #[cfg_attr(feature = "openapi", schema(example = "https://api.example.com:443"))]
     pub destination: String,
     #[serde(with = "instant")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::InstantOut))]
     pub open_since: Timestamp,
 }
 
 /// `GET /v1/breakers`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "The namespace's destinations whose circuit breaker is open on this node."
+    )
+)]
 pub struct BreakerList {
+    #[cfg_attr(feature = "openapi", schema(inline))]
     pub breakers: Vec<Breaker>,
 }
 
