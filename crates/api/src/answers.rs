@@ -143,7 +143,13 @@ pub struct Job<'a> {
         deserialize_with = "crate::present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<serde_json::Value>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<serde_json::Value>,
+        )
+    )]
     pub payload: Option<Option<Payload<'a>>>,
     pub retry: RetryOut,
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Misfire))]
@@ -151,14 +157,28 @@ pub struct Job<'a> {
     /// Nominal due time of the pending occurrence (the time in its delivery id); `null` in a
     /// terminal state.
     #[serde(with = "instant::option")]
-    #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>, format = DateTime))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            required = true,
+            value_type = Option<String>,
+            format = DateTime,
+        )
+    )]
     pub next_due_at: Option<Timestamp>,
     /// When the pending occurrence's next attempt runs, when that is not `next_due_at`: after a
     /// failed attempt, the end of its backoff (or of a `Retry-After`); while the destination's
     /// circuit breaker holds it back, when the breaker is next probed. `null` when the next attempt
     /// runs at `next_due_at`, while an attempt is under way, and for a job that is not active.
     #[serde(default, with = "instant::option")]
-    #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>, format = DateTime))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            required = true,
+            value_type = Option<String>,
+            format = DateTime,
+        )
+    )]
     pub next_attempt_at: Option<Timestamp>,
     /// Failed attempts of the pending occurrence so far; for a `failed` job, every attempt its
     /// dead-lettered occurrence made.

@@ -19,7 +19,10 @@ use crate::targets::{
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "A job to create: when its occurrences are due (`schedule`), where they go (`target`) and what they carry (`payload`). With a `key`, creating the same job again is safe: the answer is the existing job (same body) or `409 key_conflict` (another body)."
+        description = "A job to create: when its occurrences are due (`schedule`), where they go \
+            (`target`) and what they carry (`payload`). With a `key`, creating the same job again \
+            is safe: the answer is the existing job (same body) or `409 key_conflict` (another \
+            body)."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -49,7 +52,13 @@ pub struct CreateJob {
     pub payload: Option<Value>,
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub retry: Option<RetryIn>,
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::Misfire>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Misfire>,
+        )
+    )]
     pub misfire: Option<MisfireIn>,
 }
 
@@ -80,7 +89,17 @@ pub struct ScheduleIn {
 /// Where occurrences go: exactly one field.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = Target, min_properties = 1, max_properties = 1, description = "Where occurrences go: a webhook Hourglass calls, a pull queue workers lease from, or a bus or cloud service through a connection the operator configured. Exactly one."))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = Target,
+        min_properties = 1,
+        max_properties = 1,
+        description = "Where occurrences go: a webhook Hourglass calls, a pull queue workers lease \
+            from, or a bus or cloud service through a connection the operator configured. Exactly \
+            one.",
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct TargetIn {
     #[cfg_attr(
@@ -89,7 +108,13 @@ pub struct TargetIn {
     )]
     pub webhook: Option<WebhookIn>,
     /// A pull queue's name: workers lease the occurrences from it.
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::QueueName>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::QueueName>,
+        )
+    )]
     pub queue: Option<String>,
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub eventbridge: Option<EventBridgeTarget>,
@@ -110,29 +135,13 @@ pub struct TargetIn {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookIn {
-    /// An http or https URL without credentials, at most 8192 bytes (the node's `max_url_bytes`) as
-    /// sent and once normalized. Hosts that are, or resolve to, an address of the IANA
-    /// special-purpose registries that is not globally reachable (loopback, private, link-local,
-    /// shared, documentation, benchmarking, ...), multicast or reserved, or an IPv6 address that
-    /// embeds such an IPv4 address (NAT64, 6to4, IPv4-compatible), are refused unless the operator
-    /// allows their range; the check is repeated when connecting.
     pub url: String,
-    /// Extra request headers: at most 32 (`max_webhook_headers`), names at most 256 bytes, values
-    /// at most 8192 bytes, names and values together at most 16384 bytes
-    /// (`max_webhook_header_bytes`). Names are case-insensitive and stored lowercase; a name given
-    /// twice, in any case, is refused. `content-type`, `content-length`, `host`,
-    /// `transfer-encoding`, `connection`, `user-agent` and names starting with `webhook-` or
-    /// `hourglass-` are reserved. Values are never returned.
     #[serde(default)]
     pub headers: HeadersIn,
-    /// At most this many deliveries a second from the job's namespace to the URL's destination
-    /// (scheme, host and port), with a burst of one second's worth; the namespace's jobs to that
-    /// destination share the budget, each delivery counting at its own job's rate. For a receiver
-    /// with limits of its own. Waiting spends no attempt. Leave it out for no limit.
+    /// Deliveries a second to the URL's destination, at most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<u32>,
-    /// Deliver in batches of up to `max_items` occurrences a request; leave it out for one request
-    /// a delivery.
+    /// Deliver in batches of up to `max_items` deliveries a request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<WebhookBatch>,
 }
@@ -143,7 +152,15 @@ pub struct WebhookIn {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "Deliver in batches: occurrences of the namespace's jobs with the same URL, headers and batch size that are ready together go out as one signed POST of `{\"deliveries\": [{\"id\", \"job_id\", \"due_at\", \"attempt\", \"job_type\", \"payload\"}, ...]}`, with `webhook-id` the batch's own id (`batch_...`) and `hourglass-batch-size` the item count. Nothing waits for a batch to fill: a lone occurrence goes at once. A 2xx acknowledges every item except the delivery ids a JSON answer lists in `failed` (`{\"failed\": [\"<delivery id>\"]}`), which are retried under their own job's retry policy; any other answer is every item's result. Leave it out for one request a delivery."
+        description = "Deliver in batches: occurrences of the namespace's jobs with the same URL, \
+            headers and batch size that are ready together go out as one signed POST of \
+            `{\"deliveries\": [{\"id\", \"job_id\", \"due_at\", \"attempt\", \"job_type\", \
+            \"payload\"}, ...]}`, with `webhook-id` the batch's own id (`batch_...`) and \
+            `hourglass-batch-size` the item count. Nothing waits for a batch to fill: a lone \
+            occurrence goes at once. A 2xx acknowledges every item except the delivery ids a JSON \
+            answer lists in `failed` (`{\"failed\": [\"<delivery id>\"]}`), which are retried \
+            under their own job's retry policy; any other answer is every item's result. Leave it \
+            out for one request a delivery."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -202,7 +219,16 @@ impl<'de> Deserialize<'de> for HeadersIn {
 /// The retry policy; an absent field takes the server's default.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = Retry, description = "How failed deliveries of an occurrence are retried. After failed attempt n the wait is a random point between half and all of min(`initial_backoff` * 2^(n-1), `max_backoff`); a receiver's `Retry-After` replaces it (capped at 24 h). Fields left out take their defaults: 10 attempts, `1s`, `15m`."))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = Retry,
+        description = "How failed deliveries of an occurrence are retried. After failed attempt n \
+            the wait is a random point between half and all of min(`initial_backoff` * 2^(n-1), \
+            `max_backoff`); a receiver's `Retry-After` replaces it (capped at 24 h). Fields left \
+            out take their defaults: 10 attempts, `1s`, `15m`.",
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct RetryIn {
     /// Attempts per occurrence, the first included. After the last one fails the occurrence becomes
@@ -212,10 +238,24 @@ pub struct RetryIn {
         schema(nullable = false, minimum = 1, maximum = 100, default = 10)
     )]
     pub max_attempts: Option<u32>,
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::Duration>, default = "1s"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Duration>,
+            default = "1s",
+        )
+    )]
     pub initial_backoff: Option<String>,
     /// At least `initial_backoff`, at most 7 days.
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::Duration>, default = "15m"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Duration>,
+            default = "15m",
+        )
+    )]
     pub max_backoff: Option<String>,
 }
 
@@ -231,7 +271,10 @@ pub struct MisfireIn(pub Value);
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "Each field present replaces the job's whole field (an omitted `retry` sub-field reverts to its default). `payload: null` removes the payload; `type: null` leaves the type unchanged. A new `schedule` moves the pending occurrence to its first due time from now. The key cannot be changed."
+        description = "Each field present replaces the job's whole field (an omitted `retry` \
+            sub-field reverts to its default). `payload: null` removes the payload; `type: null` \
+            leaves the type unchanged. A new `schedule` moves the pending occurrence to its first \
+            due time from now. The key cannot be changed."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -244,7 +287,13 @@ pub struct PatchJob {
     )]
     pub job_type: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::Schedule>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Schedule>,
+        )
+    )]
     pub schedule: Option<ScheduleIn>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
@@ -262,7 +311,13 @@ pub struct PatchJob {
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub retry: Option<RetryIn>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::Misfire>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Misfire>,
+        )
+    )]
     pub misfire: Option<MisfireIn>,
 }
 
@@ -313,7 +368,13 @@ pub struct PageQuery {
 /// `POST /v1/schedules/preview`: a schedule as jobs take it, and how many due times to list.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = SchedulePreviewRequest, description = "A schedule to preview; nothing is stored."))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = SchedulePreviewRequest,
+        description = "A schedule to preview; nothing is stored.",
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewRequest {
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Schedule))]

@@ -101,7 +101,8 @@ pub struct AckRequest {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "The receipts of the messages whose attempt failed, and when to offer them again."
+        description = "The receipts of the messages whose attempt failed, and when to offer them \
+            again."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -149,7 +150,14 @@ pub struct Message<'a> {
     pub job_type: Option<Cow<'a, str>>,
     /// The job's payload as submitted, or null.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(nullable = false, required = true, value_type = Option<serde_json::Value>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            required = true,
+            value_type = Option<serde_json::Value>,
+        )
+    )]
     pub payload: Option<Payload<'a>>,
     /// The same on every redelivery of this occurrence: deduplicate on it.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::DeliveryId))]
@@ -185,7 +193,8 @@ pub struct LeaseResult<'a> {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "Per receipt: applied, or refused with `stale_receipt` (the others in the request are still applied)."
+        description = "Per receipt: applied, or refused with `stale_receipt` (the others in the \
+            request are still applied)."
     )
 )]
 pub struct ReceiptResults {
@@ -199,7 +208,13 @@ pub struct ReceiptResults {
         skip_serializing_if = "Option::is_none",
         with = "instant::option"
     )]
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<crate::openapi::InstantOut>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::InstantOut>,
+        )
+    )]
     pub visible_until: Option<Timestamp>,
 }
 
@@ -312,7 +327,9 @@ pub enum QueueMessageStatus {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "A message of a pull queue as an operator sees it: an active job targeting the queue. Unlike a leased `Message` it carries no receipt: only the worker holding a lease can settle it."
+        description = "A message of a pull queue as an operator sees it: an active job targeting \
+            the queue. Unlike a leased `Message` it carries no receipt: only the worker holding a \
+            lease can settle it."
     )
 )]
 pub struct QueueMessage<'a> {
@@ -335,12 +352,26 @@ pub struct QueueMessage<'a> {
     /// When a lease can take it: its due time, the end of a nack's delay, or when a lapsed lease
     /// ran out. `null` while leased.
     #[serde(with = "instant::option")]
-    #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>, format = DateTime))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            required = true,
+            value_type = Option<String>,
+            format = DateTime,
+        )
+    )]
     pub available_at: Option<Timestamp>,
     /// While leased: when the lease lapses unless the worker acks, nacks or extends it first.
     /// `null` otherwise.
     #[serde(with = "instant::option")]
-    #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>, format = DateTime))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            required = true,
+            value_type = Option<String>,
+            format = DateTime,
+        )
+    )]
     pub leased_until: Option<Timestamp>,
     /// Failed attempts of this occurrence so far (nacks, and lapsed leases once the message is
     /// leased again), as the job's `attempt`; a lease now would be attempt `failed_attempts + 1`.
@@ -359,7 +390,13 @@ pub struct QueueMessage<'a> {
         deserialize_with = "crate::present",
         skip_serializing_if = "Option::is_none"
     )]
-    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<serde_json::Value>))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<serde_json::Value>,
+        )
+    )]
     pub payload: Option<Option<Payload<'a>>>,
     #[serde(with = "instant")]
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::InstantOut))]

@@ -21,7 +21,13 @@ pub struct Summary {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = SummaryNode, description = "This node's figures since it started (each node counts its own)."))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = SummaryNode,
+        description = "This node's figures since it started (each node counts its own).",
+    )
+)]
 pub struct NodeFigures {
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::DeliveryCounts))]
     pub deliveries: BTreeMap<String, u64>,

@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "PutEvents to an EventBridge bus: the payload (a JSON object) is the event's `detail`, the due time its `time`, and `resources` carry `hourglass:delivery-id/...`, `hourglass:job-id/...`, `hourglass:due-at/...`, `hourglass:attempt/...` and `hourglass:job-type/...`."
+        description = "PutEvents to an EventBridge bus: the payload (a JSON object) is the \
+            event's `detail`, the due time its `time`, and `resources` carry \
+            `hourglass:delivery-id/...`, `hourglass:job-id/...`, `hourglass:due-at/...`, \
+            `hourglass:attempt/...` and `hourglass:job-type/...`."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -43,7 +46,10 @@ pub struct EventBridgeTarget {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "SendMessage(Batch) to an SQS queue: the body is the payload; message attributes `hourglass-delivery-id`, `hourglass-job-id`, `hourglass-due-at`, `hourglass-attempt` and `hourglass-job-type`. FIFO queues (`.fifo`) get the delivery id as deduplication id."
+        description = "SendMessage(Batch) to an SQS queue: the body is the payload; message \
+            attributes `hourglass-delivery-id`, `hourglass-job-id`, `hourglass-due-at`, \
+            `hourglass-attempt` and `hourglass-job-type`. FIFO queues (`.fifo`) get the delivery \
+            id as deduplication id."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -52,7 +58,13 @@ pub struct SqsTarget {
     /// may use; `GET /v1/connections` lists them.
     #[cfg_attr(feature = "openapi", schema(example = "aws"))]
     pub connection: String,
-    #[cfg_attr(feature = "openapi", schema(format = Uri, example = "https://sqs.eu-central-1.amazonaws.com/123456789012/reminders"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            format = Uri,
+            example = "https://sqs.eu-central-1.amazonaws.com/123456789012/reminders",
+        )
+    )]
     pub queue_url: String,
     /// FIFO only: the message group (the job id when left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,7 +81,8 @@ pub struct SqsTarget {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "Publish(Batch) to an SNS topic: the message is the payload, with the same message attributes as SQS."
+        description = "Publish(Batch) to an SNS topic: the message is the payload, with the same \
+            message attributes as SQS."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -102,7 +115,8 @@ pub struct SnsTarget {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "An asynchronous invocation; the event is `{\"delivery_id\", \"job_id\", \"type\", \"due_at\", \"attempt\", \"payload\"}`."
+        description = "An asynchronous invocation; the event is `{\"delivery_id\", \"job_id\", \
+            \"type\", \"due_at\", \"attempt\", \"payload\"}`."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -125,7 +139,9 @@ pub struct LambdaTarget {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "A JetStream publish, acknowledged by the stream: `Nats-Msg-Id` is the delivery id; headers `Hourglass-Delivery-Id`, `Hourglass-Job-Id`, `Hourglass-Due-At`, `Hourglass-Attempt`, `Hourglass-Job-Type`."
+        description = "A JetStream publish, acknowledged by the stream: `Nats-Msg-Id` is the \
+            delivery id; headers `Hourglass-Delivery-Id`, `Hourglass-Job-Id`, `Hourglass-Due-At`, \
+            `Hourglass-Attempt`, `Hourglass-Job-Type`."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -147,7 +163,8 @@ pub struct NatsTarget {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "XADD to a Redis stream with fields `payload`, `delivery_id`, `job_id`, `due_at`, `attempt` and `job_type`."
+        description = "XADD to a Redis stream with fields `payload`, `delivery_id`, `job_id`, \
+            `due_at`, `attempt` and `job_type`."
     )
 )]
 #[serde(deny_unknown_fields)]
@@ -169,7 +186,9 @@ pub struct RedisStreamTarget {
 #[cfg_attr(
     feature = "openapi",
     schema(
-        description = "A persistent, mandatory AMQP 0-9-1 publish with publisher confirms: `message_id` is the delivery id; headers `hourglass-delivery-id`, `hourglass-job-id`, `hourglass-due-at`, `hourglass-attempt`, `hourglass-job-type`."
+        description = "A persistent, mandatory AMQP 0-9-1 publish with publisher confirms: \
+            `message_id` is the delivery id; headers `hourglass-delivery-id`, `hourglass-job-id`, \
+            `hourglass-due-at`, `hourglass-attempt`, `hourglass-job-type`."
     )
 )]
 #[serde(deny_unknown_fields)]

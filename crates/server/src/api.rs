@@ -45,6 +45,8 @@ pub const ENVELOPE_BYTES: usize = 64 * 1024;
 /// previews, secret rotation).
 pub const SMALL_BODY_BYTES: usize = 256 * 1024;
 pub const MAX_BATCH: usize = 1000;
+/// The OpenAPI document, generated from `hourglass-api`'s types (`scripts/openapi-generate`; a test
+/// in crates/api fails when the committed file is stale).
 const OPENAPI: &str = include_str!("../openapi.json");
 /// The request header that makes a trigger idempotent.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
