@@ -24,11 +24,21 @@ fn committed_document_is_fresh() {
             .zip(generated.lines())
             .position(|(a, b)| a != b)
             .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
-        let show = |text: &str| text.lines().nth(line).unwrap_or("<end of file>").to_owned();
+        let show = |text: &str| {
+            let from = line.saturating_sub(3);
+            text.lines()
+                .enumerate()
+                .skip(from)
+                .take(line - from + 4)
+                .map(|(n, l)| format!("  {:>5} {} {l}\n", n + 1, if n == line { '>' } else { ' ' }))
+                .collect::<String>()
+        };
         panic!(
-            "crates/server/openapi.json is stale: it differs from what the API's types generate, \
-             first at line {}:\n  committed: {}\n  generated: {}\n\
-             Run scripts/openapi-generate and commit the result (then scripts/sdk-generate).",
+            "crates/server/openapi.json is stale: it differs from what the API's types and \
+             crates/api/openapi/frame.json generate, first at line {}.\n\
+             committed:\n{}generated:\n{}\
+             Run scripts/openapi-generate (it rewrites the document, then the SDK models) and \
+             commit the result.",
             line + 1,
             show(&committed),
             show(&generated),
