@@ -130,7 +130,6 @@ pub struct Job<'a> {
     #[serde(rename = "type")]
     #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>))]
     pub job_type: Option<Cow<'a, str>>,
-    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::JobState))]
     pub state: JobState,
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::JobSchedule))]
     pub schedule: ScheduleIn,

@@ -60,6 +60,8 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<RedisStreamTarget>(),
         schema::<AmqpTarget>(),
         schema::<NodeList>(),
+        schema::<JobState>(),
+        schema::<QueueMessageStatus>(),
         schema::<ErrorCode>(),
         schema::<Summary>(),
         schema::<NodeFigures>(),
@@ -87,6 +89,65 @@ pub(crate) fn job_types() -> utoipa::openapi::schema::Array {
         .max_items(Some(32))
         .description(Some("Only messages of these job types (1–32 of them)."))
         .build()
+}
+
+/// A string enum of `values` (the wire names serde writes), described by `description`.
+fn string_enum<T: Serialize>(values: &[T], description: &str) -> RefOr<Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let names = values.iter().map(|v| match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(name)) => name,
+        other => panic!("an enum value serializes as a string, not {other:?}"),
+    });
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names))
+        .description(Some(description))
+        .into()
+}
+
+/// `JobState`: the states the server has (`JobState::ALL`; not `Unknown`, a client's catch-all).
+impl utoipa::PartialSchema for JobState {
+    fn schema() -> RefOr<Schema> {
+        string_enum(
+            &JobState::ALL,
+            "`completed`: no occurrence left. `failed`: a one-off job whose occurrence was \
+             dead-lettered. `completed`, `failed` and `cancelled` are terminal.",
+        )
+    }
+}
+
+impl ToSchema for JobState {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("JobState")
+    }
+}
+
+/// `QueueMessageStatus`: every status but `Unknown` (a client's catch-all).
+impl utoipa::PartialSchema for QueueMessageStatus {
+    fn schema() -> RefOr<Schema> {
+        use QueueMessageStatus::*;
+        // A status added to the type must be placed here (the match has no catch-all).
+        let listed = |s: &QueueMessageStatus| match s {
+            Available | Scheduled | Leased => true,
+            Unknown => false,
+        };
+        let all: Vec<_> = [Available, Scheduled, Leased, Unknown]
+            .into_iter()
+            .filter(listed)
+            .collect();
+        string_enum(
+            &all,
+            "`available`: due and waiting for a lease (a lapsed lease included); `scheduled`: not \
+             due yet, or waiting out a nack's delay; `leased`: held by a worker until \
+             `leased_until`.",
+        )
+    }
+}
+
+impl ToSchema for QueueMessageStatus {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("QueueMessageStatus")
+    }
 }
 
 /// `ReceiptFailure.code`: the codes a receipt fails with.
@@ -130,11 +191,9 @@ kept!(
     Misfire,
     Receipts,
     TargetOut,
-    JobState,
     Receipt,
     Node,
     Webhook,
-    QueueMessageStatus,
     DeliveryCounts,
     LatenessFigures,
     SummaryStore,

@@ -340,10 +340,6 @@ pub struct QueueMessage<'a> {
     #[serde(rename = "type")]
     #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>))]
     pub job_type: Option<Cow<'a, str>>,
-    #[cfg_attr(
-        feature = "openapi",
-        schema(value_type = crate::openapi::QueueMessageStatus)
-    )]
     pub status: QueueMessageStatus,
     /// Nominal due time of the message's occurrence (the delivery id's time).
     #[serde(with = "instant")]
