@@ -87,9 +87,18 @@ pub struct WebhookOut<'a> {
 
 /// The retry policy with the server's defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "A job's retry policy as stored: every field set, the defaults filled in."
+    )
+)]
 pub struct RetryOut {
     pub max_attempts: u32,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
     pub initial_backoff: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Duration))]
     pub max_backoff: String,
 }
 
@@ -107,46 +116,98 @@ pub enum MisfireOut {
 
 /// A job as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(description = "A stored job."))]
 pub struct Job<'a> {
+    /// A UUIDv7, so ids sort by creation time.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = Uuid))]
     pub id: Uuid,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub namespace: Cow<'a, str>,
+    /// `null` when none was given or once the job is cancelled.
+    #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>))]
     pub key: Option<Cow<'a, str>>,
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>))]
     pub job_type: Option<Cow<'a, str>>,
     pub state: JobState,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::JobSchedule))]
     pub schedule: ScheduleIn,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::TargetOut))]
     pub target: TargetOut<'a>,
-    /// `None`: the field is left out (a listing that did not ask for payloads); `Some(None)`: a
-    /// job without one.
+    /// The payload, `null` when none. Left out of listings (`listJobs`) unless they ask for it with
+    /// `payload=true`.
     #[serde(
         default,
         deserialize_with = "crate::present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<serde_json::Value>,
+        )
+    )]
     pub payload: Option<Option<Payload<'a>>>,
     pub retry: RetryOut,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Misfire))]
     pub misfire: MisfireOut,
+    /// Nominal due time of the pending occurrence (the time in its delivery id); `null` in a
+    /// terminal state.
     #[serde(with = "instant::option")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            required = true,
+            value_type = Option<String>,
+            format = DateTime,
+        )
+    )]
     pub next_due_at: Option<Timestamp>,
-    /// When the next attempt runs, when that is not `next_due_at`: a failed attempt waiting out
-    /// its backoff, or an occurrence held back by its destination's open breaker.
+    /// When the pending occurrence's next attempt runs, when that is not `next_due_at`: after a
+    /// failed attempt, the end of its backoff (or of a `Retry-After`); while the destination's
+    /// circuit breaker holds it back, when the breaker is next probed. `null` when the next attempt
+    /// runs at `next_due_at`, while an attempt is under way, and for a job that is not active.
     #[serde(default, with = "instant::option")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            required = true,
+            value_type = Option<String>,
+            format = DateTime,
+        )
+    )]
     pub next_attempt_at: Option<Timestamp>,
+    /// Failed attempts of the pending occurrence so far; for a `failed` job, every attempt its
+    /// dead-lettered occurrence made.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub attempt: u32,
-    /// Why the latest failed attempt failed (at most 1 KiB), until an occurrence is delivered.
+    /// The error of the job's most recent failed attempt (the `error` of its newest run with
+    /// outcome `retry` or `dead_letter`), cut to at most 1 KiB; `null` until an attempt fails, and
+    /// again once an occurrence is delivered. Edits, pauses and resumes keep it.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true, value_type = Option<String>))]
     pub last_error: Option<Cow<'a, str>>,
+    /// Occurrences that ran (delivered or dead-lettered).
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub runs: u64,
+    /// Occurrences dropped by the misfire policy.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub skipped: u64,
     #[serde(with = "instant")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::InstantOut))]
     pub created_at: Timestamp,
     #[serde(with = "instant")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::InstantOut))]
     pub updated_at: Timestamp,
     /// Batch answers only: whether this job was created by the request (or already existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
     pub created: Option<bool>,
     /// Trigger answers only: the delivery id of the occurrence the trigger made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
     pub delivery_id: Option<String>,
 }
 
@@ -182,9 +243,15 @@ pub struct BatchCreated<J> {
 
 /// One page of jobs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(description = "A page of jobs; `next_cursor` is set when the page is full.")
+)]
 pub struct JobList<'a> {
+    /// Ordered by id (creation time).
     pub jobs: Vec<Job<'a>>,
-    /// Present when there may be more: the next page's `cursor`.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_cursor: Option<String>,
 }
 
@@ -277,7 +344,12 @@ pub struct DeadLetter<'a> {
 
 /// One page of dead letters. Keys sorted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(description = "A page of dead letters."))]
 pub struct DeadLetterList<'a> {
+    /// Oldest first.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::DeadLetter>))]
     pub dead_letters: Vec<DeadLetter<'a>>,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next_cursor: Option<String>,
 }

@@ -16,18 +16,52 @@ use crate::targets::{
 /// field is left out (the server reads a `null` the same way). A keyed create's idempotency
 /// fingerprint does not hash this serialization but a fixed form of its own, in the server.
 #[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "A job to create: when its occurrences are due (`schedule`), where they go \
+            (`target`) and what they carry (`payload`). With a `key`, creating the same job again \
+            is safe: the answer is the existing job (same body) or `409 key_conflict` (another \
+            body)."
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct CreateJob {
+    /// An idempotency key, unique in the namespace among jobs that are not cancelled. Repeating a
+    /// create with the same key and the same body returns the existing job (`200`); another body is
+    /// a `409 key_conflict`. Cancelling a job frees its key. No control characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, min_length = 1, max_length = 256)
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// A free label, e.g. for filtering; sent as `hourglass-job-type`. No control characters.
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, min_length = 1, max_length = 128)
+    )]
     pub job_type: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Schedule))]
     pub schedule: ScheduleIn,
     pub target: TargetIn,
+    /// Any JSON value, delivered as the request body. `null` or absent means no payload (the body
+    /// is then `null`). At most 256 KiB serialized by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub payload: Option<Value>,
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryIn>,
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Misfire>,
+        )
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub misfire: Option<MisfireIn>,
 }
@@ -58,26 +92,55 @@ pub struct ScheduleIn {
 
 /// Where occurrences go: exactly one field (the others are left out when serialized).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = Target,
+        min_properties = 1,
+        max_properties = 1,
+        description = "Where occurrences go: a webhook Hourglass calls, a pull queue workers lease \
+            from, or a bus or cloud service through a connection the operator configured. Exactly \
+            one.",
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct TargetIn {
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<crate::openapi::Webhook>)
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webhook: Option<WebhookIn>,
-    /// A pull queue's name: `{"queue": "emails"}`.
+    /// A pull queue's name: workers lease the occurrences from it.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::QueueName>,
+        )
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
-    /// The bus and cloud targets, each through a connection the operator configured.
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eventbridge: Option<EventBridgeTarget>,
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sqs: Option<SqsTarget>,
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sns: Option<SnsTarget>,
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lambda: Option<LambdaTarget>,
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nats: Option<NatsTarget>,
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis_stream: Option<RedisStreamTarget>,
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub amqp: Option<AmqpTarget>,
 }
@@ -98,8 +161,28 @@ pub struct WebhookIn {
 
 /// A webhook target's batching, as sent and as shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "Deliver in batches: occurrences of the namespace's jobs with the same URL, \
+            headers and batch size that are ready together go out as one signed POST of \
+            `{\"deliveries\": [{\"id\", \"job_id\", \"due_at\", \"attempt\", \"job_type\", \
+            \"payload\"}, ...]}`, with `webhook-id` the batch's own id (`batch_...`) and \
+            `hourglass-batch-size` the item count. Nothing waits for a batch to fill: a lone \
+            occurrence goes at once. A 2xx acknowledges every item except the delivery ids a JSON \
+            answer lists in `failed` (`{\"failed\": [\"<delivery id>\"]}`), which are retried \
+            under their own job's retry policy; any other answer is every item's result. Leave it \
+            out for one request a delivery."
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookBatch {
+    /// Most deliveries in one request, 1 to 1000.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 1000, examples(100))
+    )]
     pub max_items: u32,
 }
 
@@ -148,12 +231,46 @@ impl<'de> Deserialize<'de> for HeadersIn {
 
 /// The retry policy; an absent field takes the server's default.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = Retry,
+        description = "How failed deliveries of an occurrence are retried. After failed attempt n \
+            the wait is a random point between half and all of min(`initial_backoff` * 2^(n-1), \
+            `max_backoff`); a receiver's `Retry-After` replaces it (capped at 24 h). Fields left \
+            out take their defaults: 10 attempts, `1s`, `15m`.",
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct RetryIn {
+    /// Attempts per occurrence, the first included. After the last one fails the occurrence becomes
+    /// a dead letter.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, minimum = 1, maximum = 100, default = 10)
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Duration>,
+            default = "1s",
+        )
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial_backoff: Option<String>,
+    /// At least `initial_backoff`, at most 7 days.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Duration>,
+            default = "15m",
+        )
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_backoff: Option<String>,
 }
@@ -166,30 +283,70 @@ pub struct MisfireIn(pub Value);
 
 /// `PATCH /v1/jobs/{id}`: each present field replaces the job's; `"payload": null` removes it.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "Each field present replaces the job's whole field (an omitted `retry` \
+            sub-field reverts to its default). `payload: null` removes the payload; `type: null` \
+            leaves the type unchanged. A new `schedule` moves the pending occurrence to its first \
+            due time from now. The key cannot be changed."
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct PatchJob {
+    /// A free label, e.g. for filtering; sent as `hourglass-job-type`. No control characters.
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, min_length = 1, max_length = 128)
+    )]
     pub job_type: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Schedule>,
+        )
+    )]
     pub schedule: Option<ScheduleIn>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub target: Option<TargetIn>,
+    /// Any JSON value, delivered as the request body. `null` or absent means no payload (the body
+    /// is then `null`). At most 256 KiB serialized by default.
     #[serde(
         default,
         deserialize_with = "crate::present",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub payload: Option<Option<Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub retry: Option<RetryIn>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            nullable = false,
+            value_type = Option<crate::openapi::Misfire>,
+        )
+    )]
     pub misfire: Option<MisfireIn>,
 }
 
 /// `POST /v1/jobs/batch`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(description = "Up to 1000 jobs to create in one transaction: all or none.")
+)]
 #[serde(deny_unknown_fields)]
 pub struct BatchCreate {
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 1000))]
     pub jobs: Vec<CreateJob>,
 }
 
@@ -226,16 +383,49 @@ pub struct PageQuery {
 
 /// `POST /v1/schedules/preview`: a schedule as jobs take it, and how many due times to list.
 #[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = SchedulePreviewRequest,
+        description = "A schedule to preview; nothing is stored.",
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewRequest {
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Schedule))]
     pub schedule: ScheduleIn,
+    /// How many due times to list, 1–100 (default 10); outside that is `422 invalid_field` with
+    /// field `count`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, minimum = 1, maximum = 100, default = 10)
+    )]
     pub count: Option<u64>,
 }
 
 /// A schedule preview's answer: the next due times, and the schedule in words.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(description = "The next due times of a schedule, and the schedule in words.")
+)]
 pub struct SchedulePreview {
+    /// The next due times, earliest first, strictly increasing: `count` of them, or fewer when
+    /// `end` or `max_runs` ends the schedule sooner (one for `at` and `after`).
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::InstantOut>))]
     pub fire_times: Vec<String>,
+    /// The schedule in English, for people; the wording may change. Cron expressions are described
+    /// on their zone's wall clock, followed by the zone.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(examples(
+            "At 09:30, on Monday, Tuesday, Wednesday, Thursday, and Friday (Europe/Berlin)",
+            "every 15m from 2030-03-01T08:00:00.000Z, at most 3 runs",
+            "once at 2030-03-01T08:00:00.000Z"
+        ))
+    )]
     pub description: String,
 }

@@ -10,6 +10,10 @@
 //!
 //! Serialization is the API's wire format byte for byte: field order is key order. Shapes the
 //! server once built as JSON trees (runs, dead letters, nodes, errors) keep their keys sorted.
+//!
+//! With the `openapi` feature (for tests and `scripts/openapi-generate` only: the server and the
+//! binaries build without it), [`openapi::document`] writes the OpenAPI document from these types:
+//! their field docs are the schemas' descriptions, `#[schema(...)]` adds bounds and formats.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -20,6 +24,8 @@ use serde_json::value::RawValue;
 mod answers;
 mod error;
 mod jobs;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod queues;
 mod service;
 mod summary;

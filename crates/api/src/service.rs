@@ -24,21 +24,43 @@ pub struct Node {
 
 /// `GET /v1/nodes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(description = "The cluster's live nodes."))]
 pub struct NodeList {
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::Node>))]
     pub nodes: Vec<Node>,
 }
 
 /// A destination whose circuit breaker is open on the node that answered. Keys sorted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "A destination whose circuit breaker is open on this node, and since \
+        when."
+    )
+)]
 pub struct Breaker {
+    /// Scheme, host and port, e.g. `https://api.example.com:443`.
+    #[cfg_attr(feature = "openapi", schema(example = "https://api.example.com:443"))]
     pub destination: String,
     #[serde(with = "instant")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::InstantOut))]
     pub open_since: Timestamp,
 }
 
 /// `GET /v1/breakers`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "The namespace's destinations whose circuit breaker is open on this node."
+    )
+)]
 pub struct BreakerList {
+    #[cfg_attr(feature = "openapi", schema(inline))]
     pub breakers: Vec<Breaker>,
 }
 

@@ -8,22 +8,36 @@ use serde::{Deserialize, Serialize};
 
 /// The whole answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(description = "The figures the dashboard charts: this node's, and the whole store's.")
+)]
 pub struct Summary {
-    /// This node, since it started.
     pub node: NodeFigures,
-    /// The whole store, sampled at most every `store_figures_ttl`.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::SummaryStore))]
     pub store: StoreFigures,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = SummaryNode,
+        description = "This node's figures since it started (each node counts its own).",
+    )
+)]
 pub struct NodeFigures {
-    /// Finished delivery attempts by outcome (`delivered`, `retry`, `dead`, ...).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::DeliveryCounts))]
     pub deliveries: BTreeMap<String, u64>,
-    /// How late occurrences were sent, as a histogram.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::LatenessFigures))]
     pub fire_lateness: Lateness,
-    /// Occurrences claimed and not yet completed.
+    /// Occurrences this node has claimed and not yet completed.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub in_flight: i64,
-    /// Occurrences waiting in the timer for their due time.
+    /// Claimed occurrences waiting in this node's timer for their due instant.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub timer_queue: i64,
 }
 

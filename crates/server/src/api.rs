@@ -38,6 +38,8 @@ use others::{
 };
 
 pub const MAX_BATCH: usize = 1000;
+/// The OpenAPI document, generated from `hourglass-api`'s types (`scripts/openapi-generate`; a test
+/// in crates/api fails when the committed file is stale).
 const OPENAPI: &str = include_str!("../openapi.json");
 /// The request header that makes a trigger idempotent.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";

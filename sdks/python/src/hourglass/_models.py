@@ -121,13 +121,13 @@ ErrorCode = Literal[
   256 characters or not printable ASCII
 - ``invalid_instant`` (422): not an RFC 3339 instant with an offset
 - ``invalid_json`` (400): the body is empty or not well-formed JSON
-- ``invalid_queue`` (400/422): a queue name (path or ``target.queue``) is not 1-64 letters,
-  digits, '-', '_' or '.', or is ``.`` or ``..``
-- ``invalid_receipt`` (422): a receipt is not one a lease returned
 - ``invalid_misfire`` (422): the misfire policy is not one of the accepted forms
 - ``invalid_namespace`` (400): the ``hourglass-namespace`` header is not a valid namespace (1-64
   letters, digits, '-', '_' or '.', not ``.`` or ``..``)
 - ``invalid_query`` (400): an unknown or malformed query parameter
+- ``invalid_queue`` (422): a queue name (``target.queue``, or in the path: then ``400``) is not
+  1-64 letters, digits, '-', '_' or '.', or is ``.`` or ``..``
+- ``invalid_receipt`` (422): a receipt is not one a lease returned
 - ``invalid_schedule`` (422): the schedule mixes kinds or bounds that do not go together
 - ``invalid_state`` (409): the job's state does not allow the action
 - ``invalid_target`` (422): the target names no webhook
@@ -140,12 +140,17 @@ ErrorCode = Literal[
 - ``not_found`` (404): no such job, dead letter or route (in this namespace)
 - ``not_ready`` (503): the node is starting or shutting down
 - ``payload_too_large`` (413): the payload exceeds the configured limit (256 KiB by default)
+- ``quota_exceeded`` (429): the namespace's ``max_jobs`` quota is reached; nothing was stored
+- ``rate_limited`` (429): the namespace is past its ``creates_per_second`` quota; nothing was
+  stored, retry after ``Retry-After``
 - ``schedule_never_fires`` (422): the schedule has no occurrence before its end
 - ``server_busy`` (503): the node holds as many request bodies as its memory budget allows
   (node-wide, or this API key's share); the body was not read and nothing was changed, retry
   shortly
 - ``store_unavailable`` (503): the store cannot serve now; nothing was changed, retry later
 - ``unauthorized`` (401): the API key is missing, malformed or unknown
+- ``unknown_connection`` (422): a target names a connection that does not exist or that this
+  namespace may not use, or a resource off the connection's lists (the same answer either way)
 - ``unknown_field`` (422): a field that the object does not have
 - ``unknown_timezone`` (422): not an IANA time zone name
 - ``unsupported_media_type`` (415): a ``POST``, ``PUT`` or ``PATCH`` (or a ``DELETE`` with a
