@@ -148,7 +148,7 @@ pub struct LambdaTarget {
 pub struct NatsTarget {
     /// The name of a connection the operator configured (`[connections.NAME]`) that this namespace
     /// may use; `GET /v1/connections` lists them.
-    #[cfg_attr(feature = "openapi", schema(example = "aws"))]
+    #[cfg_attr(feature = "openapi", schema(example = "bus"))]
     pub connection: String,
     #[cfg_attr(
         feature = "openapi",
@@ -171,7 +171,7 @@ pub struct NatsTarget {
 pub struct RedisStreamTarget {
     /// The name of a connection the operator configured (`[connections.NAME]`) that this namespace
     /// may use; `GET /v1/connections` lists them.
-    #[cfg_attr(feature = "openapi", schema(example = "aws"))]
+    #[cfg_attr(feature = "openapi", schema(example = "r"))]
     pub connection: String,
     #[cfg_attr(
         feature = "openapi",
@@ -195,7 +195,7 @@ pub struct RedisStreamTarget {
 pub struct AmqpTarget {
     /// The name of a connection the operator configured (`[connections.NAME]`) that this namespace
     /// may use; `GET /v1/connections` lists them.
-    #[cfg_attr(feature = "openapi", schema(example = "aws"))]
+    #[cfg_attr(feature = "openapi", schema(example = "rmq"))]
     pub connection: String,
     /// `""` is the default exchange.
     #[cfg_attr(feature = "openapi", schema(max_length = 255, example = "jobs"))]
