@@ -97,7 +97,8 @@ impl From<StoreError> for ApiError {
                     "the store is unavailable; nothing was changed, retry later",
                 )
             }
-            StoreError::Corrupt(_) => {
+            // Misconfigured comes only from opening a store, never from a request's call.
+            StoreError::Corrupt(_) | StoreError::Misconfigured(_) => {
                 tracing::error!(error = %e, "corrupt data in store");
                 Self::new(ErrorCode::Internal, "internal error")
             }

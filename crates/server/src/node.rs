@@ -11,7 +11,7 @@ use hourglass_core::Clock;
 use hourglass_engine::instrumented::InstrumentedStore;
 use hourglass_engine::{Engine, EngineConfig, Metrics, Secrets, TargetPolicy, WebhookDeliverer};
 use hourglass_store::{
-    DynamoOptions, DynamoStore, PostgresOptions, PostgresStore, SqliteStore, Store,
+    DynamoOptions, DynamoStore, PostgresOptions, PostgresStore, SqliteStore, Store, StoreError,
 };
 use hourglass_targets::Connections;
 use ipnet::IpNet;
@@ -112,6 +112,17 @@ pub enum StartError {
     Unavailable(String),
 }
 
+impl StartError {
+    /// A store that did not open: a config error when its settings cannot work, otherwise
+    /// unavailable (starting again may find it).
+    fn opening(what: &str, e: StoreError) -> Self {
+        match e {
+            StoreError::Misconfigured(_) => Self::Config(format!("{what}{e}")),
+            e => Self::Unavailable(format!("{what}{e}")),
+        }
+    }
+}
+
 /// `<host>-<pid>-<random>`: readable in the jobs table's `lease_owner`, and distinct for every
 /// process, even two on one host or one restarted with the same pid.
 fn unique_node_name() -> String {
@@ -156,18 +167,17 @@ impl Parts {
         let auth = Auth::new(&config.api_keys).map_err(StartError::Config)?;
         let backend: Arc<dyn Store> = match &config.store {
             StoreBackend::Embedded => Arc::new(
-                SqliteStore::open(&config.data_dir)
-                    .map_err(|e| StartError::Unavailable(e.to_string()))?,
+                SqliteStore::open(&config.data_dir).map_err(|e| StartError::opening("", e))?,
             ),
             StoreBackend::Postgres(options) => Arc::new(
                 PostgresStore::open(options.clone())
                     .await
-                    .map_err(|e| StartError::Unavailable(format!("postgres store: {e}")))?,
+                    .map_err(|e| StartError::opening("postgres store: ", e))?,
             ),
             StoreBackend::Dynamo(options) => Arc::new(
                 DynamoStore::open(options.clone())
                     .await
-                    .map_err(|e| StartError::Unavailable(format!("dynamodb store: {e}")))?,
+                    .map_err(|e| StartError::opening("dynamodb store: ", e))?,
             ),
         };
         // No prefix: prometheus-client joins a prefix to each name with `_` even when the prefix
@@ -206,7 +216,7 @@ impl Parts {
                 &mut registry,
             )
             .await
-            .map_err(StartError::Config)?,
+            .map_err(|e| StartError::Config(e.to_string()))?,
         );
         let mut engine_config = config.engine.clone();
         engine_config.quotas = config.quotas.clone();

@@ -59,6 +59,10 @@ pub enum StoreError {
     /// The store cannot serve now (I/O error, disk full, shutting down). Nothing was changed.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store's settings cannot work (a malformed database url, schema name or TLS root):
+    /// raised only when a store is opened, and no retry mends it.
+    #[error("store misconfigured: {0}")]
+    Misconfigured(String),
     /// Stored data could not be decoded. A bug or a downgrade; never user input.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -33,7 +33,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 pub use aws::sdk_config;
-pub use config::{ConnectionConfig, ConnectionKind, ConnectionRefused, Connections};
+pub use config::{ConfigError, ConnectionConfig, ConnectionKind, ConnectionRefused, Connections};
 
 /// One opened connection.
 enum Publisher {
@@ -83,6 +83,17 @@ pub struct ConnectionFigures {
     pub rejected: u64,
 }
 
+/// A connection whose client refused its url when the node opened it: the node does not start
+/// (a server that is down is not this: it is reconnected to in the background). The message
+/// names the setting, never the url, which may carry credentials.
+#[derive(Debug, thiserror::Error)]
+#[error("connections.{connection}.url: {source}")]
+pub struct OpenError {
+    pub connection: String,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
 /// The node's deliverer: webhooks to the webhook deliverer, connection targets to their
 /// connection's publisher.
 pub struct Router {
@@ -102,7 +113,7 @@ impl Router {
         webhook: Arc<dyn Deliverer>,
         timeout: Duration,
         registry: &mut Registry,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OpenError> {
         let mut publishers = HashMap::new();
         let publishes = Family::<PublishLabels, Counter>::default();
         for (name, config) in connections.iter() {
@@ -111,12 +122,20 @@ impl Router {
                     Publisher::Aws(aws::AwsConnection::open(name, config, timeout).await)
                 }
                 ConnectionKind::Nats => Publisher::Nats(
-                    nats::Nats::open(config.url.as_deref().unwrap_or_default(), timeout).await?,
+                    nats::Nats::open(config.url.as_deref().unwrap_or_default(), timeout)
+                        .await
+                        .map_err(|e| OpenError {
+                            connection: name.to_string(),
+                            source: Box::new(e),
+                        })?,
                 ),
-                ConnectionKind::Redis => Publisher::Redis(redis::Redis::open(
-                    config.url.as_deref().unwrap_or_default(),
-                    timeout,
-                )?),
+                ConnectionKind::Redis => Publisher::Redis(
+                    redis::Redis::open(config.url.as_deref().unwrap_or_default(), timeout)
+                        .map_err(|e| OpenError {
+                            connection: name.to_string(),
+                            source: Box::new(e),
+                        })?,
+                ),
                 _ => Publisher::Amqp(amqp::Amqp::open(
                     config.url.as_deref().unwrap_or_default(),
                     timeout,

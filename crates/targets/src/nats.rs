@@ -45,14 +45,13 @@ const FIRST_CONNECT: Duration = Duration::from_secs(5);
 impl Nats {
     /// Connects in the background: a server that is down at start is retried, and deliveries
     /// meanwhile get a transient error.
-    pub async fn open(url: &str, timeout: Duration) -> Result<Self, String> {
+    pub async fn open(url: &str, timeout: Duration) -> Result<Self, async_nats::ConnectError> {
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
             .connection_timeout(timeout.min(Duration::from_secs(5)))
             .request_timeout(Some(timeout))
             .connect(url)
-            .await
-            .map_err(|e| format!("nats {url}: {e}"))?;
+            .await?;
         let mut js = jetstream::new(client);
         js.set_timeout(timeout);
         Ok(Self {

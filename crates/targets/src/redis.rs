@@ -20,8 +20,8 @@ pub struct Redis {
 }
 
 impl Redis {
-    pub fn open(url: &str, timeout: Duration) -> Result<Self, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("redis {url}: {e}"))?;
+    pub fn open(url: &str, timeout: Duration) -> Result<Self, redis::RedisError> {
+        let client = redis::Client::open(url)?;
         Ok(Self {
             client,
             timeout,

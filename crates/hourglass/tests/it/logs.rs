@@ -242,6 +242,22 @@ fn a_start_that_cannot_work_exits_78_and_one_that_may_work_later_exits_1() {
     assert_eq!(code, Some(78), "{text}");
     assert!(text.contains("without api keys"), "{text}");
 
+    // A database url the store cannot use, whatever the database's state (an sslmode no
+    // version knows): refused when the store opens, before any connection is tried.
+    let (code, text) = run(&["--store", "postgres://127.0.0.1:1/test?sslmode=sometimes"]);
+    assert_eq!(code, Some(78), "{text}");
+    assert!(
+        text.contains("sslmode"),
+        "the error names the setting: {text}"
+    );
+
+    // A database that does not answer: starting again may find it.
+    let (code, text) = run(&[
+        "--store",
+        "postgres://postgres@127.0.0.1:1/test?connect_timeout=1",
+    ]);
+    assert_eq!(code, Some(1), "{text}");
+
     // An address in use: starting again may work once it is free.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

@@ -119,7 +119,7 @@ impl PostgresStore {
     /// Connects, creates or migrates the schema, checks the clock against the server's, and
     /// starts listening for other nodes' events.
     pub async fn open(options: PostgresOptions) -> Result<Self> {
-        let invalid = |e: String| StoreError::Unavailable(format!("invalid database url: {e}"));
+        let invalid = |e: String| StoreError::Misconfigured(format!("invalid database url: {e}"));
         let split = tls::split_url(&options.url).map_err(invalid)?;
         let mut config: tokio_postgres::Config =
             split.url.parse().map_err(|e| invalid(format!("{e}")))?;
@@ -134,7 +134,7 @@ impl PostgresStore {
         if let Some(schema) = &options.schema
             && !valid_schema(schema)
         {
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::Misconfigured(format!(
                 "invalid schema name {schema:?}: letters, digits and _, at most 40 characters"
             )));
         }

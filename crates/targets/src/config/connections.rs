@@ -47,7 +47,7 @@ pub enum ConnectionRefused {
 
 impl Connections {
     /// Checks every connection and keeps them.
-    pub fn new(by_name: BTreeMap<String, ConnectionConfig>) -> Result<Self, String> {
+    pub fn new(by_name: BTreeMap<String, ConnectionConfig>) -> Result<Self, super::ConfigError> {
         for (name, config) in &by_name {
             config.check(name)?;
         }

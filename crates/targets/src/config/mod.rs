@@ -27,6 +27,16 @@ use self::resources::{RESOURCE_LISTS, check_pattern};
 pub use self::connections::{ConnectionRefused, Connections};
 pub use self::resources::reserved_subject;
 
+/// A connection setting that cannot work, found when the node starts (so the node refuses to
+/// start: a config error, which no retry mends). `setting` is its path in the config file,
+/// `connections.<name>.<key>`, or `connections.<name>` for the name itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {problem}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub problem: String,
+}
+
 /// What a connection speaks. `aws` serves every AWS target kind (EventBridge, SQS, SNS and
 /// Lambda) through one region and credential chain; the others serve their own kind only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -136,29 +146,36 @@ pub struct ConnectionConfig {
 
 impl ConnectionConfig {
     /// Checks the settings a connection of its kind needs, naming the setting that is wrong.
-    pub fn check(&self, name: &str) -> Result<(), String> {
-        let at = |key: &str| format!("connections.{name}.{key}");
+    pub fn check(&self, name: &str) -> Result<(), ConfigError> {
+        let refuse = |key: &str, problem: String| {
+            Err(ConfigError {
+                setting: format!("connections.{name}.{key}"),
+                problem,
+            })
+        };
         if name.is_empty() || name.len() > 64 || !name.bytes().all(is_name_byte) {
-            return Err(format!(
-                "connection name {name:?}: use 1 to 64 letters, digits, '-' or '_'"
-            ));
+            return Err(ConfigError {
+                setting: format!("connections.{name}"),
+                problem: "a connection's name is 1 to 64 letters, digits, '-' or '_'".into(),
+            });
         }
         if self.kind.is_aws() {
             if self.url.is_some() {
-                return Err(format!(
-                    "{}: AWS connections take region (and endpoint_url), not url",
-                    at("url")
-                ));
+                return refuse(
+                    "url",
+                    "AWS connections take region (and endpoint_url), not url".into(),
+                );
             }
             if self.access_key_id.is_some() != self.secret_access_key.is_some() {
-                return Err(format!(
-                    "{}: give access_key_id and secret_access_key together, or neither",
-                    at("access_key_id")
-                ));
+                return refuse(
+                    "access_key_id",
+                    "give access_key_id and secret_access_key together, or neither".into(),
+                );
             }
-            if let Some(endpoint) = &self.endpoint_url {
-                url::Url::parse(endpoint)
-                    .map_err(|e| format!("{}: not a valid url: {e}", at("endpoint_url")))?;
+            if let Some(endpoint) = &self.endpoint_url
+                && let Err(e) = url::Url::parse(endpoint)
+            {
+                return refuse("endpoint_url", format!("not a valid url: {e}"));
             }
         } else {
             let schemes: &[&str] = match self.kind {
@@ -168,20 +185,20 @@ impl ConnectionConfig {
                 _ => &[],
             };
             let Some(url) = &self.url else {
-                return Err(format!(
-                    "{}: a {} connection needs its server's url",
-                    at("url"),
-                    self.kind.as_str()
-                ));
+                return refuse(
+                    "url",
+                    format!("a {} connection needs its server's url", self.kind.as_str()),
+                );
             };
-            let parsed =
-                url::Url::parse(url).map_err(|e| format!("{}: not a valid url: {e}", at("url")))?;
+            let parsed = match url::Url::parse(url) {
+                Ok(parsed) => parsed,
+                Err(e) => return refuse("url", format!("not a valid url: {e}")),
+            };
             if !schemes.contains(&parsed.scheme()) {
-                return Err(format!(
-                    "{}: the scheme must be one of {}",
-                    at("url"),
-                    schemes.join(", ")
-                ));
+                return refuse(
+                    "url",
+                    format!("the scheme must be one of {}", schemes.join(", ")),
+                );
             }
             for key in ["region", "endpoint_url", "access_key_id"] {
                 let set = match key {
@@ -190,10 +207,7 @@ impl ConnectionConfig {
                     _ => self.access_key_id.is_some() || self.secret_access_key.is_some(),
                 };
                 if set {
-                    return Err(format!(
-                        "{}: only AWS connections take this setting",
-                        at(key)
-                    ));
+                    return refuse(key, "only AWS connections take this setting".into());
                 }
             }
         }
@@ -202,15 +216,19 @@ impl ConnectionConfig {
                 continue;
             };
             if !self.kind.serves(list.target_kind) {
-                return Err(format!(
-                    "{}: a {} connection does not serve {} targets, which this setting limits",
-                    at(list.key),
-                    self.kind.as_str(),
-                    list.target_kind
-                ));
+                return refuse(
+                    list.key,
+                    format!(
+                        "a {} connection does not serve {} targets, which this setting limits",
+                        self.kind.as_str(),
+                        list.target_kind
+                    ),
+                );
             }
             for pattern in patterns {
-                check_pattern(list.key, pattern).map_err(|e| format!("{}: {e}", at(list.key)))?;
+                if let Err(problem) = check_pattern(list.key, pattern) {
+                    return refuse(list.key, problem);
+                }
             }
         }
         Ok(())

@@ -86,7 +86,7 @@ fn each_kind_is_checked_for_the_settings_it_needs() {
     ];
     for (json, field) in bad {
         let err = parse(json).check("c").unwrap_err();
-        assert!(err.starts_with(field), "{json}: {err}");
+        assert_eq!(err.setting, field, "{json}: {err}");
     }
     assert!(parse(r#"{"kind": "aws"}"#).check("c").is_ok());
     assert!(
@@ -94,7 +94,8 @@ fn each_kind_is_checked_for_the_settings_it_needs() {
             .check("c")
             .is_ok()
     );
-    assert!(parse(r#"{"kind": "aws"}"#).check("bad name").is_err());
+    let err = parse(r#"{"kind": "aws"}"#).check("bad name").unwrap_err();
+    assert_eq!(err.setting, "connections.bad name");
     assert!(serde_json::from_str::<ConnectionConfig>(r#"{"kind": "kafka"}"#).is_err());
     assert!(serde_json::from_str::<ConnectionConfig>(r#"{"kind": "aws", "extra": 1}"#).is_err());
 }
@@ -283,7 +284,7 @@ fn resource_lists_are_checked_at_start() {
     ];
     for (json, field) in bad {
         let err = parse(json).check("c").unwrap_err();
-        assert!(err.starts_with(field), "{json}: {err}");
+        assert_eq!(err.setting, field, "{json}: {err}");
     }
     assert!(
         parse(r#"{"kind": "amqp", "url": "amqp://h", "exchanges": ["", "jobs.*"]}"#)
