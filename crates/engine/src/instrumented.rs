@@ -262,4 +262,23 @@ impl Store for InstrumentedStore {
         )
         .await
     }
+
+    async fn signing_namespaces(&self) -> Result<Vec<String>> {
+        self.timed("signing_namespaces", self.inner.signing_namespaces())
+            .await
+    }
+
+    async fn replace_signing_secrets(
+        &self,
+        namespace: &str,
+        expected: &SigningSecrets,
+        replacement: &SigningSecrets,
+    ) -> Result<bool> {
+        self.timed(
+            "replace_signing_secrets",
+            self.inner
+                .replace_signing_secrets(namespace, expected, replacement),
+        )
+        .await
+    }
 }

@@ -670,6 +670,19 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<()> {
         self.inner.rotate_signing_secret(ns, secret, until).await
     }
+    async fn signing_namespaces(&self) -> hourglass_store::Result<Vec<String>> {
+        self.inner.signing_namespaces().await
+    }
+    async fn replace_signing_secrets(
+        &self,
+        ns: &str,
+        expected: &hourglass_store::SigningSecrets,
+        replacement: &hourglass_store::SigningSecrets,
+    ) -> hourglass_store::Result<bool> {
+        self.inner
+            .replace_signing_secrets(ns, expected, replacement)
+            .await
+    }
 }
 
 #[tokio::test]

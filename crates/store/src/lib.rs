@@ -621,4 +621,15 @@ pub trait Store: Send + Sync + 'static {
         secret: &str,
         previous_until: Option<Timestamp>,
     ) -> Result<()>;
+    /// The namespaces that have a signing secret, in name order.
+    async fn signing_namespaces(&self) -> Result<Vec<String>>;
+    /// Sets the namespace's secrets to `replacement` if they are still `expected`, atomically,
+    /// and answers whether it did (a rotation in between wins; read them again). Re-sealing
+    /// secrets under a new encryption key uses it: the stored text changes, not the secrets.
+    async fn replace_signing_secrets(
+        &self,
+        namespace: &str,
+        expected: &SigningSecrets,
+        replacement: &SigningSecrets,
+    ) -> Result<bool>;
 }

@@ -227,6 +227,19 @@ impl Store for MemoryStore {
     ) -> Result<()> {
         secrets::rotate_signing_secret(&mut *self.state()?, namespace, secret, previous_until)
     }
+
+    async fn signing_namespaces(&self) -> Result<Vec<String>> {
+        Ok(secrets::signing_namespaces(&*self.state()?))
+    }
+
+    async fn replace_signing_secrets(
+        &self,
+        namespace: &str,
+        expected: &SigningSecrets,
+        replacement: &SigningSecrets,
+    ) -> Result<bool> {
+        secrets::replace_signing_secrets(&mut *self.state()?, namespace, expected, replacement)
+    }
 }
 
 #[cfg(test)]

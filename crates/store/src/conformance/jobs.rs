@@ -256,3 +256,97 @@ pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
     );
     assert_eq!(store.signing_secrets("b").await.unwrap(), None);
 }
+
+/// Secrets are replaced only over what the caller read (re-sealing under a new key races a
+/// rotation), and every namespace with one is listed.
+pub async fn signing_secrets_are_replaced_only_over_what_was_read(store: Arc<dyn Store>) {
+    let until = t(T0) + ms(60_000);
+    assert_eq!(
+        store.signing_namespaces().await.unwrap(),
+        Vec::<String>::new()
+    );
+    store.init_signing_secret("b", "whsec_b").await.unwrap();
+    store.init_signing_secret("a", "whsec_a").await.unwrap();
+    store
+        .rotate_signing_secret("a", "whsec_a2", Some(until))
+        .await
+        .unwrap();
+    assert_eq!(store.signing_namespaces().await.unwrap(), ["a", "b"]);
+
+    let read = store.signing_secrets("a").await.unwrap().unwrap();
+    let sealed = SigningSecrets {
+        current: "sealed-a2".into(),
+        previous: Some(("sealed-a".into(), until)),
+    };
+    // Over a stale read (a different previous secret, or none): refused, nothing changed.
+    for stale in [
+        SigningSecrets {
+            current: "whsec_a2".into(),
+            previous: None,
+        },
+        SigningSecrets {
+            current: "whsec_a2".into(),
+            previous: Some(("whsec_a".into(), until + ms(1))),
+        },
+        SigningSecrets {
+            current: "whsec_a".into(),
+            previous: Some(("whsec_a".into(), until)),
+        },
+    ] {
+        assert!(
+            !store
+                .replace_signing_secrets("a", &stale, &sealed)
+                .await
+                .unwrap(),
+            "{stale:?}"
+        );
+        assert_eq!(
+            store.signing_secrets("a").await.unwrap().as_ref(),
+            Some(&read)
+        );
+    }
+    assert!(
+        store
+            .replace_signing_secrets("a", &read, &sealed)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.signing_secrets("a").await.unwrap(),
+        Some(sealed.clone())
+    );
+    // A secret without a previous one, and a replacement that drops one.
+    let b = store.signing_secrets("b").await.unwrap().unwrap();
+    let b_sealed = SigningSecrets {
+        current: "sealed-b".into(),
+        previous: None,
+    };
+    assert!(
+        store
+            .replace_signing_secrets("b", &b, &b_sealed)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .replace_signing_secrets("b", &b, &b_sealed)
+            .await
+            .unwrap(),
+        "the second replacement read a secret that is no longer there"
+    );
+    assert!(
+        store
+            .replace_signing_secrets("a", &sealed, &b_sealed)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.signing_secrets("a").await.unwrap(), Some(b_sealed));
+    // A namespace without secrets has nothing to replace.
+    assert!(
+        !store
+            .replace_signing_secrets("c", &b, &sealed)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.signing_secrets("c").await.unwrap(), None);
+}

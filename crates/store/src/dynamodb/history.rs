@@ -486,3 +486,51 @@ fn unix_ms_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
+
+/// A scan (every partition of the table): a rare operator's step, re-sealing the secrets under
+/// a new key, not a request's.
+pub(super) async fn signing_namespaces(inner: &Inner) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for item in inner.scan("s#", &["pk", "sk"]).await? {
+        if item.str("sk")? == SECRETS_SK
+            && let Some(name) = item.str("pk")?.strip_prefix("s#")
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+pub(super) async fn replace_signing_secrets(
+    inner: &Inner,
+    namespace: &str,
+    expected: &SigningSecrets,
+    replacement: &SigningSecrets,
+) -> Result<bool> {
+    let mut change = Change::new(key(secrets_pk(namespace), SECRETS_SK));
+    change.set("cur", s(&replacement.current));
+    match &replacement.previous {
+        Some((previous, until)) => {
+            change.set("prev", s(previous));
+            change.set("until", n(until.as_millisecond()));
+        }
+        None => {
+            change.remove("prev");
+            change.remove("until");
+        }
+    }
+    match &expected.previous {
+        Some((previous, until)) => change.when(
+            "#cur = {} AND #prev = {} AND #until = {}",
+            &["cur", "prev", "until"],
+            vec![s(&expected.current), s(previous), n(until.as_millisecond())],
+        ),
+        None => change.when(
+            "#cur = {} AND attribute_not_exists(#prev)",
+            &["cur", "prev"],
+            vec![s(&expected.current)],
+        ),
+    }
+    Ok(inner.update(change, false).await?.is_some())
+}

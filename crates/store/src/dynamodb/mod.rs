@@ -672,6 +672,19 @@ impl Store for DynamoStore {
     ) -> Result<()> {
         history::rotate_signing_secret(&self.inner, namespace, secret, previous_until).await
     }
+
+    async fn signing_namespaces(&self) -> Result<Vec<String>> {
+        history::signing_namespaces(&self.inner).await
+    }
+
+    async fn replace_signing_secrets(
+        &self,
+        namespace: &str,
+        expected: &SigningSecrets,
+        replacement: &SigningSecrets,
+    ) -> Result<bool> {
+        history::replace_signing_secrets(&self.inner, namespace, expected, replacement).await
+    }
 }
 
 #[cfg(test)]

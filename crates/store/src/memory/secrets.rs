@@ -53,3 +53,33 @@ pub(super) fn rotate_signing_secret(
     state.secrets.insert(namespace.to_owned(), rotated);
     Ok(())
 }
+
+pub(super) fn signing_namespaces(state: &State) -> Vec<String> {
+    let mut names: Vec<String> = state.secrets.keys().cloned().collect();
+    names.sort();
+    names
+}
+
+pub(super) fn replace_signing_secrets(
+    state: &mut State,
+    namespace: &str,
+    expected: &SigningSecrets,
+    replacement: &SigningSecrets,
+) -> Result<bool> {
+    if signing_secrets(state, namespace)?.as_ref() != Some(expected) {
+        return Ok(false);
+    }
+    let (previous, previous_until) = match &replacement.previous {
+        Some((secret, until)) => (Some(secret.clone()), Some(until.as_millisecond())),
+        None => (None, None),
+    };
+    state.secrets.insert(
+        namespace.to_owned(),
+        Secrets {
+            current: replacement.current.clone(),
+            previous,
+            previous_until,
+        },
+    );
+    Ok(true)
+}

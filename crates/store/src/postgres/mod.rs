@@ -385,4 +385,17 @@ impl Store for PostgresStore {
     ) -> Result<()> {
         secrets::rotate_signing_secret(self, namespace, secret, previous_until).await
     }
+
+    async fn signing_namespaces(&self) -> Result<Vec<String>> {
+        secrets::signing_namespaces(self).await
+    }
+
+    async fn replace_signing_secrets(
+        &self,
+        namespace: &str,
+        expected: &SigningSecrets,
+        replacement: &SigningSecrets,
+    ) -> Result<bool> {
+        secrets::replace_signing_secrets(self, namespace, expected, replacement).await
+    }
 }

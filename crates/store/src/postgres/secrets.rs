@@ -86,3 +86,68 @@ pub(super) async fn rotate_signing_secret(
         })
         .await
 }
+
+pub(super) async fn signing_namespaces(store: &PostgresStore) -> Result<Vec<String>> {
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            let stmt = client
+                .prepare_cached(
+                    "SELECT name FROM namespaces WHERE signing_secret IS NOT NULL ORDER BY name",
+                )
+                .await?;
+            client
+                .query(&stmt, &[])
+                .await?
+                .iter()
+                .map(|row| col(row, 0))
+                .collect()
+        })
+        .await
+}
+
+pub(super) async fn replace_signing_secrets(
+    store: &PostgresStore,
+    namespace: &str,
+    expected: &SigningSecrets,
+    replacement: &SigningSecrets,
+) -> Result<bool> {
+    let parts = |s: &SigningSecrets| {
+        let (previous, until) = match &s.previous {
+            Some((secret, until)) => (Some(secret.clone()), Some(until.as_millisecond())),
+            None => (None, None),
+        };
+        (s.current.clone(), previous, until)
+    };
+    let (old_current, old_previous, old_until) = parts(expected);
+    let (current, previous, until) = parts(replacement);
+    store
+        .bounded(async {
+            let client = store.client().await?;
+            let stmt = client
+                .prepare_cached(
+                    "UPDATE namespaces
+                 SET signing_secret = $2, previous_secret = $3, previous_until_ms = $4
+                 WHERE name = $1 AND signing_secret = $5
+                   AND previous_secret IS NOT DISTINCT FROM $6
+                   AND previous_until_ms IS NOT DISTINCT FROM $7::bigint",
+                )
+                .await?;
+            let changed = client
+                .execute(
+                    &stmt,
+                    &[
+                        &namespace,
+                        &current,
+                        &previous,
+                        &until,
+                        &old_current,
+                        &old_previous,
+                        &old_until,
+                    ],
+                )
+                .await?;
+            Ok(changed == 1)
+        })
+        .await
+}

@@ -396,4 +396,22 @@ impl Store for SqliteStore {
         self.write(move |conn| secrets::rotate_signing_secret(conn, &namespace, &secret, until))
             .await
     }
+
+    async fn signing_namespaces(&self) -> Result<Vec<String>> {
+        self.read(secrets::signing_namespaces).await
+    }
+
+    async fn replace_signing_secrets(
+        &self,
+        namespace: &str,
+        expected: &SigningSecrets,
+        replacement: &SigningSecrets,
+    ) -> Result<bool> {
+        let (namespace, expected, replacement) =
+            (namespace.to_owned(), expected.clone(), replacement.clone());
+        self.write(move |conn| {
+            secrets::replace_signing_secrets(conn, &namespace, &expected, &replacement)
+        })
+        .await
+    }
 }

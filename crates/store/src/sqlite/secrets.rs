@@ -73,3 +73,54 @@ pub(super) fn rotate_signing_secret(
     .map_err(unavailable)?;
     Ok(())
 }
+
+pub(super) fn signing_namespaces(conn: &Connection) -> Result<Vec<String>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT name FROM namespaces WHERE signing_secret IS NOT NULL ORDER BY name",
+        )
+        .map_err(unavailable)?;
+    let names = stmt
+        .query_map([], |r| r.get(0))
+        .map_err(unavailable)?
+        .collect::<rusqlite::Result<Vec<String>>>()
+        .map_err(unavailable)?;
+    Ok(names)
+}
+
+pub(super) fn replace_signing_secrets(
+    conn: &Connection,
+    namespace: &str,
+    expected: &SigningSecrets,
+    replacement: &SigningSecrets,
+) -> Result<bool> {
+    let parts = |s: &SigningSecrets| {
+        let (previous, until) = match &s.previous {
+            Some((secret, until)) => (Some(secret.clone()), Some(until.as_millisecond())),
+            None => (None, None),
+        };
+        (s.current.clone(), previous, until)
+    };
+    let (old_current, old_previous, old_until) = parts(expected);
+    let (current, previous, until) = parts(replacement);
+    // `IS` compares NULLs as equal, so an absent previous secret must still be absent.
+    let changed = conn
+        .prepare_cached(
+            "UPDATE namespaces
+             SET signing_secret = ?2, previous_secret = ?3, previous_until_ms = ?4
+             WHERE name = ?1 AND signing_secret = ?5 AND previous_secret IS ?6
+               AND previous_until_ms IS ?7",
+        )
+        .map_err(unavailable)?
+        .execute(params![
+            namespace,
+            current,
+            previous,
+            until,
+            old_current,
+            old_previous,
+            old_until
+        ])
+        .map_err(unavailable)?;
+    Ok(changed == 1)
+}
