@@ -24,6 +24,8 @@ pub mod queue;
 mod quotas;
 pub mod receipt;
 pub mod scheduler;
+pub mod sealing;
+pub mod secrets;
 pub mod signing;
 mod sweeper;
 
@@ -47,7 +49,7 @@ pub use queue::{LeaseRequest, Leased, Queues, ReceiptOutcome};
 pub use quotas::{NamespaceQuota, QuotaRefusal, Quotas};
 pub use receipt::Receipt;
 pub use scheduler::{JobEdit, JobRef, OpenBreaker, Scheduler};
-pub use signing::Secrets;
+pub use secrets::{SealingError, Secrets};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

@@ -16,17 +16,11 @@
 //! valid `webhook-signature` for a forged request whose body is the metadata text. A batch needs
 //! no second signature: each item's facts are inside its signed body.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
-
-use tokio::time::Instant;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
-use hourglass_core::Clock;
-use hourglass_store::{Store, StoreError};
 use rand::RngCore;
 use sha2::Sha256;
 
@@ -232,7 +226,7 @@ pub fn generate_secret() -> String {
 
 /// The keys a delivery is signed with: the current one, and the replaced one during an overlap.
 #[derive(Clone, Debug)]
-pub struct SigningKeys(Vec<SigningKey>);
+pub struct SigningKeys(pub(crate) Vec<SigningKey>);
 
 impl SigningKeys {
     /// The `webhook-signature` header value: one `v1,<sig>` per key, space-separated.
@@ -268,173 +262,6 @@ impl SigningKeys {
 
 /// Length of one `v1,<base64 of 32 bytes>` signature.
 const SIGNATURE_LEN: usize = 3 + 44;
-
-/// How long a namespace's keys are cached. Another node's rotation reaches this one within it.
-pub const SECRETS_TTL: Duration = Duration::from_secs(10);
-
-#[derive(Clone)]
-struct Cached {
-    loaded: Instant,
-    current: SigningKey,
-    previous: Option<(SigningKey, jiff::Timestamp)>,
-}
-
-/// Per-namespace signing keys, read through from the store and cached for [`SECRETS_TTL`]. A
-/// namespace without a secret gets one generated and stored on first use (the first node to
-/// store one wins).
-#[derive(Clone)]
-pub struct Secrets {
-    store: Arc<dyn Store>,
-    /// Decides whether a replaced secret still signs.
-    clock: Arc<dyn Clock>,
-    cache: Arc<RwLock<HashMap<String, Cached>>>,
-    /// One load at a time per namespace: the deliveries that find its keys missing or expired
-    /// together (up to a destination's concurrency, at every expiry) wait for one store read,
-    /// where each used to make its own, and a new namespace's first ones each generated and
-    /// wrote a secret. Each turn keeps the last load's failure and when it happened.
-    loads: Arc<Mutex<HashMap<String, LoadTurn>>>,
-}
-
-/// A namespace's turn to load its keys, with the failure of the last load, if it failed.
-type LoadTurn = Arc<tokio::sync::Mutex<Option<(Instant, StoreError)>>>;
-
-fn parse_stored(secret: &str) -> Result<SigningKey, StoreError> {
-    SigningKey::parse(secret)
-        .ok_or_else(|| StoreError::Corrupt("stored signing secret is malformed".into()))
-}
-
-impl Secrets {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        Self {
-            store,
-            clock,
-            cache: Default::default(),
-            loads: Default::default(),
-        }
-    }
-
-    /// The keys to sign a delivery of `namespace` with, now.
-    pub async fn keys_for(&self, namespace: &str) -> Result<SigningKeys, StoreError> {
-        let cached = match self.fresh(namespace) {
-            Some(cached) => cached,
-            None => self.load(namespace).await?,
-        };
-        let mut keys = vec![cached.current];
-        if let Some((previous, until)) = cached.previous
-            && self.clock.now() < until
-        {
-            keys.push(previous);
-        }
-        Ok(SigningKeys(keys))
-    }
-
-    /// The namespace's cached keys, unless they are older than [`SECRETS_TTL`].
-    fn fresh(&self, namespace: &str) -> Option<Cached> {
-        self.cache
-            .read()
-            .expect("secrets lock")
-            .get(namespace)
-            .filter(|c| c.loaded.elapsed() < SECRETS_TTL)
-            .cloned()
-    }
-
-    async fn load(&self, namespace: &str) -> Result<Cached, StoreError> {
-        let gate = self
-            .loads
-            .lock()
-            .expect("secret loads lock")
-            .entry(namespace.to_string())
-            .or_default()
-            .clone();
-        let asked = Instant::now();
-        let mut turn = gate.lock().await;
-        // Whoever held the turn before may have loaded them.
-        if let Some(cached) = self.fresh(namespace) {
-            return Ok(cached);
-        }
-        // Or failed to, while this one waited: then its failure is this one's too, so that the
-        // deliveries waiting on a store that is down fail together (and retry later) instead of
-        // each waiting its turn for the same failure.
-        if let Some((failed_at, e)) = turn.as_ref()
-            && *failed_at >= asked
-        {
-            return Err(e.clone());
-        }
-        let loaded = self.load_from_store(namespace).await;
-        *turn = loaded.as_ref().err().map(|e| (Instant::now(), e.clone()));
-        loaded
-    }
-
-    async fn load_from_store(&self, namespace: &str) -> Result<Cached, StoreError> {
-        let cached = match self.store.signing_secrets(namespace).await? {
-            Some(secrets) => Cached {
-                loaded: Instant::now(),
-                current: parse_stored(&secrets.current)?,
-                previous: match secrets.previous {
-                    Some((secret, until)) => Some((parse_stored(&secret)?, until)),
-                    None => None,
-                },
-            },
-            None => {
-                let stored = self
-                    .store
-                    .init_signing_secret(namespace, &generate_secret())
-                    .await?;
-                Cached {
-                    loaded: Instant::now(),
-                    current: parse_stored(&stored)?,
-                    previous: None,
-                }
-            }
-        };
-        self.cache
-            .write()
-            .expect("secrets lock")
-            .insert(namespace.to_string(), cached.clone());
-        Ok(cached)
-    }
-
-    /// The namespace's current secret as stored (`whsec_...`), read from the store, not the
-    /// cache, and generated and stored first when the namespace has none yet (as its first
-    /// delivery would); with the instant until which the replaced one still signs, while it does.
-    pub async fn current(
-        &self,
-        namespace: &str,
-    ) -> Result<(String, Option<jiff::Timestamp>), StoreError> {
-        match self.store.signing_secrets(namespace).await? {
-            Some(secrets) => {
-                parse_stored(&secrets.current)?;
-                let now = self.clock.now();
-                let until = secrets
-                    .previous
-                    .map(|(_, until)| until)
-                    .filter(|until| now < *until);
-                Ok((secrets.current, until))
-            }
-            None => {
-                let stored = self
-                    .store
-                    .init_signing_secret(namespace, &generate_secret())
-                    .await?;
-                parse_stored(&stored)?;
-                Ok((stored, None))
-            }
-        }
-    }
-
-    /// Replaces a namespace's secret and returns the new one ([`Secrets::current`] reads it
-    /// again). The replaced secret keeps signing (beside the new one) for `overlap`.
-    pub async fn rotate(&self, namespace: &str, overlap: Duration) -> Result<String, StoreError> {
-        let secret = generate_secret();
-        let until =
-            (!overlap.is_zero()).then(|| hourglass_core::add_saturating(self.clock.now(), overlap));
-        self.store
-            .rotate_signing_secret(namespace, &secret, until)
-            .await?;
-        self.cache.write().expect("secrets lock").remove(namespace);
-        Ok(secret)
-    }
-}
 
 #[cfg(test)]
 mod tests {

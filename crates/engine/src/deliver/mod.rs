@@ -29,7 +29,8 @@ use self::batch::Unanswered;
 use crate::held::Held;
 use crate::metrics::Metrics;
 use crate::netguard::TargetPolicy;
-use crate::signing::{Metadata, Secrets, SigningKeys};
+use crate::secrets::Secrets;
+use crate::signing::{Metadata, SigningKeys};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
