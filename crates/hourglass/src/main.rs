@@ -133,6 +133,8 @@ struct TickArgs {
 enum KeyCommand {
     /// Print a new random API key and the hash the node's config file stores.
     Generate,
+    /// Print a new random secrets key, which seals the store's signing secrets at rest.
+    Secrets,
 }
 
 /// Writes to stdout; a reader that went away (`hourglass job list | head`) ends the process
@@ -295,6 +297,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             outln!("[[api_keys]]");
             outln!("namespace = \"default\"");
             outln!("sha256 = \"{}\"", hourglass_server::auth::hash_key(&key));
+            Ok(())
+        }
+        Command::Key {
+            command: KeyCommand::Secrets,
+        } => {
+            let key = hourglass_engine::sealing::SecretsKey::generate();
+            outln!("{key}");
+            eprintln!(
+                "Keep it in a file only the node reads (secrets_key_file = \"...\" in the config \
+                 file), or in HOURGLASS_SECRETS_KEY. Without it the node cannot read the \
+                 signing secrets it seals: back it up apart from the store."
+            );
             Ok(())
         }
         Command::Completions { shell } => {

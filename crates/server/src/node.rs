@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use hourglass_core::Clock;
 use hourglass_engine::instrumented::InstrumentedStore;
-use hourglass_engine::{Engine, EngineConfig, Metrics, Secrets, TargetPolicy, WebhookDeliverer};
+use hourglass_engine::sealing::Sealing;
+use hourglass_engine::{
+    Engine, EngineConfig, Metrics, SealingError, Secrets, TargetPolicy, WebhookDeliverer,
+};
 use hourglass_store::{
     DynamoOptions, DynamoStore, PostgresOptions, PostgresStore, SqliteStore, Store, StoreError,
 };
@@ -75,6 +78,9 @@ pub struct NodeConfig {
     pub store_figures_ttl: Duration,
     /// The bus and cloud connections jobs may publish through (`[connections.NAME]`).
     pub connections: Connections,
+    /// The secrets key that seals signing secrets at rest (and the previous one while changing
+    /// keys); `None` stores them as they are, and is refused by a store whose secrets are sealed.
+    pub sealing: Option<Sealing>,
 }
 
 impl Default for NodeConfig {
@@ -94,6 +100,7 @@ impl Default for NodeConfig {
             delivery_timeout: Duration::from_secs(10),
             store_figures_ttl: crate::metrics::STORE_FIGURES_TTL,
             connections: Connections::default(),
+            sealing: None,
         }
     }
 }
@@ -195,7 +202,22 @@ impl Parts {
                 "development mode: webhook targets on loopback (127.0.0.0/8, ::1) are allowed without --allow-targets; with api_keys configured they need --allow-targets 127.0.0.0/8"
             );
         }
-        let secrets = Secrets::new(store.clone(), clock.clone());
+        let (secrets, resealed) =
+            Secrets::open(store.clone(), clock.clone(), config.sealing.clone())
+                .await
+                .map_err(|e| match e {
+                    SealingError::Store(e) => {
+                        StartError::Unavailable(format!("signing secrets: {e}"))
+                    }
+                    e => StartError::Config(e.to_string()),
+                })?;
+        if let Some(sealing) = &config.sealing {
+            tracing::info!(
+                key = sealing.current_id(),
+                resealed,
+                "signing secrets are sealed at rest"
+            );
+        }
         let webhooks = Arc::new(
             WebhookDeliverer::new(
                 secrets.clone(),

@@ -86,6 +86,12 @@ pub(super) struct FileConfig {
     pub(super) retention: Option<String>,
     /// How long dead letters are kept, e.g. "14d", or "off" (the default).
     pub(super) dead_letter_retention: Option<String>,
+    /// A file holding the secrets key that seals signing secrets at rest (64 hex digits);
+    /// `HOURGLASS_SECRETS_KEY` gives the key itself instead.
+    pub(super) secrets_key_file: Option<PathBuf>,
+    /// While changing secrets keys, a file holding the one in use before
+    /// (`HOURGLASS_SECRETS_PREVIOUS_KEY` gives the key itself).
+    pub(super) secrets_previous_key_file: Option<PathBuf>,
 }
 
 /// Where a config file puts the embedded store, for `hourglass backup`.

@@ -11,12 +11,13 @@ mod quotas;
 mod tests;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use hourglass_core::duration::parse_duration;
+use hourglass_engine::sealing::{Sealing, SecretsKey};
 use hourglass_server::{NodeConfig, StoreBackend};
 use hourglass_store::{DynamoOptions, PostgresOptions};
 use ipnet::IpNet;
@@ -118,6 +119,49 @@ fn duration(value: Option<&str>, name: &str, default: Duration) -> anyhow::Resul
     }
 }
 
+/// A secrets key from the environment variable `env` (the key itself), or else from the file the
+/// config file's `setting` names.
+fn secrets_key(
+    env: &str,
+    file: Option<&Path>,
+    setting: &str,
+) -> anyhow::Result<Option<SecretsKey>> {
+    let (text, from) = match (
+        std::env::var(env).ok().filter(|v| !v.trim().is_empty()),
+        file,
+    ) {
+        (Some(text), _) => (text, env.to_owned()),
+        (None, Some(path)) => (
+            std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("config {setting}: cannot read {}: {e}", path.display())
+            })?,
+            format!("config {setting}"),
+        ),
+        (None, None) => return Ok(None),
+    };
+    match SecretsKey::parse(&text) {
+        Some(key) => Ok(Some(key)),
+        None => bail!("{from}: a secrets key is 64 hex digits (`hourglass key secrets` makes one)"),
+    }
+}
+
+fn sealing(
+    current: Option<SecretsKey>,
+    previous: Option<SecretsKey>,
+) -> anyhow::Result<Option<Sealing>> {
+    match (current, previous) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => bail!(
+            "config secrets_previous_key_file: a previous secrets key needs the one in use \
+             (secrets_key_file or HOURGLASS_SECRETS_KEY)"
+        ),
+        (Some(current), Some(previous)) if current.id() == previous.id() => {
+            bail!("config secrets_previous_key_file: the previous secrets key is the one in use")
+        }
+        (Some(current), previous) => Ok(Some(Sealing::new(current, previous))),
+    }
+}
+
 pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     let file: FileConfig = match &args.config {
         Some(path) => read_file(path)?,
@@ -197,6 +241,18 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     node.quotas = quotas(file.quotas)?;
     node.connections = hourglass_targets::Connections::new(file.connections)
         .map_err(|e| anyhow::anyhow!("config {e}"))?;
+    node.sealing = sealing(
+        secrets_key(
+            "HOURGLASS_SECRETS_KEY",
+            file.secrets_key_file.as_deref(),
+            "secrets_key_file",
+        )?,
+        secrets_key(
+            "HOURGLASS_SECRETS_PREVIOUS_KEY",
+            file.secrets_previous_key_file.as_deref(),
+            "secrets_previous_key_file",
+        )?,
+    )?;
     node.delivery_timeout = duration(
         file.delivery_timeout.as_deref(),
         "delivery_timeout",

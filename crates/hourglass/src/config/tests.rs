@@ -107,15 +107,27 @@ fn the_example_config_has_every_key_at_its_default() {
         "a setting in ops/hourglass.toml is not at its default"
     );
 
-    let enabled: String = text
+    let dir = tempfile::tempdir().unwrap();
+    // The examples' secrets key files, made here with keys of their own.
+    let mut enabled: String = text
         .lines()
         .map(|l| format!("{}\n", switch_on(l)))
         .collect();
-    let dir = tempfile::tempdir().unwrap();
+    for example in [
+        "/etc/hourglass/secrets.key",
+        "/etc/hourglass/secrets-previous.key",
+    ] {
+        assert!(enabled.contains(example), "{example}");
+        let file = dir.path().join(example.rsplit('/').next().unwrap());
+        std::fs::write(&file, hourglass_engine::sealing::SecretsKey::generate()).unwrap();
+        enabled = enabled.replace(example, file.to_str().unwrap());
+    }
     let path = dir.path().join("enabled.toml");
     std::fs::write(&path, &enabled).unwrap();
     let on = resolve(args(Some(path))).expect("every example switched on resolves");
     assert_eq!(on.node.api_keys.len(), 2, "both example keys are read");
+    let sealing = on.node.sealing.as_ref().expect("a secrets key");
+    assert!(sealing.previous_id().is_some(), "and the previous one");
     assert!(on.node.quotas.namespaces.contains_key("acme"));
 
     let table: toml::Table = toml::from_str(&enabled).unwrap();

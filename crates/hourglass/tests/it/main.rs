@@ -16,6 +16,7 @@ mod listen;
 mod logs;
 mod multinode;
 mod pg_outage;
+mod sealed;
 mod serverless;
 mod targets;
 mod tls;
