@@ -316,7 +316,12 @@ async fn dead_letters(f: &Fixture, may_read: bool, may_replay: bool) {
     // What is left of the two letters (the replayed job may dead-letter again, as a new letter).
     let mut left = Vec::new();
     for id in &f.letters {
-        left.push(f.setup.call("GET", &format!("/v1/dead-letters/{id}"), None).await.0);
+        left.push(
+            f.setup
+                .call("GET", &format!("/v1/dead-letters/{id}"), None)
+                .await
+                .0,
+        );
     }
     if may_replay {
         assert_status("replay", &replay, 201);
