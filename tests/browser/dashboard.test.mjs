@@ -1,7 +1,8 @@
 // Drives the dashboard served by a running node (HOURGLASS_URL, started by scripts/browser-test)
 // in headless Chromium. Runs its own webhook receiver, seeds jobs through the API, then walks the
 // overview, the job list and its filters, job pages and the dead letters, saving a screenshot of
-// each step in SCREENSHOT_DIR. Steps run in order and stop at the first failure.
+// each step in SCREENSHOT_DIR. Steps run in order and stop at the first failure. A second node
+// with API keys (HOURGLASS_KEYED_URL, a reader and an admin key) shows what a role may not do.
 
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -14,6 +15,9 @@ const BASE = process.env.HOURGLASS_URL;
 const SHOTS = process.env.SCREENSHOT_DIR || path.resolve("target/browser-screenshots");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const XSS_TYPE = "<img src=x onerror=window.__xss=1>";
+const KEYED = process.env.HOURGLASS_KEYED_URL;
+const READER_KEY = process.env.HOURGLASS_READER_KEY;
+const ADMIN_KEY = process.env.HOURGLASS_ADMIN_KEY;
 
 if (!BASE) {
   console.error("HOURGLASS_URL is not set; run scripts/browser-test");
@@ -604,6 +608,38 @@ step("job page: a job in backoff says it is retrying, why, and when", async () =
   assert.equal(await page.locator("main").evaluate((m) => /(^|\n)null(\n|$)/.test(m.innerText)), false, "no stray null");
   await shot("14-job-retrying");
   await noInjection();
+});
+
+step("roles: a reader key sees the 403 of what its role may not read or do", async () => {
+  assert.ok(KEYED && READER_KEY && ADMIN_KEY, "HOURGLASS_KEYED_URL and the keys are set by scripts/browser-test");
+  const response = await fetch(`${KEYED}/v1/jobs`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` },
+    body: JSON.stringify({ schedule: { after: "1h" }, target: { queue: "roles" } }),
+  });
+  assert.equal(response.status, 201);
+  const job = await response.json();
+  // Another origin (port), so its own sessionStorage: enter the reader key.
+  await page.goto(`${KEYED}/#/`);
+  await testid("api-key").fill(READER_KEY);
+  await testid("save-credentials").click();
+  await ready("overview");
+  // What a reader may read is shown; what it may not, the node's message naming who may.
+  assert.equal(await testid("stat-dead-letters").textContent(), "0");
+  assert.match(await testid("breakers-refused").textContent(), /role admin; this key's role is reader/);
+  assert.equal(await testid("connections-none").count(), 1);
+  assert.equal(await testid("nodes-refused").count(), 1);
+  await shot("15-roles-overview");
+  // An action it may not take answers the 403 in the status line, and changes nothing.
+  await page.goto(`${KEYED}/#/jobs/${job.id}`);
+  await ready("job");
+  await testid("action-pause").click();
+  await page.waitForFunction(() => document.getElementById("status").dataset.kind === "error");
+  assert.match(await testid("status").textContent(), /writer or admin; this key's role is reader/);
+  const after = await fetch(`${KEYED}/v1/jobs/${job.id}`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+  assert.equal((await after.json()).state, "active");
+  await shot("16-roles-refused-action");
+  assert.equal(await page.evaluate(() => window.__xss), undefined, "injected markup ran");
 });
 
 // ---------------------------------------------------------------------------------------------

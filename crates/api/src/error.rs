@@ -62,7 +62,8 @@ error_codes! {
         restarted",
     Forbidden = "forbidden" => 403,
         "the API key is bound to another namespace than the one requested, or the route \
-        (`/metrics`) needs an admin key",
+        (`/metrics`, `/v1/summary`, `/v1/nodes`) covers every namespace and needs a key of every \
+        namespace",
     ForbiddenTarget = "forbidden_target" => 422,
         "the webhook URL is, or resolves to, an address that is not globally reachable (loopback, \
         private, link-local, shared, documentation, benchmarking, multicast, reserved, or one \
@@ -71,6 +72,9 @@ error_codes! {
         "`at` is further in the past than the allowed skew (5 minutes)",
     InstantTooFar = "instant_too_far" => 422,
         "`at`, `after` or `start` lies more than 100 years ahead",
+    InsufficientRole = "insufficient_role" => 403,
+        "the API key's role does not allow the call; the message names the roles that do \
+        (`reader`, `worker`, `writer`, `admin`)",
     Internal = "internal" => 500,
         "an internal error; nothing the client can fix",
     InvalidBatch = "invalid_batch" => 422,

@@ -131,10 +131,24 @@ struct TickArgs {
 
 #[derive(Subcommand)]
 enum KeyCommand {
-    /// Print a new random API key and the hash the node's config file stores.
-    Generate,
+    /// Print a new random API key and the config block that lets it in (only its hash is stored).
+    Generate(KeyArgs),
     /// Print a new random secrets key, which seals the store's signing secrets at rest.
     Secrets,
+}
+
+#[derive(clap::Args)]
+struct KeyArgs {
+    /// What the key may do: admin (everything), writer (jobs), worker (queue leases, acks, nacks,
+    /// extends) or reader (reads). README, "Roles".
+    #[arg(long, default_value = "admin", value_parser = ["admin", "writer", "worker", "reader"])]
+    role: String,
+    /// The namespace the key is bound to.
+    #[arg(long, default_value = hourglass_server::auth::DEFAULT_NAMESPACE, conflicts_with = "all_namespaces")]
+    namespace: String,
+    /// A key of every namespace, chosen per request with the hourglass-namespace header.
+    #[arg(long)]
+    all_namespaces: bool,
 }
 
 /// Writes to stdout; a reader that went away (`hourglass job list | head`) ends the process
@@ -287,16 +301,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),
         Command::Key {
-            command: KeyCommand::Generate,
+            command: KeyCommand::Generate(args),
         } => {
+            if !args.all_namespaces && !hourglass_server::auth::valid_namespace(&args.namespace) {
+                return Err(usage(format!(
+                    "--namespace: {}",
+                    hourglass_server::auth::NAMESPACE_RULE
+                )));
+            }
             let key = hourglass_server::auth::generate_key();
+            let hash = hourglass_server::auth::hash_key(&key);
             outln!("key:    {key}");
-            outln!("sha256: {}", hourglass_server::auth::hash_key(&key));
+            outln!("sha256: {hash}");
+            outln!("role:   {}", args.role);
             outln!();
             outln!("Add to the config file (the key itself is not stored anywhere):");
             outln!("[[api_keys]]");
-            outln!("namespace = \"default\"");
-            outln!("sha256 = \"{}\"", hourglass_server::auth::hash_key(&key));
+            if args.all_namespaces {
+                outln!("all_namespaces = true");
+            } else {
+                outln!("namespace = \"{}\"", args.namespace);
+            }
+            outln!("sha256 = \"{hash}\"");
+            outln!("role = \"{}\"", args.role);
             Ok(())
         }
         Command::Key {

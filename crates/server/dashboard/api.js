@@ -1,6 +1,7 @@
 // The API layer: the caller's credentials (namespace and key, kept for the tab in sessionStorage)
 // and one fetch helper that sends them with every /v1 call and turns an error answer into an
-// ApiError with the API's code and message.
+// ApiError with the API's code and message; a 403 (the key's role or scope may not) keeps the
+// node's message, which names the roles that may.
 
 // Rows per page of the lists the dashboard pages through (jobs, dead letters, queue messages).
 export const PAGE_SIZE = 50;
@@ -47,6 +48,18 @@ export async function api(method, path, body) {
     throw new ApiError(response.status, err.code || "http_error", message);
   }
   return data;
+}
+
+// The answer of a call a key's role may not make, as null: `refused` gets the ApiError, whose
+// message names the roles that may. Any other failure is thrown.
+export async function unlessRefused(call, refused) {
+  try {
+    return await call;
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 403) throw err;
+    refused(err);
+    return null;
+  }
 }
 
 export function query(params) {

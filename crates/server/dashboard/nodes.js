@@ -5,8 +5,8 @@ import { ApiError, api } from "./api.js";
 import { el } from "./dom.js";
 import { fmtNumber, timeCell } from "./format.js";
 
-// The cluster's live nodes: cluster-wide, so with API keys configured it needs an admin key; a
-// namespace key sees a note instead of the table.
+// The cluster's live nodes: cluster-wide, so with API keys configured it needs an admin key of
+// every namespace; another key sees a note instead of the table.
 export async function nodesCard() {
   let nodes = null;
   let refused = null;
@@ -17,7 +17,7 @@ export async function nodesCard() {
     refused = err;
   }
   const body = refused
-    ? el("p", { class: "muted", "data-testid": "nodes-refused" }, "The list of nodes covers the whole cluster: it needs an admin API key.")
+    ? el("p", { class: "muted", "data-testid": "nodes-refused" }, "The list of nodes covers the whole cluster: it needs an API key of every namespace with the admin role.")
     : nodes.length
       ? el(
           "table",

@@ -1,7 +1,7 @@
 // The overview: failures waiting, open breakers, bus connections and live nodes, over the node's
 // figures (throughput, lateness, counters, jobs by state) redrawn as each summary sample comes.
 
-import { api, query } from "./api.js";
+import { api, query, unlessRefused } from "./api.js";
 import { el, showError, stat } from "./dom.js";
 import { SAMPLE_EVERY_MS, SAMPLE_WINDOW_MS, onSample, rates, samples, sparkline, startSampling } from "./figures.js";
 import { JOB_STATES, fmtAge, fmtNumber, timeCell } from "./format.js";
@@ -82,10 +82,22 @@ function renderOverviewStats() {
   );
 }
 
+// A card's note in place of what the key's role may not read: the node's 403 message.
+function refusedNote(err, testid) {
+  return el("p", { class: "muted", "data-testid": testid }, err.message);
+}
+
 export async function renderOverview() {
   startSampling();
-  const letters = await api("GET", `/v1/dead-letters${query({ limit: 1000 })}`);
-  const count = letters.dead_letters.length;
+  let lettersRefused = null;
+  let breakersRefused = null;
+  let connectionsRefused = null;
+  const [letters, breakerList, connectionList] = await Promise.all([
+    unlessRefused(api("GET", `/v1/dead-letters${query({ limit: 1000 })}`), (e) => (lettersRefused = e)),
+    unlessRefused(api("GET", "/v1/breakers"), (e) => (breakersRefused = e)),
+    unlessRefused(api("GET", "/v1/connections"), (e) => (connectionsRefused = e)),
+  ]);
+  const count = letters ? letters.dead_letters.length : 0;
   const failures = el(
     "div",
     { class: "card stat failures" },
@@ -93,16 +105,19 @@ export async function renderOverview() {
     el(
       "span",
       { class: "stat-value", "data-testid": "stat-dead-letters", "aria-labelledby": "stat-failures-label" },
-      letters.next_cursor ? `${count}+` : String(count),
+      lettersRefused ? "—" : letters.next_cursor ? `${count}+` : String(count),
     ),
+    lettersRefused ? refusedNote(lettersRefused, "dead-letters-refused") : null,
     el("a", { href: "#/dead-letters", class: "stat-hint" }, "Review dead letters →"),
   );
-  const { breakers } = await api("GET", "/v1/breakers");
+  const breakers = breakerList ? breakerList.breakers : [];
   const held = el(
     "div",
     { class: "card breakers", "data-testid": "breakers" },
     el("span", { class: "stat-label", id: "breakers-label" }, "Destinations held back (open breakers)"),
-    breakers.length
+    breakersRefused
+      ? refusedNote(breakersRefused, "breakers-refused")
+      : breakers.length
       ? el(
           "table",
           { "data-testid": "breakers-table", "aria-labelledby": "breakers-label" },
@@ -127,12 +142,14 @@ export async function renderOverview() {
       "Deliveries to a destination that keeps failing wait, without spending attempts, until a probe gets an answer. Per node.",
     ),
   );
-  const { connections } = await api("GET", "/v1/connections");
+  const connections = connectionList ? connectionList.connections : [];
   const buses = el(
     "div",
     { class: "card connections", "data-testid": "connections" },
     el("span", { class: "stat-label", id: "connections-label" }, "Bus and cloud connections"),
-    connections.length
+    connectionsRefused
+      ? refusedNote(connectionsRefused, "connections-refused")
+      : connections.length
       ? el(
           "table",
           { "data-testid": "connections-table", "aria-labelledby": "connections-label" },

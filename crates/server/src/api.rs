@@ -4,12 +4,10 @@
 
 use std::sync::atomic::Ordering;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use hourglass_api::{
     BatchCreate, BatchCreated, Breaker, BreakerList, Connection, ConnectionList, CreateJob,
     DeadLetterList, JobListQuery, NodeList, PageQuery, PatchJob, PreviewRequest, Published,
@@ -32,7 +30,7 @@ use crate::wire::{self, Limits};
 mod fingerprint;
 mod others;
 use fingerprint::fingerprint;
-use others::{
+pub(crate) use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
     list_open_breakers, read_signing_secret, replay_dead_letter, rotate_signing_secret,
 };
@@ -43,90 +41,6 @@ pub const MAX_BATCH: usize = 1000;
 const OPENAPI: &str = include_str!("../openapi.json");
 /// The request header that makes a trigger idempotent.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
-
-pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/v1/jobs", post(create_job).get(list_jobs))
-        .route("/v1/jobs/batch", post(create_batch))
-        .route(
-            "/v1/jobs/{id}",
-            get(get_job).patch(patch_job).delete(cancel_job),
-        )
-        .route("/v1/jobs/{id}/pause", post(pause_job))
-        .route("/v1/jobs/{id}/resume", post(resume_job))
-        .route("/v1/jobs/{id}/trigger", post(trigger_job))
-        .route("/v1/jobs/{id}/runs", get(job_runs))
-        .route("/v1/dead-letters", get(list_dead_letters))
-        .route(
-            "/v1/dead-letters/{id}",
-            get(get_dead_letter).delete(delete_dead_letter),
-        )
-        .route("/v1/dead-letters/{id}/replay", post(replay_dead_letter))
-        .route("/v1/breakers", get(list_open_breakers))
-        .route("/v1/connections", get(list_connections))
-        .route("/v1/nodes", get(list_nodes))
-        .route(
-            "/v1/signing-secret",
-            get(read_signing_secret).post(rotate_signing_secret),
-        )
-        .route("/v1/schedules/preview", post(preview_schedule))
-        .route("/v1/openapi.json", get(openapi))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .merge(crate::queues::routes())
-        .merge(crate::dashboard::routes())
-        .fallback(|| async { ApiError::not_found("route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                ErrorCode::MethodNotAllowed,
-                "this route does not support that method",
-            )
-        })
-        // Before anything else a request must pass (and still counted below).
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::guard::check,
-        ))
-        // A layer on the router wraps every route (and the fallbacks), after routing, so the
-        // counter sees the matched route template.
-        .layer(axum::middleware::from_fn_with_state(
-            state.metrics.clone(),
-            crate::metrics::count_requests,
-        ))
-        // Outermost: a handler that panics (a bug: validation bounds every input) answers 500
-        // with the documented error body and changes nothing it had not committed, instead of
-        // dropping the client's connection without an answer.
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-            handler_panicked,
-        ))
-        .with_state(state)
-}
-
-fn handler_panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let message = hourglass_engine::panic_message(&*panic);
-    tracing::error!(panic = %message, "a request handler panicked");
-    ApiError::new(
-        ErrorCode::Internal,
-        "the request failed because of a bug in hourglass; it is logged",
-    )
-    .into_response()
-}
-
-/// The routes of the `metrics_listen` address: `/metrics` without authentication, nothing else.
-pub fn metrics_router(state: AppState) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(|State(state): State<AppState>| async move { render_metrics(&state).await }),
-        )
-        .fallback(|| async { ApiError::not_found("route") })
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::guard::check_host,
-        ))
-        .with_state(state)
-}
 
 /// The target's service asked, where it can tell, whether a publish could ever land (a NATS
 /// subject no JetStream stream captures): a 422 on the field instead of a job that would only
@@ -202,7 +116,11 @@ async fn validate_create(
     })
 }
 
-async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
+pub(crate) async fn create_job(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let req: CreateJob =
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
@@ -219,7 +137,11 @@ async fn create_job(State(state): State<AppState>, headers: HeaderMap, body: Bod
     })
 }
 
-async fn create_batch(State(state): State<AppState>, headers: HeaderMap, body: Body) -> ApiResult {
+pub(crate) async fn create_batch(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
     let principal = principal(&state, &headers)?;
     let batch: BatchCreate =
         parse_body(&read_body(&state, &headers, body, state.limits.max_batch_bytes).await?)?;
@@ -314,7 +236,7 @@ fn prefers_minimal(headers: &HeaderMap) -> bool {
         })
 }
 
-async fn list_jobs(
+pub(crate) async fn list_jobs(
     State(state): State<AppState>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
@@ -381,7 +303,7 @@ async fn list_jobs(
     Ok(page.answer("jobs", JobId::to_string))
 }
 
-async fn get_job(
+pub(crate) async fn get_job(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(id): Segment,
@@ -396,7 +318,7 @@ async fn get_job(
     Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
 }
 
-async fn patch_job(
+pub(crate) async fn patch_job(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(id): Segment,
@@ -476,7 +398,7 @@ async fn transition_answer(
     Ok(typed_response(StatusCode::OK, &wire::job_out(&job)))
 }
 
-async fn cancel_job(
+pub(crate) async fn cancel_job(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(id): Segment,
@@ -484,7 +406,7 @@ async fn cancel_job(
     transition_answer(&state, &headers, &id, |now| Transition::Cancel { now }).await
 }
 
-async fn pause_job(
+pub(crate) async fn pause_job(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(id): Segment,
@@ -492,7 +414,7 @@ async fn pause_job(
     transition_answer(&state, &headers, &id, |now| Transition::Pause { now }).await
 }
 
-async fn resume_job(
+pub(crate) async fn resume_job(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(id): Segment,
@@ -500,7 +422,7 @@ async fn resume_job(
     transition_answer(&state, &headers, &id, |now| Transition::Resume { now }).await
 }
 
-async fn trigger_job(
+pub(crate) async fn trigger_job(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(id): Segment,
@@ -552,7 +474,7 @@ fn idempotency_key(headers: &HeaderMap, limits: &Limits) -> Result<Option<String
     Ok(Some(key.to_owned()))
 }
 
-async fn job_runs(
+pub(crate) async fn job_runs(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(id): Segment,
@@ -581,7 +503,7 @@ async fn job_runs(
 
 /// Lists the next due times of a schedule without creating anything: the schedule is validated
 /// as a create would validate it, and nothing touches the store.
-async fn preview_schedule(
+pub(crate) async fn preview_schedule(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Body,
@@ -594,11 +516,11 @@ async fn preview_schedule(
     Ok(typed_response(StatusCode::OK, &preview))
 }
 
-async fn openapi() -> Response {
+pub(crate) async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-async fn healthz() -> Response {
+pub(crate) async fn healthz() -> Response {
     typed_response(
         StatusCode::OK,
         &Status {
@@ -607,7 +529,7 @@ async fn healthz() -> Response {
     )
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
+pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     if state.scheduler.has_failed() {
         return ApiError::new(
             ErrorCode::EngineFailed,
@@ -627,12 +549,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Node-wide, so every namespace's counts: an admin key in key mode (scrapers that cannot send one
-/// use the unauthenticated `metrics_listen` address instead).
-async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(e) = state.auth.authenticate_admin(&headers) {
-        return e.into_response();
-    }
+/// Node-wide, so every namespace's counts: an admin key of every namespace in key mode (the route
+/// table's `NodeAdmin`; scrapers that cannot send one use the unauthenticated `metrics_listen`
+/// address instead).
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     render_metrics(&state).await
 }
 

@@ -1,5 +1,8 @@
-//! API keys. A key is stored only as its SHA-256 hash and is bound to one namespace, or is an admin
-//! key that may act in any namespace (chosen with the `hourglass-namespace` header).
+//! API keys and what they may do. A key is stored only as its SHA-256 hash. Its **scope** is one
+//! namespace, or every namespace (`all_namespaces = true`, once spelled `admin = true`: the
+//! namespace is then chosen per request with the `hourglass-namespace` header). Its **role** says
+//! what it may do there: `reader`, `worker`, `writer` or `admin` (the default, every call). The
+//! role each route needs is [`Need`], given to each route where it is registered (`routes.rs`).
 
 use std::collections::HashMap;
 
@@ -11,27 +14,155 @@ use crate::error::{ApiError, ErrorCode};
 pub const DEFAULT_NAMESPACE: &str = "default";
 pub const NAMESPACE_HEADER: &str = "hourglass-namespace";
 
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeyConfig {
     /// Hex SHA-256 of the key (see `hourglass key generate`).
     pub sha256: String,
-    /// The namespace the key is bound to; absent for an admin key.
+    /// The namespace the key is bound to; absent for a key of every namespace.
     pub namespace: Option<String>,
+    /// A key for every namespace, named per request by the `hourglass-namespace` header. Its
+    /// first name, `admin`, is still read: it never meant the `admin` role, which is `role`'s.
+    #[serde(default, alias = "admin")]
+    pub all_namespaces: bool,
+    /// What the key may do in its namespace (or namespaces); `admin` when absent.
     #[serde(default)]
-    pub admin: bool,
+    pub role: Role,
+}
+
+/// What a key may do, from least to most: `reader` reads; `worker` leases, acks, nacks and
+/// extends queue messages and reads queues; `writer` also creates, changes and triggers jobs (and
+/// may do what a worker does); `admin` also rotates and reads the signing secret, replays and
+/// purges dead letters, and reads breakers and (with a key of every namespace) the node-wide
+/// views: `/metrics`, `/v1/summary`, `/v1/nodes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Role {
+    Reader,
+    Worker,
+    Writer,
+    #[default]
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Reader, Role::Worker, Role::Writer, Role::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Worker => "worker",
+            Role::Writer => "writer",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
+/// Read by name, and an unknown name is refused naming the field and the roles there are.
+impl<'de> serde::Deserialize<'de> for Role {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Role::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "role must be one of reader, worker, writer or admin, not {name:?}"
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a route needs of its caller. Every route is registered with one (`routes.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Need {
+    /// No key: health, readiness, the OpenAPI document, the dashboard's page and assets.
+    Open,
+    /// Any known key, whatever its role: a request under `/v1/` that no route took (its 404 or
+    /// 405 is told only to a caller with a key).
+    Key,
+    /// Reads of jobs, runs, dead letters and connections, and schedule previews.
+    Read,
+    /// Reads of queues: their list, counts and messages.
+    QueueRead,
+    /// A worker's calls: lease, ack, nack, extend.
+    Work,
+    /// Creating, changing, pausing, resuming, cancelling and triggering jobs.
+    Write,
+    /// The namespace's signing secret, dead-letter replays and purges, breakers.
+    Admin,
+    /// Node-wide views covering every namespace: the `admin` role on a key of every namespace.
+    NodeAdmin,
+}
+
+impl Need {
+    /// Every need, for tables and tests.
+    pub const ALL: [Need; 8] = [
+        Need::Open,
+        Need::Key,
+        Need::Read,
+        Need::QueueRead,
+        Need::Work,
+        Need::Write,
+        Need::Admin,
+        Need::NodeAdmin,
+    ];
+
+    /// The roles that meet this need (every role for [`Need::Open`]), least first: the
+    /// OpenAPI document's `x-roles` of each operation.
+    pub fn roles(self) -> &'static [Role] {
+        match self {
+            Need::Open | Need::Key | Need::QueueRead => &Role::ALL,
+            Need::Read => &[Role::Reader, Role::Writer, Role::Admin],
+            Need::Work => &[Role::Worker, Role::Writer, Role::Admin],
+            Need::Write => &[Role::Writer, Role::Admin],
+            Need::Admin | Need::NodeAdmin => &[Role::Admin],
+        }
+    }
+
+    pub fn allows(self, role: Role) -> bool {
+        self.roles().contains(&role)
+    }
+
+    /// The 403 for a key whose role does not meet this need: it names the roles that do.
+    fn refusal(self, role: Role) -> ApiError {
+        let roles: Vec<&str> = self.roles().iter().map(|r| r.as_str()).collect();
+        let needed = match roles.as_slice() {
+            [one] => (*one).to_string(),
+            [init @ .., last] => format!("{} or {last}", init.join(", ")),
+            [] => String::new(),
+        };
+        ApiError::new(
+            ErrorCode::InsufficientRole,
+            format!("this call needs an api key with the role {needed}; this key's role is {role}"),
+        )
+        .field("authorization")
+    }
 }
 
 /// Who is calling, after authentication.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub namespace: String,
+    pub role: Role,
 }
 
 #[derive(Debug, Clone)]
-enum Grant {
+enum Scope {
     Namespace(String),
-    Admin,
+    AllNamespaces,
+}
+
+#[derive(Debug, Clone)]
+struct Grant {
+    scope: Scope,
+    role: Role,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -47,24 +178,30 @@ impl Auth {
             if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(format!("api_keys[{i}].sha256 is not a hex SHA-256 digest"));
             }
-            let grant = match (&k.namespace, k.admin) {
-                (None, true) => Grant::Admin,
-                (Some(ns), false) if valid_namespace(ns) => Grant::Namespace(ns.clone()),
+            let scope = match (&k.namespace, k.all_namespaces) {
+                (None, true) => Scope::AllNamespaces,
+                (Some(ns), false) if valid_namespace(ns) => Scope::Namespace(ns.clone()),
                 (Some(_), false) => {
                     return Err(format!("api_keys[{i}].{NAMESPACE_RULE}"));
                 }
                 _ => {
                     return Err(format!(
-                        "api_keys[{i}] must have either a namespace or admin = true"
+                        "api_keys[{i}] must have either a namespace or all_namespaces = true"
                     ));
                 }
             };
-            map.insert(hash, grant);
+            map.insert(
+                hash,
+                Grant {
+                    scope,
+                    role: k.role,
+                },
+            );
         }
         Ok(Self { keys: map })
     }
 
-    /// Development mode: no keys configured, every caller is an admin.
+    /// Development mode: no keys configured, every caller is an admin of every namespace.
     pub fn is_open(&self) -> bool {
         self.keys.is_empty()
     }
@@ -73,7 +210,7 @@ impl Auth {
         let requested = headers
             .get(NAMESPACE_HEADER)
             .map(|v| v.to_str().unwrap_or_default().to_string());
-        let admin_namespace = || -> Result<Principal, ApiError> {
+        let any_namespace = |role: Role| -> Result<Principal, ApiError> {
             let ns = requested
                 .clone()
                 .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
@@ -84,14 +221,18 @@ impl Auth {
                     NAMESPACE_RULE,
                 ));
             }
-            Ok(Principal { namespace: ns })
+            Ok(Principal {
+                namespace: ns,
+                role,
+            })
         };
         if self.is_open() {
-            return admin_namespace();
+            return any_namespace(Role::Admin);
         }
-        match self.grant(headers)? {
-            Grant::Admin => admin_namespace(),
-            Grant::Namespace(ns) => match requested {
+        let grant = self.grant(headers)?;
+        match &grant.scope {
+            Scope::AllNamespaces => any_namespace(grant.role),
+            Scope::Namespace(ns) => match requested {
                 Some(other) if other != *ns => Err(ApiError::new(
                     ErrorCode::Forbidden,
                     "this api key is bound to another namespace",
@@ -99,24 +240,39 @@ impl Auth {
                 .field(NAMESPACE_HEADER)),
                 _ => Ok(Principal {
                     namespace: ns.clone(),
+                    role: grant.role,
                 }),
             },
         }
     }
 
-    /// For node-wide views (`/metrics` shows every namespace's counts): an admin key, or any
-    /// caller in development mode. A namespace key is refused with 403.
-    pub fn authenticate_admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        if self.is_open() {
+    /// Whether the request may take a route that needs `need`: 401 without a known key, 403
+    /// `forbidden` for another namespace (or a namespace key on a node-wide view), 403
+    /// `insufficient_role` for a role that does not meet the need. In development mode every
+    /// caller is an admin of every namespace (the handlers still check the namespace header).
+    pub fn authorize(&self, headers: &HeaderMap, need: Need) -> Result<(), ApiError> {
+        if need == Need::Open || self.is_open() {
             return Ok(());
         }
-        match self.grant(headers)? {
-            Grant::Admin => Ok(()),
-            Grant::Namespace(_) => Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "this view covers every namespace: use an admin api key",
-            )
-            .field("authorization")),
+        if need == Need::NodeAdmin {
+            let grant = self.grant(headers)?;
+            if let Scope::Namespace(_) = grant.scope {
+                return Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    "this view covers every namespace: use an api key of every namespace \
+                     (all_namespaces = true) with the admin role",
+                )
+                .field("authorization"));
+            }
+            return match need.allows(grant.role) {
+                true => Ok(()),
+                false => Err(need.refusal(grant.role)),
+            };
+        }
+        let principal = self.authenticate(headers)?;
+        match need.allows(principal.role) {
+            true => Ok(()),
+            false => Err(need.refusal(principal.role)),
         }
     }
 

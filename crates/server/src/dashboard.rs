@@ -4,11 +4,10 @@
 //! through the public HTTP API (`/v1/...`), with the caller's API key, so it can see and do nothing
 //! the API would refuse.
 
+use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 
 use crate::respond::ApiResult;
 use crate::state::AppState;
@@ -17,7 +16,7 @@ const INDEX_HTML: &str = include_str!("../dashboard/index.html");
 
 /// The assets under `/dashboard/`: (file name, content type, body). Every module the page imports
 /// must be listed here, or the browser gets the API's 404 for it.
-const ASSETS: &[(&str, &str, &str)] = &[
+pub(crate) const ASSETS: &[(&str, &str, &str)] = &[
     ("app.css", CSS, include_str!("../dashboard/app.css")),
     ("app.js", JS, include_str!("../dashboard/app.js")),
     ("api.js", JS, include_str!("../dashboard/api.js")),
@@ -41,22 +40,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 
-/// The dashboard's routes: its assets, outside `/v1` (they are not API operations), and the
-/// summary it reads its figures from.
-pub fn routes() -> Router<AppState> {
-    let mut router = Router::new()
-        .route("/", get(index))
-        .route("/v1/summary", get(summary));
-    for &(name, content_type, body) in ASSETS {
-        router = router.route(
-            &format!("/dashboard/{name}"),
-            get(move || async move { asset(content_type, body) }),
-        );
-    }
-    router
-}
-
-fn asset(content_type: &'static str, body: &'static str) -> Response {
+pub(crate) fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
         [
             (header::CONTENT_TYPE, content_type),
@@ -68,7 +52,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-async fn index() -> Response {
+pub(crate) async fn index() -> Response {
     let mut response = asset("text/html; charset=utf-8", INDEX_HTML);
     // Everything the page loads comes from this node; no inline script, no third parties. Module
     // scripts and their imports are scripts too: 'self' covers them.
@@ -83,10 +67,9 @@ async fn index() -> Response {
 }
 
 /// The dashboard's figures: this node's delivery counters and gauges, and the whole store's
-/// counts. They cover every namespace, like `/metrics`, so an admin key when the node has keys (a
-/// namespace key gets 403).
-async fn summary(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
-    state.auth.authenticate_admin(&headers)?;
+/// counts. They cover every namespace, like `/metrics`, so an admin key of every namespace when
+/// the node has keys (the route table's `NodeAdmin`).
+pub(crate) async fn summary(State(state): State<AppState>) -> ApiResult {
     let figures = state.metrics.summary(&state.scheduler).await;
     Ok((StatusCode::OK, Json(figures)).into_response())
 }

@@ -5,28 +5,83 @@
 //! node never grants. In development mode, where no key is needed, a page could also reach the
 //! node through DNS rebinding (its own name resolving to 127.0.0.1), so there the `Host` header
 //! must name this machine: `localhost` or a loopback address.
+//!
+//! Who may call a route is checked here too, before anything else about the request: the guard
+//! runs after routing, looks up the [`Need`] the matched route was registered with (`routes.rs`,
+//! the one table) and asks [`Auth::authorize`](crate::auth::Auth::authorize).
 
+use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::auth::Need;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::is_json;
 use crate::state::AppState;
 
-pub async fn check(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if state.auth.is_open() {
-        if let Err(e) = local_host(request.headers()) {
-            return e.into_response();
-        }
-    } else if request.uri().path().starts_with("/v1/")
-        && let Err(e) = state.auth.authenticate(request.headers())
+/// What each route needs, by (method, path template): the route table's, built with the router.
+#[derive(Debug, Default)]
+pub struct RouteNeeds(HashMap<(Method, String), Need>);
+
+impl RouteNeeds {
+    pub fn insert(&mut self, method: Method, path: &str, need: Need) {
+        self.0.insert((method, path.to_owned()), need);
+    }
+
+    /// The need of a request's route. `HEAD` is answered by `GET`'s handler, so it needs what
+    /// `GET` does. A request no route took (404, or 405 on a known path) needs a key under
+    /// `/v1/`, as every operation there does, and nothing elsewhere.
+    fn of(&self, method: &Method, matched: Option<&MatchedPath>, path: &str) -> Need {
+        let method = if method == Method::HEAD {
+            &Method::GET
+        } else {
+            method
+        };
+        matched
+            .and_then(|m| self.0.get(&(method.clone(), m.as_str().to_owned())))
+            .copied()
+            .unwrap_or(if path.starts_with("/v1/") {
+                Need::Key
+            } else {
+                Need::Open
+            })
+    }
+
+    /// Every (method, path template, need), sorted: the table as tests and documents read it.
+    pub fn rows(&self) -> Vec<(String, String, Need)> {
+        let mut rows: Vec<_> = self
+            .0
+            .iter()
+            .map(|((m, p), n)| (m.as_str().to_owned(), p.clone(), *n))
+            .collect();
+        rows.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
+        rows
+    }
+}
+
+pub async fn check(
+    State((state, needs)): State<(AppState, Arc<RouteNeeds>)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.auth.is_open()
+        && let Err(e) = local_host(request.headers())
     {
-        // With keys, who is calling is told before what is wrong with the request, as the
-        // handlers do.
+        return e.into_response();
+    }
+    let need = needs.of(
+        request.method(),
+        request.extensions().get::<MatchedPath>(),
+        request.uri().path(),
+    );
+    // With keys, who is calling and what their key may do is told before what is wrong with the
+    // request, as the handlers do.
+    if let Err(e) = state.auth.authorize(request.headers(), need) {
         return e.into_response();
     }
     if may_carry_body(request.method(), request.headers())

@@ -18,6 +18,7 @@ mod pages;
 pub mod queues;
 pub mod quotas;
 mod respond;
+pub mod routes;
 pub mod serve;
 pub mod state;
 pub mod wire;

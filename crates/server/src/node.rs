@@ -22,7 +22,6 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::api;
 use crate::auth::{ApiKeyConfig, Auth};
 use crate::metrics::ApiMetrics;
 use crate::quotas::Quotas;
@@ -407,7 +406,7 @@ impl ApiOnly {
             hook,
         );
         let ready = Arc::new(AtomicBool::new(true));
-        let router = api::router(parts.app_state(&config, &engine, ready));
+        let router = crate::routes::router(parts.app_state(&config, &engine, ready));
         Ok(ApiOnly { router, engine })
     }
 
@@ -476,14 +475,14 @@ impl Node {
             tracing::info!(addr = %bound, "serving /metrics without authentication");
             http.push(tokio::spawn(serve(
                 listener,
-                api::metrics_router(state.clone()),
+                crate::routes::metrics_router(state.clone()),
                 config.http.clone(),
                 stop_http.clone(),
             )));
         }
         http.push(tokio::spawn(serve(
             listener,
-            api::router(state),
+            crate::routes::router(state),
             config.http.clone(),
             stop_http.clone(),
         )));

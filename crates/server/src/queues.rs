@@ -4,11 +4,9 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
 use hourglass_api::{
     AckRequest, ExtendRequest, LeaseRequest, Message, NackRequest, Queue, QueueList,
     QueueListQuery, QueueMessage, QueueMessageStatus, QueueMessagesQuery, Receipt as ApiReceipt,
@@ -38,17 +36,6 @@ pub const MAX_RECEIPTS: usize = 1000;
 pub const MAX_TYPES: usize = 32;
 const DEFAULT_LEASE: u32 = 10;
 const DEFAULT_VISIBILITY_MS: u64 = 30_000;
-
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/queues", get(list_queues))
-        .route("/v1/queues/{name}", get(get_queue))
-        .route("/v1/queues/{name}/messages", get(list_messages))
-        .route("/v1/queues/{name}/lease", post(lease))
-        .route("/v1/queues/{name}/ack", post(ack))
-        .route("/v1/queues/{name}/nack", post(nack))
-        .route("/v1/queues/{name}/extend", post(extend))
-}
 
 /// A lease's answer, `{"messages": [...]}`, written as it is serialized: each message borrows
 /// from its leased occurrence, so nothing is copied into the answer but its encoding.
@@ -164,7 +151,7 @@ fn results_response(out: &ReceiptResults) -> axum::response::Response {
     sized_response(StatusCode::OK, out, size)
 }
 
-async fn lease(
+pub(crate) async fn lease(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(name): Segment,
@@ -245,7 +232,7 @@ async fn lease_within(
         .await?)
 }
 
-async fn ack(
+pub(crate) async fn ack(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(name): Segment,
@@ -263,7 +250,7 @@ async fn ack(
     Ok(results_response(&results(req.receipts, &outcomes)))
 }
 
-async fn nack(
+pub(crate) async fn nack(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(name): Segment,
@@ -286,7 +273,7 @@ async fn nack(
     Ok(results_response(&results(req.receipts, &outcomes)))
 }
 
-async fn extend(
+pub(crate) async fn extend(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(name): Segment,
@@ -352,7 +339,7 @@ fn queue_message_out(
 
 /// The queue's messages (its active jobs) in id order, a page at a time: waiting or leased, each
 /// with when it becomes available or when its lease lapses. Reads only; nothing is leased.
-async fn list_messages(
+pub(crate) async fn list_messages(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(name): Segment,
@@ -414,7 +401,7 @@ fn queue_out(s: QueueStats, now_ms: i64) -> Queue {
 }
 
 /// The namespace's queues by name, a page at a time: a namespace may have tens of thousands.
-async fn list_queues(
+pub(crate) async fn list_queues(
     State(state): State<AppState>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
@@ -450,7 +437,7 @@ async fn list_queues(
     ))
 }
 
-async fn get_queue(
+pub(crate) async fn get_queue(
     State(state): State<AppState>,
     headers: HeaderMap,
     Segment(name): Segment,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from datetime import datetime, timedelta, timezone
@@ -28,7 +29,7 @@ from hourglass import (
 )
 from hourglass._errors import parse_retry_after
 
-from .conftest import Node
+from .conftest import Node, running_node
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -153,6 +154,20 @@ def test_errors_keep_code_message_field_and_status(client: Client) -> None:
 
     with pytest.raises(ValueError):
         NewJob(at(datetime(2030, 1, 1)), Target.to_queue("q")).to_json()  # naive datetime
+
+
+def test_a_call_the_keys_role_may_not_make_is_an_api_error_naming_the_roles() -> None:
+    key = "hg_reader-key-of-the-sdk-tests"
+    sha256 = hashlib.sha256(key.encode()).hexdigest()
+    config = f'[[api_keys]]\nnamespace = "acme"\nrole = "reader"\nsha256 = "{sha256}"\n'
+    with running_node(config) as node, Client(node.url, api_key=key) as reader:
+        assert reader.list_jobs().jobs == []
+        with pytest.raises(ApiError) as refused:
+            reader.create_job(NewJob(after("1h"), Target.to_queue("q")))
+    assert refused.value.status == 403
+    assert refused.value.code == "insufficient_role"
+    assert refused.value.field == "authorization"
+    assert "writer or admin" in refused.value.message
 
 
 def test_retry_after_is_read_in_both_forms() -> None:

@@ -2,6 +2,7 @@
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -335,6 +336,27 @@ describe("the rest", () => {
     const lease = client.lease("idle", { wait_ms: 20_000 }, { signal: stop.signal });
     setTimeout(() => stop.abort(new Error("stopped by the test")), 50);
     await assert.rejects(lease, /stopped by the test/);
+  });
+});
+
+describe("roles", () => {
+  it("refuses a call the key's role may not make as an ApiError naming the roles that may", async () => {
+    const key = "hg_reader-key-of-the-sdk-tests";
+    const sha256 = createHash("sha256").update(key).digest("hex");
+    const keyed = await startNode({
+      config: `[[api_keys]]\nnamespace = "acme"\nrole = "reader"\nsha256 = "${sha256}"\n`,
+    });
+    try {
+      const reader = new Client(keyed.url, { apiKey: key });
+      assert.deepEqual((await reader.listJobs()).jobs, []);
+      const refused = await rejectsWith(reader.createJob({ schedule: { after: "1h" }, target: { queue: "q" } }));
+      assert.equal(refused.status, 403);
+      assert.equal(refused.code, "insufficient_role");
+      assert.equal(refused.field, "authorization");
+      assert.match(refused.message, /writer or admin/);
+    } finally {
+      await keyed.stop();
+    }
   });
 });
 

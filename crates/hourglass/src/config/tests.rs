@@ -172,11 +172,10 @@ fn the_example_config_has_every_key_at_its_default() {
         .flat_map(|key| key.as_table().expect("an api key").keys())
         .map(String::as_str)
         .collect();
-    assert_eq!(
-        api_keys,
-        names(serde_fields::<ApiKeyConfig>()),
-        "[[api_keys]]"
-    );
+    // `admin`, the old name of `all_namespaces`, is still read but no longer shown.
+    let mut api_key_fields = names(serde_fields::<ApiKeyConfig>());
+    assert!(api_key_fields.remove("admin"), "the old name is still read");
+    assert_eq!(api_keys, api_key_fields, "[[api_keys]]");
 }
 
 #[test]
@@ -380,5 +379,84 @@ fn unknown_keys_and_bad_values_are_rejected() {
         std::fs::write(&path, text).unwrap();
         let err = resolve(args(Some(path))).err().expect("rejected");
         assert!(format!("{err:#}").contains(needle), "{text}: {err:#}");
+    }
+}
+
+/// Each `[[api_keys]]` entry carries a role (`admin` when absent, as before roles existed) and a
+/// scope: a namespace, or every namespace (`all_namespaces = true`, still read as `admin = true`).
+/// A role no version knows is refused, naming the field and the roles there are.
+#[test]
+fn api_key_roles_and_scopes_are_read_and_an_unknown_role_is_refused() {
+    use hourglass_server::auth::Role;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keys.toml");
+    let hash = "0".repeat(64);
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[[api_keys]]
+namespace = "acme"
+sha256 = "{hash}"
+role = "reader"
+[[api_keys]]
+namespace = "acme"
+sha256 = "{hash}"
+role = "worker"
+[[api_keys]]
+namespace = "acme"
+sha256 = "{hash}"
+role = "writer"
+[[api_keys]]
+namespace = "acme"
+sha256 = "{hash}"
+[[api_keys]]
+admin = true
+sha256 = "{hash}"
+[[api_keys]]
+all_namespaces = true
+sha256 = "{hash}"
+role = "reader"
+"#
+        ),
+    )
+    .unwrap();
+    let keys = resolve(args(Some(path))).unwrap().node.api_keys;
+    let read: Vec<(Option<&str>, bool, Role)> = keys
+        .iter()
+        .map(|k| (k.namespace.as_deref(), k.all_namespaces, k.role))
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            (Some("acme"), false, Role::Reader),
+            (Some("acme"), false, Role::Worker),
+            (Some("acme"), false, Role::Writer),
+            (Some("acme"), false, Role::Admin),
+            (None, true, Role::Admin),
+            (None, true, Role::Reader),
+        ]
+    );
+
+    for (text, needles) in [
+        (
+            "[[api_keys]]\nnamespace = \"acme\"\nsha256 = \"00\"\nrole = \"owner\"\n",
+            &["role must be one of reader, worker, writer or admin, not \"owner\""][..],
+        ),
+        (
+            "[[api_keys]]\nnamespace = \"acme\"\nsha256 = \"00\"\nrole = \"Admin\"\n",
+            &["role", "Admin"][..],
+        ),
+        (
+            "[[api_keys]]\nsha256 = \"00\"\nadmin = true\nall_namespaces = true\n",
+            &["all_namespaces"][..],
+        ),
+    ] {
+        let path = dir.path().join("bad-key.toml");
+        std::fs::write(&path, text).unwrap();
+        let err = format!("{:#}", resolve(args(Some(path))).err().expect("rejected"));
+        for needle in needles {
+            assert!(err.contains(needle), "{text}: {needle} not in {err}");
+        }
     }
 }

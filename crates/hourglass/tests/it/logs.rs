@@ -237,6 +237,23 @@ fn a_start_that_cannot_work_exits_78_and_one_that_may_work_later_exits_1() {
         "the error names the key: {text}"
     );
 
+    // An API key whose role no version knows.
+    std::fs::write(
+        &file,
+        format!(
+            "listen = \"127.0.0.1:0\"\n[[api_keys]]\nnamespace = \"a\"\nsha256 = \"{}\"\nrole = \"owner\"\n",
+            "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    let (code, text) = run(&["--config", file.to_str().unwrap()]);
+    assert_eq!(code, Some(78), "{text}");
+    assert!(
+        text.contains("invalid configuration")
+            && text.contains("role must be one of reader, worker, writer or admin, not \"owner\""),
+        "the error names the field and the roles: {text}"
+    );
+
     // Listening beyond loopback without API keys (refused before anything is bound).
     let (code, text) = run(&["--listen", "0.0.0.0:0"]);
     assert_eq!(code, Some(78), "{text}");

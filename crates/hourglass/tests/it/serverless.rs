@@ -48,7 +48,8 @@ async fn api(table: &str, key: &str, hook: Arc<Recorded>) -> (ApiOnly, String) {
         api_keys: vec![ApiKeyConfig {
             sha256: hash_key(key),
             namespace: Some("default".into()),
-            admin: false,
+            all_namespaces: false,
+            ..Default::default()
         }],
         allow_targets: vec!["127.0.0.0/8".parse().unwrap()],
         connections: hourglass_targets::Connections::new(

@@ -2236,7 +2236,8 @@ async fn loopback_targets_are_refused_without_an_allowlist_when_keys_are_configu
     config.api_keys = vec![ApiKeyConfig {
         sha256: hash_key("admin-key"),
         namespace: None,
-        admin: true,
+        all_namespaces: true,
+        ..Default::default()
     }];
     let node = start_node_with(config).await;
     let bearer = HeaderValue::from_static("Bearer admin-key");
@@ -2337,12 +2338,14 @@ async fn api_keys_and_namespaces_are_enforced() {
         ApiKeyConfig {
             sha256: hash_key("k1"),
             namespace: Some("a".into()),
-            admin: false,
+            all_namespaces: false,
+            ..Default::default()
         },
         ApiKeyConfig {
             sha256: hash_key("k2"),
             namespace: Some("b".into()),
-            admin: false,
+            all_namespaces: false,
+            ..Default::default()
         },
     ];
     let node = start_node_with(config).await;

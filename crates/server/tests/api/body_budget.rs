@@ -135,7 +135,8 @@ async fn one_key_holds_at_most_its_share_while_another_still_sends() {
         .map(|k| ApiKeyConfig {
             sha256: hash_key(k),
             namespace: Some(k.into()),
-            admin: false,
+            all_namespaces: false,
+            ..Default::default()
         })
         .collect();
     config.limits.body_budget = BodyBudget {

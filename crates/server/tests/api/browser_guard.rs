@@ -136,7 +136,8 @@ async fn with_api_keys_any_host_is_served_and_writes_still_want_json() {
     config.api_keys = vec![ApiKeyConfig {
         sha256: hash_key("k"),
         namespace: Some("acme".into()),
-        admin: false,
+        all_namespaces: false,
+        ..Default::default()
     }];
     let node = start_node_with(config).await;
     let api = Api::new(node.addr()).with_key("k");

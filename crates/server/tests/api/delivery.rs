@@ -376,7 +376,8 @@ async fn development_mode_refuses_non_loopback_addresses() {
     config.api_keys = vec![hourglass_server::auth::ApiKeyConfig {
         sha256: hourglass_server::auth::hash_key("secret-key"),
         namespace: Some("acme".into()),
-        admin: false,
+        all_namespaces: false,
+        ..Default::default()
     }];
     let node = crate::support::start_node_with(config).await;
     let port = node.addr().port();
@@ -482,7 +483,8 @@ async fn the_current_signing_secret_is_read_without_rotating_it() {
     let key = |key: &str, namespace: Option<&str>| hourglass_server::auth::ApiKeyConfig {
         sha256: hourglass_server::auth::hash_key(key),
         namespace: namespace.map(Into::into),
-        admin: namespace.is_none(),
+        all_namespaces: namespace.is_none(),
+        ..Default::default()
     };
     config.api_keys = vec![
         key("acme-key", Some("acme")),

@@ -49,12 +49,14 @@ fn keys() -> Vec<ApiKeyConfig> {
         ApiKeyConfig {
             sha256: hash_key("tenant-key"),
             namespace: Some("acme".into()),
-            admin: false,
+            all_namespaces: false,
+            ..Default::default()
         },
         ApiKeyConfig {
             sha256: hash_key("admin-key"),
             namespace: None,
-            admin: true,
+            all_namespaces: true,
+            ..Default::default()
         },
     ]
 }

@@ -32,5 +32,6 @@ mod postgres_nodes;
 mod preview;
 mod queues;
 mod retries;
+mod roles;
 mod summary;
 mod targets;

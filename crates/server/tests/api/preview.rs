@@ -384,7 +384,8 @@ async fn preview_requires_an_api_key_when_keys_are_configured() {
     config.api_keys = vec![hourglass_server::auth::ApiKeyConfig {
         sha256: hourglass_server::auth::hash_key("preview-key"),
         namespace: Some("acme".into()),
-        admin: false,
+        all_namespaces: false,
+        ..Default::default()
     }];
     let node = crate::support::start_node_with(config).await;
     let body = json!({"schedule": {"cron": "* * * * *"}, "count": 2});

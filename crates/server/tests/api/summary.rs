@@ -191,12 +191,14 @@ async fn only_an_admin_key_reads_the_summary() {
         ApiKeyConfig {
             sha256: hash_key("admin"),
             namespace: None,
-            admin: true,
+            all_namespaces: true,
+            ..Default::default()
         },
         ApiKeyConfig {
             sha256: hash_key("tenant"),
             namespace: Some("a".into()),
-            admin: false,
+            all_namespaces: false,
+            ..Default::default()
         },
     ];
     let node = start_node_with(config).await;

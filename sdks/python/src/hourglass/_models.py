@@ -52,6 +52,7 @@ ErrorCode = Literal[
     "forbidden_target",
     "instant_in_past",
     "instant_too_far",
+    "insufficient_role",
     "internal",
     "invalid_batch",
     "invalid_cron",
@@ -99,12 +100,15 @@ ErrorCode = Literal[
 - ``engine_failed`` (503): ``/readyz`` only: a pipeline stage died; the node fires nothing and
   exits so that it is restarted
 - ``forbidden`` (403): the API key is bound to another namespace than the one requested, or the
-  route (``/metrics``) needs an admin key
+  route (``/metrics``, ``/v1/summary``, ``/v1/nodes``) covers every namespace and needs a key of
+  every namespace
 - ``forbidden_target`` (422): the webhook URL is, or resolves to, an address that is not globally
   reachable (loopback, private, link-local, shared, documentation, benchmarking, multicast,
   reserved, or one embedding such an IPv4 address) that the operator has not allowed
 - ``instant_in_past`` (422): ``at`` is further in the past than the allowed skew (5 minutes)
 - ``instant_too_far`` (422): ``at``, ``after`` or ``start`` lies more than 100 years ahead
+- ``insufficient_role`` (403): the API key's role does not allow the call; the message names the
+  roles that do (``reader``, ``worker``, ``writer``, ``admin``)
 - ``internal`` (500): an internal error; nothing the client can fix
 - ``invalid_batch`` (422): a batch must hold 1 to 1000 jobs
 - ``invalid_cron`` (422): not a 5- or 6-field cron expression, or longer than 1024 bytes
