@@ -5,6 +5,7 @@
 //! shapes. Its serde derives describe the *storage* encoding of a job spec, which the stores persist;
 //! the API has its own wire types and converts at the edge.
 
+pub mod claim;
 pub mod clock;
 pub mod cron;
 pub mod duration;
@@ -15,6 +16,7 @@ pub mod retry;
 pub mod schedule;
 pub mod validation;
 
+pub use claim::{Claim, FencingToken};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use job::{
     AmqpTarget, EventBridgeTarget, JobId, JobSpec, JobState, LambdaTarget, NatsTarget, QueueTarget,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use crate::{JobId, JobSpec};
+use crate::{Claim, FencingToken, JobId, JobSpec};
 
 /// One pending due time of a job, as claimed by a node. `token` is the fencing token of the claim:
 /// a completion carrying an older token is rejected by the store.
@@ -19,7 +19,7 @@ pub struct Occurrence {
     pub fire_at: Timestamp,
     /// 1-based number of the attempt about to be made.
     pub attempt: u32,
-    pub token: i64,
+    pub token: FencingToken,
     /// Occurrences of this job that already ran (delivered or dead-lettered).
     pub runs_done: u64,
     pub spec: Arc<JobSpec>,
@@ -35,6 +35,11 @@ pub struct Occurrence {
 impl Occurrence {
     pub fn delivery_id(&self) -> DeliveryId {
         DeliveryId::new(self.job_id, self.due)
+    }
+
+    /// The claim this occurrence was handed out under.
+    pub fn claim(&self) -> Claim {
+        Claim::new(self.job_id, self.token)
     }
 }
 
@@ -125,10 +130,17 @@ impl Action {
 #[derive(Debug, Clone)]
 pub struct Completion {
     pub job_id: JobId,
-    pub token: i64,
+    pub token: FencingToken,
     pub due: Timestamp,
     pub attempt: Option<AttemptRecord>,
     pub action: Action,
+}
+
+impl Completion {
+    /// The claim this completion is written under.
+    pub fn claim(&self) -> Claim {
+        Claim::new(self.job_id, self.token)
+    }
 }
 
 #[cfg(test)]

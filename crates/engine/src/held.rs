@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use hourglass_core::{JobId, Occurrence};
+use hourglass_core::{Claim, FencingToken, JobId, Occurrence};
 use hourglass_store::Applied;
 use tokio::sync::Notify;
 
@@ -37,40 +37,40 @@ struct State {
     /// Claims the planner has asked the store for and not yet added.
     claiming: u32,
     /// Fences seen while `claiming > 0`, applied to the claims added next.
-    fences_while_claiming: Vec<(JobId, i64)>,
+    fences_while_claiming: Vec<(JobId, FencingToken)>,
 }
 
-/// One claim: its fencing token and its lease expiry in ms ([`LOST`] once it is not ours).
+/// One held claim: its fencing token and its lease expiry in ms ([`LOST`] once it is not ours).
 #[derive(Clone, Copy)]
-struct Claim {
-    token: i64,
+struct Hold {
+    token: FencingToken,
     until: i64,
 }
 
 /// A job's claims, the first inline (no allocation for the usual one).
 struct JobClaims {
-    first: Claim,
-    more: Vec<Claim>,
+    first: Hold,
+    more: Vec<Hold>,
 }
 
 impl JobClaims {
-    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Claim> {
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Hold> {
         std::iter::once(&mut self.first).chain(self.more.iter_mut())
     }
 
-    fn get_mut(&mut self, token: i64) -> Option<&mut Claim> {
+    fn get_mut(&mut self, token: FencingToken) -> Option<&mut Hold> {
         self.iter_mut().find(|c| c.token == token)
     }
 
-    fn put(&mut self, claim: Claim) {
-        match self.get_mut(claim.token) {
-            Some(held) => *held = claim,
-            None => self.more.push(claim),
+    fn put(&mut self, hold: Hold) {
+        match self.get_mut(hold.token) {
+            Some(held) => *held = hold,
+            None => self.more.push(hold),
         }
     }
 
     /// Removes the claim with `token`; answers whether none is left.
-    fn remove(&mut self, token: i64) -> bool {
+    fn remove(&mut self, token: FencingToken) -> bool {
         if self.first.token == token {
             match self.more.pop() {
                 Some(last) => self.first = last,
@@ -83,9 +83,9 @@ impl JobClaims {
     }
 
     /// Marks the claims with a token below `below` as lost.
-    fn fence(&mut self, below: i64) {
-        for claim in self.iter_mut().filter(|c| c.token < below) {
-            claim.until = LOST;
+    fn fence(&mut self, below: FencingToken) {
+        for hold in self.iter_mut().filter(|h| h.token < below) {
+            hold.until = LOST;
         }
     }
 }
@@ -98,23 +98,23 @@ pub(super) struct Claiming<'a> {
 impl Claiming<'_> {
     /// Records the claims the store granted, with lease expiry `lease_until` (ms).
     pub(super) fn add(self, claimed: &[Occurrence], lease_until: i64) {
-        self.add_keys(claimed.iter().map(|o| (o.job_id, o.token)), lease_until);
+        self.add_keys(claimed.iter().map(Occurrence::claim), lease_until);
     }
 
-    fn add_keys(self, claimed: impl IntoIterator<Item = (JobId, i64)>, lease_until: i64) {
+    fn add_keys(self, claimed: impl IntoIterator<Item = Claim>, lease_until: i64) {
         let mut state = self.held.lock();
         let state = &mut *state;
-        for (job_id, token) in claimed {
-            let claim = Claim {
+        for Claim { job_id, token } in claimed {
+            let hold = Hold {
                 token,
                 until: lease_until,
             };
             state
                 .jobs
                 .entry(job_id)
-                .and_modify(|c| c.put(claim))
+                .and_modify(|c| c.put(hold))
                 .or_insert(JobClaims {
-                    first: claim,
+                    first: hold,
                     more: Vec::new(),
                 });
         }
@@ -153,13 +153,13 @@ impl Held {
 
     /// Holds one claim, as the planner would (tests of what checks claims).
     #[cfg(test)]
-    pub(crate) fn hold_for_test(&self, job_id: JobId, token: i64, lease_until: i64) {
-        self.claiming().add_keys([(job_id, token)], lease_until);
+    pub(crate) fn hold_for_test(&self, claim: Claim, lease_until: i64) {
+        self.claiming().add_keys([claim], lease_until);
     }
 
-    pub(super) fn remove(&self, done: impl IntoIterator<Item = (JobId, i64)>) {
+    pub(super) fn remove(&self, done: impl IntoIterator<Item = Claim>) {
         let mut state = self.lock();
-        for (job_id, token) in done {
+        for Claim { job_id, token } in done {
             if let Some(claims) = state.jobs.get_mut(&job_id)
                 && claims.remove(token)
             {
@@ -183,7 +183,7 @@ impl Held {
 
     /// A pause, cancel or edit of the job (here or on another node) made its claims with a token
     /// below `below` stale: they are no longer this node's to send.
-    pub(crate) fn fence(&self, job_id: JobId, below: i64) {
+    pub(crate) fn fence(&self, job_id: JobId, below: FencingToken) {
         let mut state = self.lock();
         if let Some(claims) = state.jobs.get_mut(&job_id) {
             claims.fence(below);
@@ -202,23 +202,27 @@ impl Held {
     /// meanwhile is no longer held, and is not among them).
     pub(super) fn renewed(
         &self,
-        claims: &[(JobId, i64)],
+        claims: &[Claim],
         applied: Vec<Applied>,
         until_ms: i64,
-    ) -> Vec<(JobId, i64)> {
+    ) -> Vec<Claim> {
         let mut state = self.lock();
         let mut lost = Vec::new();
-        for (&(job_id, token), result) in claims.iter().zip(applied) {
-            let Some(claim) = state.jobs.get_mut(&job_id).and_then(|c| c.get_mut(token)) else {
+        for (&claim, result) in claims.iter().zip(applied) {
+            let Some(hold) = state
+                .jobs
+                .get_mut(&claim.job_id)
+                .and_then(|c| c.get_mut(claim.token))
+            else {
                 continue;
             };
             match result {
-                Applied::Yes if claim.until != LOST => claim.until = until_ms,
+                Applied::Yes if hold.until != LOST => hold.until = until_ms,
                 // Fenced here after the renewal was sent: the fence stands.
                 Applied::Yes => {}
-                Applied::StaleLease if claim.until != LOST => {
-                    claim.until = LOST;
-                    lost.push((job_id, token));
+                Applied::StaleLease if hold.until != LOST => {
+                    hold.until = LOST;
+                    lost.push(claim);
                 }
                 Applied::StaleLease => {}
             }
@@ -227,29 +231,29 @@ impl Held {
     }
 
     /// The held claims whose lease expiry is at or before `before_ms`, lost ones left out.
-    pub(super) fn expiring(&self, before_ms: i64) -> Vec<(JobId, i64)> {
+    pub(super) fn expiring(&self, before_ms: i64) -> Vec<Claim> {
         let mut state = self.lock();
         let mut due = Vec::new();
         for (&job_id, claims) in &mut state.jobs {
-            for claim in claims.iter_mut() {
-                if claim.until != LOST && claim.until <= before_ms {
-                    due.push((job_id, claim.token));
+            for hold in claims.iter_mut() {
+                if hold.until != LOST && hold.until <= before_ms {
+                    due.push(Claim::new(job_id, hold.token));
                 }
             }
         }
         due
     }
 
-    /// Whether this node may still send the occurrence it claimed with `token`: the claim is
+    /// Whether this node may still send the occurrence it claimed with `claim`: the claim is
     /// held, no fence has voided it, the store did not refuse its renewal, and its lease has not
     /// run out by `now_ms` (a node that was stopped past its leases: another node may hold the
     /// occurrence by now).
-    pub(crate) fn still_ours(&self, job_id: JobId, token: i64, now_ms: i64) -> bool {
+    pub(crate) fn still_ours(&self, claim: Claim, now_ms: i64) -> bool {
         self.lock()
             .jobs
-            .get_mut(&job_id)
-            .and_then(|c| c.get_mut(token))
-            .is_some_and(|claim| claim.until > now_ms)
+            .get_mut(&claim.job_id)
+            .and_then(|c| c.get_mut(claim.token))
+            .is_some_and(|hold| hold.until > now_ms)
     }
 }
 
@@ -265,31 +269,39 @@ mod tests {
         JobId::from_u128(n)
     }
 
+    fn t(token: i64) -> FencingToken {
+        FencingToken::from_i64(token)
+    }
+
+    fn c(job_id: JobId, token: i64) -> Claim {
+        Claim::new(job_id, t(token))
+    }
+
     #[test]
     fn a_fence_voids_the_older_claims_of_its_job_only() {
         let held = Held::default();
         let (a, b) = (job(1), job(2));
-        held.claiming().add_keys([(a, 3), (b, 3)], 1_000);
-        assert!(held.still_ours(a, 3, 0));
-        held.fence(a, 4);
-        assert!(!held.still_ours(a, 3, 0));
-        assert!(held.still_ours(b, 3, 0));
+        held.claiming().add_keys([c(a, 3), c(b, 3)], 1_000);
+        assert!(held.still_ours(c(a, 3), 0));
+        held.fence(a, t(4));
+        assert!(!held.still_ours(c(a, 3), 0));
+        assert!(held.still_ours(c(b, 3), 0));
         // A claim made after the change (a token at or above the fence's) is ours.
-        held.claiming().add_keys([(a, 5)], 1_000);
-        assert!(held.still_ours(a, 5, 0));
-        held.fence(a, 5);
-        assert!(held.still_ours(a, 5, 0));
+        held.claiming().add_keys([c(a, 5)], 1_000);
+        assert!(held.still_ours(c(a, 5), 0));
+        held.fence(a, t(5));
+        assert!(held.still_ours(c(a, 5), 0));
         // The voided claim is not renewed, and a renewal answered after the fence does not
         // revive it.
         let mut expiring = held.expiring(2_000);
         expiring.sort();
-        let mut expected = vec![(a, 5), (b, 3)];
+        let mut expected = vec![c(a, 5), c(b, 3)];
         expected.sort();
         assert_eq!(expiring, expected);
-        held.renewed(&[(a, 3)], vec![Applied::Yes], 9_000);
-        assert!(!held.still_ours(a, 3, 0));
+        held.renewed(&[c(a, 3)], vec![Applied::Yes], 9_000);
+        assert!(!held.still_ours(c(a, 3), 0));
         // Removing the claims one by one empties the record.
-        held.remove([(a, 3), (a, 5), (b, 3)]);
+        held.remove([c(a, 3), c(a, 5), c(b, 3)]);
         assert!(held.is_empty());
     }
 
@@ -300,22 +312,22 @@ mod tests {
         let claiming = held.claiming();
         // The store granted the claim (token 3), then the job was cancelled (token 4) and its
         // fence arrived before the planner recorded the claim.
-        held.fence(a, 4);
-        claiming.add_keys([(a, 3)], 1_000);
-        assert!(!held.still_ours(a, 3, 0));
+        held.fence(a, t(4));
+        claiming.add_keys([c(a, 3)], 1_000);
+        assert!(!held.still_ours(c(a, 3), 0));
         // Once no claim is in flight, earlier fences are not kept.
-        held.claiming().add_keys([(a, 2)], 1_000);
-        assert!(held.still_ours(a, 2, 0));
+        held.claiming().add_keys([c(a, 2)], 1_000);
+        assert!(held.still_ours(c(a, 2), 0));
     }
 
     #[test]
     fn a_claim_past_its_lease_or_not_held_is_not_ours() {
         let held = Held::default();
         let a = job(1);
-        held.claiming().add_keys([(a, 3)], 1_000);
-        assert!(held.still_ours(a, 3, 999));
-        assert!(!held.still_ours(a, 3, 1_000));
-        assert!(!held.still_ours(a, 4, 0));
-        assert!(!held.still_ours(job(2), 3, 0));
+        held.claiming().add_keys([c(a, 3)], 1_000);
+        assert!(held.still_ours(c(a, 3), 999));
+        assert!(!held.still_ours(c(a, 3), 1_000));
+        assert!(!held.still_ours(c(a, 4), 0));
+        assert!(!held.still_ours(c(job(2), 3), 0));
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use async_trait::async_trait;
-use hourglass_core::{Completion, JobId, Occurrence};
+use hourglass_core::{Claim, Completion, JobId, Occurrence};
 use hourglass_store::{
     Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
     Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreGauges,
@@ -95,7 +95,7 @@ impl Store for InstrumentedStore {
 
     async fn extend_claims(
         &self,
-        claims: Vec<(JobId, i64)>,
+        claims: Vec<Claim>,
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {

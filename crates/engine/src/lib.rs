@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use hourglass_core::{Clock, JobId};
+use hourglass_core::{Clock, FencingToken, JobId};
 use hourglass_store::Store;
 use jiff::Timestamp;
 use tokio::sync::{Notify, mpsc};
@@ -194,14 +194,14 @@ pub trait DueHook: Send + Sync {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Forget {
     pub job_id: JobId,
-    pub below: i64,
+    pub below: FencingToken,
 }
 
 impl Shared {
     /// A change to the job (a pause, cancel, edit or trigger, here or on another node) made its
     /// claims with a token below `below` stale: none of them may be sent from now on, and the
     /// timer drops the one it holds.
-    fn fence(&self, job_id: JobId, below: i64) {
+    fn fence(&self, job_id: JobId, below: FencingToken) {
         self.held.fence(job_id, below);
         let _ = self.forget_tx.send(Forget { job_id, below });
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use hourglass_core::misfire::{self, FireDecision};
-use hourglass_core::{Action, Clock, Completion, JobId, Occurrence};
+use hourglass_core::{Action, Claim, Clock, Completion, Occurrence};
 use hourglass_store::{
     Applied, ClaimScope, DueEvent, Lease, QueueStats, Result, Store, StoreEvent,
 };
@@ -275,11 +275,7 @@ impl Queues {
                     let late_ms = (now.as_millisecond() - occ.due.as_millisecond()).max(0);
                     inner.metrics.lateness.observe(late_ms as f64 / 1000.0);
                 }
-                let receipt = seal(
-                    inner.receipt_key.get(&*inner.store).await?,
-                    occ.job_id,
-                    occ.token,
-                );
+                let receipt = seal(inner.receipt_key.get(&*inner.store).await?, occ.claim());
                 out.push(Leased {
                     occurrence: occ,
                     receipt,
@@ -417,7 +413,12 @@ impl Queues {
         // is the one the receipt leased if the token is still current; the store's fence decides.
         for i in missing {
             let r = receipts[i];
-            let Some(job) = self.inner.store.get_job(Some(namespace), r.job_id).await? else {
+            let Some(job) = self
+                .inner
+                .store
+                .get_job(Some(namespace), r.claim.job_id)
+                .await?
+            else {
                 continue;
             };
             let (Some(due), Some(q)) = (job.next_due, job.spec.target.queue()) else {
@@ -432,7 +433,7 @@ impl Queues {
                 due,
                 fire_at: due,
                 attempt: job.attempt + 1,
-                token: r.token,
+                token: r.claim.token,
                 runs_done: job.runs,
                 spec: Arc::new(job.spec),
                 payload: job.payload.map(Into::into),
@@ -565,11 +566,11 @@ impl Queues {
         let resolved = self.resolve(namespace, queue, receipts, false).await?;
         let now = inner.clock.now();
         let until = hourglass_core::add_saturating(now, visibility);
-        let mine: Vec<(JobId, i64)> = receipts
+        let mine: Vec<Claim> = receipts
             .iter()
             .zip(&resolved)
             .filter(|(_, found)| found.is_some())
-            .map(|(r, _)| (r.job_id, r.token))
+            .map(|(r, _)| r.claim)
             .collect();
         let applied = if mine.is_empty() {
             Vec::new()

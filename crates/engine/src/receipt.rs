@@ -15,7 +15,7 @@ use std::str::FromStr;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as BASE64URL;
 use hmac::{Hmac, Mac};
-use hourglass_core::JobId;
+use hourglass_core::{Claim, FencingToken, JobId};
 use hourglass_store::{Result, Store};
 use sha2::Sha256;
 
@@ -24,8 +24,7 @@ use sha2::Sha256;
 /// receipt it is given).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Receipt {
-    pub job_id: JobId,
-    pub token: i64,
+    pub claim: Claim,
     mac: [u8; RECEIPT_MAC_BYTES],
 }
 
@@ -41,12 +40,13 @@ impl fmt::Display for Receipt {
         // `{job id, 32 hex digits}.{token}.{MAC, 22 base64url characters}`, written directly: a
         // lease answers one a message.
         f.write_str(
-            self.job_id
+            self.claim
+                .job_id
                 .simple()
                 .encode_lower(&mut uuid::Uuid::encode_buffer()),
         )?;
         f.write_str(".")?;
-        f.write_str(itoa::Buffer::new().format(self.token))?;
+        f.write_str(itoa::Buffer::new().format(self.claim.token.as_i64()))?;
         f.write_str(".")?;
         let mut mac = [0u8; 22];
         let n = BASE64URL
@@ -82,8 +82,7 @@ impl FromStr for Receipt {
             return Err(());
         }
         Ok(Self {
-            job_id,
-            token: parsed,
+            claim: Claim::new(job_id, FencingToken::from_i64(parsed)),
             mac: bytes,
         })
     }
@@ -117,23 +116,23 @@ impl ReceiptKey {
     }
 }
 
-fn receipt_mac(key: &Hmac<Sha256>, job_id: JobId, token: i64) -> Hmac<Sha256> {
+fn receipt_mac(key: &Hmac<Sha256>, claim: Claim) -> Hmac<Sha256> {
     let mut mac = key.clone();
-    mac.update(job_id.as_bytes());
-    mac.update(&token.to_be_bytes());
+    mac.update(claim.job_id.as_bytes());
+    mac.update(&claim.token.as_i64().to_be_bytes());
     mac
 }
 
-pub(crate) fn seal(key: &Hmac<Sha256>, job_id: JobId, token: i64) -> Receipt {
-    let full = receipt_mac(key, job_id, token).finalize().into_bytes();
+pub(crate) fn seal(key: &Hmac<Sha256>, claim: Claim) -> Receipt {
+    let full = receipt_mac(key, claim).finalize().into_bytes();
     let mut mac = [0u8; RECEIPT_MAC_BYTES];
     mac.copy_from_slice(&full[..RECEIPT_MAC_BYTES]);
-    Receipt { job_id, token, mac }
+    Receipt { claim, mac }
 }
 
 /// Whether `r`'s MAC is the key's for its job and token, compared in constant time.
 pub(crate) fn genuine(key: &Hmac<Sha256>, r: &Receipt) -> bool {
-    receipt_mac(key, r.job_id, r.token)
+    receipt_mac(key, r.claim)
         .verify_truncated_left(&r.mac)
         .is_ok()
 }
@@ -142,13 +141,17 @@ pub(crate) fn genuine(key: &Hmac<Sha256>, r: &Receipt) -> bool {
 mod tests {
     use super::*;
 
+    fn claim(job_id: JobId, token: i64) -> Claim {
+        Claim::new(job_id, FencingToken::from_i64(token))
+    }
+
     #[test]
     fn receipts_round_trip_and_only_the_canonical_spelling_parses() {
         let key = Hmac::<Sha256>::new_from_slice(b"a receipt key of sixteen bytes+").unwrap();
-        let r = seal(&key, uuid::Uuid::now_v7(), 42);
+        let r = seal(&key, claim(uuid::Uuid::now_v7(), 42));
         let text = r.to_string();
         assert_eq!(text.parse::<Receipt>(), Ok(r));
-        let id = r.job_id.simple().to_string();
+        let id = r.claim.job_id.simple().to_string();
         let (head, mac) = text.rsplit_once('.').unwrap();
         assert_eq!(head, format!("{id}.42"));
         assert_eq!(mac.len(), 22);
@@ -167,7 +170,7 @@ mod tests {
             format!("{id}.42.{mac}A"),
             format!("{id}.42.{}", &mac[..21]),
             format!("{id}.42.{}=", &mac[..21]),
-            format!("{}.42.{mac}", r.job_id.hyphenated()),
+            format!("{}.42.{mac}", r.claim.job_id.hyphenated()),
             format!("{}.42.{mac}", &id[..31]),
             "x".repeat(32) + ".1." + mac,
         ] {
@@ -183,21 +186,24 @@ mod tests {
         let key = Hmac::<Sha256>::new_from_slice(b"a receipt key of sixteen bytes+").unwrap();
         let other = Hmac::<Sha256>::new_from_slice(b"another key, as long as that one").unwrap();
         let job = uuid::Uuid::now_v7();
-        let real = seal(&key, job, 7);
+        let real = seal(&key, claim(job, 7));
         assert!(genuine(&key, &real));
         assert!(!genuine(&other, &real));
         for token in 1..=1000 {
             let guess = Receipt {
-                job_id: job,
-                token,
+                claim: claim(job, token),
                 mac: [0; RECEIPT_MAC_BYTES],
             };
             assert!(!genuine(&key, &guess), "token {token}");
         }
         // A MAC moved to another token or job does not carry over.
-        assert!(!genuine(&key, &Receipt { token: 8, ..real }));
+        let later = Receipt {
+            claim: claim(job, 8),
+            ..real
+        };
+        assert!(!genuine(&key, &later));
         let moved = Receipt {
-            job_id: uuid::Uuid::now_v7(),
+            claim: claim(uuid::Uuid::now_v7(), 7),
             ..real
         };
         assert!(!genuine(&key, &moved));

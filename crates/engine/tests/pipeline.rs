@@ -515,7 +515,7 @@ impl Store for CountingStore {
     }
     async fn extend_claims(
         &self,
-        claims: Vec<(JobId, i64)>,
+        claims: Vec<hourglass_core::Claim>,
         until: Timestamp,
         now: Timestamp,
     ) -> hourglass_store::Result<Vec<hourglass_store::Applied>> {

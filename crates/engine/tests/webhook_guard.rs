@@ -24,7 +24,7 @@ fn occurrence(url: &str) -> Occurrence {
         due,
         fire_at: due,
         attempt: 1,
-        token: 1,
+        token: hourglass_core::FencingToken::from_i64(1),
         runs_done: 0,
         spec: Arc::new(JobSpec {
             job_type: None,

@@ -27,7 +27,7 @@ pub mod sqlite;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hourglass_core::{Completion, JobId, JobSpec, JobState, Occurrence};
+use hourglass_core::{Claim, Completion, FencingToken, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
 #[cfg(feature = "dynamodb")]
@@ -103,7 +103,7 @@ impl NewJob {
             skipped: 0,
             created_at: self.now,
             updated_at: self.now,
-            token: 0,
+            token: FencingToken::from_i64(0),
             last_trigger: None,
             leased_until: None,
             last_error: None,
@@ -144,7 +144,7 @@ pub struct JobRecord {
     /// The job's fencing token as read: every claim, edit and lifecycle change raises it. After
     /// an edit or transition, claims with a lower token were made before it and are stale; a
     /// claim made after it carries a higher one.
-    pub token: i64,
+    pub token: FencingToken,
     /// The job's most recent trigger that carried an idempotency key.
     pub last_trigger: Option<KeyedTrigger>,
     /// While a claim holds the active job (`next_attempt` is `None`): when its lease lapses, the
@@ -317,7 +317,7 @@ pub enum Applied {
 #[derive(Debug, Clone, Copy)]
 pub struct Release {
     pub job_id: JobId,
-    pub token: i64,
+    pub token: FencingToken,
     pub fire_at: Timestamp,
 }
 
@@ -447,7 +447,7 @@ pub enum StoreEvent {
     /// The job was paused, cancelled, edited or triggered: every claim on it with a token below
     /// `token` is stale. A node holding one drops it unfired (its completion would be refused
     /// anyway). Claims made after the change carry `token` or higher and stay valid.
-    Fenced { job_id: JobId, token: i64 },
+    Fenced { job_id: JobId, token: FencingToken },
     /// Events may have been lost (the store's listener reconnected after an outage): every
     /// waiter re-checks the store.
     Resync,
@@ -519,7 +519,7 @@ pub trait Store: Send + Sync + 'static {
     /// is still claimed. The answer says which were applied, in order.
     async fn extend_claims(
         &self,
-        claims: Vec<(JobId, i64)>,
+        claims: Vec<Claim>,
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>>;

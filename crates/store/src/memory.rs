@@ -44,7 +44,7 @@ mod stats;
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use hourglass_core::{Completion, JobId, Occurrence};
+use hourglass_core::{Claim, Completion, JobId, Occurrence};
 use jiff::Timestamp;
 
 use self::state::{Job, State};
@@ -98,7 +98,7 @@ impl Store for MemoryStore {
 
     async fn extend_claims(
         &self,
-        claims: Vec<(JobId, i64)>,
+        claims: Vec<Claim>,
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {

@@ -396,7 +396,7 @@ mod tests {
     fn completion(action: Action, attempt: Option<u32>) -> Completion {
         Completion {
             job_id: uuid::Uuid::now_v7(),
-            token: 7,
+            token: hourglass_core::FencingToken::from_i64(7),
             due: from_ms(1_000),
             attempt: attempt.map(|n| AttemptRecord {
                 attempt: n,

@@ -1252,7 +1252,7 @@ async fn shortening_one_claims_lease_keeps_its_entrys_others_leased() {
     let at = t0() + ms(1_000);
     assert_eq!(
         store
-            .extend_claims(vec![(short.job_id, short.token)], t0() + ms(5_000), at)
+            .extend_claims(vec![short.claim()], t0() + ms(5_000), at)
             .await
             .unwrap(),
         vec![hourglass_store::Applied::Yes]

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hourglass_core::{Action, AttemptRecord, Completion, from_ms};
+use hourglass_core::{Action, AttemptRecord, Completion, Occurrence, from_ms};
 use hourglass_store::conformance::fixtures::{delivered_without_run, job, lease, ms, t0};
 use hourglass_store::{
     Applied, ClaimScope, DueEvent, Lease, NewJob, PostgresOptions, PostgresStore, Release, Store,
@@ -232,7 +232,7 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
         .unwrap();
     assert_eq!(locked.len(), 3);
 
-    let stale: Vec<(uuid::Uuid, i64)> = old.iter().map(|o| (o.job_id, o.token)).collect();
+    let stale: Vec<_> = old.iter().map(Occurrence::claim).collect();
     let renewed = stalled
         .extend_claims(stale, later + ms(1_000), later)
         .await
@@ -259,7 +259,7 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
 
     // The new owner's leases are untouched by all of that.
     client.batch_execute("COMMIT").await.unwrap();
-    let current: Vec<(uuid::Uuid, i64)> = new.iter().map(|o| (o.job_id, o.token)).collect();
+    let current: Vec<_> = new.iter().map(Occurrence::claim).collect();
     let renewed = owner
         .extend_claims(current, later + ms(1_000), later)
         .await
@@ -482,7 +482,7 @@ async fn measure_batches() {
         let started = Instant::now();
         store.complete(batch, now).await.unwrap();
         let complete = started.elapsed();
-        let claims: Vec<_> = claimed.iter().map(|o| (o.job_id, o.token)).collect();
+        let claims: Vec<_> = claimed.iter().map(Occurrence::claim).collect();
         let started = Instant::now();
         store
             .extend_claims(claims, now + ms(1000), now)

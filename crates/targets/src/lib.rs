@@ -332,7 +332,7 @@ mod tests {
             due: now,
             fire_at: now,
             attempt: 1,
-            token: 1,
+            token: hourglass_core::FencingToken::from_i64(1),
             runs_done: 0,
             spec: Arc::new(JobSpec {
                 job_type: None,

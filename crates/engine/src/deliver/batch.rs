@@ -357,8 +357,9 @@ mod tests {
         let held = Arc::new(crate::held::Held::default());
         let clock: Arc<dyn hourglass_core::Clock> = Arc::new(hourglass_core::SystemClock);
         let job = hourglass_core::JobId::from_u128(7);
-        held.hold_for_test(job, 1, i64::MAX);
-        let claim = ClaimCheck::new(held.clone(), clock, job, 1);
+        let token = hourglass_core::FencingToken::from_i64(1);
+        held.hold_for_test(hourglass_core::Claim::new(job, token), i64::MAX);
+        let claim = ClaimCheck::new(held.clone(), clock, hourglass_core::Claim::new(job, token));
         // The first entry opens the line and its request stays in flight (the gate is shut).
         let first = {
             let batches = batches.clone();
@@ -375,7 +376,7 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         // The job is cancelled while its entry waits in the line.
-        held.fence(job, 2);
+        held.fence(job, token.next());
         gate.add_permits(100);
         assert_eq!(first.await.unwrap(), Verdict::Delivered);
         assert_eq!(waiting.await.unwrap(), Verdict::Withdrawn);

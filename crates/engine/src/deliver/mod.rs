@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use async_trait::async_trait;
 use bytes::Bytes;
 use hourglass_core::occurrence::RESPONSE_SNIPPET_BYTES;
-use hourglass_core::{Clock, JobId, Occurrence, Target, WebhookTarget};
+use hourglass_core::{Claim, Clock, Occurrence, Target, WebhookTarget};
 use http::header::{self, HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -80,8 +80,7 @@ pub struct ClaimCheck(Option<Arc<Claimed>>);
 struct Claimed {
     held: Arc<Held>,
     clock: Arc<dyn Clock>,
-    job_id: JobId,
-    token: i64,
+    claim: Claim,
 }
 
 impl ClaimCheck {
@@ -90,21 +89,15 @@ impl ClaimCheck {
         Self(None)
     }
 
-    pub(crate) fn new(held: Arc<Held>, clock: Arc<dyn Clock>, job_id: JobId, token: i64) -> Self {
-        Self(Some(Arc::new(Claimed {
-            held,
-            clock,
-            job_id,
-            token,
-        })))
+    pub(crate) fn new(held: Arc<Held>, clock: Arc<dyn Clock>, claim: Claim) -> Self {
+        Self(Some(Arc::new(Claimed { held, clock, claim })))
     }
 
     /// Whether the occurrence may be sent now.
     pub fn still_held(&self) -> bool {
-        self.0.as_ref().is_none_or(|c| {
-            c.held
-                .still_ours(c.job_id, c.token, c.clock.now().as_millisecond())
-        })
+        self.0
+            .as_ref()
+            .is_none_or(|c| c.held.still_ours(c.claim, c.clock.now().as_millisecond()))
     }
 }
 

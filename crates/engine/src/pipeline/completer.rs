@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hourglass_core::Completion;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +52,7 @@ fn may_linger(
         && in_flight.available_permits() > 0
         && gathered.iter().all(|f| match f {
             Finished::Done(c) => c.action.fire_again().is_none_or(|at| at >= written_by),
-            Finished::Dropped { .. } => true,
+            Finished::Dropped(_) => true,
         })
 }
 
@@ -101,7 +102,7 @@ impl Stage for Completer {
             for finished in buffer.drain(..) {
                 match finished {
                     Finished::Done(c) => batch.push(c),
-                    Finished::Dropped { job_id, token } => released.push((job_id, token)),
+                    Finished::Dropped(claim) => released.push(claim),
                 }
             }
             let count = batch.len();
@@ -142,7 +143,7 @@ impl Stage for Completer {
                 }
             }
             let total = count + released.len();
-            held.remove(batch.iter().map(|c| (c.job_id, c.token)).chain(released));
+            held.remove(batch.iter().map(Completion::claim).chain(released));
             ctx.metrics.in_flight.dec_by(total as i64);
             in_flight.add_permits(total);
             // The planner waits on this only while it has no permits.

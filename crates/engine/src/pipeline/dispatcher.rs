@@ -327,12 +327,7 @@ async fn deliver(
     destination: Option<DestinationPermit>,
     route: Option<Route>,
 ) {
-    let claim = ClaimCheck::new(
-        ctx.shared.held.clone(),
-        ctx.clock.clone(),
-        occ.job_id,
-        occ.token,
-    );
+    let claim = ClaimCheck::new(ctx.shared.held.clone(), ctx.clock.clone(), occ.claim());
     if !claim.still_held() {
         drop((destination, slot));
         withdrawn(&ctx, &occ, &complete_tx).await;

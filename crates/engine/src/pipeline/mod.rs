@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use hourglass_core::misfire;
-use hourglass_core::{Action, AttemptRecord, Clock, Completion, JobId, Occurrence, add_saturating};
+use hourglass_core::{Action, AttemptRecord, Claim, Clock, Completion, Occurrence, add_saturating};
 use hourglass_store::Store;
 use jiff::Timestamp;
 use rand::Rng;
@@ -280,18 +280,12 @@ pub(crate) enum Finished {
     Done(Completion),
     /// Released, superseded or forgotten: only its in-flight permit is returned (and the claim
     /// is no longer renewed).
-    Dropped {
-        job_id: JobId,
-        token: i64,
-    },
+    Dropped(Claim),
 }
 
 impl Finished {
     fn dropped(occ: &Occurrence) -> Self {
-        Finished::Dropped {
-            job_id: occ.job_id,
-            token: occ.token,
-        }
+        Finished::Dropped(occ.claim())
     }
 }
 

@@ -56,10 +56,10 @@ impl Stage for Renewer {
                 match ctx.store.extend_claims(chunk.to_vec(), until, now).await {
                     Ok(applied) => {
                         let lost = held.renewed(chunk, applied, until.as_millisecond());
-                        for &(job_id, token) in &lost {
+                        for claim in &lost {
                             let _ = ctx.shared.forget_tx.send(Forget {
-                                job_id,
-                                below: token + 1,
+                                job_id: claim.job_id,
+                                below: claim.token.next(),
                             });
                         }
                         let lost = lost.len() as u64;

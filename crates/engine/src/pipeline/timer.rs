@@ -57,7 +57,7 @@ impl Stage for Timer {
                 // A node that was stopped (SIGSTOP, a long pause) past its leases wakes up with
                 // everything in its timer due at once; those occurrences may be another node's now.
                 // Firing them would only make duplicates: let them go, to whoever claims them next.
-                if !held.still_ours(occ.job_id, occ.token, now_ms) {
+                if !held.still_ours(occ.claim(), now_ms) {
                     ctx.metrics.lost_leases.inc();
                     let _ = complete_tx.send(Finished::dropped(&occ)).await;
                     continue;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hourglass_core::{Action, Completion, JobState, Occurrence};
+use hourglass_core::{Action, Completion, FencingToken, JobState, Occurrence};
 
 use super::{T0, claim, create, delivered, done, every_second, lease, ms, one_off, t};
 use crate::{Applied, ClaimScope, JobQuery, LAST_ERROR_BYTES, RunOutcome, Store, Transition};
@@ -202,7 +202,7 @@ pub async fn a_large_completion_batch_records_every_run(store: Arc<dyn Store>) {
                     skipped: 0,
                 },
             );
-            stale.token -= 1;
+            stale.token = FencingToken::from_i64(stale.token.as_i64() - 1);
             batch.push(stale);
         }
     }

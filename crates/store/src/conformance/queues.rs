@@ -156,11 +156,7 @@ pub async fn lapsed_queue_lease_counts_an_attempt(store: Arc<dyn Store>) {
     // The first worker's receipt is stale now: it can neither extend nor complete.
     assert_eq!(
         store
-            .extend_claims(
-                vec![(first[0].job_id, first[0].token)],
-                after + ms(60_000),
-                after
-            )
+            .extend_claims(vec![first[0].claim()], after + ms(60_000), after)
             .await
             .unwrap(),
         vec![Applied::StaleLease]
@@ -197,7 +193,7 @@ pub async fn extend_moves_the_lease_under_its_token(store: Arc<dyn Store>) {
     let at = base + ms(20_000);
     assert_eq!(
         store
-            .extend_claims(vec![(held[0].job_id, held[0].token)], at + ms(60_000), at)
+            .extend_claims(vec![held[0].claim()], at + ms(60_000), at)
             .await
             .unwrap(),
         vec![Applied::Yes]
@@ -223,11 +219,7 @@ pub async fn extend_moves_the_lease_under_its_token(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(
         store
-            .extend_claims(
-                vec![(again[0].job_id, again[0].token)],
-                past_second + ms(1),
-                past_second
-            )
+            .extend_claims(vec![again[0].claim()], past_second + ms(1), past_second)
             .await
             .unwrap(),
         vec![Applied::StaleLease]
@@ -436,7 +428,7 @@ pub async fn a_shortened_lease_lapses_at_its_new_expiry_and_waits_for_its_type(
     let short = base + ms(5_000);
     assert_eq!(
         store
-            .extend_claims(vec![(x.job_id, x.token)], short, now)
+            .extend_claims(vec![x.claim()], short, now)
             .await
             .unwrap(),
         vec![Applied::Yes]
@@ -648,7 +640,7 @@ pub async fn a_queue_lists_its_messages_with_their_leases(store: Arc<dyn Store>)
         (None, Some(base + ms(3_600_000)))
     );
     store
-        .extend_claims(vec![(held.job_id, held.token)], base + ms(90_000), base)
+        .extend_claims(vec![held.claim()], base + ms(90_000), base)
         .await
         .unwrap();
     let extended = store.get_job(None, held.job_id).await.unwrap().unwrap();

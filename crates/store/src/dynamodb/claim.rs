@@ -472,7 +472,7 @@ async fn hand_out(
             &entry.root.pk,
             &sk,
             t.ltok,
-            handed.iter().map(|o| (o.job_id, o.token)),
+            handed.iter().map(|o| (o.job_id, o.token.as_i64())),
         );
         claimed.extend(handed);
     }
@@ -537,7 +537,7 @@ async fn occurrence(
         due: job.next_due.unwrap_or(from_ms(listed.fire)),
         fire_at: from_ms(listed.fire),
         attempt: job.attempt + lapses as u32 + 1,
-        token,
+        token: hourglass_core::FencingToken::from_i64(token),
         runs_done: job.runs,
         spec: Arc::new(job.spec),
         payload: job.payload.map(Into::into),
@@ -558,7 +558,7 @@ pub(super) async fn release(inner: &Inner, claims: Vec<Release>) -> Result<()> {
     let mut by_entry: HashMap<super::Held, Vec<Release>> = HashMap::new();
     let mut alone = Vec::new();
     for claim in claims {
-        match inner.held(claim.job_id, claim.token) {
+        match inner.held(claim.job_id, claim.token.as_i64()) {
             Some(held) => by_entry.entry(held).or_default().push(claim),
             None => alone.push(claim),
         }
@@ -575,7 +575,7 @@ pub(super) async fn release(inner: &Inner, claims: Vec<Release>) -> Result<()> {
                     .iter()
                     .any(|j| j.id == c.job_id && j.fire == c.fire_at.as_millisecond())
             });
-            let (_, ltok) = split_token(claims[0].token);
+            let (_, ltok) = split_token(claims[0].token.as_i64());
             if own_times && entry.ltok == ltok {
                 let mut change = Change::new(entry.key());
                 change.when("#ltok = {}", &["ltok"], vec![n(ltok)]);
@@ -583,7 +583,7 @@ pub(super) async fn release(inner: &Inner, claims: Vec<Release>) -> Result<()> {
                 change.remove("luntil");
                 inner.update(change, false).await?;
                 for c in &claims {
-                    inner.forget(c.job_id, c.token);
+                    inner.forget(c.job_id, c.token.as_i64());
                 }
                 continue;
             }
@@ -600,12 +600,12 @@ pub(super) async fn release(inner: &Inner, claims: Vec<Release>) -> Result<()> {
 
 /// Moves a released claim's job to an entry of its own, due at the release's fire time.
 async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
-    let (version, _) = split_token(c.token);
+    let (version, _) = split_token(c.token.as_i64());
     let Some(home) = inner.get(job_key(c.job_id)).await? else {
-        return inner.settle_held(c.job_id, c.token).await;
+        return inner.settle_held(c.job_id, c.token.as_i64()).await;
     };
     if home.num("tok")? != version {
-        return inner.settle_held(c.job_id, c.token).await;
+        return inner.settle_held(c.job_id, c.token.as_i64()).await;
     }
     let namespace = home.str("ns")?.to_owned();
     let queue = home.opt_str("queue")?.map(str::to_owned);
@@ -659,7 +659,7 @@ async fn move_alone(inner: &Inner, c: Release) -> Result<()> {
             .delete_many(vec![key(root.pk.clone(), &root.part_sk("0"))])
             .await?;
     }
-    inner.settle_held(c.job_id, c.token).await
+    inner.settle_held(c.job_id, c.token.as_i64()).await
 }
 
 pub(super) async fn next_due(inner: &Inner, scope: ClaimScope<'_>) -> Result<Option<Timestamp>> {

@@ -63,7 +63,7 @@ pub(super) async fn complete(
                 ..
             }
         ) && plan.dead_letter.is_none();
-        if settles && let Some(held) = inner.held(c.job_id, c.token) {
+        if settles && let Some(held) = inner.held(c.job_id, c.token.as_i64()) {
             settling.entry(held).or_default().push(i);
         }
     }
@@ -96,7 +96,7 @@ pub(super) async fn complete(
     }
     // Answered either way, each claim has ended.
     for c in &batch {
-        inner.settle_held(c.job_id, c.token).await?;
+        inner.settle_held(c.job_id, c.token.as_i64()).await?;
     }
     Ok(answers.into_iter().map(|a| a.expect("answered")).collect())
 }
@@ -111,7 +111,7 @@ fn moves_fired(inner: &Inner, c: &Completion) -> bool {
             RowChange::Retry { .. } | RowChange::Advance { .. }
         )
         && inner
-            .held(c.job_id, c.token)
+            .held(c.job_id, c.token.as_i64())
             .is_some_and(|held| Lane::is_fired(&held.pk))
 }
 
@@ -142,7 +142,7 @@ async fn move_fired(
     let mut moves = Vec::new();
     for &i in indexes {
         let c = &batch[i];
-        let (version, ltok) = split_token(c.token);
+        let (version, ltok) = split_token(c.token.as_i64());
         let Some(job) = jobs
             .get(&c.job_id)
             .filter(|j| j.num("tok").ok() == Some(version))
@@ -150,7 +150,7 @@ async fn move_fired(
             answers.push((i, Applied::StaleLease));
             continue;
         };
-        let Some(held) = inner.held(c.job_id, c.token) else {
+        let Some(held) = inner.held(c.job_id, c.token.as_i64()) else {
             answers.push((i, Applied::StaleLease));
             continue;
         };
@@ -194,7 +194,7 @@ async fn move_fired(
         .map(|m| Listed {
             id: m.c.job_id,
             fire: m.fire,
-            version: split_token(m.c.token).0 + 1,
+            version: split_token(m.c.token.as_i64()).0 + 1,
         })
         .collect();
     let mut roots: HashMap<JobId, Root> = HashMap::with_capacity(listed.len());
@@ -267,7 +267,7 @@ async fn settle(
         return Ok(stale);
     };
     let entry = Entry::from_item(&item)?;
-    let (_, ltok) = split_token(batch[indexes[0]].token);
+    let (_, ltok) = split_token(batch[indexes[0]].token.as_i64());
     if entry.ltok != ltok || entry.owner.is_none() {
         return Ok(stale);
     }
@@ -275,7 +275,7 @@ async fn settle(
     let answers: Vec<Applied> = indexes
         .iter()
         .map(|&i| {
-            let (version, _) = split_token(batch[i].token);
+            let (version, _) = split_token(batch[i].token.as_i64());
             let listed = entry
                 .jobs
                 .iter()
@@ -309,11 +309,11 @@ async fn settle(
         else {
             unreachable!("only finishing completions settle");
         };
-        let (version, _) = split_token(c.token);
+        let (version, _) = split_token(c.token.as_i64());
         records.push(Settled {
             id: c.job_id,
             v: version,
-            tok: c.token,
+            tok: c.token.as_i64(),
             fin: state_code(state),
             ran,
             skip: skipped,
@@ -356,7 +356,7 @@ fn row_change(
     row: &RowChange,
     now: i64,
 ) -> (Change, Option<i64>, Option<i64>) {
-    let (version, _) = split_token(c.token);
+    let (version, _) = split_token(c.token.as_i64());
     let mut change = Change::new(job_key(c.job_id));
     change.when(
         "#tok = {} AND #st = {}",
@@ -414,7 +414,7 @@ fn moved_to(change: &mut Change, c: &Completion, fire: i64, root: &Root) -> List
     Listed {
         id: c.job_id,
         fire,
-        version: split_token(c.token).0 + 1,
+        version: split_token(c.token.as_i64()).0 + 1,
     }
 }
 
@@ -428,7 +428,7 @@ fn run_item(
     let attempt = run.attempt;
     let cursor = RunCursor {
         started_ms: attempt.started_at.as_millisecond(),
-        seq: c.token + 1,
+        seq: c.token.as_i64() + 1,
     };
     let mut item = key(run_pk(c.job_id), &run_sk(cursor));
     let mut put_attr = |name: &str, value| {
@@ -478,7 +478,7 @@ fn retry_ttl(
 
 async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied> {
     let plan = plan_completion(c);
-    let (version, _) = split_token(c.token);
+    let (version, _) = split_token(c.token.as_i64());
     // The job's lane and queue attributes decide where a move goes: read it (strongly), and
     // answer stale at once when it moved on.
     let Some(job) = inner.get(job_key(c.job_id)).await? else {
@@ -568,7 +568,7 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
 /// keep their lease; the last of its claims to end deletes it.
 async fn leave_entry(inner: &Inner, entry: &Entry, c: &Completion) -> Result<()> {
     if entry.jobs.iter().all(|j| j.id == c.job_id) {
-        inner.forget(c.job_id, c.token);
+        inner.forget(c.job_id, c.token.as_i64());
         return super::claim::delete_entry(inner, &entry.root.pk, &entry.sk, entry.ltok).await;
     }
     let mut change = Change::new(entry.key());
@@ -589,8 +589,8 @@ async fn leave_entry(inner: &Inner, entry: &Entry, c: &Completion) -> Result<()>
 /// store remembers handing the claim out from, or (a claim another process made, such as a
 /// queue lease completed through another API function) the part of the job's root that lists it.
 pub(super) async fn held_entry(inner: &Inner, c: &Completion, job: &Item) -> Result<Option<Entry>> {
-    let (version, ltok) = split_token(c.token);
-    let entry = match inner.held(c.job_id, c.token) {
+    let (version, ltok) = split_token(c.token.as_i64());
+    let entry = match inner.held(c.job_id, c.token.as_i64()) {
         Some(held) => match inner.get(key(held.pk, &held.sk)).await? {
             Some(item) => Some(Entry::from_item(&item)?),
             None => None,
@@ -644,7 +644,7 @@ async fn dead_letter(
     attempts: u32,
     now: i64,
 ) -> Result<Applied> {
-    let (version, _) = split_token(c.token);
+    let (version, _) = split_token(c.token.as_i64());
     let payload = match super::payload::version_of(job)? {
         None => job.opt_str("payload")?.map(str::to_owned),
         Some(payload_version) => {

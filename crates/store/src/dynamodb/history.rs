@@ -463,6 +463,7 @@ pub(super) async fn poll_events(inner: Weak<Inner>, interval: Duration) {
                     let Ok(job_id) = job_id(job) else { continue };
                     current.insert((job_id, token));
                     if !seen.contains(&(job_id, token)) {
+                        let token = hourglass_core::FencingToken::from_i64(token);
                         let _ = events.send(StoreEvent::Fenced { job_id, token });
                     }
                 }

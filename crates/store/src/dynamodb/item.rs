@@ -285,7 +285,7 @@ pub(super) fn job_from_item(item: &Item) -> Result<JobRecord> {
         skipped: item.num("skip")? as u64,
         created_at: from_ms(item.num("cr")?),
         updated_at: from_ms(item.num("up")?),
-        token: super::entry::record_token(item.num("tok")?),
+        token: hourglass_core::FencingToken::from_i64(super::entry::record_token(item.num("tok")?)),
         last_trigger: match (item.opt_str("tkey")?, item.opt_num("tdue")?) {
             (Some(key), Some(due)) => Some(KeyedTrigger {
                 key: key.to_owned(),

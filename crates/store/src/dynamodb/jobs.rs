@@ -385,7 +385,7 @@ pub(super) async fn read_job(
     let Some((mut record, payload_version)) = inner.read_job(id).await? else {
         return Ok(None);
     };
-    if record.token != super::entry::record_token(version) {
+    if record.token.as_i64() != super::entry::record_token(version) {
         // Changed between the two reads: the second is the newer.
         return Box::pin(read_job(inner, namespace, id)).await;
     }
@@ -412,7 +412,7 @@ pub(super) async fn fold(
     let (JobState::Active, Some(root)) = (record.state, root) else {
         return Ok(None);
     };
-    let version = record.token >> super::entry::LEASE_BITS;
+    let version = record.token.as_i64() >> super::entry::LEASE_BITS;
     let parts = inner
         .query(&Query::new(root.pk.clone()).prefix(format!("{}#", root.key)))
         .await?;
@@ -434,7 +434,9 @@ pub(super) async fn fold(
         if entry.owner.is_some() {
             record.next_attempt = None;
             record.leased_until = entry.until.map(from_ms);
-            record.token = super::entry::claim_token(version, entry.ltok);
+            record.token = hourglass_core::FencingToken::from_i64(super::entry::claim_token(
+                version, entry.ltok,
+            ));
         }
         if !leased_ever {
             return Ok(listing);

@@ -384,6 +384,7 @@ impl Inner {
 
     /// Tells this store's listeners that claims on `job_id` below `token` are stale.
     pub(super) fn fence(&self, job_id: JobId, token: i64) {
+        let token = hourglass_core::FencingToken::from_i64(token);
         let _ = self.events.send(StoreEvent::Fenced { job_id, token });
     }
 
@@ -543,10 +544,14 @@ impl Store for DynamoStore {
 
     async fn extend_claims(
         &self,
-        claims: Vec<(JobId, i64)>,
+        claims: Vec<hourglass_core::Claim>,
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {
+        let claims = claims
+            .iter()
+            .map(|c| (c.job_id, c.token.as_i64()))
+            .collect();
         parts::extend_claims(&self.inner, claims, until, now).await
     }
 

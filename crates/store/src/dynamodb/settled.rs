@@ -64,7 +64,7 @@ impl Settled {
         record.leased_until = None;
         record.last_error = None;
         record.updated_at = from_ms(self.up);
-        record.token = self.tok + 1;
+        record.token = hourglass_core::FencingToken::from_i64(self.tok + 1);
     }
 
     fn run_record(&self) -> Option<Result<RunRecord>> {

@@ -1,7 +1,7 @@
 //! Claims: handing out due occurrences under a lease and a new fencing token, extending and
 //! releasing those leases, and the next due time a planner or a queue's long poll waits for.
 
-use hourglass_core::{JobId, Occurrence, duration_ms, from_ms};
+use hourglass_core::{Claim, FencingToken, Occurrence, duration_ms, from_ms};
 use jiff::Timestamp;
 
 use super::state::{Held, Lane, State};
@@ -85,7 +85,7 @@ pub(super) fn claim_due(
                 due: from_ms(job.due.unwrap_or(own_fire)),
                 fire_at: from_ms(own_fire),
                 attempt: job.attempt + 1,
-                token: job.token,
+                token: FencingToken::from_i64(job.token),
                 runs_done: job.runs,
                 spec: job.spec.clone(),
                 payload: job.payload.as_deref().map(Into::into),
@@ -101,15 +101,15 @@ pub(super) fn claim_due(
 
 pub(super) fn extend_claims(
     state: &mut State,
-    claims: Vec<(JobId, i64)>,
+    claims: Vec<Claim>,
     until: Timestamp,
     now: Timestamp,
 ) -> Result<Vec<Applied>> {
     let (until, now) = (until.as_millisecond(), now.as_millisecond());
     Ok(claims
         .into_iter()
-        .map(|(id, token)| {
-            let extended = state.change(id, |job| {
+        .map(|Claim { job_id, token }| {
+            let extended = state.change(job_id, |job| {
                 // Only a claim still held: a released or completed one has nothing to extend.
                 let held = job.fenced_by(token) && job.lease.is_some();
                 if held {

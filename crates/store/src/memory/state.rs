@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use hourglass_core::{JobId, JobSpec, JobState, from_ms};
+use hourglass_core::{FencingToken, JobId, JobSpec, JobState, from_ms};
 
 use crate::{ClaimScope, DeadLetter, JobRecord, KeyedTrigger, NewJob, RunOutcome};
 
@@ -117,7 +117,7 @@ impl Job {
             skipped: self.skipped,
             created_at: from_ms(self.created),
             updated_at: from_ms(self.updated),
-            token: self.token,
+            token: FencingToken::from_i64(self.token),
             last_trigger: self.trigger.as_ref().map(|(key, due)| KeyedTrigger {
                 key: key.clone(),
                 due: from_ms(*due),
@@ -134,8 +134,8 @@ impl Job {
     /// A claim's fence holds: the job still carries the claim's token and is active. (Like the
     /// SQL backends, a completion or release does not also ask for a live lease: the token is the
     /// fence.)
-    pub(super) fn fenced_by(&self, token: i64) -> bool {
-        self.token == token && self.state == JobState::Active
+    pub(super) fn fenced_by(&self, token: FencingToken) -> bool {
+        self.token == token.as_i64() && self.state == JobState::Active
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
-use hourglass_core::{JobId, Occurrence, from_ms};
+use hourglass_core::{Claim, FencingToken, JobId, Occurrence, from_ms};
 use jiff::Timestamp;
 
 use super::PostgresStore;
@@ -161,7 +161,7 @@ pub(super) async fn claim_due(
                         due: from_ms(col(row, 4)?),
                         fire_at: from_ms(col(row, 5)?),
                         attempt: col::<i64>(row, 6)? as u32 + 1,
-                        token: col(row, 7)?,
+                        token: FencingToken::from_i64(col(row, 7)?),
                         runs_done: col::<i64>(row, 8)? as u64,
                         lapsed_owner: col::<Option<String>>(row, 9)?
                             .filter(|previous| *previous != lease.owner)
@@ -178,7 +178,7 @@ pub(super) async fn claim_due(
 
 pub(super) async fn extend_claims(
     store: &PostgresStore,
-    claims: Vec<(JobId, i64)>,
+    claims: Vec<Claim>,
     until: Timestamp,
     now: Timestamp,
 ) -> Result<Vec<Applied>> {
@@ -189,7 +189,8 @@ pub(super) async fn extend_claims(
     store
         .bounded(async {
             let mut client = store.client().await?;
-            let (ids, tokens): (Vec<JobId>, Vec<i64>) = claims.iter().copied().unzip();
+            let (ids, tokens): (Vec<JobId>, Vec<i64>) =
+                claims.iter().map(|c| (c.job_id, c.token.as_i64())).unzip();
             let tx = client.transaction().await?;
             lock_in_id_order(&tx, &ids, &tokens).await?;
             let stmt = tx
@@ -201,11 +202,16 @@ pub(super) async fn extend_claims(
                  RETURNING j.id, j.lease_token",
                 )
                 .await?;
-            let extended: HashSet<(JobId, i64)> = tx
+            let extended: HashSet<Claim> = tx
                 .query(&stmt, &[&ids, &tokens, &until, &now])
                 .await?
                 .iter()
-                .map(|row| Ok((col(row, 0)?, col(row, 1)?)))
+                .map(|row| {
+                    Ok(Claim::new(
+                        col(row, 0)?,
+                        FencingToken::from_i64(col(row, 1)?),
+                    ))
+                })
                 .collect::<Result<_>>()?;
             tx.commit().await?;
             Ok(claims
@@ -229,7 +235,7 @@ pub(super) async fn release(store: &PostgresStore, claims: Vec<Release>) -> Resu
     store
         .bounded(async {
             let ids: Vec<JobId> = claims.iter().map(|c| c.job_id).collect();
-            let tokens: Vec<i64> = claims.iter().map(|c| c.token).collect();
+            let tokens: Vec<i64> = claims.iter().map(|c| c.token.as_i64()).collect();
             let fires: Vec<i64> = claims.iter().map(|c| c.fire_at.as_millisecond()).collect();
             let mut client = store.client().await?;
             let tx = client.transaction().await?;

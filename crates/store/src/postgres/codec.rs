@@ -3,7 +3,7 @@
 //! filters, and how driver and pool errors become [`StoreError`]s.
 
 use deadpool_postgres::{GenericClient, PoolError};
-use hourglass_core::{JobId, JobSpec, from_ms};
+use hourglass_core::{FencingToken, JobId, JobSpec, from_ms};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -91,7 +91,7 @@ pub(super) fn job_from_row(row: &Row) -> Result<JobRecord> {
         skipped: col::<i64>(row, 9)? as u64,
         created_at: from_ms(col(row, 10)?),
         updated_at: from_ms(col(row, 11)?),
-        token: col(row, 12)?,
+        token: FencingToken::from_i64(col(row, 12)?),
         last_trigger: match (
             col::<Option<String>>(row, 13)?,
             col::<Option<i64>>(row, 14)?,

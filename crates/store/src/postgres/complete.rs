@@ -52,7 +52,7 @@ pub(super) async fn complete(
                 write_errors.push(write_error);
                 last_errors.push(last_error);
                 ids.push(c.job_id);
-                tokens.push(c.token);
+                tokens.push(c.token.as_i64());
                 dues.push(c.due.as_millisecond());
                 let (kind, runs, skipped, state, final_attempt) = match plan.row {
                     RowChange::Retry { .. } => (0, 0, 0, JobState::Active, None),

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use hourglass_core::{Completion, JobId, Occurrence};
+use hourglass_core::{Claim, Completion, JobId, Occurrence};
 use jiff::Timestamp;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
@@ -256,7 +256,7 @@ impl Store for PostgresStore {
 
     async fn extend_claims(
         &self,
-        claims: Vec<(JobId, i64)>,
+        claims: Vec<Claim>,
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
-use hourglass_core::{JobId, from_ms};
+use hourglass_core::{FencingToken, JobId, from_ms};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, oneshot};
 use tokio_postgres::{AsyncMessage, Row};
@@ -155,7 +155,7 @@ pub(super) struct Due {
     fired: Option<(String, i64)>,
     queues: HashMap<(String, String), i64>,
     /// Jobs whose claims became stale, with their new token.
-    pub(super) fenced: Vec<(JobId, i64)>,
+    pub(super) fenced: Vec<(JobId, FencingToken)>,
 }
 
 impl Due {
@@ -188,7 +188,7 @@ impl Due {
             items.push(json!({"n": namespace, "q": queue, "at": at}).to_string());
         }
         for (id, token) in &self.fenced {
-            items.push(json!({ "fence": id, "token": token }).to_string());
+            items.push(json!({ "fence": id, "token": token.as_i64() }).to_string());
         }
         let mut out = Vec::new();
         let mut current = String::new();
@@ -219,7 +219,10 @@ pub(super) fn parse_events(payload: &str) -> Vec<StoreEvent> {
         .map(|item| {
             if let Some(id) = item.get("fence").and_then(Value::as_str) {
                 return match (id.parse(), item.get("token").and_then(Value::as_i64)) {
-                    (Ok(job_id), Some(token)) => StoreEvent::Fenced { job_id, token },
+                    (Ok(job_id), Some(token)) => StoreEvent::Fenced {
+                        job_id,
+                        token: FencingToken::from_i64(token),
+                    },
                     _ => StoreEvent::Resync,
                 };
             }

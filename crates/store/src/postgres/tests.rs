@@ -1,6 +1,6 @@
 //! Unit tests of the shared store that need no database.
 
-use hourglass_core::from_ms;
+use hourglass_core::{FencingToken, from_ms};
 
 use super::notify::{Due, parse_events};
 use super::valid_schema;
@@ -14,9 +14,11 @@ fn notify_payloads_round_trip_and_stay_under_the_limit() {
     due.add("a", Some("q"), 5);
     due.add("a", Some("q"), 7);
     let id = uuid::Uuid::now_v7();
-    due.fenced.push((id, 4));
+    due.fenced.push((id, FencingToken::from_i64(4)));
     let payloads = due.payloads();
     assert_eq!(payloads.len(), 1);
+    // Nodes of other versions read this: a fence's token stays a bare integer.
+    assert!(payloads[0].contains(&format!(r#"{{"fence":"{id}","token":4}}"#)));
     let mut events = parse_events(&payloads[0]);
     events.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(
@@ -34,7 +36,7 @@ fn notify_payloads_round_trip_and_stay_under_the_limit() {
             }),
             StoreEvent::Fenced {
                 job_id: id,
-                token: 4
+                token: FencingToken::from_i64(4)
             },
         ]
     );

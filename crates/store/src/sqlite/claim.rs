@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hourglass_core::{JobId, Occurrence, from_ms};
+use hourglass_core::{Claim, FencingToken, JobId, Occurrence, from_ms};
 use jiff::Timestamp;
 use rusqlite::{Connection, Row, params};
 
@@ -93,7 +93,7 @@ impl Claimed {
             due: from_ms(self.due_ms),
             fire_at: from_ms(self.fire_ms),
             attempt: self.attempt,
-            token: self.token,
+            token: FencingToken::from_i64(self.token),
             runs_done: self.runs,
             spec: specs.decode(&self.spec)?,
             payload: self.payload,
@@ -478,7 +478,7 @@ impl SqliteStore {
 pub(super) fn extend_in_tx(
     conn: &Connection,
     leases: &LeaseSchedule,
-    claims: Vec<(JobId, i64)>,
+    claims: Vec<Claim>,
     until: i64,
     now: i64,
 ) -> Result<Vec<Applied>> {
@@ -490,7 +490,8 @@ pub(super) fn extend_in_tx(
         .map_err(unavailable)?;
     claims
         .into_iter()
-        .map(|(id, token)| {
+        .map(|Claim { job_id: id, token }| {
+            let token = token.as_i64();
             let changed = stmt
                 .execute(params![id.as_bytes().as_slice(), token, until, now])
                 .map_err(unavailable)?;
@@ -516,7 +517,7 @@ pub(super) fn release_in_tx(conn: &Connection, claims: Vec<Release>) -> Result<(
     for c in claims {
         stmt.execute(params![
             c.job_id.as_bytes().as_slice(),
-            c.token,
+            c.token.as_i64(),
             c.fire_at.as_millisecond()
         ])
         .map_err(unavailable)?;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hourglass_core::{JobId, JobSpec, ScheduleKind, from_ms};
+use hourglass_core::{FencingToken, JobId, JobSpec, ScheduleKind, from_ms};
 use rusqlite::{Connection, Row};
 
 use crate::rules::state_from_code;
@@ -166,7 +166,7 @@ fn job_from_row(row: &Row<'_>) -> Result<JobRecord> {
         skipped: row.get::<_, i64>(9).map_err(get_err)? as u64,
         created_at: from_ms(row.get(10).map_err(get_err)?),
         updated_at: from_ms(row.get(11).map_err(get_err)?),
-        token: row.get(12).map_err(get_err)?,
+        token: FencingToken::from_i64(row.get(12).map_err(get_err)?),
         last_trigger: match (
             row.get::<_, Option<String>>(13).map_err(get_err)?,
             row.get::<_, Option<i64>>(14).map_err(get_err)?,

@@ -1,7 +1,7 @@
 //! Completions: each applies the plan `rules.rs` made of it ([`plan_completion`]) under its
 //! fencing token, and the batch's runs are inserted many rows a statement.
 
-use hourglass_core::{Completion, JobId};
+use hourglass_core::{Claim, Completion, JobId};
 use jiff::Timestamp;
 use rusqlite::{Connection, params};
 
@@ -124,12 +124,20 @@ fn complete_in_tx(
         let (write_error, error) = plan.last_error.as_columns();
         let changed = match plan.row {
             RowChange::Retry { fire } => retry
-                .execute(params![id, c.token, fire, now, row, write_error, error])
+                .execute(params![
+                    id,
+                    c.token.as_i64(),
+                    fire,
+                    now,
+                    row,
+                    write_error,
+                    error
+                ])
                 .map_err(unavailable)?,
             RowChange::Advance { due, ran, skipped } => advance
                 .execute(params![
                     id,
-                    c.token,
+                    c.token.as_i64(),
                     due,
                     ran as i64,
                     skipped as i64,
@@ -147,7 +155,7 @@ fn complete_in_tx(
             } => finish
                 .execute(params![
                     id,
-                    c.token,
+                    c.token.as_i64(),
                     state_code(state),
                     ran as i64,
                     skipped as i64,
@@ -202,8 +210,8 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<Applied>> {
         let now = now.as_millisecond();
-        let leases: Vec<(JobId, i64)> = batch.iter().map(|c| (c.job_id, c.token)).collect();
-        let rows = self.leases.rows_of(leases.iter().map(|(job, _)| *job));
+        let leases: Vec<Claim> = batch.iter().map(Completion::claim).collect();
+        let rows = self.leases.rows_of(leases.iter().map(|c| c.job_id));
         let applied = self
             .write(move |conn| complete_in_tx(conn, batch, rows, now))
             .await?;

@@ -34,7 +34,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use hourglass_core::JobId;
+use hourglass_core::{Claim, JobId};
 
 /// One leased message: its row, its queue, its lease's token, and when to look at it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,11 +133,15 @@ impl LeaseSchedule {
 
     /// Drops the entries of leases that have ended, each only if it still belongs to the lease
     /// with that token.
-    pub fn forget(&self, ended: impl IntoIterator<Item = (JobId, i64)>) {
+    pub fn forget(&self, ended: impl IntoIterator<Item = Claim>) {
         let mut inner = self.lock();
-        for (job, token) in ended {
-            if inner.by_job.get(&job).is_some_and(|e| e.token == token) {
-                inner.remove(job);
+        for Claim { job_id, token } in ended {
+            if inner
+                .by_job
+                .get(&job_id)
+                .is_some_and(|e| e.token == token.as_i64())
+            {
+                inner.remove(job_id);
             }
         }
     }
@@ -237,6 +241,7 @@ impl LeaseSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hourglass_core::FencingToken;
 
     fn job(n: u128) -> JobId {
         JobId::from_u128(n)
@@ -296,13 +301,13 @@ mod tests {
         s.add(job(1), entry(1, 1, 100));
         s.add(job(1), entry(1, 2, 200));
         assert_eq!(s.next_check(1), Some(200), "one entry a job");
-        s.forget([(job(1), 1)]);
+        s.forget([Claim::new(job(1), FencingToken::from_i64(1))]);
         assert_eq!(
             s.next_check(1),
             Some(200),
             "the ack of lease 1 leaves lease 2's entry"
         );
-        s.forget([(job(1), 2)]);
+        s.forget([Claim::new(job(1), FencingToken::from_i64(2))]);
         assert_eq!(s.next_check(1), None);
     }
 

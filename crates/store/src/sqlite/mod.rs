@@ -37,7 +37,7 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use hourglass_core::{Completion, JobId, Occurrence};
+use hourglass_core::{Claim, Completion, JobId, Occurrence};
 use jiff::Timestamp;
 use rusqlite::Connection;
 use tokio::sync::mpsc;
@@ -218,7 +218,7 @@ impl Store for SqliteStore {
 
     async fn extend_claims(
         &self,
-        claims: Vec<(JobId, i64)>,
+        claims: Vec<Claim>,
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {
@@ -266,7 +266,10 @@ impl Store for SqliteStore {
     }
 
     async fn release(&self, claims: Vec<Release>) -> Result<()> {
-        let ended: Vec<(JobId, i64)> = claims.iter().map(|c| (c.job_id, c.token)).collect();
+        let ended: Vec<Claim> = claims
+            .iter()
+            .map(|c| Claim::new(c.job_id, c.token))
+            .collect();
         self.write(move |conn| claim::release_in_tx(conn, claims))
             .await?;
         // Committed: these leases have ended (a stale release matches no entry's token).

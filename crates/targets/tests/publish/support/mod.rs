@@ -34,7 +34,7 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
         due,
         fire_at: due,
         attempt,
-        token: 1,
+        token: hourglass_core::FencingToken::from_i64(1),
         runs_done: 0,
         spec: Arc::new(JobSpec {
             job_type: Some("reminder.flight".into()),
