@@ -1564,3 +1564,61 @@ async fn an_edit_waits_for_a_create_still_writing_its_entries() {
     assert!(!fired.contains(&ids[0]), "the cancelled job fired");
     assert_eq!(fired.len(), 11);
 }
+
+/// A snapshot tells a job as created: once a lease of its entry has been held, the holder may
+/// have changed the job (here a retry moved it on), so a later claim of the entry after the lease
+/// lapsed reads the job items and fires the moved job only from its new entry, once.
+#[tokio::test]
+async fn an_entry_leased_before_is_not_fired_from_its_snapshot() {
+    use hourglass_core::{Action, AttemptRecord, Completion};
+    let table = table_name();
+    let store = DynamoStore::open(options(&table)).await.unwrap();
+    let jobs: Vec<NewJob> = (0..12).map(|i| job("ns", t0() + ms(i), None)).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(100), 100, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 12);
+    let moved = &claimed[0];
+    let applied = store
+        .complete(
+            vec![Completion {
+                job_id: moved.job_id,
+                token: moved.token,
+                due: moved.due,
+                attempt: Some(AttemptRecord {
+                    attempt: 1,
+                    started_at: moved.fire_at,
+                    latency_ms: 3,
+                    status: Some(503),
+                    error: Some("HTTP 503".into()),
+                    response: None,
+                }),
+                action: Action::Retry {
+                    at: t0() + ms(5_000),
+                },
+            }],
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![hourglass_store::Applied::Yes]);
+    // n1 stops; its lease of the entry lapses, and another node takes everything due.
+    drop(store);
+    let other = DynamoStore::open(options(&table)).await.unwrap();
+    let later = t0() + ms(31_000);
+    let again = other
+        .claim_due(ClaimScope::Fired, later, 100, &lease("n2", later))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.len(),
+        12,
+        "the eleven abandoned and the retry: {again:?}"
+    );
+    let of_moved: Vec<_> = again.iter().filter(|o| o.job_id == moved.job_id).collect();
+    assert_eq!(of_moved.len(), 1, "the moved job once");
+    assert_eq!(of_moved[0].attempt, 2, "from its retry's entry");
+    assert_eq!(of_moved[0].fire_at, t0() + ms(5_000));
+}

@@ -242,13 +242,7 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
     let mut snapshots = Vec::new();
     for window in windows(fired) {
         let root = inner.new_root(Lane::Fired, window[0].fire);
-        // It expires no later than the first of its jobs' items may.
-        let ttl = inner.snapshot_ttl(window[0].fire);
-        let snapshot = super::snapshot::snapshot_item(&root, &window, &by_id, ttl);
-        let mut entry = root_item(&root, &window, None);
-        if snapshot.is_some() {
-            entry.insert(super::snapshot::MARK.into(), n(1));
-        }
+        let (entry, snapshot) = super::snapshot::fired_entry(inner, &root, &window, &by_id);
         snapshots.extend(snapshot);
         entries.push(entry);
         for listed in &window {

@@ -33,15 +33,19 @@
 //! written only when it carries at least ten jobs a write unit it costs (a lone job, or an entry
 //! of a few, is read from its job items as before, which is cheaper). A snapshot
 //! is never rewritten or deleted: it expires through DynamoDB's time to live, for free.
+//!
+//! **Why an item of its own, not inside the entry.** An entry is written three times (created,
+//! leased, deleted), each billed at its whole size, and read by every probe and claim query of
+//! its shard: copies inside it would be paid for at every one of those. Beside it, they are
+//! written once and read once. (Reading the job items only for jobs the fence log names would
+//! still leave the claim without what to fire: the copy is what saves the read.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
-use hourglass_core::{JobId, JobSpec, Schedule, from_ms};
-
-use hourglass_core::{JobState, Occurrence};
+use hourglass_core::{JobId, JobSpec, JobState, Occurrence, Schedule, from_ms};
 
 use super::Inner;
 use super::claim::Taken;
@@ -132,6 +136,24 @@ fn record(job: &NewJob, template: u16, fire: i64) -> Vec<u8> {
         }
     }
     bytes
+}
+
+/// A create batch's fired entry `root` listing `window` (of `jobs`), and the snapshot beside it
+/// when one pays (the entry then carries [`MARK`]).
+pub(super) fn fired_entry(
+    inner: &Inner,
+    root: &Root,
+    window: &[Listed],
+    jobs: &HashMap<JobId, &NewJob>,
+) -> (Item, Option<Item>) {
+    // It expires no later than the first of its jobs' items may.
+    let ttl = inner.snapshot_ttl(window[0].fire);
+    let snapshot = snapshot_item(root, window, jobs, ttl);
+    let mut entry = super::entry::root_item(root, window, None);
+    if snapshot.is_some() {
+        entry.insert(MARK.into(), n(1));
+    }
+    (entry, snapshot)
 }
 
 /// The snapshot of the jobs `window` (one fired entry of a create batch, `root`) lists, of
