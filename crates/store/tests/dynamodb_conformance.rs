@@ -1343,3 +1343,282 @@ async fn an_ack_through_another_store_ends_only_its_message() {
         "none comes back"
     );
 }
+
+/// The first claim of a create batch's entry fires its jobs from the entry's snapshot, one small
+/// read for them all, not a read of each job item: and what it hands out is what the job items
+/// say (spec, schedule, namespace, payload inline or in its own item, due time, attempt).
+#[tokio::test]
+async fn a_fresh_entry_fires_from_its_snapshot_as_its_job_items_say() {
+    use hourglass_core::{Schedule, ScheduleKind};
+    let store = DynamoStore::open(options(&table_name())).await.unwrap();
+    let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(400));
+    // 150 jobs: two entries (100 and 50), whose job items two batch reads would fetch.
+    let mut jobs: Vec<NewJob> = (0..150).map(|i| job("ns", t0() + ms(i), None)).collect();
+    jobs[0].payload = Some(r#"{"a":1}"#.into());
+    jobs[1].payload = Some(big.clone());
+    jobs[2].spec.schedule = Schedule::unbounded(ScheduleKind::Every {
+        interval: Duration::from_secs(60),
+        anchor: t0() + ms(2),
+    });
+    for job in &mut jobs[3..6] {
+        job.namespace = "other".into();
+    }
+    for job in &mut jobs[10..20] {
+        job.spec.job_type = Some("typed".into());
+    }
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let before = store.request_counts().snapshot();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(200), 200, &lease("n1", t0()))
+        .await
+        .unwrap();
+    let after = store.request_counts().snapshot();
+    assert_eq!(claimed.len(), 150);
+    // One batch read of the two snapshots, and the one payload kept apart: no job item.
+    assert_eq!(
+        after[0] - before[0],
+        2,
+        "reads: the snapshots and one payload item"
+    );
+    for occurrence in &claimed {
+        let record = store
+            .get_job(None, occurrence.job_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(*occurrence.spec, record.spec);
+        assert_eq!(occurrence.payload.as_deref(), record.payload.as_deref());
+        assert_eq!(&*occurrence.namespace, record.namespace.as_str());
+        assert_eq!(Some(occurrence.due), record.next_due);
+        assert_eq!((occurrence.attempt, occurrence.runs_done), (1, 0));
+        assert!(occurrence.token > 0);
+    }
+    let of = |id| claimed.iter().find(|o| o.job_id == id).unwrap();
+    assert_eq!(of(ids[1]).payload.as_deref(), Some(big.as_str()));
+    assert!(of(ids[2]).spec.schedule.is_recurring());
+    assert_eq!(&*of(ids[3]).namespace, "other");
+    assert_eq!(of(ids[10]).spec.job_type.as_deref(), Some("typed"));
+}
+
+/// Edits and transitions between a create and the claim of its entry reach the claim: an edited
+/// job fires as edited (never the snapshot's copy), a cancelled or paused one not at all, a
+/// triggered one once, at its new version.
+#[tokio::test]
+async fn changes_between_create_and_claim_beat_the_snapshot() {
+    use hourglass_store::JobUpdate;
+    let table = table_name();
+    let store = DynamoStore::open(options(&table)).await.unwrap();
+    let client = raw_client().await;
+    let mut jobs: Vec<NewJob> = (0..30).map(|i| job("ns", t0() + ms(i), None)).collect();
+    jobs[4].spec.schedule = hourglass_core::Schedule::at(t0() + ms(5_000));
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    store.create_jobs(jobs.clone()).await.unwrap();
+    // The entry of the jobs due at once has its snapshot.
+    let home = raw_item(&client, &table, &format!("j#{}", ids[0]), "j")
+        .await
+        .unwrap();
+    let (epk, ekey) = (home["epk"].as_s().unwrap(), home["ekey"].as_s().unwrap());
+    assert!(
+        raw_item(&client, &table, &format!("c#{epk}#{ekey}"), "c")
+            .await
+            .is_some(),
+        "a snapshot beside the entry"
+    );
+    let mut edited_spec = jobs[0].spec.clone();
+    edited_spec.job_type = Some("edited".into());
+    let edited = store
+        .update_job(
+            Some("ns"),
+            ids[0],
+            JobUpdate {
+                spec: edited_spec.clone(),
+                payload: Some(r#"{"edited":true}"#.into()),
+                next_due: Some(t0()),
+                now: t0(),
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .transition(Some("ns"), ids[1], Transition::Cancel { now: t0() })
+        .await
+        .unwrap();
+    store
+        .transition(Some("ns"), ids[2], Transition::Pause { now: t0() })
+        .await
+        .unwrap();
+    let triggered = store
+        .transition(
+            Some("ns"),
+            ids[4],
+            Transition::Trigger {
+                now: t0() + ms(3),
+                key: None,
+            },
+        )
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(100), 100, &lease("n1", t0()))
+        .await
+        .unwrap();
+    let mut fired: Vec<_> = claimed.iter().map(|o| o.job_id).collect();
+    fired.sort();
+    let mut expected: Vec<_> = ids
+        .iter()
+        .copied()
+        .filter(|id| *id != ids[1] && *id != ids[2])
+        .collect();
+    expected.sort();
+    assert_eq!(
+        fired, expected,
+        "all but the cancelled and the paused, each once"
+    );
+    let of = |id| claimed.iter().find(|o| o.job_id == id).unwrap();
+    assert_eq!(*of(ids[0]).spec, edited_spec, "the edited spec");
+    assert_eq!(of(ids[0]).payload.as_deref(), Some(r#"{"edited":true}"#));
+    assert!(
+        of(ids[0]).token > edited.token,
+        "a claim of the edited version"
+    );
+    assert!(
+        of(ids[4]).token > triggered.token,
+        "the trigger's occurrence"
+    );
+    assert_eq!(of(ids[4]).fire_at, t0() + ms(3));
+    // Nothing of the old listings is left to fire later.
+    let later = store
+        .claim_due(
+            ClaimScope::Fired,
+            t0() + ms(10_000),
+            100,
+            &lease("n2", t0() + ms(10_000)),
+        )
+        .await
+        .unwrap();
+    assert!(later.is_empty(), "left over: {later:?}");
+}
+
+/// An edit that finds its job's item but no entry listing it, while the job's create batch is not
+/// yet registered (written after the entries), waits for the create: an edit let through then
+/// would leave the entry written after it listing the job as created.
+#[tokio::test]
+async fn an_edit_waits_for_a_create_still_writing_its_entries() {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let table = table_name();
+    let store = DynamoStore::open(options(&table)).await.unwrap();
+    let client = raw_client().await;
+    let jobs: Vec<NewJob> = (0..12).map(|i| job("ns", t0() + ms(i), None)).collect();
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    store.create_jobs(jobs).await.unwrap();
+    // As if the create had written the job items only: its entry and registry item taken away.
+    let home = raw_item(&client, &table, &format!("j#{}", ids[0]), "j")
+        .await
+        .unwrap();
+    let entry_key = (
+        home["epk"].as_s().unwrap().clone(),
+        format!("{}#0", home["ekey"].as_s().unwrap()),
+    );
+    let registry_key = ("n#ns".to_string(), home["reg"].as_s().unwrap().clone());
+    let mut taken = Vec::new();
+    for (pk, sk) in [&entry_key, &registry_key] {
+        taken.push(raw_item(&client, &table, pk, sk).await.unwrap());
+        client
+            .delete_item()
+            .table_name(&table)
+            .key("pk", S(pk.clone()))
+            .key("sk", S(sk.clone()))
+            .send()
+            .await
+            .unwrap();
+    }
+    // Within the minute a create may take.
+    let refused = store
+        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, hourglass_store::StoreError::Unavailable(_)),
+        "{refused:?}"
+    );
+    // The create finishes: its entry, then its registry item.
+    for item in taken {
+        client
+            .put_item()
+            .table_name(&table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap();
+    }
+    store
+        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() })
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(100), 100, &lease("n1", t0()))
+        .await
+        .unwrap();
+    let fired: Vec<_> = claimed.iter().map(|o| o.job_id).collect();
+    assert!(!fired.contains(&ids[0]), "the cancelled job fired");
+    assert_eq!(fired.len(), 11);
+}
+
+/// A snapshot tells a job as created: once a lease of its entry has been held, the holder may
+/// have changed the job (here a retry moved it on), so a later claim of the entry after the lease
+/// lapsed reads the job items and fires the moved job only from its new entry, once.
+#[tokio::test]
+async fn an_entry_leased_before_is_not_fired_from_its_snapshot() {
+    use hourglass_core::{Action, AttemptRecord, Completion};
+    let table = table_name();
+    let store = DynamoStore::open(options(&table)).await.unwrap();
+    let jobs: Vec<NewJob> = (0..12).map(|i| job("ns", t0() + ms(i), None)).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(100), 100, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 12);
+    let moved = &claimed[0];
+    let applied = store
+        .complete(
+            vec![Completion {
+                job_id: moved.job_id,
+                token: moved.token,
+                due: moved.due,
+                attempt: Some(AttemptRecord {
+                    attempt: 1,
+                    started_at: moved.fire_at,
+                    latency_ms: 3,
+                    status: Some(503),
+                    error: Some("HTTP 503".into()),
+                    response: None,
+                }),
+                action: Action::Retry {
+                    at: t0() + ms(5_000),
+                },
+            }],
+            t0(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![hourglass_store::Applied::Yes]);
+    // n1 stops; its lease of the entry lapses, and another node takes everything due.
+    drop(store);
+    let other = DynamoStore::open(options(&table)).await.unwrap();
+    let later = t0() + ms(31_000);
+    let again = other
+        .claim_due(ClaimScope::Fired, later, 100, &lease("n2", later))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.len(),
+        12,
+        "the eleven abandoned and the retry: {again:?}"
+    );
+    let of_moved: Vec<_> = again.iter().filter(|o| o.job_id == moved.job_id).collect();
+    assert_eq!(of_moved.len(), 1, "the moved job once");
+    assert_eq!(of_moved[0].attempt, 2, "from its retry's entry");
+    assert_eq!(of_moved[0].fire_at, t0() + ms(5_000));
+}

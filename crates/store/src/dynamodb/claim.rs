@@ -5,9 +5,11 @@
 //! entry with a job due by the horizon is taken whole, its later jobs too (up to
 //! [`CLAIM_REACH`] past the horizon, an entry's window: `Store::claim_reach`). When the limit
 //! takes only part of an entry, the rest is split off into a part of the same root in the same
-//! transaction. It then reads the listed jobs (eventually consistent, read
-//! again strongly when a job item disagrees with its listing) and hands out those whose listing
-//! is still valid and whose delivery no settlement recorded.
+//! transaction. It then hands out the jobs of an entry no lease held before from the entry's
+//! snapshot, when the create wrote one (`snapshot.rs`: one small read for the entry, not one a
+//! job); the others it reads (eventually consistent, read again strongly when a job item
+//! disagrees with its listing) and hands out those whose listing is still valid and whose
+//! delivery no settlement recorded.
 //!
 //! A queue's entries are claimed the same way, at the claimer's own instant (never ahead): a pull
 //! that takes every message of an entry due then, within its limit, byte budget and type filter,
@@ -29,6 +31,7 @@ use super::Inner;
 use super::entry::{Entry, Listed, claim_token, encode_listing, root_item, split_token, valid};
 use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, job_key, key, n, s};
 use super::payload;
+use super::snapshot::{fresh, read_snapshots, snapped_occurrence};
 use super::table::{Change, Query};
 use crate::{ClaimScope, Lease, Release, Result};
 
@@ -50,9 +53,9 @@ fn lane<'a>(scope: ClaimScope<'a>) -> Lane<'a> {
 }
 
 /// An entry this claim leased, with the jobs it took from it.
-struct Taken {
-    entry: Entry,
-    jobs: Vec<Listed>,
+pub(super) struct Taken {
+    pub(super) entry: Entry,
+    pub(super) jobs: Vec<Listed>,
     /// The lease counter this claim holds.
     ltok: i64,
     /// Whether an earlier lease held it (its jobs may be settled already).
@@ -208,7 +211,7 @@ pub(super) async fn claim_due(
             }
         }
     }
-    hand_out(inner, taken, is_queue, &lease.owner).await
+    hand_out(inner, taken, is_queue, &lease.owner, now).await
 }
 
 /// An entry one of this process's claims is trying to lease, until the attempt ends. One it won
@@ -421,11 +424,18 @@ async fn hand_out(
     taken: Vec<Taken>,
     is_queue: bool,
     owner: &str,
+    now: i64,
 ) -> Result<Vec<Occurrence>> {
-    let wanted: Vec<&Listed> = taken.iter().flat_map(|t| &t.jobs).collect();
+    let carried = read_snapshots(inner, &taken, is_queue, now).await?;
+    let wanted: Vec<&Listed> = taken
+        .iter()
+        .flat_map(|t| &t.jobs)
+        .filter(|j| !carried.contains_key(&j.id))
+        .collect();
     let homes = read_homes(inner, &wanted).await?;
     let mut claimed = Vec::new();
     for t in taken {
+        let fresh = fresh(&t, is_queue);
         let settled = if t.leased_before {
             super::settled::settled_jobs(inner, &t.entry.root).await?
         } else {
@@ -445,22 +455,22 @@ async fn hand_out(
             .filter(|previous| *previous != owner)
             .map(Arc::from);
         let mut handed = Vec::new();
-        for (listed, home) in valid(&entry, &homes) {
-            if settled.contains(&(listed.id, listed.version)) {
-                continue;
-            }
-            if let Some(occurrence) = occurrence(
-                inner,
-                home,
-                listed,
-                claim_token(listed.version, t.ltok),
-                lapses,
-                lapsed_owner.clone(),
-            )
-            .await?
-            {
-                handed.push(occurrence);
-            }
+        let homes: HashMap<JobId, &Item> = valid(&entry, &homes).map(|(l, h)| (l.id, h)).collect();
+        for listed in &entry.jobs {
+            let token = claim_token(listed.version, t.ltok);
+            let found = match (
+                carried.get(&listed.id).filter(|_| fresh),
+                homes.get(&listed.id),
+            ) {
+                (Some(snapped), _) => {
+                    snapped_occurrence(inner, snapped, listed, token, lapses).await?
+                }
+                (None, Some(home)) if !settled.contains(&(listed.id, listed.version)) => {
+                    occurrence(inner, home, listed, token, lapses, lapsed_owner.clone()).await?
+                }
+                _ => None,
+            };
+            handed.extend(found);
         }
         let sk = entry.sk.clone();
         if handed.is_empty() {

@@ -23,7 +23,9 @@
 //! (see [`claim_token`]), and takes every job of it due within [`WINDOW_MS`] past its horizon.
 //! When the limit takes only part of an entry, the rest is split off into a *part* of the same
 //! root (its sort key keeps the root's prefix, so a job's parts are found from the job item), in
-//! one transaction with the lease.
+//! one transaction with the lease. A create batch's fired entry may have a *snapshot* of its jobs
+//! beside it, which its first lease fires them from (`snapshot.rs`): the `gone` marks and the
+//! lease's conditions are what keep that copy from ever firing a job changed since.
 //!
 //! Sort keys: `<root fire ms, 20 digits>#<root uid>#<part>`, part `0` for the root. A part's own
 //! jobs may fall due later than its sort key says: the key is a lower bound, and a claim checks
@@ -224,6 +226,8 @@ pub(super) struct Entry {
     /// budgets).
     pub(super) job_type: Option<String>,
     pub(super) sizes: HashMap<JobId, usize>,
+    /// Whether its create wrote a snapshot of its jobs beside it (`snapshot.rs`).
+    pub(super) snapshot: bool,
 }
 
 impl Entry {
@@ -254,6 +258,7 @@ impl Entry {
             ltok: item.opt_num("ltok")?.unwrap_or(0),
             lapses: item.opt_num("lapses")?.unwrap_or(0),
             job_type: item.opt_str("jtype")?.map(str::to_owned),
+            snapshot: item.opt_num(super::snapshot::MARK)?.is_some(),
             sk,
         })
     }

@@ -11,6 +11,7 @@
 //! | job | `j#<id>` | `j` |
 //! | a job's payload over 256 bytes (`payload.rs`) | `p#<job id>` | `p` |
 //! | due entry (`entry.rs`) | `e#f#<shard>`, or `e#q#<shard>#<len(ns)>:<ns>#<queue>` | `<fire ms>#<root uid>#<part>` |
+//! | snapshot of a create batch's fired entry (`snapshot.rs`) | `c#<entry pk>#<fire ms>#<root uid>` | `c` |
 //! | settlement (`complete.rs`) | `s#<entry pk>#<fire ms>#<root uid>` | `<lease>#<uid>` |
 //! | namespace registry (a create batch's ids) | `n#<ns>` | `<first id>#<uid>` |
 //! | idempotency key | `k#<len(ns)>:<ns>#<key>` | `k` |

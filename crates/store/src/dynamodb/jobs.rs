@@ -19,7 +19,7 @@ use crate::rules::{TransitionPlan, plan_transition, plan_update};
 use crate::{Created, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
 
 /// How long a key item without its job is taken to belong to a create still under way.
-const KEY_GRACE_MS: i64 = 60_000;
+pub(super) const KEY_GRACE_MS: i64 = 60_000;
 
 /// How often a write that lost a race (a key taken meanwhile, a job changed between its read and
 /// its conditional write) is decided again before the call reports the store unavailable.
@@ -172,6 +172,9 @@ async fn write_new(inner: &Inner, jobs: &[NewJob], decisions: &[Creation]) -> Re
     .await?;
     let mut written: Vec<Item> = Vec::new();
     let outcome = write_parts(inner, &new, &mut written).await;
+    // Undone in the reverse order: an entry goes before the job items it lists (a claim trusting
+    // its snapshot must never find an entry whose jobs were undone).
+    written.reverse();
     match outcome {
         Ok(true) => Ok(true),
         Ok(false) => {
@@ -234,9 +237,14 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
             }
         }
     }
+    // Each fired entry's snapshot (`snapshot.rs`), written with the job items, before the entry.
+    let by_id: HashMap<JobId, &NewJob> = new.iter().map(|j| (j.id, *j)).collect();
+    let mut snapshots = Vec::new();
     for window in windows(fired) {
         let root = inner.new_root(Lane::Fired, window[0].fire);
-        entries.push(root_item(&root, &window, None));
+        let (entry, snapshot) = super::snapshot::fired_entry(inner, &root, &window, &by_id);
+        snapshots.extend(snapshot);
+        entries.push(entry);
         for listed in &window {
             roots.insert(listed.id, root.clone());
         }
@@ -316,6 +324,11 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
         })
         .collect();
     written.extend(new.iter().map(|j| job_key(j.id)));
+    for snapshot in &snapshots {
+        written.push(key(snapshot.str("pk")?.to_owned(), snapshot.str("sk")?));
+    }
+    let mut homes = homes;
+    homes.extend(snapshots);
     inner.put_many(homes).await?;
     for entry in &entries {
         written.push(key(entry.str("pk")?.to_owned(), entry.str("sk")?));
@@ -611,12 +624,16 @@ pub(super) async fn update_job(
     id: JobId,
     update: JobUpdate,
 ) -> Result<JobRecord> {
+    let mut registered = false;
     for race in 0..RACES {
         after_lost_race(race).await;
         let read = load(inner, namespace, id).await?;
         let record = &read.record;
         let (state, due, fire) = plan_update(record, &update)?;
         let now = update.now.as_millisecond();
+        if !super::snapshot::settled_create(inner, &read, now, &mut registered).await? {
+            continue;
+        }
         if let Some(queue) = update.spec.target.queue() {
             register_queues(inner, vec![(record.namespace.clone(), queue.to_owned())]).await?;
         }
@@ -680,6 +697,7 @@ pub(super) async fn transition(
     id: JobId,
     transition: Transition,
 ) -> Result<JobRecord> {
+    let mut registered = false;
     for race in 0..RACES {
         after_lost_race(race).await;
         let read = load(inner, namespace, id).await?;
@@ -696,6 +714,9 @@ pub(super) async fn transition(
                     now,
                 } => (state, due, fire, clear_key, trigger_key, now),
             };
+        if !super::snapshot::settled_create(inner, &read, now, &mut registered).await? {
+            continue;
+        }
         let version = read.version + 1;
         let mut change = guarded(id, read.version, state, now);
         change.set_or_remove("due", due.map(n));

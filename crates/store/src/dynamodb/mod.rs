@@ -18,6 +18,12 @@
 //!   leases it whole too. The occurrence token is the job's version (raised by every change of
 //!   the job item) with the entry's lease counter; a completion is fenced by both. An extension
 //!   that would shorten the lease of an entry's other claims splits its own off (`parts.rs`).
+//! - **A fresh entry's jobs are fired from its snapshot** (`snapshot.rs`): a create batch writes,
+//!   beside each fired entry of ten jobs or more, one small item with what a claim needs to fire
+//!   them (their namespaces, specs as shared templates, small payloads). The first lease of the
+//!   entry reads it instead of the job items (half a read unit each, whatever their size): an
+//!   edit or transition takes its job out of the entry, and only a lease holder changes a job
+//!   otherwise, so the copy is good while the entry was never leased. Later leases read the jobs.
 //! - **A delivered one-off is settled, not rewritten** (`complete.rs`): one settlement item
 //!   records the completions, and runs, of all the jobs of an entry that one call completes (the
 //!   engine gathers them for `Store::completion_linger`). Retries and recurring jobs' next
@@ -53,6 +59,7 @@ mod nodes;
 mod parts;
 mod payload;
 mod settled;
+mod snapshot;
 mod table;
 
 use std::sync::Arc;
@@ -404,6 +411,13 @@ impl Inner {
     pub(super) fn one_off_ttl(&self, recurring: bool, due: i64) -> Option<i64> {
         let retention = self.retention_ms?;
         (!recurring).then(|| due.saturating_add(retention).saturating_add(TTL_GRACE_MS) / 1000)
+    }
+
+    /// The expiry (seconds) of the snapshot of an entry whose first job fires at `first`: with
+    /// that job's item, were it a one-off, or (retention off) a day after it.
+    pub(super) fn snapshot_ttl(&self, first: i64) -> i64 {
+        self.one_off_ttl(false, first)
+            .unwrap_or(first.saturating_add(TTL_GRACE_MS) / 1000)
     }
 
     /// The expiry (seconds) of what finished at `at`, with retention on.
