@@ -1392,7 +1392,7 @@ async fn a_fresh_entry_fires_from_its_snapshot_as_its_job_items_say() {
         assert_eq!(&*occurrence.namespace, record.namespace.as_str());
         assert_eq!(Some(occurrence.due), record.next_due);
         assert_eq!((occurrence.attempt, occurrence.runs_done), (1, 0));
-        assert!(occurrence.token > 0);
+        assert!(occurrence.token.as_i64() > 0);
     }
     let of = |id| claimed.iter().find(|o| o.job_id == id).unwrap();
     assert_eq!(of(ids[1]).payload.as_deref(), Some(big.as_str()));

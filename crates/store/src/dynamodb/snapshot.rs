@@ -355,7 +355,7 @@ pub(super) async fn snapped_occurrence(
         due: from_ms(listed.fire),
         fire_at: from_ms(listed.fire),
         attempt: lapses as u32 + 1,
-        token,
+        token: hourglass_core::FencingToken::from_i64(token),
         runs_done: 0,
         spec: snapped.spec.clone(),
         payload,
