@@ -168,7 +168,11 @@ pub struct Job<'a> {
     /// When the pending occurrence fires, for a schedule with `jitter`: `next_due_at` plus its
     /// jitter offset (retries come later, at `next_attempt_at`). Left out without jitter (the
     /// occurrence fires at `next_due_at`) and in a terminal state.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "instant::option")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "instant::option"
+    )]
     #[cfg_attr(
         feature = "openapi",
         schema(nullable = false, value_type = Option<String>, format = DateTime)

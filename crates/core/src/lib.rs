@@ -22,7 +22,7 @@ pub use job::{
     RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookBatch, WebhookTarget,
 };
 pub use misfire::MisfirePolicy;
-pub use occurrence::{Action, Next, AttemptRecord, Completion, DeliveryId, Occurrence};
+pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Next, Occurrence};
 pub use retry::RetryPolicy;
 pub use schedule::{Schedule, ScheduleKind};
 pub use validation::ValidationError;

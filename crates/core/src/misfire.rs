@@ -208,7 +208,10 @@ mod tests {
         let now = ts("2026-01-01T00:10:05Z");
         // Inside the window (00:09:35 .. now): fires, then its direct successor is next.
         let due = ts("2026-01-01T00:09:40Z");
-        assert_eq!(decide(&s, policy, due, due, now, MIN, 0), FireDecision::Fire);
+        assert_eq!(
+            decide(&s, policy, due, due, now, MIN, 0),
+            FireDecision::Fire
+        );
         assert_eq!(
             next_after_run(&s, policy, due, due, now, MIN, 1),
             (Some(ts("2026-01-01T00:09:50Z")), 0)

@@ -112,10 +112,7 @@ impl Next {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Delivered. The job moves to `next`, or completes when there is none.
-    Delivered {
-        next: Option<Next>,
-        skipped: u64,
-    },
+    Delivered { next: Option<Next>, skipped: u64 },
     /// Failed, to be attempted again at `at`.
     Retry { at: Timestamp },
     /// Failed for good: recorded as a dead letter; the job moves on like after a delivery, or is
@@ -126,10 +123,7 @@ pub enum Action {
         reason: String,
     },
     /// Not delivered because the misfire policy dropped it.
-    Skipped {
-        next: Option<Next>,
-        skipped: u64,
-    },
+    Skipped { next: Option<Next>, skipped: u64 },
 }
 
 impl Action {

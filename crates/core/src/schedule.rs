@@ -156,7 +156,6 @@ impl Schedule {
         crate::from_ms(due_ms.saturating_add(crate::jitter::offset_ms(job, due_ms, window)))
     }
 
-
     fn within_end(&self, due: Timestamp) -> Option<Timestamp> {
         match self.end {
             Some(end) if due > end => None,

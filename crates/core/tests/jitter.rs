@@ -140,8 +140,7 @@ fn a_thousand_jobs_spread_over_the_window() {
     let same = (0..1000u128)
         .filter(|&n| {
             let job = Uuid::from_u128((0x0190_f3c2_7b1e_7000_u128 << 64) | n);
-            s.fire_time(job, next).as_millisecond() - next.as_millisecond()
-                == offsets[n as usize]
+            s.fire_time(job, next).as_millisecond() - next.as_millisecond() == offsets[n as usize]
         })
         .count();
     assert!(same < 10, "{same} of 1000 jobs kept their offset");

@@ -1977,17 +1977,29 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
     let seen = rig.seen();
     for s in seen.iter().filter(|s| s.job_id != recurring_id) {
         assert_eq!(s.due, due, "the occurrence keeps its due time as its name");
-        assert!(s.at >= fires[&s.job_id], "fired before its jittered time: {s:?}");
+        assert!(
+            s.at >= fires[&s.job_id],
+            "fired before its jittered time: {s:?}"
+        );
     }
     let spread: std::collections::HashSet<_> = fires.values().collect();
-    assert!(spread.len() > 40, "50 jobs share {} fire times", spread.len());
+    assert!(
+        spread.len() > 40,
+        "50 jobs share {} fire times",
+        spread.len()
+    );
     let recurring_seen: Vec<_> = seen.iter().filter(|s| s.job_id == recurring_id).collect();
     for (n, s) in recurring_seen.iter().enumerate() {
         let nominal = due + SignedDuration::from_secs(10 * n as i64);
         assert_eq!(s.due, nominal, "every occurrence runs, in order");
         assert!(s.at >= schedule.fire_time(recurring_id, nominal));
     }
-    let job = rig.store.get_job(None, recurring_id).await.unwrap().unwrap();
+    let job = rig
+        .store
+        .get_job(None, recurring_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(job.skipped, 0, "jitter is not lateness");
     rig.engine.shutdown().await;
 }

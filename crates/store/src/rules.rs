@@ -59,7 +59,12 @@ pub(crate) fn plan_transition(job: &JobRecord, transition: Transition) -> Result
                 match due {
                     Some(due) => {
                         let fire = job.spec.schedule.fire_time(job.id, due).as_millisecond();
-                        (JobState::Active, Some(due.as_millisecond()), Some(fire), false)
+                        (
+                            JobState::Active,
+                            Some(due.as_millisecond()),
+                            Some(fire),
+                            false,
+                        )
                     }
                     None => (JobState::Completed, None, None, false),
                 }
@@ -112,7 +117,10 @@ pub(crate) fn plan_update(
         (_, None) => (JobState::Completed, None),
         (JobState::Paused, Some(_)) => (JobState::Paused, None),
         (_, Some(due)) => {
-            let fire = update.spec.schedule.fire_time(job.id, hourglass_core::from_ms(due));
+            let fire = update
+                .spec
+                .schedule
+                .fire_time(job.id, hourglass_core::from_ms(due));
             (JobState::Active, Some(fire.as_millisecond()))
         }
     };

@@ -572,7 +572,10 @@ pub fn describe_schedule(s: &Schedule, now: Timestamp) -> String {
         None => {}
     }
     if let Some(jitter) = s.jitter {
-        words.push_str(&format!(", each up to {} late (jitter)", format_duration(jitter)));
+        words.push_str(&format!(
+            ", each up to {} late (jitter)",
+            format_duration(jitter)
+        ));
     }
     words
 }

@@ -37,11 +37,14 @@ fn jitter_is_validated_and_names_its_field() {
             input["jitter"] = json!(jitter);
             let input: ScheduleIn = serde_json::from_value(input).unwrap();
             let err = schedule(&input, now, &Limits::default()).unwrap_err();
-            assert_eq!((err.code, err.field.as_str()), (code, "schedule.jitter"), "{jitter}");
+            assert_eq!(
+                (err.code, err.field.as_str()),
+                (code, "schedule.jitter"),
+                "{jitter}"
+            );
         }
     }
-    let input: ScheduleIn =
-        serde_json::from_value(json!({"at": NOW, "jitter": "24h"})).unwrap();
+    let input: ScheduleIn = serde_json::from_value(json!({"at": NOW, "jitter": "24h"})).unwrap();
     let valid = schedule(&input, now, &Limits::default()).unwrap();
     assert_eq!(valid.jitter, Some(Duration::from_secs(86_400)));
     assert_eq!(schedule_out(&valid).jitter.as_deref(), Some("24h"));

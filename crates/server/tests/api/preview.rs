@@ -408,9 +408,7 @@ async fn a_jittered_job_and_its_preview_show_due_and_fire_times() {
     let schedule = json!({"cron": "0 12 * * *", "start": format!("{year}-01-01T00:00:00Z")});
     let mut jittered = schedule.clone();
     jittered["jitter"] = json!("10m");
-    let body = |schedule: &Value| {
-        json!({"schedule": schedule, "target": {"webhook": {"url": "https://example.com/hook"}}})
-    };
+    let body = |schedule: &Value| json!({"schedule": schedule, "target": {"webhook": {"url": "https://example.com/hook"}}});
     let job = api.create(body(&jittered)).await;
     assert_eq!(job["schedule"]["jitter"], "10m", "{job}");
     let due: Timestamp = job["next_due_at"].as_str().unwrap().parse().unwrap();
@@ -418,7 +416,11 @@ async fn a_jittered_job_and_its_preview_show_due_and_fire_times() {
     assert_eq!(due, format!("{year}-01-01T12:00:00Z").parse().unwrap());
     assert!(fire >= due && fire < due + 10.minutes(), "{job}");
     let (status, got) = api
-        .call("GET", &format!("/v1/jobs/{}", job["id"].as_str().unwrap()), None)
+        .call(
+            "GET",
+            &format!("/v1/jobs/{}", job["id"].as_str().unwrap()),
+            None,
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(got["next_fire_at"], job["next_fire_at"]);
@@ -441,11 +443,7 @@ async fn a_jittered_job_and_its_preview_show_due_and_fire_times() {
     let (_, shown) = preview(&api, json!({"schedule": schedule, "count": 3})).await;
     assert!(shown.get("nominal_times").is_none(), "{shown}");
 
-    let (status, err) = preview(
-        &api,
-        json!({"schedule": jittered, "job_id": "not-a-uuid"}),
-    )
-    .await;
+    let (status, err) = preview(&api, json!({"schedule": jittered, "job_id": "not-a-uuid"})).await;
     assert_eq!(status, 422, "{err}");
     assert_eq!(err["error"]["field"], "job_id", "{err}");
 }

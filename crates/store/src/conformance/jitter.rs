@@ -44,7 +44,11 @@ pub async fn a_jittered_job_keeps_its_jitter_and_fires_late(store: Arc<dyn Store
     let one_off_fire = one_off.first_fire();
     create(&*store, vec![recurring, one_off]).await;
     let read = store.get_job(Some("a"), id).await.unwrap().unwrap();
-    assert_eq!(read.spec.schedule.jitter, Some(JITTER), "the jitter is kept");
+    assert_eq!(
+        read.spec.schedule.jitter,
+        Some(JITTER),
+        "the jitter is kept"
+    );
     assert_eq!((read.next_due, read.next_attempt), (Some(due), Some(fire)));
     assert_eq!(
         store.next_due(ClaimScope::Fired).await.unwrap(),
@@ -53,7 +57,11 @@ pub async fn a_jittered_job_keeps_its_jitter_and_fires_late(store: Arc<dyn Store
     );
     // Just past the due time nothing is claimed: both fire at least 5 s later.
     let early = due + ms(1);
-    assert!(claim(&*store, ClaimScope::Fired, early, 10, "n1").await.is_empty());
+    assert!(
+        claim(&*store, ClaimScope::Fired, early, 10, "n1")
+            .await
+            .is_empty()
+    );
     // At its fire time the occurrence is claimed, still named by its due time.
     let mut claimed = claim(&*store, ClaimScope::Fired, fire, 10, "n1").await;
     claimed.retain(|o| o.job_id == id);
@@ -71,7 +79,10 @@ pub async fn a_jittered_job_keeps_its_jitter_and_fires_late(store: Arc<dyn Store
         .await
         .unwrap();
     let read = store.get_job(Some("a"), id).await.unwrap().unwrap();
-    assert_eq!((read.next_due, read.next_attempt), (Some(next.due), Some(next.fire)));
+    assert_eq!(
+        (read.next_due, read.next_attempt),
+        (Some(next.due), Some(next.fire))
+    );
     // Paused and resumed, a job fires at its next occurrence's jittered time again.
     let now = fire + ms(1);
     store

@@ -305,7 +305,10 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
             let mut home = new_job_item(
                 j,
                 &roots[&j.id],
-                inner.one_off_ttl(j.spec.schedule.is_recurring(), j.first_fire().as_millisecond()),
+                inner.one_off_ttl(
+                    j.spec.schedule.is_recurring(),
+                    j.first_fire().as_millisecond(),
+                ),
             );
             let (sk, ttl) = &registered[j.namespace.as_str()];
             home.insert("reg".into(), s(sk));
