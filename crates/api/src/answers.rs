@@ -165,10 +165,24 @@ pub struct Job<'a> {
         )
     )]
     pub next_due_at: Option<Timestamp>,
-    /// When the pending occurrence's next attempt runs, when that is not `next_due_at`: after a
-    /// failed attempt, the end of its backoff (or of a `Retry-After`); while the destination's
-    /// circuit breaker holds it back, when the breaker is next probed. `null` when the next attempt
-    /// runs at `next_due_at`, while an attempt is under way, and for a job that is not active.
+    /// When the pending occurrence fires, for a schedule with `jitter`: `next_due_at` plus its
+    /// jitter offset (retries come later, at `next_attempt_at`). Left out without jitter (the
+    /// occurrence fires at `next_due_at`) and in a terminal state.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "instant::option"
+    )]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<String>, format = DateTime)
+    )]
+    pub next_fire_at: Option<Timestamp>,
+    /// When the pending occurrence's next attempt runs, when that is not `next_due_at`: its
+    /// jittered fire time (`next_fire_at`); after a failed attempt, the end of its backoff (or of
+    /// a `Retry-After`); while the destination's circuit breaker holds it back, when the breaker
+    /// is next probed. `null` when the next attempt runs at `next_due_at`, while an attempt is
+    /// under way, and for a job that is not active.
     #[serde(default, with = "instant::option")]
     #[cfg_attr(
         feature = "openapi",

@@ -67,8 +67,9 @@ pub struct CreateJob {
 }
 
 /// A schedule: exactly one of `at`, `after`, `cron` or `every`, with `timezone` for cron and
-/// `start`, `end`, `max_runs` for the recurring kinds. Jobs show theirs in the same shape (an
-/// `after` as the `at` it resolved to, an interval with its anchor as `start`).
+/// `start`, `end`, `max_runs` for the recurring kinds, and `jitter` for any. Jobs show theirs in
+/// the same shape (an `after` as the `at` it resolved to, an interval with its anchor as
+/// `start`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleIn {
@@ -88,6 +89,10 @@ pub struct ScheduleIn {
     pub end: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<u64>,
+    /// Each occurrence fires up to this long after its due time, by an offset fixed by the job
+    /// and the due time (`"10m"`); left out when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
 }
 
 /// Where occurrences go: exactly one field (the others are left out when serialized).
@@ -403,6 +408,15 @@ pub struct PreviewRequest {
         schema(nullable = false, minimum = 1, maximum = 100, default = 10)
     )]
     pub count: Option<u64>,
+    /// The job whose jitter offsets to show (they depend on the job's id). Without it, a
+    /// jittered schedule's `fire_times` are those of a stand-in job (the nil UUID): the same
+    /// spread, not a future job's own times. No effect without `schedule.jitter`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<String>, format = Uuid)
+    )]
+    pub job_id: Option<String>,
 }
 
 /// A schedule preview's answer: the next due times, and the schedule in words.
@@ -413,10 +427,20 @@ pub struct PreviewRequest {
     schema(description = "The next due times of a schedule, and the schedule in words.")
 )]
 pub struct SchedulePreview {
-    /// The next due times, earliest first, strictly increasing: `count` of them, or fewer when
-    /// `end` or `max_runs` ends the schedule sooner (one for `at` and `after`).
+    /// When the next occurrences fire, earliest first, strictly increasing: `count` of them, or
+    /// fewer when `end` or `max_runs` ends the schedule sooner (one for `at` and `after`).
+    /// Without jitter these are the due times; with it, each due time plus its jitter offset.
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::InstantOut>))]
     pub fire_times: Vec<String>,
+    /// Each occurrence's due time (its identity: the time in its delivery id), as many as
+    /// `fire_times` and in the same order. Present for a schedule with `jitter` only: without
+    /// it they equal `fire_times`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<Vec<crate::openapi::InstantOut>>)
+    )]
+    pub nominal_times: Option<Vec<String>>,
     /// The schedule in English, for people; the wording may change. Cron expressions are described
     /// on their zone's wall clock, followed by the zone.
     #[cfg_attr(

@@ -85,6 +85,12 @@ pub struct BenchArgs {
     /// cron: how long the every-second jobs are watched.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     pub(crate) duration: Duration,
+    /// cron: instead of every-second jobs, jobs `0 * * * * *` with this `schedule.jitter`, all
+    /// due at the same minute: the one occurrence each has there is watched, and how its
+    /// deliveries spread over the jitter window is reported (lateness then counts from each
+    /// occurrence's fire time, its `next_fire_at`).
+    #[arg(long, value_parser = duration_arg)]
+    pub(crate) jitter: Option<Duration>,
     /// Also print the figures as one JSON object, on the last line of stdout.
     #[arg(long)]
     pub(crate) json: bool,
@@ -236,6 +242,9 @@ pub(crate) fn check_flags(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if args.scenario == Scenario::NoisyNeighbour && args.target != Target::Webhook {
         bail!("noisy-neighbour runs with webhook targets only");
+    }
+    if args.jitter.is_some() && args.scenario != Scenario::Cron {
+        bail!("--jitter applies to cron only");
     }
     if args.destinations.is_some() && args.scenario != Scenario::NoisyNeighbour {
         bail!("--destinations applies to noisy-neighbour only");

@@ -200,6 +200,9 @@ async fn healthy_phase(
 }
 
 pub async fn cron(b: &mut Bench) -> anyhow::Result<Report> {
+    if let Some(jitter) = b.args.jitter {
+        return cron_jittered(b, jitter).await;
+    }
     let n = b.args.jobs.unwrap_or(10_000);
     let window = ms(b.args.duration);
     let mut report = Report::new(Scenario::Cron);
@@ -250,6 +253,97 @@ pub async fn cron(b: &mut Bench) -> anyhow::Result<Report> {
         rfc3339_ms(window_end),
         window / 1000
     ));
+    if b.server.mode == Mode::External {
+        let ids: Vec<u128> = submitted.jobs.iter().map(|j| j.job).collect();
+        let failed = b.api.cancel(&ids, 16).await;
+        report.notes.push(format!(
+            "cancelled the {n} cron jobs on the external node ({failed} cancels failed)"
+        ));
+    }
+    Ok(report)
+}
+
+/// `cron --jitter`: N jobs `0 * * * * *` with that jitter, all first due at the same minute (at
+/// least 10 s ahead, their `start`); each one's occurrence there is expected once, at or after
+/// its fire time (lateness counts from it), and the deliveries' spread over the window is noted.
+async fn cron_jittered(b: &mut Bench, jitter: Duration) -> anyhow::Result<Report> {
+    let n = b.args.jobs.unwrap_or(1_000);
+    let mut report = Report::new(Scenario::Cron);
+    b.recorder.reserve(n * 2);
+    report.start_stats = b.stats();
+    let minute = (now_ms() + 10_000).div_euclid(60_000) * 60_000 + 60_000;
+    let schedule = format!(
+        "{{\"cron\":\"0 * * * * *\",\"start\":\"{}\",\"jitter\":\"{}ms\"}}",
+        rfc3339_ms(minute),
+        ms(jitter)
+    );
+    let writer = b.job_writer(move |_| schedule.clone());
+    // Whole answers: the brief one has no next_fire_at.
+    let brief = std::mem::replace(&mut b.api.full_responses, true);
+    let submitted = b.submit(n, true, writer).await;
+    b.api.full_responses = brief;
+    let submitted = submitted?;
+    report.jobs = n as u64;
+    report.submit_seconds = submitted.seconds;
+    report.submit_retries = submitted.retries;
+    let mut expected: HashMap<DeliveryKey, i64> = HashMap::with_capacity(n);
+    let mut offsets = Vec::with_capacity(n);
+    for job in &submitted.jobs {
+        let due = job
+            .next_due_ms
+            .context("a created job has no next_due_at")?;
+        let fire = job
+            .next_fire_ms
+            .context("a created jittered job has no next_fire_at")?;
+        anyhow::ensure!(due == minute, "a job is first due at {due}, not {minute}");
+        expected.insert(DeliveryKey::new(job.job, due), fire);
+        offsets.push(fire - due);
+    }
+    let window_end = minute + ms(jitter);
+    let in_window = move |r: &super::accounting::Receipt| r.id.due_ms == minute;
+    b.wait_until(window_end, expected.len() as u64, "run")
+        .await?;
+    report.complete = b
+        .drain(&expected, window_end + ms(b.args.drain_timeout), in_window)
+        .await?;
+    report.end_stats = b.stats();
+    let receipts: Vec<_> = b
+        .recorder
+        .take()
+        .into_iter()
+        .filter(|r| in_window(r))
+        .collect();
+    // Arrivals by tenth of the window after the due minute (first receipt of each occurrence).
+    let tenth = (ms(jitter) / 10).max(1);
+    let mut arrived = [0u64; 11];
+    let mut first: HashMap<DeliveryKey, i64> = HashMap::with_capacity(n);
+    for r in &receipts {
+        let at = first.entry(r.id).or_insert(r.received_ms);
+        *at = (*at).min(r.received_ms);
+    }
+    for at in first.values() {
+        arrived[((at - minute).max(0) / tenth).min(10) as usize] += 1;
+    }
+    offsets.sort_unstable();
+    report.notes.push(format!(
+        "jitter {} ms: {} jobs due at {}; fire offsets min {} ms, median {} ms, max {} ms",
+        ms(jitter),
+        n,
+        rfc3339_ms(minute),
+        offsets.first().copied().unwrap_or_default(),
+        offsets.get(offsets.len() / 2).copied().unwrap_or_default(),
+        offsets.last().copied().unwrap_or_default(),
+    ));
+    report.notes.push(format!(
+        "deliveries by tenth of the window after the due time (the last: later): {arrived:?}"
+    ));
+    finish(&mut report, account(&expected, &receipts), &receipts);
+    report.lateness_scope = "per occurrence, first receipt, from its jittered fire time";
+    // `expected` holds fire times; the header carries the due time, as the delivery id does.
+    report.acc.due_mismatch = receipts
+        .iter()
+        .filter(|r| r.due_header_ms != r.id.due_ms)
+        .count() as u64;
     if b.server.mode == Mode::External {
         let ids: Vec<u128> = submitted.jobs.iter().map(|j| j.job).collect();
         let failed = b.api.cancel(&ids, 16).await;

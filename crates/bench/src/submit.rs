@@ -34,6 +34,8 @@ pub struct Api {
 pub struct CreatedJob {
     pub job: u128,
     pub next_due_ms: Option<i64>,
+    /// A jittered job's first fire time (`next_fire_at`, in full answers only).
+    pub next_fire_ms: Option<i64>,
 }
 
 pub struct Submitted {
@@ -62,6 +64,8 @@ struct BatchCount {
 struct JobOut {
     id: String,
     next_due_at: Option<String>,
+    #[serde(default)]
+    next_fire_at: Option<String>,
 }
 
 const ATTEMPTS: u32 = 6;
@@ -183,12 +187,15 @@ impl Api {
                             .map(|j| {
                                 let job = parse_job_id(&j.id)
                                     .with_context(|| format!("unexpected job id {:?}", j.id))?;
-                                let next_due_ms = j
-                                    .next_due_at
-                                    .as_deref()
-                                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                                    .map(|t| t.as_millisecond());
-                                Ok(CreatedJob { job, next_due_ms })
+                                let instant = |text: Option<&str>| {
+                                    text.and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                                        .map(|t| t.as_millisecond())
+                                };
+                                Ok(CreatedJob {
+                                    job,
+                                    next_due_ms: instant(j.next_due_at.as_deref()),
+                                    next_fire_ms: instant(j.next_fire_at.as_deref()),
+                                })
                             })
                             .collect::<anyhow::Result<Vec<_>>>()?;
                         created += out.created;

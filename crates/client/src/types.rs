@@ -235,6 +235,13 @@ impl Schedule {
         })
     }
 
+    /// Each occurrence fires up to this long after its due time (at most a day), by an offset
+    /// the job and the due time fix.
+    pub fn jitter(mut self, jitter: Duration) -> Self {
+        self.0.jitter = Some(duration_text(jitter));
+        self
+    }
+
     pub fn start(mut self, start: Timestamp) -> Self {
         self.0.start = Some(start.to_string());
         self

@@ -9,6 +9,7 @@ pub mod claim;
 pub mod clock;
 pub mod cron;
 pub mod duration;
+pub mod jitter;
 pub mod job;
 pub mod misfire;
 pub mod occurrence;
@@ -23,7 +24,7 @@ pub use job::{
     RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookBatch, WebhookTarget,
 };
 pub use misfire::MisfirePolicy;
-pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Occurrence};
+pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Next, Occurrence};
 pub use retry::RetryPolicy;
 pub use schedule::{Schedule, ScheduleKind};
 pub use validation::ValidationError;

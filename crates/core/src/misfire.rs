@@ -1,6 +1,9 @@
 //! What a recurring job does about occurrences it missed while no node was running (or while the
 //! dispatcher was far behind). An occurrence counts as missed when it is picked up more than the
-//! node's misfire threshold after its due time. One-off jobs always fire, however late.
+//! node's misfire threshold after its fire time: its due time, or later by the schedule's jitter
+//! ([`Schedule::fire_time`]), so that jitter itself never makes an occurrence late. Which
+//! occurrences `all` catches up is still decided by their due times. One-off jobs always fire,
+//! however late.
 
 use std::time::Duration;
 
@@ -57,16 +60,18 @@ pub enum FireDecision {
     },
 }
 
-/// Decides whether the occurrence due at `due` fires now.
+/// Decides whether the occurrence due at `due` and scheduled to fire at `fire` (its due time
+/// plus its jitter) fires now.
 pub fn decide(
     schedule: &Schedule,
     policy: MisfirePolicy,
     due: Timestamp,
+    fire: Timestamp,
     now: Timestamp,
     threshold: Duration,
     runs_done: u64,
 ) -> FireDecision {
-    if !schedule.is_recurring() || !is_missed(due, now, threshold) {
+    if !schedule.is_recurring() || !is_missed(fire, now, threshold) {
         return FireDecision::Fire;
     }
     match policy {
@@ -97,12 +102,14 @@ pub fn decide(
     }
 }
 
-/// After the occurrence due at `due` has run (delivered or dead-lettered) at `now`, the next
-/// pending occurrence and how many were skipped to reach it. `runs_done` includes this run.
+/// After the occurrence due at `due` (and scheduled to fire at `fire`) has run (delivered or
+/// dead-lettered) at `now`, the next pending occurrence's due time and how many were skipped to
+/// reach it. `runs_done` includes this run.
 pub fn next_after_run(
     schedule: &Schedule,
     policy: MisfirePolicy,
     due: Timestamp,
+    fire: Timestamp,
     now: Timestamp,
     threshold: Duration,
     runs_done: u64,
@@ -114,7 +121,7 @@ pub fn next_after_run(
         MisfirePolicy::All { .. } => due,
         // `once` and `skip` resume after now when this run was itself a misfire; an on-time run
         // continues with its successor even if that is already slightly due.
-        MisfirePolicy::Once | MisfirePolicy::Skip if is_missed(due, now, threshold) => {
+        MisfirePolicy::Once | MisfirePolicy::Skip if is_missed(fire, now, threshold) => {
             let skipped = schedule.count_between(due, now, skip_count_cap(schedule));
             return (schedule.next_for_run(now, runs_done), skipped);
         }
@@ -123,9 +130,9 @@ pub fn next_after_run(
     (schedule.next_for_run(catch_up_from, runs_done), 0)
 }
 
-fn is_missed(due: Timestamp, now: Timestamp, threshold: Duration) -> bool {
+fn is_missed(fire: Timestamp, now: Timestamp, threshold: Duration) -> bool {
     // Both instants lie within jiff's range (about ±10,000 years), so the difference fits.
-    let late = now.as_millisecond() - due.as_millisecond();
+    let late = now.as_millisecond() - fire.as_millisecond();
     late > crate::duration_ms(threshold)
 }
 
@@ -153,11 +160,11 @@ mod tests {
         let due = ts("2026-01-01T00:00:10Z");
         let now = ts("2026-01-01T00:00:10.003Z");
         assert_eq!(
-            decide(&s, MisfirePolicy::Skip, due, now, MIN, 0),
+            decide(&s, MisfirePolicy::Skip, due, due, now, MIN, 0),
             FireDecision::Fire
         );
         assert_eq!(
-            next_after_run(&s, MisfirePolicy::Once, due, now, MIN, 1),
+            next_after_run(&s, MisfirePolicy::Once, due, due, now, MIN, 1),
             (Some(ts("2026-01-01T00:00:20Z")), 0)
         );
     }
@@ -169,7 +176,7 @@ mod tests {
         let now = ts("2026-01-01T00:10:05Z");
         // Missed: 00:00:10 .. 00:10:00 = 60 occurrences.
         assert_eq!(
-            decide(&s, MisfirePolicy::Skip, due, now, MIN, 0),
+            decide(&s, MisfirePolicy::Skip, due, due, now, MIN, 0),
             FireDecision::Skip {
                 next: Some(ts("2026-01-01T00:10:10Z")),
                 skipped: 60
@@ -183,11 +190,11 @@ mod tests {
         let due = ts("2026-01-01T00:00:10Z");
         let now = ts("2026-01-01T00:10:05Z");
         assert_eq!(
-            decide(&s, MisfirePolicy::Once, due, now, MIN, 0),
+            decide(&s, MisfirePolicy::Once, due, due, now, MIN, 0),
             FireDecision::Fire
         );
         assert_eq!(
-            next_after_run(&s, MisfirePolicy::Once, due, now, MIN, 1),
+            next_after_run(&s, MisfirePolicy::Once, due, due, now, MIN, 1),
             (Some(ts("2026-01-01T00:10:10Z")), 59)
         );
     }
@@ -201,15 +208,18 @@ mod tests {
         let now = ts("2026-01-01T00:10:05Z");
         // Inside the window (00:09:35 .. now): fires, then its direct successor is next.
         let due = ts("2026-01-01T00:09:40Z");
-        assert_eq!(decide(&s, policy, due, now, MIN, 0), FireDecision::Fire);
         assert_eq!(
-            next_after_run(&s, policy, due, now, MIN, 1),
+            decide(&s, policy, due, due, now, MIN, 0),
+            FireDecision::Fire
+        );
+        assert_eq!(
+            next_after_run(&s, policy, due, due, now, MIN, 1),
             (Some(ts("2026-01-01T00:09:50Z")), 0)
         );
         // Older than the window: skipped up to the first one inside it.
         let old = ts("2026-01-01T00:00:10Z");
         assert_eq!(
-            decide(&s, policy, old, now, MIN, 0),
+            decide(&s, policy, old, old, now, MIN, 0),
             FireDecision::Skip {
                 next: Some(ts("2026-01-01T00:09:40Z")),
                 skipped: 57
@@ -226,11 +236,34 @@ mod tests {
                 &s,
                 MisfirePolicy::Skip,
                 ts("2026-01-01T00:00:00Z"),
+                ts("2026-01-01T00:00:00Z"),
                 now,
                 MIN,
                 0
             ),
             FireDecision::Fire
         );
+    }
+
+    #[test]
+    fn lateness_counts_from_the_fire_time_not_the_due_time() {
+        let s = every_10s();
+        let due = ts("2026-01-01T00:00:10Z");
+        // Fired 5 s after its due time by its jitter, picked up 61 s after that.
+        let fire = ts("2026-01-01T00:00:15Z");
+        let on_time = ts("2026-01-01T00:01:15Z");
+        assert_eq!(
+            decide(&s, MisfirePolicy::Skip, due, fire, on_time, MIN, 0),
+            FireDecision::Fire
+        );
+        assert_eq!(
+            next_after_run(&s, MisfirePolicy::Skip, due, fire, on_time, MIN, 1),
+            (Some(ts("2026-01-01T00:00:20Z")), 0)
+        );
+        let late = ts("2026-01-01T00:01:15.001Z");
+        assert!(matches!(
+            decide(&s, MisfirePolicy::Skip, due, fire, late, MIN, 0),
+            FireDecision::Skip { .. }
+        ));
     }
 }

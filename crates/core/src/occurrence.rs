@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use crate::{Claim, FencingToken, JobId, JobSpec};
+use crate::{Claim, FencingToken, JobId, JobSpec, Schedule};
 
 /// One pending due time of a job, as claimed by a node. `token` is the fencing token of the claim:
 /// a completion carrying an older token is rejected by the store.
@@ -90,28 +90,45 @@ pub struct AttemptRecord {
 /// The most bytes of a failed attempt's response kept with its run.
 pub const RESPONSE_SNIPPET_BYTES: usize = 1024;
 
+/// A job's next occurrence: its due (nominal) time, which names it, and when it fires (later by
+/// the schedule's jitter, [`Schedule::fire_time`]; the same without jitter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Next {
+    pub due: Timestamp,
+    pub fire: Timestamp,
+}
+
+impl Next {
+    /// The occurrence of `job` due at `due` under `schedule`, firing when its jitter says.
+    pub fn of(schedule: &Schedule, job: JobId, due: Timestamp) -> Self {
+        Self {
+            due,
+            fire: schedule.fire_time(job, due),
+        }
+    }
+
+    /// An occurrence that fires at its due time.
+    pub fn at(due: Timestamp) -> Self {
+        Self { due, fire: due }
+    }
+}
+
 /// What the store must do with a claimed occurrence.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Delivered. The job moves to `next`, or completes when there is none.
-    Delivered {
-        next: Option<Timestamp>,
-        skipped: u64,
-    },
+    Delivered { next: Option<Next>, skipped: u64 },
     /// Failed, to be attempted again at `at`.
     Retry { at: Timestamp },
     /// Failed for good: recorded as a dead letter; the job moves on like after a delivery, or is
     /// marked failed when it has no next occurrence.
     DeadLetter {
-        next: Option<Timestamp>,
+        next: Option<Next>,
         skipped: u64,
         reason: String,
     },
     /// Not delivered because the misfire policy dropped it.
-    Skipped {
-        next: Option<Timestamp>,
-        skipped: u64,
-    },
+    Skipped { next: Option<Next>, skipped: u64 },
 }
 
 impl Action {
@@ -120,7 +137,7 @@ impl Action {
         match self {
             Action::Delivered { next, .. }
             | Action::DeadLetter { next, .. }
-            | Action::Skipped { next, .. } => *next,
+            | Action::Skipped { next, .. } => next.map(|next| next.fire),
             Action::Retry { at } => Some(*at),
         }
     }

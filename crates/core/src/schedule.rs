@@ -26,6 +26,14 @@ pub struct Schedule {
     /// The job completes after this many occurrences have run (delivered or dead-lettered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<u64>,
+    /// Each occurrence fires up to this long after its due (nominal) time, by an offset that is a
+    /// function of the job and the due time alone ([`Schedule::fire_time`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::jitter::optional_ms"
+    )]
+    pub jitter: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +62,7 @@ impl Schedule {
             start: None,
             end: None,
             max_runs: None,
+            jitter: None,
         }
     }
 
@@ -126,6 +135,25 @@ impl Schedule {
             }
         }
         count
+    }
+
+    /// When the occurrence of `job` due at `due` fires: `due` without jitter; with it, `due` plus
+    /// an offset in `[0, jitter)` that depends on `job` and `due` alone ([`crate::jitter`]).
+    /// The window is cut to the time until the schedule's next due time after `due`, whatever
+    /// its start, end and run count, so the occurrence fires before its successor is due: for an
+    /// irregular cron expression (weekdays only, a DST day of 23 or 25 hours, the last of the
+    /// month) that is the real time elapsed until its next instant, whatever the gap is on the
+    /// wall clock. A one-off has no successor and takes the whole window.
+    pub fn fire_time(&self, job: crate::JobId, due: Timestamp) -> Timestamp {
+        let Some(jitter) = self.jitter else {
+            return due;
+        };
+        let due_ms = due.as_millisecond();
+        let mut window = crate::jitter::window_ms(jitter);
+        if let Some(next) = self.raw_after(due) {
+            window = window.min(next.as_millisecond().saturating_sub(due_ms));
+        }
+        crate::from_ms(due_ms.saturating_add(crate::jitter::offset_ms(job, due_ms, window)))
     }
 
     fn within_end(&self, due: Timestamp) -> Option<Timestamp> {

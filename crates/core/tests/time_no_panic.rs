@@ -78,12 +78,14 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         prop::option::of(instant()),
         prop::option::of(instant()),
         prop::option::of(any::<u64>()),
+        prop::option::of(duration()),
     )
-        .prop_map(|(kind, start, end, max_runs)| Schedule {
+        .prop_map(|(kind, start, end, max_runs, jitter)| Schedule {
             kind,
             start,
             end,
             max_runs,
+            jitter,
         })
 }
 
@@ -112,6 +114,7 @@ proptest! {
         let _ = s.next_for_run(a, runs);
         // Bounded: a cron walk from the far past to the far future is capped.
         let _ = s.count_between(a.min(b), a.max(b), 1_000);
+        prop_assert!(s.fire_time(uuid::Uuid::from_u128(runs.into()), a) >= a);
     }
 
     #[test]
@@ -130,11 +133,12 @@ proptest! {
         threshold in duration(),
         runs in any::<u64>(),
     ) {
-        match misfire::decide(&s, p, due, now, threshold, runs) {
+        let fire = s.fire_time(uuid::Uuid::nil(), due);
+        match misfire::decide(&s, p, due, fire, now, threshold, runs) {
             FireDecision::Fire => {}
             FireDecision::Skip { skipped, .. } => prop_assert!(skipped >= 1),
         }
-        let _ = misfire::next_after_run(&s, p, due, now, threshold, runs);
+        let _ = misfire::next_after_run(&s, p, due, fire, now, threshold, runs);
     }
 
     #[test]
@@ -172,7 +176,7 @@ fn the_issue_s_poison_window_is_decided_without_panicking() {
     let now: Timestamp = "2026-11-20T00:01:06Z".parse().unwrap();
     // The window reaches past the representable past: everything missed is inside it.
     assert_eq!(
-        misfire::decide(&s, policy, anchor, now, Duration::from_secs(60), 0),
+        misfire::decide(&s, policy, anchor, anchor, now, Duration::from_secs(60), 0),
         FireDecision::Fire
     );
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use hourglass_core::misfire::{self, FireDecision};
-use hourglass_core::{Action, Claim, Clock, Completion, Occurrence};
+use hourglass_core::{Action, Claim, Clock, Completion, Next, Occurrence};
 use hourglass_store::{
     Applied, ClaimScope, DueEvent, Lease, QueueStats, Result, Store, StoreEvent,
 };
@@ -330,6 +330,7 @@ impl Queues {
             &spec.schedule,
             spec.misfire,
             occ.due,
+            spec.schedule.fire_time(occ.job_id, occ.due),
             now,
             inner.misfire_threshold,
             occ.runs_done,
@@ -341,7 +342,10 @@ impl Queues {
                 token: occ.token,
                 due: occ.due,
                 attempt: None,
-                action: Action::Skipped { next, skipped },
+                action: Action::Skipped {
+                    next: next.map(|due| Next::of(&spec.schedule, occ.job_id, due)),
+                    skipped,
+                },
             });
         }
         if occ.attempt > spec.retry.max_attempts {

@@ -157,6 +157,8 @@ impl Scheduler {
             let (JobState::Active, Some(due)) = (record.state, record.next_due) else {
                 continue;
             };
+            // When it fires: later than its due time by the schedule's jitter.
+            let due = record.next_attempt.unwrap_or(due);
             match record.spec.target.queue() {
                 Some(queue) => {
                     queues.insert((record.namespace.as_str(), queue));
@@ -339,6 +341,7 @@ impl Scheduler {
         let (JobState::Active, Some(due)) = (job.state, job.next_due) else {
             return;
         };
+        let due = job.next_attempt.unwrap_or(due);
         match job.spec.target.queue() {
             Some(queue) => self.queues.poke(&job.namespace, queue),
             None => self.shared.wake_for(due),

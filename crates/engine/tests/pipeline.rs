@@ -1945,3 +1945,74 @@ async fn recurring_completions_linger_only_when_their_next_occurrence_is_far_eno
         "each written at once: {every_second:?}"
     );
 }
+
+/// Issue 37: a jittered occurrence fires at its jittered time — never before it, named by its
+/// due time — and a recurring one whose jitter the gap between due times cuts is never counted
+/// as missed for the wait its jitter adds (misfire lateness is measured from the fire time).
+#[tokio::test(start_paused = true)]
+async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
+    let rig = rig();
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let one_offs: Vec<NewJob> = (0..50)
+        .map(|_| {
+            let schedule = Schedule {
+                jitter: Some(Duration::from_secs(30)),
+                ..Schedule::at(due)
+            };
+            job("ok", schedule, due, now)
+        })
+        .collect();
+    let fires: std::collections::HashMap<JobId, Timestamp> =
+        one_offs.iter().map(|j| (j.id, j.first_fire())).collect();
+    let mut recurring = job(
+        "ok",
+        Schedule {
+            jitter: Some(Duration::from_secs(300)),
+            ..Schedule::unbounded(ScheduleKind::Every {
+                interval: Duration::from_secs(10),
+                anchor: due,
+            })
+        },
+        due,
+        now,
+    );
+    recurring.spec.misfire = MisfirePolicy::Skip;
+    let (recurring_id, schedule) = (recurring.id, recurring.spec.schedule.clone());
+    let mut all = one_offs;
+    all.push(recurring);
+    rig.add(all).await;
+    rig.run_until(|s| {
+        s.iter().filter(|x| x.job_id != recurring_id).count() >= 50
+            && s.iter().filter(|x| x.job_id == recurring_id).count() >= 5
+    })
+    .await;
+    let seen = rig.seen();
+    for s in seen.iter().filter(|s| s.job_id != recurring_id) {
+        assert_eq!(s.due, due, "the occurrence keeps its due time as its name");
+        assert!(
+            s.at >= fires[&s.job_id],
+            "fired before its jittered time: {s:?}"
+        );
+    }
+    let spread: std::collections::HashSet<_> = fires.values().collect();
+    assert!(
+        spread.len() > 40,
+        "50 jobs share {} fire times",
+        spread.len()
+    );
+    let recurring_seen: Vec<_> = seen.iter().filter(|s| s.job_id == recurring_id).collect();
+    for (n, s) in recurring_seen.iter().enumerate() {
+        let nominal = due + SignedDuration::from_secs(10 * n as i64);
+        assert_eq!(s.due, nominal, "every occurrence runs, in order");
+        assert!(s.at >= schedule.fire_time(recurring_id, nominal));
+    }
+    let job = rig
+        .store
+        .get_job(None, recurring_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(job.skipped, 0, "jitter is not lateness");
+    rig.engine.shutdown().await;
+}

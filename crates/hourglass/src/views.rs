@@ -165,14 +165,25 @@ fn schedule_summary(s: &Value) -> Option<String> {
     if let Some(n) = number(s, "max_runs") {
         out.push_str(&format!(", at most {n} runs"));
     }
+    if let Some(jitter) = text(s, "jitter") {
+        out.push_str(&format!(", jitter {jitter}"));
+    }
     Some(out)
 }
 
-/// When a job's next attempt is: a retry waiting out its backoff first, else its next due time.
+/// When a job's next attempt is: a retry waiting out its backoff first, else its next fire
+/// time, with its due time beside it when jitter makes them differ.
 fn next(job: &Value, now: Timestamp) -> Option<String> {
+    let fire = text(job, "next_fire_at");
     match when(job, "next_attempt_at", now) {
-        Some(retry) => Some(format!("retry {retry}")),
-        None => when(job, "next_due_at", now),
+        Some(retry) if text(job, "next_attempt_at") != fire => Some(format!("retry {retry}")),
+        _ => match when(job, "next_fire_at", now) {
+            Some(fire) => Some(format!(
+                "{fire} (due {})",
+                or_dash(when(job, "next_due_at", now))
+            )),
+            None => when(job, "next_due_at", now),
+        },
     }
 }
 
@@ -234,7 +245,12 @@ fn job(j: &Value, style: Style, now: Timestamp) -> Option<String> {
             ("target", target_line),
             ("payload", payload),
             ("next due", when(j, "next_due_at", now)),
-            ("next attempt", when(j, "next_attempt_at", now)),
+            ("next fire", when(j, "next_fire_at", now)),
+            (
+                "next attempt",
+                when(j, "next_attempt_at", now)
+                    .filter(|_| text(j, "next_attempt_at") != text(j, "next_fire_at")),
+            ),
             ("failed attempts", attempt),
             ("last error", text(j, "last_error")),
             ("runs", number(j, "runs")),

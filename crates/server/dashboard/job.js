@@ -74,8 +74,9 @@ export async function renderJob(id) {
   let preview;
   if (job.state === "active" || job.state === "paused") {
     try {
-      const p = await api("POST", "/v1/schedules/preview", { schedule: job.schedule, count: 10 });
-      preview = { description: p.description, times: p.fire_times };
+      // The job's id: a jittered schedule's fire times are the job's own.
+      const p = await api("POST", "/v1/schedules/preview", { schedule: job.schedule, count: 10, job_id: job.id });
+      preview = { description: p.description, times: p.fire_times, nominal: p.nominal_times || null };
     } catch (err) {
       preview = { description: scheduleSummary(job.schedule), times: [], note: err.message };
     }
@@ -129,7 +130,11 @@ export async function renderJob(id) {
           ["Namespace", job.namespace, "job-detail-namespace"],
           ["Target", targetText(job.target), "job-detail-target"],
           ["Next due", job.next_due_at ? `${fmtTime(job.next_due_at)} (${fmtRelative(job.next_due_at)})` : "—", "job-detail-next"],
-          job.next_attempt_at
+          // With jitter, the pending occurrence fires later than its due time.
+          job.next_fire_at
+            ? ["Next fire", `${fmtTime(job.next_fire_at)} (${fmtRelative(job.next_fire_at)}, jitter ${job.schedule.jitter})`, "job-detail-next-fire"]
+            : null,
+          job.next_attempt_at && job.next_attempt_at !== job.next_fire_at
             ? [
                 "Retrying",
                 el(
@@ -141,7 +146,7 @@ export async function renderJob(id) {
               ]
             : null,
           // Outside a backoff (the job failed, or a recurring job moved on), the latest failure.
-          job.last_error && !job.next_attempt_at
+          job.last_error && (!job.next_attempt_at || job.next_attempt_at === job.next_fire_at)
             ? ["Last error", el("span", { class: "error-text" }, job.last_error), "job-detail-last-error"]
             : null,
           ["Runs / skipped", `${job.runs} / ${job.skipped}`, "job-detail-runs"],
@@ -170,7 +175,7 @@ export async function renderJob(id) {
               el(
                 "ol",
                 { class: "fire-times", "data-testid": "fire-times" },
-                preview.times.map((t) =>
+                preview.times.map((t, i) =>
                   el(
                     "li",
                     { "data-testid": "fire-time" },
@@ -180,6 +185,9 @@ export async function renderJob(id) {
                       ? el("span", { class: "small", "data-testid": "fire-time-job-zone" }, `· ${fmtTimeIn(t, jobZone)} `)
                       : null,
                     el("span", { class: "muted small" }, fmtRelative(t)),
+                    preview.nominal
+                      ? el("span", { class: "muted small", "data-testid": "fire-time-due" }, ` · due ${fmtTime(preview.nominal[i])}`)
+                      : null,
                   ),
                 ),
               ),

@@ -71,7 +71,18 @@ function jobRow(job, selectable) {
     el("td", { "data-testid": "job-type" }, job.type || el("span", { class: "muted" }, "—")),
     el("td", {}, stateBadge(job.state)),
     el("td", {}, scheduleSummary(job.schedule)),
-    el("td", {}, job.next_due_at ? [timeCell(job.next_due_at), el("div", { class: "muted small" }, fmtRelative(job.next_due_at))] : "—"),
+    el(
+      "td",
+      {},
+      job.next_due_at
+        ? [
+            timeCell(job.next_due_at),
+            el("div", { class: "muted small" }, fmtRelative(job.next_due_at)),
+            // With jitter the occurrence fires later than its due time.
+            job.next_fire_at ? el("div", { class: "muted small", "data-testid": "job-next-fire" }, `fires ${fmtTime(job.next_fire_at)}`) : null,
+          ]
+        : "—",
+    ),
     el("td", { class: "num" }, String(job.runs)),
   );
 }

@@ -87,8 +87,14 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// When the first occurrence fires: its due time, or later by the schedule's jitter.
+    pub fn first_fire(&self) -> Timestamp {
+        self.spec.schedule.fire_time(self.id, self.first_due)
+    }
+
     /// The job as stored right after its creation: active, nothing run yet.
     pub fn into_record(self) -> JobRecord {
+        let first_fire = self.first_fire();
         JobRecord {
             id: self.id,
             namespace: self.namespace,
@@ -97,7 +103,7 @@ impl NewJob {
             spec: self.spec,
             payload: self.payload,
             next_due: Some(self.first_due),
-            next_attempt: Some(self.first_due),
+            next_attempt: Some(first_fire),
             attempt: 0,
             runs: 0,
             skipped: 0,

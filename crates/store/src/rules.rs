@@ -58,8 +58,13 @@ pub(crate) fn plan_transition(job: &JobRecord, transition: Transition) -> Result
                 };
                 match due {
                     Some(due) => {
-                        let due = due.as_millisecond();
-                        (JobState::Active, Some(due), Some(due), false)
+                        let fire = job.spec.schedule.fire_time(job.id, due).as_millisecond();
+                        (
+                            JobState::Active,
+                            Some(due.as_millisecond()),
+                            Some(fire),
+                            false,
+                        )
                     }
                     None => (JobState::Completed, None, None, false),
                 }
@@ -77,6 +82,7 @@ pub(crate) fn plan_transition(job: &JobRecord, transition: Transition) -> Result
                 return Ok(TransitionPlan::Unchanged);
             }
             trigger_key = key;
+            // A trigger's occurrence is asked for now: it fires now, whatever the jitter.
             match job.state {
                 JobState::Cancelled => return Err(invalid("trigger")),
                 _ => (JobState::Active, Some(now), Some(now), false),
@@ -93,7 +99,8 @@ pub(crate) fn plan_transition(job: &JobRecord, transition: Transition) -> Result
     })
 }
 
-/// What a job's row becomes after an edit: (state, due, fire).
+/// What a job's row becomes after an edit: (state, due, fire). The new due time fires when the
+/// new schedule's jitter says.
 pub(crate) fn plan_update(
     job: &JobRecord,
     update: &JobUpdate,
@@ -109,7 +116,13 @@ pub(crate) fn plan_update(
     let (state, fire) = match (job.state, due) {
         (_, None) => (JobState::Completed, None),
         (JobState::Paused, Some(_)) => (JobState::Paused, None),
-        (_, Some(due)) => (JobState::Active, Some(due)),
+        (_, Some(due)) => {
+            let fire = update
+                .spec
+                .schedule
+                .fire_time(job.id, hourglass_core::from_ms(due));
+            (JobState::Active, Some(fire.as_millisecond()))
+        }
     };
     Ok((
         state,
@@ -166,9 +179,15 @@ pub(crate) enum RowChange {
     /// The occurrence is attempted again at `fire`: its failed attempt is counted
     /// (`attempt + 1`); state and due time stay.
     Retry { fire: i64 },
-    /// The job moves on to its next occurrence, due (and firing) at `due`, with no attempts yet;
-    /// `ran` occurrences ran and `skipped` were dropped on the way.
-    Advance { due: i64, ran: u64, skipped: u64 },
+    /// The job moves on to its next occurrence, due at `due` and firing at `fire` (later by the
+    /// schedule's jitter), with no attempts yet; `ran` occurrences ran and `skipped` were dropped
+    /// on the way.
+    Advance {
+        due: i64,
+        fire: i64,
+        ran: u64,
+        skipped: u64,
+    },
     /// The job has no next occurrence: it ends in `state`, out of the due index. `attempt`, when
     /// present, replaces the stored attempt count (see [`CompletionPlan`]).
     Finish {
@@ -188,7 +207,7 @@ impl RowChange {
     pub(crate) fn fire(&self) -> Option<i64> {
         match *self {
             RowChange::Retry { fire } => Some(fire),
-            RowChange::Advance { due, .. } => Some(due),
+            RowChange::Advance { fire, .. } => Some(fire),
             RowChange::Finish { .. } => None,
         }
     }
@@ -277,7 +296,8 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
             };
             let row = match next {
                 Some(next) => RowChange::Advance {
-                    due: next.as_millisecond(),
+                    due: next.due.as_millisecond(),
+                    fire: next.fire.as_millisecond(),
                     ran,
                     skipped: *skipped,
                 },
@@ -438,7 +458,10 @@ mod tests {
     #[test]
     fn a_delivery_advances_a_recurring_job_or_completes_a_one_off() {
         let next = Action::Delivered {
-            next: Some(from_ms(9_000)),
+            next: Some(hourglass_core::Next {
+                due: from_ms(9_000),
+                fire: from_ms(9_400),
+            }),
             skipped: 2,
         };
         let c = completion(next, Some(1));
@@ -447,10 +470,12 @@ mod tests {
             plan.row,
             RowChange::Advance {
                 due: 9_000,
+                fire: 9_400,
                 ran: 1,
                 skipped: 2
             }
         );
+        assert_eq!(plan.row.fire(), Some(9_400), "a jittered next fires late");
         assert_eq!(plan.run.map(|r| r.outcome), Some(RunOutcome::Delivered));
 
         let last = Action::Delivered {
@@ -506,12 +531,16 @@ mod tests {
         assert_eq!(plan.last_error, LastError::Write(Some("boom")));
 
         // A recurring job moves on (its attempts start again) and still records the letter.
-        let c = completion(action(Some(from_ms(9_000))), Some(3));
+        let c = completion(
+            action(Some(hourglass_core::Next::at(from_ms(9_000)))),
+            Some(3),
+        );
         let plan = plan_completion(&c);
         assert_eq!(
             plan.row,
             RowChange::Advance {
                 due: 9_000,
+                fire: 9_000,
                 ran: 1,
                 skipped: 1
             }

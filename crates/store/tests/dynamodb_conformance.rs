@@ -1401,6 +1401,46 @@ async fn a_fresh_entry_fires_from_its_snapshot_as_its_job_items_say() {
     assert_eq!(of(ids[10]).spec.job_type.as_deref(), Some("typed"));
 }
 
+/// Jobs whose jitter fires them after they fall due are not carried by a snapshot (a claim takes
+/// a carried job's due time to be its fire time): they are read from their items, and each
+/// occurrence keeps its due time as its identity and fires at its jittered time.
+#[tokio::test]
+async fn jittered_jobs_fire_with_their_own_due_times_beside_a_snapshot() {
+    let store = DynamoStore::open(options(&table_name())).await.unwrap();
+    // 40 plain jobs (carried) and 40 with a second of jitter, in one create batch.
+    let mut jobs: Vec<NewJob> = (0..80).map(|i| job("ns", t0() + ms(i), None)).collect();
+    for job in &mut jobs[40..] {
+        job.spec.schedule.jitter = Some(Duration::from_secs(1));
+    }
+    store.create_jobs(jobs).await.unwrap();
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0() + ms(3_000), 200, &lease("n1", t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 80);
+    let mut late = 0;
+    for occurrence in &claimed {
+        let record = store
+            .get_job(None, occurrence.job_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            Some(occurrence.due),
+            record.next_due,
+            "the due time names it"
+        );
+        assert_eq!(
+            occurrence.fire_at,
+            record.spec.schedule.fire_time(record.id, occurrence.due),
+            "it fires at its jittered time"
+        );
+        assert!(occurrence.fire_at >= occurrence.due);
+        late += usize::from(occurrence.fire_at > occurrence.due);
+    }
+    assert!(late > 30, "jitter moved most of the 40: {late}");
+}
+
 /// Edits and transitions between a create and the claim of its entry reach the claim: an edited
 /// job fires as edited (never the snapshot's copy), a cancelled or paused one not at all, a
 /// triggered one once, at its new version.

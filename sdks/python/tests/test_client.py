@@ -288,6 +288,14 @@ def test_preview_health_breakers_metrics_secret(client: Client, namespace: str) 
     assert len(preview.fire_times) == 3
     assert preview.fire_times[1] - preview.fire_times[0] == timedelta(minutes=15)
     assert "15m" in preview.description
+    assert preview.nominal_times is None
+    job_id = "0190f3c2-7b1e-7a3b-9c4d-5e6f708192a3"
+    jittered = client.preview_schedule(
+        every("15m", max_runs=3, jitter="5m"), count=5, job_id=job_id
+    )
+    assert jittered.nominal_times is not None and len(jittered.nominal_times) == 3
+    for fire, due in zip(jittered.fire_times, jittered.nominal_times, strict=True):
+        assert timedelta(0) <= fire - due < timedelta(minutes=5)
     assert client.healthz().status == "ok"
     assert client.readyz().status == "ready"
     assert client.list_open_breakers() == []

@@ -361,6 +361,7 @@ export class Client {
   previewSchedule(schedule: Schedule, options: PreviewOptions & CallOptions = {}): Promise<SchedulePreview> {
     const body: Record<string, unknown> = { schedule };
     if (options.count !== undefined) body["count"] = options.count;
+    if (options.job_id !== undefined) body["job_id"] = options.job_id;
     return this.#send({ op: "previewSchedule", body, signal: options.signal });
   }
 

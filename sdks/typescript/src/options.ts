@@ -41,5 +41,8 @@ export interface RotateOptions {
   overlap?: string;
 }
 
-/** The options of `previewSchedule`: `count`, how many due times (1–100, default 10). */
+/**
+ * The options of `previewSchedule`: `count`, how many due times (1–100, default 10), and
+ * `job_id`, the job whose jitter offsets `fire_times` show.
+ */
 export type PreviewOptions = Omit<SchedulePreviewRequest, "schedule">;

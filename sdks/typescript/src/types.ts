@@ -26,6 +26,17 @@ export type InstantIn = Date | string;
  */
 export interface AtSchedule {
   at: InstantIn;
+  /**
+   * Fire each occurrence up to this long after its due time, at most `24h` (else `422
+   * invalid_duration`, field `schedule.jitter`). The offset is a hash of the job's id and the due
+   * time, so every node, retry and preview agree; it spreads jobs due together evenly over the
+   * window, never moves an occurrence before its due time, and never to or past the next
+   * occurrence's due time (the window is cut to the time until then, the real time for an irregular
+   * cron expression). The due time stays the occurrence's identity (its delivery id,
+   * `next_due_at`); misfire lateness counts from the fire time. A trigger fires at once, without
+   * jitter.
+   */
+  jitter?: string;
 }
 
 /**
@@ -36,6 +47,17 @@ export interface AtSchedule {
  */
 export interface AfterSchedule {
   after: string;
+  /**
+   * Fire each occurrence up to this long after its due time, at most `24h` (else `422
+   * invalid_duration`, field `schedule.jitter`). The offset is a hash of the job's id and the due
+   * time, so every node, retry and preview agree; it spreads jobs due together evenly over the
+   * window, never moves an occurrence before its due time, and never to or past the next
+   * occurrence's due time (the window is cut to the time until then, the real time for an irregular
+   * cron expression). The due time stays the occurrence's identity (its delivery id,
+   * `next_due_at`); misfire lateness counts from the fire time. A trigger fires at once, without
+   * jitter.
+   */
+  jitter?: string;
 }
 
 /**
@@ -74,6 +96,17 @@ export interface CronSchedule {
   end?: InstantIn;
   /** The job completes after this many occurrences have run (delivered or dead-lettered). */
   max_runs?: number;
+  /**
+   * Fire each occurrence up to this long after its due time, at most `24h` (else `422
+   * invalid_duration`, field `schedule.jitter`). The offset is a hash of the job's id and the due
+   * time, so every node, retry and preview agree; it spreads jobs due together evenly over the
+   * window, never moves an occurrence before its due time, and never to or past the next
+   * occurrence's due time (the window is cut to the time until then, the real time for an irregular
+   * cron expression). The due time stays the occurrence's identity (its delivery id,
+   * `next_due_at`); misfire lateness counts from the fire time. A trigger fires at once, without
+   * jitter.
+   */
+  jitter?: string;
 }
 
 /**
@@ -95,18 +128,30 @@ export interface EverySchedule {
   end?: InstantIn;
   /** The job completes after this many occurrences have run (delivered or dead-lettered). */
   max_runs?: number;
+  /**
+   * Fire each occurrence up to this long after its due time, at most `24h` (else `422
+   * invalid_duration`, field `schedule.jitter`). The offset is a hash of the job's id and the due
+   * time, so every node, retry and preview agree; it spreads jobs due together evenly over the
+   * window, never moves an occurrence before its due time, and never to or past the next
+   * occurrence's due time (the window is cut to the time until then, the real time for an irregular
+   * cron expression). The due time stays the occurrence's identity (its delivery id,
+   * `next_due_at`); misfire lateness counts from the fire time. A trigger fires at once, without
+   * jitter.
+   */
+  jitter?: string;
 }
 
 /**
  * When the job's occurrences are due: exactly one of `at`, `after`, `cron` or `every`. `timezone`
- * goes with `cron` only; `start`, `end` and `max_runs` with recurring schedules only.
+ * goes with `cron` only; `start`, `end` and `max_runs` with recurring schedules only; `jitter` with
+ * any.
  */
 export type Schedule = AtSchedule | AfterSchedule | CronSchedule | EverySchedule;
 
 /**
  * A job's schedule as stored: `at` for one-off jobs (also those created with `after`); `cron` and
- * `timezone` for cron jobs; `every` and `start` (its anchor) for interval jobs. `start`, `end` and
- * `max_runs` appear when set.
+ * `timezone` for cron jobs; `every` and `start` (its anchor) for interval jobs. `start`, `end`,
+ * `max_runs` and `jitter` appear when set.
  *
  * @schema JobSchedule
  */
@@ -118,6 +163,7 @@ export interface JobSchedule {
   start?: string;
   end?: string;
   max_runs?: number;
+  jitter?: string;
 }
 
 /**
@@ -358,6 +404,12 @@ export interface SchedulePreviewRequest {
    * `count`.
    */
   count?: number;
+  /**
+   * The job whose jitter offsets to show (they depend on the job's id). Without it, a jittered
+   * schedule's `fire_times` are those of a stand-in job (the nil UUID): the same spread, not a
+   * future job's own times. No effect without `schedule.jitter`.
+   */
+  job_id?: string;
 }
 
 /**
@@ -367,10 +419,17 @@ export interface SchedulePreviewRequest {
  */
 export interface SchedulePreview {
   /**
-   * The next due times, earliest first, strictly increasing: `count` of them, or fewer when `end`
-   * or `max_runs` ends the schedule sooner (one for `at` and `after`).
+   * When the next occurrences fire, earliest first, strictly increasing: `count` of them, or fewer
+   * when `end` or `max_runs` ends the schedule sooner (one for `at` and `after`). Without jitter
+   * these are the due times; with it, each due time plus its jitter offset.
    */
   fire_times: string[];
+  /**
+   * Each occurrence's due time (its identity: the time in its delivery id), as many as `fire_times`
+   * and in the same order. Present for a schedule with `jitter` only: without it they equal
+   * `fire_times`.
+   */
+  nominal_times?: string[];
   /**
    * The schedule in English, for people; the wording may change. Cron expressions are described on
    * their zone's wall clock, followed by the zone.
@@ -414,10 +473,17 @@ export interface Job {
    */
   next_due_at: string | null;
   /**
-   * When the pending occurrence's next attempt runs, when that is not `next_due_at`: after a failed
-   * attempt, the end of its backoff (or of a `Retry-After`); while the destination's circuit
-   * breaker holds it back, when the breaker is next probed. `null` when the next attempt runs at
-   * `next_due_at`, while an attempt is under way, and for a job that is not active.
+   * When the pending occurrence fires, for a schedule with `jitter`: `next_due_at` plus its jitter
+   * offset (retries come later, at `next_attempt_at`). Left out without jitter (the occurrence
+   * fires at `next_due_at`) and in a terminal state.
+   */
+  next_fire_at?: string;
+  /**
+   * When the pending occurrence's next attempt runs, when that is not `next_due_at`: its jittered
+   * fire time (`next_fire_at`); after a failed attempt, the end of its backoff (or of a
+   * `Retry-After`); while the destination's circuit breaker holds it back, when the breaker is next
+   * probed. `null` when the next attempt runs at `next_due_at`, while an attempt is under way, and
+   * for a job that is not active.
    */
   next_attempt_at: string | null;
   /**

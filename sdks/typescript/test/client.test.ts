@@ -279,6 +279,16 @@ describe("the rest", () => {
     assert.equal(preview.fire_times.length, 3);
     assert.equal(Date.parse(preview.fire_times[1]!) - Date.parse(preview.fire_times[0]!), 15 * 60_000);
     assert.match(preview.description, /15m/);
+    assert.equal(preview.nominal_times, undefined);
+    const jittered = await client.previewSchedule(
+      { every: "15m", max_runs: 3, jitter: "5m" },
+      { count: 5, job_id: "0190f3c2-7b1e-7a3b-9c4d-5e6f708192a3" },
+    );
+    assert.equal(jittered.nominal_times?.length, 3);
+    jittered.fire_times.forEach((fire, i) => {
+      const offset = Date.parse(fire) - Date.parse(jittered.nominal_times![i]!);
+      assert.ok(offset >= 0 && offset < 5 * 60_000, `${fire} vs its due time`);
+    });
     assert.deepEqual(await client.healthz(), { status: "ok" });
     assert.deepEqual(await client.readyz(), { status: "ready" });
     assert.deepEqual(await client.listOpenBreakers(), []);

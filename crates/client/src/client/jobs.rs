@@ -137,9 +137,21 @@ impl Client {
         schedule: impl Into<ScheduleIn>,
         count: Option<u64>,
     ) -> Result<SchedulePreview, Error> {
+        self.preview_schedule_of(schedule, count, None).await
+    }
+
+    /// [`Client::preview_schedule`] with the fire times of job `job_id` (a UUID): a jittered
+    /// schedule's offsets depend on the job.
+    pub async fn preview_schedule_of(
+        &self,
+        schedule: impl Into<ScheduleIn>,
+        count: Option<u64>,
+        job_id: Option<&str>,
+    ) -> Result<SchedulePreview, Error> {
         let body = PreviewRequest {
             schedule: schedule.into(),
             count,
+            job_id: job_id.map(String::from),
         };
         self.send(Request::new(Method::POST, &["v1", "schedules", "preview"]).json(&body)?)
             .await

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use hourglass_core::misfire::{self, FireDecision};
-use hourglass_core::{Action, Completion, Occurrence, Target};
+use hourglass_core::{Action, Completion, Next, Occurrence, Target};
 use hourglass_store::Release;
 use jiff::Timestamp;
 use tokio::sync::mpsc;
@@ -70,6 +70,7 @@ impl Stage for Dispatcher {
                     &spec.schedule,
                     spec.misfire,
                     occ.due,
+                    spec.schedule.fire_time(occ.job_id, occ.due),
                     now,
                     ctx.config.misfire_threshold,
                     occ.runs_done,
@@ -100,7 +101,10 @@ impl Stage for Dispatcher {
                     token: occ.token,
                     due: occ.due,
                     attempt: None,
-                    action: Action::Skipped { next, skipped },
+                    action: Action::Skipped {
+                        next: next.map(|due| Next::of(&spec.schedule, occ.job_id, due)),
+                        skipped,
+                    },
                 };
                 if complete_tx.send(Finished::Done(completion)).await.is_err() {
                     break;

@@ -31,7 +31,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use hourglass_core::misfire;
-use hourglass_core::{Action, AttemptRecord, Claim, Clock, Completion, Occurrence, add_saturating};
+use hourglass_core::{
+    Action, AttemptRecord, Claim, Clock, Completion, Next, Occurrence, add_saturating,
+};
 use hourglass_store::Store;
 use jiff::Timestamp;
 use rand::Rng;
@@ -313,14 +315,17 @@ pub(crate) fn settle(
         outcome,
     };
     let moved_on = || {
-        misfire::next_after_run(
+        let (next, skipped) = misfire::next_after_run(
             &spec.schedule,
             spec.misfire,
             occ.due,
+            spec.schedule.fire_time(occ.job_id, occ.due),
             now,
             misfire_threshold,
             occ.runs_done + 1,
-        )
+        );
+        let next = next.map(|due| Next::of(&spec.schedule, occ.job_id, due));
+        (next, skipped)
     };
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {

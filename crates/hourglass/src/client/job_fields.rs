@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::usage;
 
 /// The flags that make a `--json` body unnecessary, for `conflicts_with_all`.
-const FIELD_FLAGS: [&str; 19] = [
+const FIELD_FLAGS: [&str; 20] = [
     "webhook",
     "queue",
     "at",
@@ -24,6 +24,7 @@ const FIELD_FLAGS: [&str; 19] = [
     "start",
     "end",
     "max_runs",
+    "jitter",
     "payload",
     "job_type",
     "headers",
@@ -100,6 +101,9 @@ struct JobFields {
     /// A recurring job's number of runs, at most.
     #[arg(long)]
     max_runs: Option<u64>,
+    /// Fire each occurrence up to this long after its due time, e.g. 10m (at most 24h).
+    #[arg(long)]
+    jitter: Option<String>,
     /// Payload JSON, or @FILE to read it from a file, or @- from standard input.
     #[arg(long)]
     payload: Option<String>,
@@ -244,6 +248,7 @@ pub(super) struct ScheduleFlags {
     pub(super) start: Option<String>,
     pub(super) end: Option<String>,
     pub(super) max_runs: Option<u64>,
+    pub(super) jitter: Option<String>,
 }
 
 impl ScheduleFlags {
@@ -273,6 +278,11 @@ impl ScheduleFlags {
                          --every too",
                     ));
                 }
+                if self.jitter.is_some() {
+                    return Err(usage(
+                        "--jitter belongs to a schedule: give --at, --after, --cron or --every too",
+                    ));
+                }
                 return Ok(None);
             }
             _ => {
@@ -284,6 +294,7 @@ impl ScheduleFlags {
         schedule.start = self.start;
         schedule.end = self.end;
         schedule.max_runs = self.max_runs;
+        schedule.jitter = self.jitter;
         Ok(Some(schedule))
     }
 }
@@ -333,6 +344,7 @@ impl JobFields {
             start: c.start,
             end: c.end,
             max_runs: c.max_runs,
+            jitter: c.jitter,
         }
         .into_schedule()?;
         let payload = match c.payload {

@@ -143,6 +143,13 @@ struct NextFiresArgs {
     /// Stop after this many runs.
     #[arg(long)]
     max_runs: Option<u64>,
+    /// Fire each occurrence up to this long after its due time, e.g. 10s: prints when each
+    /// fires beside its due time.
+    #[arg(long)]
+    jitter: Option<String>,
+    /// With --jitter: the job whose offsets to print (they depend on its id).
+    #[arg(long, value_name = "ID", requires = "jitter")]
+    job: Option<String>,
     /// How many due times to print (1 to 100).
     #[arg(short = 'n', long = "count", default_value_t = 10)]
     count: u64,
@@ -205,7 +212,8 @@ fn job_ref(arg: &str) -> JobRef {
     }
 }
 
-/// Prints the description, then one due time per line: the instant in UTC as the API gives it
+/// Prints the description, then one due time per line (with `--jitter`, the fire time then the
+/// due time): the instant in UTC as the API gives it
 /// and, for a cron expression, the wall-clock time in its zone beside it, since that is the
 /// clock the expression is written for (and where DST shows). That text is the answer on a
 /// terminal and in a pipe alike (it always was); only an explicit `--output json` prints the
@@ -227,11 +235,12 @@ async fn next_fires(
         start: args.start,
         end: args.end,
         max_runs: args.max_runs,
+        jitter: args.jitter.clone(),
     }
     .into_schedule()?
     .expect("a cron expression or an interval was given");
     let preview = client
-        .preview_schedule(schedule, Some(args.count))
+        .preview_schedule_of(schedule, Some(args.count), args.job.as_deref())
         .await
         .map_err(failed)?;
     if out.explicit && out.format == Format::Json {
@@ -245,7 +254,13 @@ async fn next_fires(
         _ => None,
     };
     outln!("{}", preview.description);
-    for time in &preview.fire_times {
+    // With jitter, each line is when the occurrence fires, then its due time (its name).
+    let nominal = preview.nominal_times.as_deref().unwrap_or_default();
+    for (n, time) in preview.fire_times.iter().enumerate() {
+        let due = nominal
+            .get(n)
+            .map(|due| format!("  (due {due})"))
+            .unwrap_or_default();
         match &zone {
             Some(zone) => {
                 let local = time
@@ -253,9 +268,9 @@ async fn next_fires(
                     .context("fire time is not an instant")?
                     .to_zoned(zone.clone())
                     .strftime("%a %Y-%m-%d %H:%M:%S %Z");
-                outln!("{time}  {local}");
+                outln!("{time}  {local}{due}");
             }
-            None => outln!("{time}"),
+            None => outln!("{time}{due}"),
         }
     }
     Ok(())

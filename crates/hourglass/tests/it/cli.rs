@@ -670,3 +670,66 @@ async fn nodes_lists_the_live_nodes() {
     assert_eq!(rows[1][4], "0", "{table}");
     node.kill().await;
 }
+
+/// Issue 37: `--jitter` reaches the job, `job get` shows its next fire time beside its due
+/// time, and `job next-fires --jitter --job ID` prints each fire time with its due time, the
+/// job's own (the preview agrees with the job).
+#[tokio::test]
+async fn jitter_shows_fire_and_due_times() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-jitter")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    let created = json(&ok(
+        &[
+            "job",
+            "create",
+            "--queue",
+            "q",
+            "--every",
+            "1h",
+            "--start",
+            "2030-01-01T00:00:00Z",
+            "--jitter",
+            "10m",
+        ],
+        &env,
+    ));
+    assert_eq!(created["schedule"]["jitter"], "10m", "{created}");
+    let id = created["id"].as_str().expect("an id");
+    let fire = created["next_fire_at"]
+        .as_str()
+        .expect("a fire time")
+        .to_string();
+    let view = ok(&["job", "get", id, "--output", "table"], &env);
+    assert!(view.contains("next fire"), "{view}");
+    assert!(view.contains("jitter 10m"), "{view}");
+    let fires = ok(
+        &[
+            "job",
+            "next-fires",
+            "--every",
+            "1h",
+            "--start",
+            "2030-01-01T00:00:00Z",
+            "--jitter",
+            "10m",
+            "--job",
+            id,
+            "-n",
+            "2",
+        ],
+        &env,
+    );
+    let lines: Vec<&str> = fires.lines().collect();
+    assert_eq!(lines.len(), 3, "{fires}");
+    assert_eq!(
+        lines[1],
+        format!("{fire}  (due 2030-01-01T00:00:00.000Z)"),
+        "{fires}"
+    );
+    assert!(
+        lines[2].ends_with("(due 2030-01-01T01:00:00.000Z)"),
+        "{fires}"
+    );
+}

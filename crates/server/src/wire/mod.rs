@@ -108,6 +108,9 @@ const MAX_EVERY: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
 /// backlog to replay; and every bound on a duration keeps the engine's time arithmetic in range.
 pub const MAX_MISFIRE_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// The longest `schedule.jitter`: a day, so a daily job may spread over its whole day.
+pub const MAX_JITTER: Duration = Duration::from_secs(24 * 3600);
+
 /// A validated create request.
 pub struct ValidJob {
     pub key: Option<String>,
@@ -317,7 +320,21 @@ pub fn schedule(
         start: if input.every.is_some() { None } else { start },
         end,
         max_runs: input.max_runs,
+        jitter: input.jitter.as_deref().map(jitter).transpose()?,
     })
+}
+
+/// `schedule.jitter`: a positive duration of at most [`MAX_JITTER`].
+fn jitter(text: &str) -> Result<Duration, ValidationError> {
+    let jitter = parse_duration(text, "jitter").map_err(|e| e.within("schedule"))?;
+    if jitter > MAX_JITTER {
+        return Err(ValidationError::new(
+            "invalid_duration",
+            "schedule.jitter",
+            "the longest jitter is 1 day (24h)",
+        ));
+    }
+    Ok(jitter)
 }
 
 pub fn retry(input: &RetryIn) -> Result<RetryPolicy, ValidationError> {
@@ -490,20 +507,35 @@ pub fn preview(
             format!("count must be between 1 and {PREVIEW_MAX_COUNT}"),
         ));
     }
+    let job_id = match &input.job_id {
+        Some(text) => text.parse::<uuid::Uuid>().map_err(|_| {
+            ValidationError::new("invalid_field", "job_id", "job_id must be a job's UUID")
+        })?,
+        None => uuid::Uuid::nil(),
+    };
     let mut due = first_due(&schedule, now)?;
-    let mut fire_times = vec![rfc3339(due)];
-    while (fire_times.len() as u64) < count {
+    let mut dues = vec![due];
+    while (dues.len() as u64) < count {
         // The runs listed so far count as done, which is how max_runs ends the list.
-        match schedule.next_for_run(due, fire_times.len() as u64) {
+        match schedule.next_for_run(due, dues.len() as u64) {
             Some(next) => {
                 due = next;
-                fire_times.push(rfc3339(due));
+                dues.push(due);
             }
             None => break,
         }
     }
+    let fire_times = dues
+        .iter()
+        .map(|due| rfc3339(schedule.fire_time(job_id, *due)))
+        .collect();
+    let nominal_times = schedule
+        .jitter
+        .is_some()
+        .then(|| dues.into_iter().map(rfc3339).collect());
     Ok(SchedulePreview {
         fire_times,
+        nominal_times,
         description: describe_schedule(&schedule, now),
     })
 }
@@ -511,10 +543,10 @@ pub fn preview(
 /// A validated schedule in words, as of `now`: "once at ...", "every 15m from ...", or croner's
 /// wording of a cron expression with its zone, followed by whatever bounds it has. A start that
 /// has passed is not called "from": nothing before `now` runs. An interval keeps it as the
-/// cadence it is aligned to; a cron expression has no use for it.
+/// cadence it is aligned to; a cron expression has no use for it. A jitter comes last.
 pub fn describe_schedule(s: &Schedule, now: Timestamp) -> String {
     let mut words = match &s.kind {
-        ScheduleKind::At(at) => return format!("once at {}", rfc3339(*at)),
+        ScheduleKind::At(at) => format!("once at {}", rfc3339(*at)),
         ScheduleKind::Every { interval, anchor } => {
             let from = if *anchor < now { "aligned to" } else { "from" };
             format!(
@@ -538,6 +570,12 @@ pub fn describe_schedule(s: &Schedule, now: Timestamp) -> String {
         Some(1) => words.push_str(", at most 1 run"),
         Some(n) => words.push_str(&format!(", at most {n} runs")),
         None => {}
+    }
+    if let Some(jitter) = s.jitter {
+        words.push_str(&format!(
+            ", each up to {} late (jitter)",
+            format_duration(jitter)
+        ));
     }
     words
 }

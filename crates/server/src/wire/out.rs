@@ -25,6 +25,7 @@ pub fn schedule_out(s: &Schedule) -> ScheduleIn {
         start: s.start.map(rfc3339),
         end: s.end.map(rfc3339),
         max_runs: s.max_runs,
+        jitter: s.jitter.map(format_duration),
         ..Default::default()
     };
     match &s.kind {
@@ -91,6 +92,12 @@ fn next_due_at(j: &JobRecord) -> Option<Timestamp> {
     }
 }
 
+/// When a jittered job's pending occurrence fires (its due time plus its jitter offset).
+pub fn next_fire_at(j: &JobRecord) -> Option<Timestamp> {
+    j.spec.schedule.jitter?;
+    next_due_at(j).map(|due| j.spec.schedule.fire_time(j.id, due))
+}
+
 /// A job as the API shows it, with its payload (a listing may leave it out: set `payload` to
 /// `None`).
 pub fn job_out(j: &JobRecord) -> Job<'_> {
@@ -110,6 +117,7 @@ pub fn job_out(j: &JobRecord) -> Job<'_> {
         },
         misfire: misfire_out(j.spec.misfire),
         next_due_at: next_due_at(j),
+        next_fire_at: next_fire_at(j),
         next_attempt_at: j.next_attempt.filter(|at| Some(*at) != j.next_due),
         attempt: j.attempt,
         last_error: j.last_error.as_deref().map(Cow::Borrowed),

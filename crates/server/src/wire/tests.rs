@@ -13,8 +13,88 @@ fn preview(schedule: Value, count: u64) -> Result<SchedulePreview, ValidationErr
     let request = PreviewRequest {
         schedule: serde_json::from_value(schedule).unwrap(),
         count: Some(count),
+        job_id: None,
     };
     super::preview(&request, ts(NOW), &Limits::default())
+}
+
+#[test]
+fn jitter_is_validated_and_names_its_field() {
+    let now = ts(NOW);
+    for (jitter, code) in [
+        ("soon", "invalid_duration"),
+        ("-5m", "invalid_duration"),
+        ("0s", "invalid_duration"),
+        ("1.5ms", "invalid_duration"),
+        ("24h1ms", "invalid_duration"),
+    ] {
+        for base in [
+            json!({"every": "1h"}),
+            json!({"cron": "0 * * * *"}),
+            json!({"after": "5m"}),
+        ] {
+            let mut input = base.clone();
+            input["jitter"] = json!(jitter);
+            let input: ScheduleIn = serde_json::from_value(input).unwrap();
+            let err = schedule(&input, now, &Limits::default()).unwrap_err();
+            assert_eq!(
+                (err.code, err.field.as_str()),
+                (code, "schedule.jitter"),
+                "{jitter}"
+            );
+        }
+    }
+    let input: ScheduleIn = serde_json::from_value(json!({"at": NOW, "jitter": "24h"})).unwrap();
+    let valid = schedule(&input, now, &Limits::default()).unwrap();
+    assert_eq!(valid.jitter, Some(Duration::from_secs(86_400)));
+    assert_eq!(schedule_out(&valid).jitter.as_deref(), Some("24h"));
+}
+
+#[test]
+fn a_jittered_preview_lists_fire_and_nominal_times_of_the_job() {
+    let out = preview(json!({"every": "1h", "start": "2026-11-24T00:00:00Z"}), 3).unwrap();
+    assert_eq!(out.nominal_times, None, "left out without jitter");
+    let jittered = json!({"every": "1h", "start": "2026-11-24T00:00:00Z", "jitter": "10m"});
+    let request = |job_id: Option<&str>| PreviewRequest {
+        schedule: serde_json::from_value(jittered.clone()).unwrap(),
+        count: Some(3),
+        job_id: job_id.map(String::from),
+    };
+    let job = "0190f3c2-7b1e-7a3b-9c4d-5e6f708192a3";
+    let out = super::preview(&request(Some(job)), ts(NOW), &Limits::default()).unwrap();
+    let nominal = out.nominal_times.clone().unwrap();
+    assert_eq!(nominal, out_of_jitter(&out.fire_times, &nominal));
+    assert_eq!(
+        nominal,
+        [
+            "2026-11-24T00:00:00.000Z",
+            "2026-11-24T01:00:00.000Z",
+            "2026-11-24T02:00:00.000Z"
+        ]
+    );
+    // The job's own offsets: what it fires at.
+    let schedule: Schedule = {
+        let input: ScheduleIn = serde_json::from_value(jittered.clone()).unwrap();
+        super::schedule(&input, ts(NOW), &Limits::default()).unwrap()
+    };
+    let id: uuid::Uuid = job.parse().unwrap();
+    for (fire, due) in out.fire_times.iter().zip(&nominal) {
+        assert_eq!(*fire, rfc3339(schedule.fire_time(id, ts(due))));
+    }
+    assert!(out.description.ends_with(", each up to 10m late (jitter)"));
+    let err = super::preview(&request(Some("nope")), ts(NOW), &Limits::default()).unwrap_err();
+    assert_eq!(err.field, "job_id");
+}
+
+/// Checks each fire time lies in its nominal time's window (10 minutes) and answers the
+/// nominal times.
+fn out_of_jitter(fires: &[String], nominal: &[String]) -> Vec<String> {
+    assert_eq!(fires.len(), nominal.len());
+    for (fire, due) in fires.iter().zip(nominal) {
+        let offset = ts(fire).as_millisecond() - ts(due).as_millisecond();
+        assert!((0..600_000).contains(&offset), "{fire} vs {due}");
+    }
+    nominal.to_vec()
 }
 
 #[test]

@@ -817,6 +817,23 @@ fn schedule_cases(out: &mut Vec<Case>) {
             .field("schedule.every"),
         );
     }
+    // Jitter, on every kind: a duration, positive, at most a day.
+    for jitter in ["soon", "", "-5m", "0s", "1.5ms", "24h1ms", "2d"] {
+        for kind in [
+            json!({"at": at}),
+            json!({"after": "1h"}),
+            json!({"cron": "0 9 * * *"}),
+            json!({"every": "1h"}),
+        ] {
+            let mut schedule = kind.clone();
+            schedule["jitter"] = json!(jitter);
+            out.push(
+                create(format!("bad jitter {jitter:?} on {kind}"), &sched(schedule))
+                    .expect(422, "invalid_duration")
+                    .field("schedule.jitter"),
+            );
+        }
+    }
     out.push(
         create(
             "cron start after end",

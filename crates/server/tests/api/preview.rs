@@ -397,3 +397,54 @@ async fn preview_requires_an_api_key_when_keys_are_configured() {
     assert_eq!(instants(&answer).len(), 2);
     node.shutdown().await;
 }
+
+/// Issue 37: a jittered job shows its next due and fire times, and the preview of its schedule
+/// for its id agrees with them; without jitter neither the job nor the preview grows a field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jittered_job_and_its_preview_show_due_and_fire_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let year = Timestamp::now().to_zoned(TimeZone::UTC).year() + 1;
+    let schedule = json!({"cron": "0 12 * * *", "start": format!("{year}-01-01T00:00:00Z")});
+    let mut jittered = schedule.clone();
+    jittered["jitter"] = json!("10m");
+    let body = |schedule: &Value| json!({"schedule": schedule, "target": {"webhook": {"url": "https://example.com/hook"}}});
+    let job = api.create(body(&jittered)).await;
+    assert_eq!(job["schedule"]["jitter"], "10m", "{job}");
+    let due: Timestamp = job["next_due_at"].as_str().unwrap().parse().unwrap();
+    let fire: Timestamp = job["next_fire_at"].as_str().unwrap().parse().unwrap();
+    assert_eq!(due, format!("{year}-01-01T12:00:00Z").parse().unwrap());
+    assert!(fire >= due && fire < due + 10.minutes(), "{job}");
+    let (status, got) = api
+        .call(
+            "GET",
+            &format!("/v1/jobs/{}", job["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(got["next_fire_at"], job["next_fire_at"]);
+
+    let (status, shown) = preview(
+        &api,
+        json!({"schedule": jittered, "count": 3, "job_id": job["id"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["fire_times"][0], job["next_fire_at"], "{shown}");
+    assert_eq!(shown["nominal_times"][0], job["next_due_at"], "{shown}");
+    assert_eq!(shown["nominal_times"].as_array().unwrap().len(), 3);
+    assert!(strictly_increasing(&instants(&shown)));
+
+    // Without jitter: no new field anywhere.
+    let plain = api.create(body(&schedule)).await;
+    assert!(plain.get("next_fire_at").is_none(), "{plain}");
+    assert!(plain["schedule"].get("jitter").is_none(), "{plain}");
+    let (_, shown) = preview(&api, json!({"schedule": schedule, "count": 3})).await;
+    assert!(shown.get("nominal_times").is_none(), "{shown}");
+
+    let (status, err) = preview(&api, json!({"schedule": jittered, "job_id": "not-a-uuid"})).await;
+    assert_eq!(status, 422, "{err}");
+    assert_eq!(err["error"]["field"], "job_id", "{err}");
+}

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hourglass_core::{Action, Completion, FencingToken, JobState, Occurrence};
+use hourglass_core::{Action, Completion, FencingToken, JobState, Next, Occurrence};
 
 use super::{T0, claim, create, delivered, done, every_second, lease, ms, one_off, t};
 use crate::{Applied, ClaimScope, JobQuery, LAST_ERROR_BYTES, RunOutcome, Store, Transition};
@@ -254,7 +254,7 @@ pub async fn recurring_advances_in_the_same_transaction(store: Arc<dyn Store>) {
             vec![done(
                 &occ,
                 Action::Delivered {
-                    next: Some(next),
+                    next: Some(Next::at(next)),
                     skipped: 2,
                 },
             )],
@@ -441,7 +441,7 @@ pub async fn a_job_keeps_the_error_of_its_latest_failed_attempt(store: Arc<dyn S
     let occ = claim(&*store, ClaimScope::Fired, at, 10, "n1")
         .await
         .remove(0);
-    let next = Some(at + ms(1_000));
+    let next = Some(Next::at(at + ms(1_000)));
     let action = Action::DeadLetter {
         next,
         skipped: 0,
@@ -463,7 +463,7 @@ pub async fn a_job_keeps_the_error_of_its_latest_failed_attempt(store: Arc<dyn S
         ..done(
             &occ,
             Action::Skipped {
-                next: Some(at + ms(1_000)),
+                next: Some(Next::at(at + ms(1_000))),
                 skipped: 1,
             },
         )
@@ -477,7 +477,7 @@ pub async fn a_job_keeps_the_error_of_its_latest_failed_attempt(store: Arc<dyn S
     let ok = done(
         &occ,
         Action::Delivered {
-            next: Some(at + ms(1_000)),
+            next: Some(Next::at(at + ms(1_000))),
             skipped: 0,
         },
     );

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hourglass_core::{Action, Completion, JobState};
+use hourglass_core::{Action, Completion, JobState, Next};
 
 use super::{T0, attempt, claim, create, done, every_second, ms, one_off, t};
 use crate::{Applied, ClaimScope, Purged, RunCursor, RunOutcome, Store, StoreError, Transition};
@@ -81,7 +81,7 @@ pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
     let finish = claimed
         .iter()
         .map(|occ| {
-            let next = (occ.job_id == recurring_id).then(|| base + ms(1000));
+            let next = (occ.job_id == recurring_id).then(|| Next::at(base + ms(1000)));
             done(occ, Action::Delivered { next, skipped: 0 })
         })
         .collect();
@@ -97,7 +97,7 @@ pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
     let mut recent = done(
         &again[0],
         Action::Delivered {
-            next: Some(later + ms(1000)),
+            next: Some(Next::at(later + ms(1000))),
             skipped: 0,
         },
     );

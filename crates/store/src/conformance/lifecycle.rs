@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hourglass_core::{Action, JobState, Schedule};
+use hourglass_core::{Action, JobState, Next, Schedule};
 use jiff::Timestamp;
 
 use super::{
@@ -115,7 +115,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
     let stale = done(
         &occ,
         Action::Delivered {
-            next: Some(base + ms(1000)),
+            next: Some(Next::at(base + ms(1000))),
             skipped: 0,
         },
     );

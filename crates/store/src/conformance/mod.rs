@@ -5,6 +5,7 @@ mod claims;
 mod completions;
 pub mod fixtures;
 mod history;
+mod jitter;
 mod jobs;
 mod lifecycle;
 mod nodes;
@@ -13,6 +14,7 @@ mod queues;
 pub use self::claims::*;
 pub use self::completions::*;
 pub use self::history::*;
+pub use self::jitter::*;
 pub use self::jobs::*;
 pub use self::lifecycle::*;
 pub use self::nodes::*;
@@ -64,6 +66,7 @@ macro_rules! conformance_tests {
             a_job_keeps_the_error_of_its_latest_failed_attempt,
             a_large_lease_mixes_lapsed_and_fresh_messages,
             payloads_of_every_size_come_back_whole,
+            a_jittered_job_keeps_its_jitter_and_fires_late,
             nodes_are_listed_while_their_heartbeat_is_live);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -373,13 +373,18 @@ fn row_change(
             }
             Some(fire)
         }
-        RowChange::Advance { due, ran, skipped } => {
+        RowChange::Advance {
+            due,
+            fire,
+            ran,
+            skipped,
+        } => {
             change.set("due", n(due));
-            change.set("fire", n(due));
+            change.set("fire", n(fire));
             change.set("att", n(0));
             change.add("runs", ran as i64);
             change.add("skip", skipped as i64);
-            Some(due)
+            Some(fire)
         }
         RowChange::Finish {
             state,

@@ -245,9 +245,8 @@ pub(super) fn new_job_item(job: &NewJob, root: &super::entry::Root, ttl: Option<
         None => {}
     }
     put("fp", n(job.fingerprint));
-    let due = job.first_due.as_millisecond();
-    put("due", n(due));
-    put("fire", n(due));
+    put("due", n(job.first_due.as_millisecond()));
+    put("fire", n(job.first_fire().as_millisecond()));
     for counter in ["att", "runs", "skip", "tok"] {
         put(counter, n(0));
     }

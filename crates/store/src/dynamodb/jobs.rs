@@ -54,7 +54,7 @@ pub(super) async fn create_jobs(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<
             let mut dues = super::Dues::default();
             for (job, decision) in jobs.iter().zip(&decisions) {
                 if matches!(decision, Creation::New) {
-                    let at = job.first_due.as_millisecond();
+                    let at = job.first_fire().as_millisecond();
                     dues.add(&job.namespace, job.spec.target.queue(), at);
                 }
             }
@@ -223,7 +223,7 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
     for job in new {
         let listed = Listed {
             id: job.id,
-            fire: job.first_due.as_millisecond(),
+            fire: job.first_fire().as_millisecond(),
             version: 0,
         };
         match job.spec.target.queue() {
@@ -269,7 +269,7 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
         by_namespace.entry(&job.namespace).or_default().push(job.id);
         let ttl = inner.one_off_ttl(
             job.spec.schedule.is_recurring(),
-            job.first_due.as_millisecond(),
+            job.first_fire().as_millisecond(),
         );
         let slot = expiry.entry(&job.namespace).or_insert(ttl);
         *slot = match (*slot, ttl) {
@@ -313,7 +313,10 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
             let mut home = new_job_item(
                 j,
                 &roots[&j.id],
-                inner.one_off_ttl(j.spec.schedule.is_recurring(), j.first_due.as_millisecond()),
+                inner.one_off_ttl(
+                    j.spec.schedule.is_recurring(),
+                    j.first_fire().as_millisecond(),
+                ),
             );
             let (sk, ttl) = &registered[j.namespace.as_str()];
             home.insert("reg".into(), s(sk));
@@ -536,7 +539,9 @@ fn reschedule(
     let ttl = if state.is_terminal() {
         inner.finished_ttl(now)
     } else if state == JobState::Active {
-        due.and_then(|due| inner.one_off_ttl(spec.schedule.is_recurring(), due))
+        // After the (jittered) fire time, which is never before the due time.
+        fire.or(due)
+            .and_then(|at| inner.one_off_ttl(spec.schedule.is_recurring(), at))
     } else {
         None
     };

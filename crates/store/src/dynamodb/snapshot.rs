@@ -7,7 +7,9 @@
 //! entry of a create batch, each job's namespace, spec and small payload: spec *templates* (the
 //! spec as JSON with its schedule left out, shared by the jobs that have the same one) and per
 //! job its template, its schedule unless it is `at` its listed fire time, and its payload inline
-//! or a mark that it lives in its own item (`payload.rs`). A claim reads the snapshots of the
+//! or a mark that it lives in its own item (`payload.rs`). A job fired later than it falls due
+//! (its schedule's jitter) is not carried: the claim takes a carried job's due time to be its
+//! fire time. A claim reads the snapshots of the
 //! entries it leased in one eventually consistent `BatchGetItem` (half a unit each up to 4 KB).
 //!
 //! **When a claim may trust it instead of the job items.** A snapshot tells a job as created, at
@@ -170,6 +172,11 @@ pub(super) fn snapshot_item(
         let Some(job) = jobs.get(&listed.id) else {
             continue;
         };
+        // A claim takes a carried job's due time to be its listed fire time: a job whose
+        // schedule's jitter fires it later than it falls due is read from its item instead.
+        if job.first_due.as_millisecond() != listed.fire {
+            continue;
+        }
         let slot = (job.namespace.as_str(), template_of(&job.spec));
         match groups.iter_mut().find(|(g, _)| *g == slot) {
             Some((_, members)) => members.push(listed),

@@ -43,9 +43,14 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
                 job.fire = Some(fire);
                 job.attempt += 1;
             }
-            RowChange::Advance { due, ran, skipped } => {
+            RowChange::Advance {
+                due,
+                fire,
+                ran,
+                skipped,
+            } => {
                 job.due = Some(due);
-                job.fire = Some(due);
+                job.fire = Some(fire);
                 job.attempt = 0;
                 job.runs += ran;
                 job.skipped += skipped;

@@ -245,7 +245,7 @@ impl State {
             spec: Arc::new(job.spec.clone()),
             payload: job.payload.clone(),
             due: Some(due),
-            fire: Some(due),
+            fire: Some(job.first_fire().as_millisecond()),
             attempt: 0,
             runs: 0,
             skipped: 0,

@@ -31,6 +31,7 @@ pub(super) async fn complete(
             let mut dues = Vec::with_capacity(n);
             let mut kinds: Vec<i16> = Vec::with_capacity(n);
             let mut ats: Vec<Option<i64>> = Vec::with_capacity(n);
+            let mut next_dues: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut ran: Vec<i64> = Vec::with_capacity(n);
             let mut skipped_counts: Vec<i64> = Vec::with_capacity(n);
             let mut final_states: Vec<i16> = Vec::with_capacity(n);
@@ -54,9 +55,13 @@ pub(super) async fn complete(
                 ids.push(c.job_id);
                 tokens.push(c.token.as_i64());
                 dues.push(c.due.as_millisecond());
+                let mut next_due = None;
                 let (kind, runs, skipped, state, final_attempt) = match plan.row {
                     RowChange::Retry { .. } => (0, 0, 0, JobState::Active, None),
-                    RowChange::Advance { ran, skipped, .. } => {
+                    RowChange::Advance {
+                        due, ran, skipped, ..
+                    } => {
+                        next_due = Some(due);
                         (1, ran, skipped, JobState::Active, None)
                     }
                     RowChange::Finish {
@@ -68,6 +73,7 @@ pub(super) async fn complete(
                 };
                 kinds.push(kind);
                 ats.push(plan.row.fire());
+                next_dues.push(next_due);
                 ran.push(runs as i64);
                 skipped_counts.push(skipped as i64);
                 final_states.push(state_code(state) as i16);
@@ -97,17 +103,17 @@ pub(super) async fn complete(
                                           $10::bigint[], $11::bigint[], $12::bigint[],
                                           $13::text[], $14::text[], $15::text[],
                                           $17::bigint[], $18::bigint[], $19::text[],
-                                          $20::boolean[], $21::text[])
+                                          $20::boolean[], $21::text[], $22::bigint[])
                          WITH ORDINALITY
                          AS c(id, token, due_ms, kind, at_ms, ran, skipped, final_state,
                               attempt, started_ms, latency_ms, status, error, outcome,
                               reason, final_attempt, letter_attempts, response,
-                              write_error, last_error, ord)
+                              write_error, last_error, next_due_ms, ord)
                  ),
                  done AS (
                      UPDATE jobs j SET
                          state = CASE WHEN c.kind = 2 THEN c.final_state ELSE j.state END,
-                         due_ms = CASE WHEN c.kind = 1 THEN c.at_ms ELSE j.due_ms END,
+                         due_ms = CASE WHEN c.kind = 1 THEN c.next_due_ms ELSE j.due_ms END,
                          fire_ms = CASE WHEN c.kind = 2 THEN NULL ELSE c.at_ms END,
                          attempt = CASE c.kind WHEN 0 THEN j.attempt + 1
                                                WHEN 1 THEN 0
@@ -166,6 +172,7 @@ pub(super) async fn complete(
                         &responses,
                         &write_errors,
                         &last_errors,
+                        &next_dues,
                     ],
                 )
                 .await?;

@@ -36,6 +36,7 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                 Vec::with_capacity(n),
                 Vec::with_capacity(n),
             );
+            let mut fires = Vec::with_capacity(n);
             for job in &jobs {
                 ids.push(job.id);
                 namespaces.push(job.namespace.as_str());
@@ -46,6 +47,7 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                 payloads.push(job.payload.as_deref());
                 prints.push(job.fingerprint);
                 dues.push(job.first_due.as_millisecond());
+                fires.push(job.first_fire().as_millisecond());
                 nows.push(job.now.as_millisecond());
             }
             // A key already taken is skipped here (waiting for a concurrent insert of the same key
@@ -55,11 +57,12 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                     "INSERT INTO jobs (id, namespace, key, job_type, queue, state, spec, payload,
                                    fingerprint, due_ms, fire_ms, created_ms, updated_ms)
                  SELECT id, namespace, key, job_type, queue, 0, spec, payload, fingerprint,
-                        due_ms, due_ms, now_ms, now_ms
+                        due_ms, fire_ms, now_ms, now_ms
                  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])
+                             $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[],
+                             $11::bigint[])
                       AS n(id, namespace, key, job_type, queue, spec, payload, fingerprint,
-                           due_ms, now_ms)
+                           due_ms, now_ms, fire_ms)
                  ON CONFLICT (namespace, key) WHERE key IS NOT NULL DO NOTHING
                  RETURNING id",
                 )
@@ -78,6 +81,7 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                         &prints,
                         &dues,
                         &nows,
+                        &fires,
                     ],
                 )
                 .await?
@@ -112,7 +116,7 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                     due.add(
                         &job.namespace,
                         job.spec.target.queue(),
-                        job.first_due.as_millisecond(),
+                        job.first_fire().as_millisecond(),
                     );
                     out.push(Created::New(job.into_record()));
                     continue;

@@ -99,7 +99,7 @@ fn complete_in_tx(
         .map_err(unavailable)?;
     let mut advance = conn
         .prepare_cached(
-            "UPDATE jobs SET due_ms = ?3, fire_ms = ?3, attempt = 0,
+            "UPDATE jobs SET due_ms = ?3, fire_ms = ?10, attempt = 0,
                  runs = runs + ?4, skipped = skipped + ?5, lease_owner = NULL,
                  lease_fire_ms = NULL, updated_ms = ?6, lease_token = lease_token + 1,
                  last_error = CASE WHEN ?8 THEN ?9 ELSE last_error END
@@ -134,7 +134,12 @@ fn complete_in_tx(
                     error
                 ])
                 .map_err(unavailable)?,
-            RowChange::Advance { due, ran, skipped } => advance
+            RowChange::Advance {
+                due,
+                fire,
+                ran,
+                skipped,
+            } => advance
                 .execute(params![
                     id,
                     c.token.as_i64(),
@@ -145,6 +150,7 @@ fn complete_in_tx(
                     row,
                     write_error,
                     error,
+                    fire,
                 ])
                 .map_err(unavailable)?,
             RowChange::Finish {

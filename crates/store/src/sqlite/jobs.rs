@@ -85,7 +85,7 @@ pub(super) fn create_in_tx(
             "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
                                due_ms, fire_ms, created_ms, updated_ms, queue, queue_key,
                                payload_out)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?8, ?9, ?9, ?10, ?11, ?12)",
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?13, ?9, ?9, ?10, ?11, ?12)",
         )
         .map_err(unavailable)?;
     let mut insert_payload = conn
@@ -130,6 +130,7 @@ pub(super) fn create_in_tx(
                 job.spec.target.queue(),
                 queue_key,
                 out_of_line.is_some(),
+                job.first_fire().as_millisecond(),
             ])
             .map_err(unavailable)?;
         if let Some(payload) = out_of_line {

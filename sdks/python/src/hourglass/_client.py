@@ -234,8 +234,9 @@ def _queue_messages(
     return _Request("listQueueMessages", {"name": _segment(name)}, query=query)
 
 
-def _preview(schedule: Schedule, count: int | None) -> _Request:
-    return _Request("previewSchedule", body=SchedulePreviewRequest(schedule, count).to_json())
+def _preview(schedule: Schedule, count: int | None, job_id: str | None) -> _Request:
+    body = SchedulePreviewRequest(schedule, count, job_id).to_json()
+    return _Request("previewSchedule", body=body)
 
 
 def _rotate(overlap: str | None) -> _Request:
@@ -491,9 +492,13 @@ class Client(_Base):
         one keeps signing for ``overlap`` (node default ``24h``; ``0s`` drops it)."""
         return _decode(SigningSecret.from_json, self._send(_rotate(overlap)))
 
-    def preview_schedule(self, schedule: Schedule, *, count: int | None = None) -> SchedulePreview:
-        """The next due times of a schedule, and the schedule in words; stores nothing."""
-        return _decode(SchedulePreview.from_json, self._send(_preview(schedule, count)))
+    def preview_schedule(
+        self, schedule: Schedule, *, count: int | None = None, job_id: str | None = None
+    ) -> SchedulePreview:
+        """The next due times of a schedule, and the schedule in words; stores nothing. With a
+        jitter, ``fire_times`` are job ``job_id``'s (its offsets depend on its id) and
+        ``nominal_times`` the due times."""
+        return _decode(SchedulePreview.from_json, self._send(_preview(schedule, count, job_id)))
 
     def openapi(self) -> dict[str, Any]:
         """The node's OpenAPI document."""
@@ -743,9 +748,10 @@ class AsyncClient(_Base):
         return _decode(SigningSecret.from_json, await self._send(_rotate(overlap)))
 
     async def preview_schedule(
-        self, schedule: Schedule, *, count: int | None = None
+        self, schedule: Schedule, *, count: int | None = None, job_id: str | None = None
     ) -> SchedulePreview:
-        return _decode(SchedulePreview.from_json, await self._send(_preview(schedule, count)))
+        request = _preview(schedule, count, job_id)
+        return _decode(SchedulePreview.from_json, await self._send(request))
 
     async def openapi(self) -> dict[str, Any]:
         data: dict[str, Any] = await self._send(_Request("getOpenApi"))

@@ -196,9 +196,21 @@ class AtSchedule:
 
     __schema__: ClassVar[tuple[str, ...]] = ("AtSchedule",)
     at: datetime | str
+    jitter: timedelta | str | None = None
+    """Fire each occurrence up to this long after its due time, at most ``24h`` (else ``422
+    invalid_duration``, field ``schedule.jitter``). The offset is a hash of the job's id and the
+    due time, so every node, retry and preview agree; it spreads jobs due together evenly over
+    the window, never moves an occurrence before its due time, and never to or past the next
+    occurrence's due time (the window is cut to the time until then, the real time for an
+    irregular cron expression). The due time stays the occurrence's identity (its delivery id,
+    ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
+    without jitter."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"at": dump(self.at)}
+        out: dict[str, Any] = {"at": dump(self.at)}
+        if self.jitter is not None:
+            out["jitter"] = dump(self.jitter)
+        return out
 
 
 @dataclass(frozen=True)
@@ -208,9 +220,21 @@ class AfterSchedule:
 
     __schema__: ClassVar[tuple[str, ...]] = ("AfterSchedule",)
     after: timedelta | str
+    jitter: timedelta | str | None = None
+    """Fire each occurrence up to this long after its due time, at most ``24h`` (else ``422
+    invalid_duration``, field ``schedule.jitter``). The offset is a hash of the job's id and the
+    due time, so every node, retry and preview agree; it spreads jobs due together evenly over
+    the window, never moves an occurrence before its due time, and never to or past the next
+    occurrence's due time (the window is cut to the time until then, the real time for an
+    irregular cron expression). The due time stays the occurrence's identity (its delivery id,
+    ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
+    without jitter."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"after": dump(self.after)}
+        out: dict[str, Any] = {"after": dump(self.after)}
+        if self.jitter is not None:
+            out["jitter"] = dump(self.jitter)
+        return out
 
 
 @dataclass(frozen=True)
@@ -243,6 +267,15 @@ class CronSchedule:
     """No occurrence is due after this instant. Must not be before ``start``."""
     max_runs: int | None = None
     """The job completes after this many occurrences have run (delivered or dead-lettered)."""
+    jitter: timedelta | str | None = None
+    """Fire each occurrence up to this long after its due time, at most ``24h`` (else ``422
+    invalid_duration``, field ``schedule.jitter``). The offset is a hash of the job's id and the
+    due time, so every node, retry and preview agree; it spreads jobs due together evenly over
+    the window, never moves an occurrence before its due time, and never to or past the next
+    occurrence's due time (the window is cut to the time until then, the real time for an
+    irregular cron expression). The due time stays the occurrence's identity (its delivery id,
+    ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
+    without jitter."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"cron": self.cron}
@@ -254,6 +287,8 @@ class CronSchedule:
             out["end"] = dump(self.end)
         if self.max_runs is not None:
             out["max_runs"] = self.max_runs
+        if self.jitter is not None:
+            out["jitter"] = dump(self.jitter)
         return out
 
 
@@ -273,6 +308,15 @@ class EverySchedule:
     """No occurrence is due after this instant. Must not be before ``start``."""
     max_runs: int | None = None
     """The job completes after this many occurrences have run (delivered or dead-lettered)."""
+    jitter: timedelta | str | None = None
+    """Fire each occurrence up to this long after its due time, at most ``24h`` (else ``422
+    invalid_duration``, field ``schedule.jitter``). The offset is a hash of the job's id and the
+    due time, so every node, retry and preview agree; it spreads jobs due together evenly over
+    the window, never moves an occurrence before its due time, and never to or past the next
+    occurrence's due time (the window is cut to the time until then, the real time for an
+    irregular cron expression). The due time stays the occurrence's identity (its delivery id,
+    ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
+    without jitter."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"every": dump(self.every)}
@@ -282,20 +326,22 @@ class EverySchedule:
             out["end"] = dump(self.end)
         if self.max_runs is not None:
             out["max_runs"] = self.max_runs
+        if self.jitter is not None:
+            out["jitter"] = dump(self.jitter)
         return out
 
 
 Schedule: TypeAlias = AtSchedule | AfterSchedule | CronSchedule | EverySchedule
 """When the job's occurrences are due: exactly one of ``at``, ``after``, ``cron`` or ``every``.
 ``timezone`` goes with ``cron`` only; ``start``, ``end`` and ``max_runs`` with recurring
-schedules only."""
+schedules only; ``jitter`` with any."""
 
 
 @dataclass(frozen=True)
 class JobSchedule:
     """A job's schedule as stored: ``at`` for one-off jobs (also those created with ``after``);
     ``cron`` and ``timezone`` for cron jobs; ``every`` and ``start`` (its anchor) for interval
-    jobs. ``start``, ``end`` and ``max_runs`` appear when set."""
+    jobs. ``start``, ``end``, ``max_runs`` and ``jitter`` appear when set."""
 
     __schema__: ClassVar[tuple[str, ...]] = ("JobSchedule",)
     at: datetime | None = None
@@ -305,6 +351,7 @@ class JobSchedule:
     start: datetime | None = None
     end: datetime | None = None
     max_runs: int | None = None
+    jitter: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JobSchedule:
@@ -316,6 +363,7 @@ class JobSchedule:
             start=opt(parse_instant, data.get("start")),
             end=opt(parse_instant, data.get("end")),
             max_runs=opt(int, data.get("max_runs")),
+            jitter=opt(str, data.get("jitter")),
         )
 
 
@@ -654,11 +702,17 @@ class SchedulePreviewRequest:
     count: int | None = None
     """How many due times to list, 1-100 (default 10); outside that is ``422 invalid_field`` with
     field ``count``."""
+    job_id: str | None = None
+    """The job whose jitter offsets to show (they depend on the job's id). Without it, a jittered
+    schedule's ``fire_times`` are those of a stand-in job (the nil UUID): the same spread, not a
+    future job's own times. No effect without ``schedule.jitter``."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schedule": dump(self.schedule)}
         if self.count is not None:
             out["count"] = self.count
+        if self.job_id is not None:
+            out["job_id"] = self.job_id
         return out
 
 
@@ -668,16 +722,22 @@ class SchedulePreview:
 
     __schema__: ClassVar[tuple[str, ...]] = ("SchedulePreview",)
     fire_times: list[datetime]
-    """The next due times, earliest first, strictly increasing: ``count`` of them, or fewer when
-    ``end`` or ``max_runs`` ends the schedule sooner (one for ``at`` and ``after``)."""
+    """When the next occurrences fire, earliest first, strictly increasing: ``count`` of them, or
+    fewer when ``end`` or ``max_runs`` ends the schedule sooner (one for ``at`` and ``after``).
+    Without jitter these are the due times; with it, each due time plus its jitter offset."""
     description: str
     """The schedule in English, for people; the wording may change. Cron expressions are described
     on their zone's wall clock, followed by the zone."""
+    nominal_times: list[datetime] | None = None
+    """Each occurrence's due time (its identity: the time in its delivery id), as many as
+    ``fire_times`` and in the same order. Present for a schedule with ``jitter`` only: without it
+    they equal ``fire_times``."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SchedulePreview:
         return cls(
             fire_times=[parse_instant(v) for v in data["fire_times"]],
+            nominal_times=opt(lambda v: [parse_instant(v) for v in v], data.get("nominal_times")),
             description=str(data["description"]),
         )
 
@@ -702,11 +762,11 @@ class Job:
     """Nominal due time of the pending occurrence (the time in its delivery id); ``null`` in a
     terminal state."""
     next_attempt_at: datetime | None
-    """When the pending occurrence's next attempt runs, when that is not ``next_due_at``: after a
-    failed attempt, the end of its backoff (or of a ``Retry-After``); while the destination's
-    circuit breaker holds it back, when the breaker is next probed. ``null`` when the next
-    attempt runs at ``next_due_at``, while an attempt is under way, and for a job that is not
-    active."""
+    """When the pending occurrence's next attempt runs, when that is not ``next_due_at``: its
+    jittered fire time (``next_fire_at``); after a failed attempt, the end of its backoff (or of
+    a ``Retry-After``); while the destination's circuit breaker holds it back, when the breaker
+    is next probed. ``null`` when the next attempt runs at ``next_due_at``, while an attempt is
+    under way, and for a job that is not active."""
     attempt: int
     """Failed attempts of the pending occurrence so far; for a ``failed`` job, every attempt its
     dead-lettered occurrence made."""
@@ -723,6 +783,10 @@ class Job:
     payload: JSON = None
     """The payload, ``null`` when none. Left out of listings (``listJobs``) unless they ask for it
     with ``payload=true``."""
+    next_fire_at: datetime | None = None
+    """When the pending occurrence fires, for a schedule with ``jitter``: ``next_due_at`` plus its
+    jitter offset (retries come later, at ``next_attempt_at``). Left out without jitter (the
+    occurrence fires at ``next_due_at``) and in a terminal state."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -738,6 +802,7 @@ class Job:
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
             next_due_at=opt(parse_instant, data.get("next_due_at")),
+            next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
             attempt=int(data["attempt"]),
             last_error=opt(str, data.get("last_error")),
@@ -806,6 +871,7 @@ class BatchJob(Job):
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
             next_due_at=opt(parse_instant, data.get("next_due_at")),
+            next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
             attempt=int(data["attempt"]),
             last_error=opt(str, data.get("last_error")),
@@ -1801,6 +1867,7 @@ class TriggeredJob(Job):
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
             next_due_at=opt(parse_instant, data.get("next_due_at")),
+            next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
             attempt=int(data["attempt"]),
             last_error=opt(str, data.get("last_error")),

@@ -32,14 +32,14 @@ ConnectionTarget: TypeAlias = (
 """A target published through one of the operator's connections."""
 
 
-def at(instant: datetime | str) -> AtSchedule:
-    """``Schedule`` shorthand: once at ``instant``."""
-    return AtSchedule(instant)
+def at(instant: datetime | str, *, jitter: timedelta | str | None = None) -> AtSchedule:
+    """``Schedule`` shorthand: once at ``instant`` (up to ``jitter`` later)."""
+    return AtSchedule(instant, jitter)
 
 
-def after(delay: timedelta | str) -> AfterSchedule:
-    """``Schedule`` shorthand: once after ``delay``."""
-    return AfterSchedule(delay)
+def after(delay: timedelta | str, *, jitter: timedelta | str | None = None) -> AfterSchedule:
+    """``Schedule`` shorthand: once after ``delay`` (up to ``jitter`` later)."""
+    return AfterSchedule(delay, jitter)
 
 
 def cron(
@@ -49,9 +49,11 @@ def cron(
     start: datetime | str | None = None,
     end: datetime | str | None = None,
     max_runs: int | None = None,
+    jitter: timedelta | str | None = None,
 ) -> CronSchedule:
-    """``Schedule`` shorthand: by cron expression, in ``timezone`` (default UTC)."""
-    return CronSchedule(expression, timezone, start, end, max_runs)
+    """``Schedule`` shorthand: by cron expression, in ``timezone`` (default UTC); each occurrence
+    up to ``jitter`` after its due time."""
+    return CronSchedule(expression, timezone, start, end, max_runs, jitter)
 
 
 def every(
@@ -60,6 +62,8 @@ def every(
     start: datetime | str | None = None,
     end: datetime | str | None = None,
     max_runs: int | None = None,
+    jitter: timedelta | str | None = None,
 ) -> EverySchedule:
-    """``Schedule`` shorthand: every ``interval``."""
-    return EverySchedule(interval, start, end, max_runs)
+    """``Schedule`` shorthand: every ``interval``; each occurrence up to ``jitter`` after its due
+    time."""
+    return EverySchedule(interval, start, end, max_runs, jitter)

@@ -43,6 +43,7 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
                 start: None,
                 end: None,
                 max_runs: None,
+                jitter: None,
             },
             target,
             retry: Default::default(),
