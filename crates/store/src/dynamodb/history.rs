@@ -14,7 +14,6 @@ use super::item::{
     Attrs, Item, LETTER_SK, Lane, SECRETS_SK, job_id, job_key, key, letter_from_item, letter_pk,
     letters_pk, n, ord, queues_pk, run_from_item, run_pk, run_sk, s, secrets_pk,
 };
-use super::jobs::key_item_of;
 use super::table::{Change, Query};
 use crate::rules::Visibility;
 use crate::{
@@ -534,4 +533,21 @@ pub(super) async fn replace_signing_secrets(
         ),
     }
     Ok(inner.update(change, false).await?.is_some())
+}
+
+/// Keys of a job's own items besides the job: its key item, when it still holds it.
+async fn key_item_of(inner: &Inner, item: &Item) -> Result<Option<Item>> {
+    let (Some(key_text), namespace, id) = (item.opt_str("key")?, item.str("ns")?, item.str("id")?)
+    else {
+        return Ok(None);
+    };
+    let key_item = key(
+        super::item::key_pk(namespace, key_text),
+        super::item::KEY_SK,
+    );
+    Ok(inner
+        .get(key_item.clone())
+        .await?
+        .filter(|held| held.str("job").is_ok_and(|j| j == id))
+        .map(|_| key_item))
 }

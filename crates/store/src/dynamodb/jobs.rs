@@ -787,17 +787,3 @@ fn announce_change(
     }
     inner.fence(record.id, super::entry::record_token(version));
 }
-
-/// Keys of a job's own items besides the job: its key item, when it still holds it.
-pub(super) async fn key_item_of(inner: &Inner, item: &Item) -> Result<Option<Item>> {
-    let (Some(key_text), namespace, id) = (item.opt_str("key")?, item.str("ns")?, item.str("id")?)
-    else {
-        return Ok(None);
-    };
-    let key_item = key(key_pk(namespace, key_text), KEY_SK);
-    Ok(inner
-        .get(key_item.clone())
-        .await?
-        .filter(|held| held.str("job").is_ok_and(|j| j == id))
-        .map(|_| key_item))
-}
