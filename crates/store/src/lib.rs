@@ -274,6 +274,17 @@ pub struct SigningSecrets {
     pub previous: Option<(String, Timestamp)>,
 }
 
+impl SigningSecrets {
+    /// The three columns the SQL backends keep them in: the current secret, the previous one and
+    /// the millisecond until which it is honoured (both `None` without one).
+    pub fn columns(&self) -> (&str, Option<&str>, Option<i64>) {
+        match &self.previous {
+            Some((secret, until)) => (&self.current, Some(secret), Some(until.as_millisecond())),
+            None => (&self.current, None, None),
+        }
+    }
+}
+
 /// What a [`Store::purge`] removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Purged {

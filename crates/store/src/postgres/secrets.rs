@@ -112,15 +112,8 @@ pub(super) async fn replace_signing_secrets(
     expected: &SigningSecrets,
     replacement: &SigningSecrets,
 ) -> Result<bool> {
-    let parts = |s: &SigningSecrets| {
-        let (previous, until) = match &s.previous {
-            Some((secret, until)) => (Some(secret.clone()), Some(until.as_millisecond())),
-            None => (None, None),
-        };
-        (s.current.clone(), previous, until)
-    };
-    let (old_current, old_previous, old_until) = parts(expected);
-    let (current, previous, until) = parts(replacement);
+    let (old_current, old_previous, old_until) = expected.columns();
+    let (current, previous, until) = replacement.columns();
     store
         .bounded(async {
             let client = store.client().await?;

@@ -94,15 +94,8 @@ pub(super) fn replace_signing_secrets(
     expected: &SigningSecrets,
     replacement: &SigningSecrets,
 ) -> Result<bool> {
-    let parts = |s: &SigningSecrets| {
-        let (previous, until) = match &s.previous {
-            Some((secret, until)) => (Some(secret.clone()), Some(until.as_millisecond())),
-            None => (None, None),
-        };
-        (s.current.clone(), previous, until)
-    };
-    let (old_current, old_previous, old_until) = parts(expected);
-    let (current, previous, until) = parts(replacement);
+    let (old_current, old_previous, old_until) = expected.columns();
+    let (current, previous, until) = replacement.columns();
     // `IS` compares NULLs as equal, so an absent previous secret must still be absent.
     let changed = conn
         .prepare_cached(
