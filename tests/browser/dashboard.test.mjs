@@ -624,6 +624,12 @@ step("roles: a reader key sees the 403 of what its role may not read or do", asy
   await testid("api-key").fill(READER_KEY);
   await testid("save-credentials").click();
   await ready("overview");
+  // The header says what the key may do: its role and namespace, its routes as the tooltip.
+  await page.waitForFunction(() => document.getElementById("identity").dataset.role === "reader");
+  assert.match(await testid("identity").textContent(), /^reader · /);
+  const routes = await testid("identity").getAttribute("title");
+  assert.match(routes, /^GET \/v1\/jobs$/m);
+  assert.doesNotMatch(routes, /^POST \/v1\/jobs$/m);
   // What a reader may read is shown; what it may not, the node's message naming who may.
   assert.equal(await testid("stat-dead-letters").textContent(), "0");
   assert.match(await testid("breakers-refused").textContent(), /role admin; this key's role is reader/);

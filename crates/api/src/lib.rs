@@ -46,8 +46,8 @@ pub use queues::{
     Receipt, ReceiptFailure, ReceiptResults, STALE_RECEIPT,
 };
 pub use service::{
-    Breaker, BreakerList, Connection, ConnectionList, Node, NodeList, Published, RotateSecret,
-    SigningSecret, Status,
+    AllowedRoute, Breaker, BreakerList, Connection, ConnectionList, Identity, KeyRole, Node,
+    NodeList, Published, RotateSecret, SigningSecret, Status,
 };
 pub use summary::{Lateness, LatenessBucket, NodeFigures, QueueFigures, StoreFigures, Summary};
 pub use targets::{

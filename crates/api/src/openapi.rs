@@ -68,6 +68,9 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<DeadLetterList<'static>>(),
         schema::<ReceiptResults>(),
         schema::<BreakerList>(),
+        schema::<KeyRole>(),
+        schema::<AllowedRoute>(),
+        schema::<Identity>(),
         schema::<ErrorBody>(),
     ]
 }

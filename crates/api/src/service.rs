@@ -126,3 +126,53 @@ impl std::fmt::Debug for SigningSecret {
 pub struct Status {
     pub status: Cow<'static, str>,
 }
+
+/// What an API key may do, from least to most (`[[api_keys]]`'s `role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "`reader` reads; `worker` leases, acks, nacks and extends queue messages \
+        and reads queues; `writer` also creates, changes and triggers jobs; `admin` also reads \
+        and rotates the signing secret, replays and purges dead letters and reads breakers."
+    )
+)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyRole {
+    Reader,
+    Worker,
+    Writer,
+    Admin,
+}
+
+/// A route of the API: its method and path template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AllowedRoute {
+    #[cfg_attr(feature = "openapi", schema(example = "GET"))]
+    pub method: String,
+    #[cfg_attr(feature = "openapi", schema(example = "/v1/jobs/{id}"))]
+    pub path: String,
+}
+
+/// `GET /v1/whoami`: the caller's API key as the node sees it, and what it may do. Keys sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(description = "The caller's API key: its namespace, role and the routes it may call.")
+)]
+pub struct Identity {
+    /// Whether the key names its namespace per request (`all_namespaces = true`): it may then
+    /// act in any namespace the `hourglass-namespace` header names.
+    pub all_namespaces: bool,
+    /// Whether the node runs without API keys (development): every caller is an admin of every
+    /// namespace.
+    pub development: bool,
+    /// The namespace this request acts in.
+    pub namespace: String,
+    pub role: KeyRole,
+    /// Every route that needs a key and that this key may call, sorted by path then method.
+    pub routes: Vec<AllowedRoute>,
+}

@@ -71,6 +71,7 @@ pub const OPERATIONS: &[Operation] = &[
         "/v1/connections",
         "list_connections",
     ),
+    op("whoami", "GET", "/v1/whoami", "whoami"),
     op("listNodes", "GET", "/v1/nodes", "list_nodes"),
     op("getSummary", "GET", "/v1/summary", "summary"),
     op("listQueues", "GET", "/v1/queues", "list_queues"),

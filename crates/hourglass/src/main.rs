@@ -91,6 +91,8 @@ enum Command {
     /// Every node writes a heartbeat to the store every 5 s and is listed for 15 s after its
     /// latest. Cluster-wide, so it takes an admin API key when the node has keys.
     Nodes(client::Connection),
+    /// Show the API key in use: the namespace it acts in, its role and every route it may call.
+    Whoami(client::Connection),
     /// Rotate the namespace's webhook signing secret and print it; with --show, print the
     /// current one without rotating it.
     SigningSecret(client::SigningSecretArgs),
@@ -297,6 +299,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Breakers(conn) => runtime.block_on(client::breakers(conn, out)),
         Command::Connections(conn) => runtime.block_on(client::connections(conn, out)),
         Command::Nodes(conn) => runtime.block_on(client::nodes(conn, out)),
+        Command::Whoami(conn) => runtime.block_on(client::whoami(conn, out)),
         Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),

@@ -33,6 +33,8 @@ pub enum View {
     Nodes,
     /// A rotated signing secret.
     Secret,
+    /// `whoami`: the key's namespace, role and routes.
+    Identity,
 }
 
 /// The view of `answer`, ending in a newline. A shape the view does not know (a node newer or
@@ -51,6 +53,7 @@ pub fn render(view: View, answer: &Value, style: Style, now: Timestamp) -> Strin
         View::Connections => connections(answer, style),
         View::Nodes => nodes(answer, style, now),
         View::Secret => secret(answer, style, now),
+        View::Identity => identity(answer, style),
     };
     shown.unwrap_or_else(|| {
         let mut json = serde_json::to_string_pretty(answer).unwrap_or_default();
@@ -480,6 +483,35 @@ fn secret(s: &Value, style: Style, now: Timestamp) -> Option<String> {
     ))
 }
 
+/// The key's facts, then the routes it may call, one a line (`GET     /v1/jobs`).
+fn identity(answer: &Value, style: Style) -> Option<String> {
+    let role = text(answer, "role")?;
+    let scope = match answer.get("all_namespaces")?.as_bool()? {
+        true => "every namespace (hourglass-namespace header)",
+        false => "this namespace only",
+    };
+    let development = match answer.get("development").and_then(Value::as_bool) {
+        Some(true) => Some("yes: the node has no API keys, every caller is an admin".to_string()),
+        _ => None,
+    };
+    let mut shown = key_values(
+        &[
+            ("namespace", text(answer, "namespace")),
+            ("role", Some(role)),
+            ("scope", Some(scope.to_string())),
+            ("development", development),
+        ],
+        style,
+    );
+    let mut table = Table::new(&["METHOD", "ROUTE"]);
+    for r in answer.get("routes")?.as_array()? {
+        table.row(vec![or_dash(text(r, "method")), or_dash(text(r, "path"))]);
+    }
+    shown.push('\n');
+    shown.push_str(&table.render(style));
+    Some(shown)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -557,6 +589,32 @@ mod tests {
         assert_eq!(at(lines[0], "TARGET"), at(lines[1], "https://"));
         assert_eq!(at(lines[1], "reminder"), at(lines[2], "reminder"));
         assert_eq!(out.lines().nth(3), Some("more: --cursor abc"));
+    }
+
+    #[test]
+    fn whoami_shows_the_role_the_scope_and_one_route_a_line() {
+        let answer = json!({
+            "all_namespaces": false,
+            "development": false,
+            "namespace": "acme",
+            "role": "worker",
+            "routes": [
+                {"method": "GET", "path": "/v1/queues"},
+                {"method": "POST", "path": "/v1/queues/{name}/lease"},
+            ],
+        });
+        let out = render(View::Identity, &answer, Style::default(), now());
+        let rows: Vec<Vec<&str>> = out.lines().map(cells).collect();
+        assert!(rows.contains(&vec!["namespace", "acme"]), "{out}");
+        assert!(rows.contains(&vec!["role", "worker"]), "{out}");
+        assert!(
+            rows.contains(&vec!["scope", "this namespace only"]),
+            "{out}"
+        );
+        assert!(!out.contains("development"), "{out}");
+        let at = rows.iter().position(|r| r == &["METHOD", "ROUTE"]).unwrap();
+        assert_eq!(rows[at + 1], ["GET", "/v1/queues"]);
+        assert_eq!(rows[at + 2], ["POST", "/v1/queues/{name}/lease"]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 // enters the page as text (textContent / attributes), never as markup: job types and payloads are
 // user-controlled.
 
-import { credentials, store } from "./api.js";
+import { api, credentials, store } from "./api.js";
 import { renderDeadLetters } from "./dead-letters.js";
 import { startSampling } from "./figures.js";
 import { renderJob } from "./job.js";
@@ -13,6 +13,29 @@ import { renderJobs } from "./jobs.js";
 import { renderOverview } from "./overview.js";
 import { renderQueue, renderQueues } from "./queues.js";
 import { render, setRoutes } from "./router.js";
+
+// What the key in use may do, beside the form: its role and namespace from /v1/whoami, and the
+// routes it may call as the badge's tooltip. A missing or unknown key shows the node's message.
+// Only the latest ask is shown (an answer for the key before can arrive after it).
+let asked = 0;
+async function showIdentity() {
+  const badge = document.getElementById("identity");
+  const ask = ++asked;
+  try {
+    const who = await api("GET", "/v1/whoami");
+    if (ask !== asked) return;
+    badge.textContent = who.development
+      ? "development: admin of every namespace"
+      : `${who.role} · ${who.namespace}${who.all_namespaces ? " (any namespace)" : ""}`;
+    badge.title = who.routes.map((r) => `${r.method} ${r.path}`).join("\n");
+    badge.dataset.role = who.role;
+  } catch (err) {
+    if (ask !== asked) return;
+    badge.textContent = err.message;
+    badge.title = "";
+    delete badge.dataset.role;
+  }
+}
 
 function setupCredentials() {
   const form = document.getElementById("credentials");
@@ -26,6 +49,7 @@ function setupCredentials() {
     store.setItem("hourglass.namespace", ns.value.trim());
     store.setItem("hourglass.key", key.value.trim());
     render();
+    showIdentity();
   });
 }
 
@@ -44,3 +68,4 @@ setupCredentials();
 window.addEventListener("hashchange", render);
 startSampling();
 render();
+showIdentity();

@@ -84,8 +84,8 @@ impl std::fmt::Display for Role {
 pub enum Need {
     /// No key: health, readiness, the OpenAPI document, the dashboard's page and assets.
     Open,
-    /// Any known key, whatever its role: a request under `/v1/` that no route took (its 404 or
-    /// 405 is told only to a caller with a key).
+    /// Any known key, whatever its role: `/v1/whoami`, and a request under `/v1/` that no route
+    /// took (its 404 or 405 is told only to a caller with a key).
     Key,
     /// Reads of jobs, runs, dead letters and connections, and schedule previews.
     Read,
@@ -151,6 +151,8 @@ impl Need {
 pub struct Principal {
     pub namespace: String,
     pub role: Role,
+    /// The key names its namespace per request (or the node runs without keys).
+    pub all_namespaces: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -224,6 +226,7 @@ impl Auth {
             Ok(Principal {
                 namespace: ns,
                 role,
+                all_namespaces: true,
             })
         };
         if self.is_open() {
@@ -241,6 +244,7 @@ impl Auth {
                 _ => Ok(Principal {
                     namespace: ns.clone(),
                     role: grant.role,
+                    all_namespaces: false,
                 }),
             },
         }

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
 
 use crate::api;
-use crate::auth::Need;
+use crate::auth::{Need, Principal};
 use crate::dashboard;
 use crate::error::{ApiError, ErrorCode};
 use crate::guard::RouteNeeds;
@@ -130,6 +130,8 @@ fn table() -> Routes {
             Admin,
             api::rotate_signing_secret,
         )
+        // The caller's own key: any key may ask what it may do.
+        .add(Get, "/v1/whoami", Key, api::whoami)
         // Node-wide views.
         .add(Get, "/v1/nodes", NodeAdmin, api::list_nodes)
         .add(Get, "/v1/summary", NodeAdmin, dashboard::summary)
@@ -153,6 +155,21 @@ fn table() -> Routes {
 /// Every route as (method, path template, need), sorted by path: for tests and documents.
 pub fn route_needs() -> Vec<(String, String, Need)> {
     table().needs.rows()
+}
+
+/// The routes that need a key and that a caller with `principal` may call, sorted by path then
+/// method (`GET /v1/whoami`). The table is read once.
+pub(crate) fn routes_allowed(principal: &Principal) -> Vec<(String, String)> {
+    static ROWS: std::sync::OnceLock<Vec<(String, String, Need)>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(route_needs)
+        .iter()
+        .filter(|(_, _, need)| match need {
+            Need::Open => false,
+            Need::NodeAdmin => principal.all_namespaces && need.allows(principal.role),
+            _ => need.allows(principal.role),
+        })
+        .map(|(method, path, _)| (method.clone(), path.clone()))
+        .collect()
 }
 
 pub fn router(state: AppState) -> Router {
@@ -220,12 +237,10 @@ mod tests {
             assert!(seen.insert((method, path)), "{method} {path} twice");
         }
         for need in Need::ALL {
-            if need != Need::Key {
-                assert!(
-                    rows.iter().any(|r| r.2 == need),
-                    "{need:?} is used by no route"
-                );
-            }
+            assert!(
+                rows.iter().any(|r| r.2 == need),
+                "{need:?} is used by no route"
+            );
         }
     }
 }

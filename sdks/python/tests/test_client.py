@@ -326,6 +326,18 @@ def test_list_nodes_shows_the_node_serving(client: Client) -> None:
     assert nodes[0].started_at <= nodes[0].last_heartbeat
 
 
+def test_whoami_says_what_the_key_may_do(client: Client) -> None:
+    # The test node has no keys: development, an admin of every namespace.
+    who = client.whoami()
+    assert who.development is True
+    assert who.role == "admin"
+    assert who.all_namespaces is True
+    routes = {(r.method, r.path) for r in who.routes}
+    assert ("POST", "/v1/jobs") in routes
+    assert ("GET", "/v1/nodes") in routes
+    assert ("GET", "/healthz") not in routes
+
+
 def test_get_summary_decodes_the_figures_the_dashboard_charts(client: Client) -> None:
     summary = client.get_summary()
     lateness = summary.node.fire_lateness

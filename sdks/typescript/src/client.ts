@@ -21,6 +21,7 @@ import type {
   CurrentSigningSecret,
   DeadLetter,
   DeadLetterList,
+  Identity,
   Job,
   JobList,
   JobPatch,
@@ -227,6 +228,14 @@ export class Client {
   async listNodes(options?: CallOptions): Promise<Node[]> {
     const list: NodeList = await this.#send({ op: "listNodes", signal: options?.signal });
     return list.nodes;
+  }
+
+  /**
+   * This client's API key as the node sees it: the namespace its requests act in, its role, and
+   * every route it may call.
+   */
+  whoami(options?: CallOptions): Promise<Identity> {
+    return this.#send({ op: "whoami", signal: options?.signal });
   }
 
   /**

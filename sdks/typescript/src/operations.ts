@@ -29,6 +29,7 @@ export const operations = {
   replayDeadLetter: { method: "POST", path: "/v1/dead-letters/{id}/replay", client: "replayDeadLetter" },
   listOpenBreakers: { method: "GET", path: "/v1/breakers", client: "listOpenBreakers" },
   listConnections: { method: "GET", path: "/v1/connections", client: "listConnections" },
+  whoami: { method: "GET", path: "/v1/whoami", client: "whoami" },
   listNodes: { method: "GET", path: "/v1/nodes", client: "listNodes" },
   getSummary: { method: "GET", path: "/v1/summary", client: "getSummary" },
   listQueues: { method: "GET", path: "/v1/queues", client: "listQueues" },

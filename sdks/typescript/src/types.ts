@@ -1177,6 +1177,48 @@ export interface PublishCounts {
 }
 
 /**
+ * `reader` reads; `worker` leases, acks, nacks and extends queue messages and reads queues;
+ * `writer` also creates, changes and triggers jobs; `admin` also reads and rotates the signing
+ * secret, replays and purges dead letters and reads breakers.
+ *
+ * @schema KeyRole
+ */
+export type KeyRole = "reader" | "worker" | "writer" | "admin";
+
+/**
+ * A route of the API: its method and path template.
+ *
+ * @schema AllowedRoute
+ */
+export interface AllowedRoute {
+  method: string;
+  path: string;
+}
+
+/**
+ * The caller's API key: its namespace, role and the routes it may call.
+ *
+ * @schema Identity
+ */
+export interface Identity {
+  /**
+   * Whether the key names its namespace per request (`all_namespaces = true`): it may then act in
+   * any namespace the `hourglass-namespace` header names.
+   */
+  all_namespaces: boolean;
+  /**
+   * Whether the node runs without API keys (development): every caller is an admin of every
+   * namespace.
+   */
+  development: boolean;
+  /** The namespace this request acts in. */
+  namespace: string;
+  role: KeyRole;
+  /** Every route that needs a key and that this key may call, sorted by path then method. */
+  routes: AllowedRoute[];
+}
+
+/**
  * The cluster's live nodes.
  *
  * @schema NodeList

@@ -319,6 +319,18 @@ describe("the rest", () => {
     assert.ok(Date.parse(nodes[0]!.started_at) <= Date.parse(nodes[0]!.last_heartbeat));
   });
 
+  it("says what the key may do", async () => {
+    // The test node has no keys: development, an admin of every namespace.
+    const who = await clientFor(node).whoami();
+    assert.equal(who.development, true);
+    assert.equal(who.role, "admin");
+    assert.equal(who.all_namespaces, true);
+    const routes = who.routes.map((r) => `${r.method} ${r.path}`);
+    assert.ok(routes.includes("POST /v1/jobs"), routes.join(", "));
+    assert.ok(routes.includes("GET /v1/nodes"), routes.join(", "));
+    assert.ok(!routes.includes("GET /healthz"), routes.join(", "));
+  });
+
   it("decodes the figures the dashboard charts", async () => {
     const summary = await clientFor(node).getSummary();
     const lateness = summary.node.fire_lateness;

@@ -1,12 +1,14 @@
-//! The client's operations on the namespace's signing secret, the node's and the cluster's
-//! state (breakers, connections, nodes, the summary), the API document, health and metrics.
+//! The client's operations on the namespace's signing secret, the caller's key, the node's and
+//! the cluster's state (breakers, connections, nodes, the summary), the API document, health and
+//! metrics.
 
 use std::time::Duration;
 
 use reqwest::Method;
 
 use hourglass_api::{
-    Breaker, BreakerList, Connection, ConnectionList, NodeList, RotateSecret, Status, Summary,
+    Breaker, BreakerList, Connection, ConnectionList, Identity, NodeList, RotateSecret, Status,
+    Summary,
 };
 
 use super::{Client, Request};
@@ -50,6 +52,12 @@ impl Client {
     pub async fn list_connections(&self) -> Result<Vec<Connection>, Error> {
         let list: ConnectionList = self.get(&["v1", "connections"]).await?;
         Ok(list.connections)
+    }
+
+    /// `GET /v1/whoami`: this client's API key as the node sees it: the namespace its requests
+    /// act in, its role, and every route it may call.
+    pub async fn whoami(&self) -> Result<Identity, Error> {
+        self.get(&["v1", "whoami"]).await
     }
 
     /// `GET /v1/nodes`: the cluster's live nodes, by id, each as its latest heartbeat said.

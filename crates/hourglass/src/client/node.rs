@@ -1,6 +1,6 @@
 //! What the node keeps for the namespace, and the cluster: `signing-secret` (rotate or show),
 //! `breakers` (open circuit breakers), `connections` (bus and cloud connections with their
-//! publish counts) and `nodes` (the live nodes).
+//! publish counts), `nodes` (the live nodes) and `whoami` (the API key in use).
 
 use clap::Args;
 
@@ -50,4 +50,11 @@ pub async fn nodes(conn: Connection, out: Output) -> anyhow::Result<()> {
     let client = conn.resolve()?.api_client()?;
     let nodes = client.list_nodes().await.map_err(failed)?;
     out.answer(View::Nodes, &NodeList { nodes })
+}
+
+/// The API key in use: its namespace, role and the routes it may call.
+pub async fn whoami(conn: Connection, out: Output) -> anyhow::Result<()> {
+    let client = conn.resolve()?.api_client()?;
+    let identity = client.whoami().await.map_err(failed)?;
+    out.answer(View::Identity, &identity)
 }

@@ -12,7 +12,7 @@ use hourglass_server::auth::{ApiKeyConfig, Need, Role, hash_key};
 use hourglass_server::routes::route_needs;
 use serde_json::{Value, json};
 
-use crate::support::{Api, PATIENCE, Receiver, start_node_with, test_config};
+use crate::support::{Api, PATIENCE, Receiver, start_node, start_node_with, test_config};
 
 /// A node with three keys: `setup` (every namespace, admin) makes the fixtures; `ns` (namespace
 /// `acme`) and `all` (every namespace) have the role under test.
@@ -377,10 +377,69 @@ async fn node_views(f: &Fixture, allowed: bool) {
     }
 }
 
+/// `GET /v1/whoami` with the role's two keys: the namespace, role and scope, and routes that
+/// include `may` and exclude `may_not` (as `"METHOD path"`); the node-wide views only for an admin
+/// of every namespace, routes without a key never, and never the key itself.
+async fn whoami(f: &Fixture, role: &str, may: &[&str], may_not: &[&str]) {
+    for (api, all, secret) in [(&f.ns, false, "ns"), (&f.all, true, "all")] {
+        let (status, body) = api.call("GET", "/v1/whoami", None).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["namespace"], "acme", "{body}");
+        assert_eq!(body["role"], role, "{body}");
+        assert_eq!(body["all_namespaces"], all, "{body}");
+        assert_eq!(body["development"], false, "{body}");
+        assert!(!body.to_string().contains(&hash_key(secret)), "{body}");
+        let routes: Vec<String> = body["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r["method"].as_str().unwrap(),
+                    r["path"].as_str().unwrap()
+                )
+            })
+            .collect();
+        for route in may {
+            assert!(
+                routes.iter().any(|r| r == route),
+                "{role}: {route} missing from {routes:?}"
+            );
+        }
+        for route in may_not
+            .iter()
+            .chain(&["GET /healthz", "GET /v1/openapi.json"])
+        {
+            assert!(
+                !routes.iter().any(|r| r == route),
+                "{role}: {route} in {routes:?}"
+            );
+        }
+        let node_wide = routes.iter().any(|r| r == "GET /v1/nodes");
+        assert_eq!(
+            node_wide,
+            all && role == "admin",
+            "{role}, all {all}: {routes:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_reads_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let f = Fixture::start(Role::Reader, dir.path()).await;
+    whoami(
+        &f,
+        "reader",
+        &["GET /v1/jobs", "GET /v1/dead-letters", "GET /v1/whoami"],
+        &[
+            "POST /v1/jobs",
+            "POST /v1/queues/{name}/lease",
+            "GET /v1/signing-secret",
+        ],
+    )
+    .await;
     jobs_read(&f, true).await;
     jobs_write_and_trigger(&f, false).await;
     queue_reads(&f).await;
@@ -395,6 +454,17 @@ async fn a_reader_reads_and_changes_nothing() {
 async fn a_worker_works_queues_and_reads_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let f = Fixture::start(Role::Worker, dir.path()).await;
+    whoami(
+        &f,
+        "worker",
+        &[
+            "POST /v1/queues/{name}/lease",
+            "POST /v1/queues/{name}/ack",
+            "GET /v1/queues",
+        ],
+        &["GET /v1/jobs", "POST /v1/jobs", "GET /v1/dead-letters"],
+    )
+    .await;
     jobs_read(&f, false).await;
     jobs_write_and_trigger(&f, false).await;
     queue_reads(&f).await;
@@ -409,6 +479,21 @@ async fn a_worker_works_queues_and_reads_nothing_else() {
 async fn a_writer_changes_jobs_but_not_secrets_or_dead_letters() {
     let dir = tempfile::tempdir().unwrap();
     let f = Fixture::start(Role::Writer, dir.path()).await;
+    whoami(
+        &f,
+        "writer",
+        &[
+            "POST /v1/jobs",
+            "PATCH /v1/jobs/{id}",
+            "POST /v1/queues/{name}/lease",
+        ],
+        &[
+            "POST /v1/dead-letters/{id}/replay",
+            "POST /v1/signing-secret",
+            "GET /v1/breakers",
+        ],
+    )
+    .await;
     jobs_read(&f, true).await;
     queue_reads(&f).await;
     worker_calls(&f, true).await;
@@ -423,6 +508,17 @@ async fn a_writer_changes_jobs_but_not_secrets_or_dead_letters() {
 async fn an_admin_may_do_everything() {
     let dir = tempfile::tempdir().unwrap();
     let f = Fixture::start(Role::Admin, dir.path()).await;
+    whoami(
+        &f,
+        "admin",
+        &[
+            "POST /v1/signing-secret",
+            "DELETE /v1/dead-letters/{id}",
+            "POST /v1/jobs",
+        ],
+        &[],
+    )
+    .await;
     jobs_read(&f, true).await;
     queue_reads(&f).await;
     worker_calls(&f, true).await;
@@ -431,6 +527,28 @@ async fn an_admin_may_do_everything() {
     node_views(&f, true).await;
     jobs_write_and_trigger(&f, true).await;
     f.node.shutdown().await;
+}
+
+/// Without API keys (development) every caller is an admin of every namespace, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_keys_whoami_says_development_and_admin_of_every_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr()).in_namespace("other");
+    let (status, body) = api.call("GET", "/v1/whoami", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["development"], true, "{body}");
+    assert_eq!(body["role"], "admin", "{body}");
+    assert_eq!(body["all_namespaces"], true, "{body}");
+    assert_eq!(body["namespace"], "other", "{body}");
+    let routes = body["routes"].as_array().unwrap();
+    assert!(
+        routes
+            .iter()
+            .any(|r| r["method"] == "GET" && r["path"] == "/v1/nodes"),
+        "{body}"
+    );
+    node.shutdown().await;
 }
 
 /// A key without `role` is an admin, as every key was before roles: existing configs keep

@@ -26,6 +26,7 @@ from ._models import (
     DeadLetter,
     DeadLetterList,
     ExtendRequest,
+    Identity,
     Job,
     JobList,
     JobPatch,
@@ -411,6 +412,11 @@ class Client(_Base):
         last heartbeat, claims held). Cluster-wide: an admin key when the node has keys."""
         return _decode(NodeList.from_json, self._send(_Request("listNodes"))).nodes
 
+    def whoami(self) -> Identity:
+        """This client's API key as the node sees it: the namespace its requests act in, its
+        role, and every route it may call."""
+        return _decode(Identity.from_json, self._send(_Request("whoami")))
+
     def get_summary(self) -> Summary:
         """The figures the dashboard charts: this node's delivery counters and gauges, and the
         whole store's counts. Every namespace's: an admin key when the node has keys."""
@@ -674,6 +680,9 @@ class AsyncClient(_Base):
 
     async def list_nodes(self) -> list[Node]:
         return _decode(NodeList.from_json, await self._send(_Request("listNodes"))).nodes
+
+    async def whoami(self) -> Identity:
+        return _decode(Identity.from_json, await self._send(_Request("whoami")))
 
     async def get_summary(self) -> Summary:
         return _decode(Summary.from_json, await self._send(_Request("getSummary")))

@@ -171,6 +171,11 @@ or waiting out a nack's delay; ``leased``: held by a worker until ``leased_until
 
 ConnectionKind = Literal["aws", "eventbridge", "sqs", "sns", "lambda", "nats", "redis", "amqp"]
 
+KeyRole = Literal["reader", "worker", "writer", "admin"]
+"""``reader`` reads; ``worker`` leases, acks, nacks and extends queue messages and reads queues;
+``writer`` also creates, changes and triggers jobs; ``admin`` also reads and rotates the signing
+secret, replays and purges dead letters and reads breakers."""
+
 ENUMS: Mapping[str, object] = {
     "Misfire.policy": MisfirePolicy,
     "JobState": JobState,
@@ -180,6 +185,7 @@ ENUMS: Mapping[str, object] = {
     "ReceiptResults.failed[].code": ReceiptFailureCode,
     "QueueMessageStatus": QueueMessageStatus,
     "ConnectionList.connections[].kind": ConnectionKind,
+    "KeyRole": KeyRole,
 }
 """Which OpenAPI enum each ``Literal`` above mirrors (for the OpenAPI check)."""
 
@@ -1630,6 +1636,50 @@ class PublishCounts:
             delivered=int(data["delivered"]),
             retry=int(data["retry"]),
             rejected=int(data["rejected"]),
+        )
+
+
+@dataclass(frozen=True)
+class AllowedRoute:
+    """A route of the API: its method and path template."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AllowedRoute",)
+    method: str
+    path: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AllowedRoute:
+        return cls(
+            method=str(data["method"]),
+            path=str(data["path"]),
+        )
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The caller's API key: its namespace, role and the routes it may call."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Identity",)
+    all_namespaces: bool
+    """Whether the key names its namespace per request (``all_namespaces = true``): it may then act
+    in any namespace the ``hourglass-namespace`` header names."""
+    development: bool
+    """Whether the node runs without API keys (development): every caller is an admin of every
+    namespace."""
+    namespace: str
+    """The namespace this request acts in."""
+    role: KeyRole
+    routes: list[AllowedRoute]
+    """Every route that needs a key and that this key may call, sorted by path then method."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Identity:
+        return cls(
+            all_namespaces=bool(data["all_namespaces"]),
+            development=bool(data["development"]),
+            namespace=str(data["namespace"]),
+            role=data["role"],
+            routes=[AllowedRoute.from_json(v) for v in data["routes"]],
         )
 
 

@@ -38,6 +38,7 @@ OPERATIONS = _ops(
     ("replayDeadLetter", "POST", "/v1/dead-letters/{id}/replay", "replay_dead_letter"),
     ("listOpenBreakers", "GET", "/v1/breakers", "list_open_breakers"),
     ("listConnections", "GET", "/v1/connections", "list_connections"),
+    ("whoami", "GET", "/v1/whoami", "whoami"),
     ("listNodes", "GET", "/v1/nodes", "list_nodes"),
     ("getSummary", "GET", "/v1/summary", "get_summary"),
     ("listQueues", "GET", "/v1/queues", "list_queues"),
