@@ -32,7 +32,7 @@ mod others;
 use fingerprint::fingerprint;
 pub(crate) use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
-    list_open_breakers, read_signing_secret, replay_dead_letter, rotate_signing_secret, whoami,
+    list_open_breakers, read_signing_secret, replay_dead_letter, rotate_signing_secret,
 };
 
 pub const MAX_BATCH: usize = 1000;

@@ -1,22 +1,27 @@
 //! The one table of the node's routes: every route is registered here with the [`Need`] of its
 //! caller (`Routes::add` takes no route without one), and the guard checks that need before the
 //! handler runs. README's "Roles" table and the OpenAPI document's `x-roles` of each operation are
-//! this table (a test compares the document's with it).
+//! this table (a test compares the document's with it), and so is `GET /v1/whoami`'s answer of
+//! what a key may call.
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::State;
 use axum::handler::Handler;
-use axum::http::Method;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
+use hourglass_api::{AllowedRoute, Identity, KeyRole};
 
 use crate::api;
-use crate::auth::{Need, Principal};
+use crate::auth::{Need, Role};
 use crate::dashboard;
 use crate::error::{ApiError, ErrorCode};
+use crate::extract::principal;
 use crate::guard::RouteNeeds;
 use crate::queues;
+use crate::respond::{ApiResult, typed_response};
 use crate::state::AppState;
 
 /// The methods the API routes.
@@ -131,7 +136,7 @@ fn table() -> Routes {
             api::rotate_signing_secret,
         )
         // The caller's own key: any key may ask what it may do.
-        .add(Get, "/v1/whoami", Key, api::whoami)
+        .add(Get, "/v1/whoami", Key, whoami)
         // Node-wide views.
         .add(Get, "/v1/nodes", NodeAdmin, api::list_nodes)
         .add(Get, "/v1/summary", NodeAdmin, dashboard::summary)
@@ -157,19 +162,41 @@ pub fn route_needs() -> Vec<(String, String, Need)> {
     table().needs.rows()
 }
 
-/// The routes that need a key and that a caller with `principal` may call, sorted by path then
-/// method (`GET /v1/whoami`). The table is read once.
-pub(crate) fn routes_allowed(principal: &Principal) -> Vec<(String, String)> {
+/// `GET /v1/whoami`: the caller's key, the namespace the request acts in, its role, and the
+/// routes of this table that need a key and that it may call, sorted by path then method (the
+/// table is read once). Never the key or its hash.
+async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
     static ROWS: std::sync::OnceLock<Vec<(String, String, Need)>> = std::sync::OnceLock::new();
-    ROWS.get_or_init(route_needs)
+    let principal = principal(&state, &headers)?;
+    let routes = ROWS
+        .get_or_init(route_needs)
         .iter()
         .filter(|(_, _, need)| match need {
             Need::Open => false,
             Need::NodeAdmin => principal.all_namespaces && need.allows(principal.role),
             _ => need.allows(principal.role),
         })
-        .map(|(method, path, _)| (method.clone(), path.clone()))
-        .collect()
+        .map(|(method, path, _)| AllowedRoute {
+            method: method.clone(),
+            path: path.clone(),
+        })
+        .collect();
+    let role = match principal.role {
+        Role::Reader => KeyRole::Reader,
+        Role::Worker => KeyRole::Worker,
+        Role::Writer => KeyRole::Writer,
+        Role::Admin => KeyRole::Admin,
+    };
+    Ok(typed_response(
+        StatusCode::OK,
+        &Identity {
+            all_namespaces: principal.all_namespaces,
+            development: state.auth.is_open(),
+            namespace: principal.namespace,
+            role,
+            routes,
+        },
+    ))
 }
 
 pub fn router(state: AppState) -> Router {

@@ -1,12 +1,8 @@
 //! The API's other resources beside jobs: dead letters (list, read, delete, replay), open
-//! breakers, the connections and nodes a caller may see, the namespace's webhook signing
-//! secret, and the caller's own key (`whoami`). Handlers as in the parent module: extract, one
-//! scheduler call, answer.
-
-use hourglass_api::{AllowedRoute, Identity, KeyRole};
+//! breakers, the connections and nodes a caller may see, and the namespace's webhook signing
+//! secret. Handlers as in the parent module: extract, one scheduler call, answer.
 
 use super::*;
-use crate::auth::Role;
 
 fn parse_dead_letter_id(id: &str) -> Result<i64, ApiError> {
     id.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -255,32 +251,6 @@ pub(crate) async fn read_signing_secret(
             note: None,
             previous_valid_until: previous_until,
             signing_secret: secret,
-        },
-    ))
-}
-
-/// The caller's key: the namespace the request acts in, the key's role and the routes it may
-/// call (never the key or its hash).
-pub(crate) async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {
-    let principal = principal(&state, &headers)?;
-    let routes = crate::routes::routes_allowed(&principal)
-        .into_iter()
-        .map(|(method, path)| AllowedRoute { method, path })
-        .collect();
-    let role = match principal.role {
-        Role::Reader => KeyRole::Reader,
-        Role::Worker => KeyRole::Worker,
-        Role::Writer => KeyRole::Writer,
-        Role::Admin => KeyRole::Admin,
-    };
-    Ok(typed_response(
-        StatusCode::OK,
-        &Identity {
-            all_namespaces: principal.all_namespaces,
-            development: state.auth.is_open(),
-            namespace: principal.namespace,
-            role,
-            routes,
         },
     ))
 }
