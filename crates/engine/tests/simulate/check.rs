@@ -168,14 +168,23 @@ pub fn summary(world: &World) -> String {
     let edits: usize = jobs.map(|f| f.edits_acked.len()).sum();
     let count = |word: &str| log.timeline.iter().filter(|l| l.contains(word)).count();
     let answered = |a: Answer| log.sends.iter().filter(|s| s.answer == a).count();
+    // A digest of every send (what, by whom, when): equal digests, the same run.
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
+    for s in &log.sends {
+        std::hash::Hash::hash(
+            &(s.node, s.job_id, s.due_ms, s.attempt, s.true_ms),
+            &mut digest,
+        );
+    }
     format!(
         "{} jobs created ({acked} acknowledged), {cancels} cancels and {edits} edits acknowledged, \
-         {} sends ({} failed, {} gone), {} crashes, {} stalls",
+         {} sends ({} failed, {} gone), {} crashes, {} stalls; sends digest {:016x}",
         log.jobs.len(),
         log.sends.len(),
         answered(Answer::Fail),
         answered(Answer::Gone),
         count("crashes"),
         count("stalls"),
+        std::hash::Hasher::finish(&digest),
     )
 }

@@ -5,9 +5,9 @@
 //! receivers (failing, hanging, answering twice) and API clients whose edits and cancels race the
 //! fire path through the `Scheduler`. After each run the invariants of `check.rs` are checked.
 //!
-//! Every choice the harness makes comes from the seed, so a seed names a scenario; the engine's
-//! own randomness (retry jitter, the planner's lead) is not seeded, so a rerun replays the same
-//! faults and workload, not necessarily the same interleaving.
+//! Every choice the harness makes comes from the seed, and so do the engines' own random draws
+//! (`hourglass_engine::random::seed_thread`): on one current-thread runtime in paused time, a seed
+//! replays the same run, event for event.
 //!
 //! `scripts/simulate` drives it through environment variables: `HOURGLASS_SIM_SEEDS` (how many
 //! seeds, from `HOURGLASS_SIM_FIRST`, default 1) or `HOURGLASS_SIM_SEED` (one seed, with its
@@ -59,6 +59,8 @@ fn run_seed(seed: u64, timeline: bool) -> Vec<String> {
         .start_paused(true)
         .build()
         .expect("a runtime");
+    // The engines' own draws (retry jitter, the planner's lead) from the seed as well.
+    hourglass_engine::random::seed_thread(Some(seed));
     let mut bad = runtime.block_on(async {
         let (world, store) = scenario::run(seed).await;
         if timeline {
@@ -82,6 +84,7 @@ fn run_timeline(seed: u64) -> Vec<String> {
         .start_paused(true)
         .build()
         .expect("a runtime");
+    hourglass_engine::random::seed_thread(Some(seed));
     runtime.block_on(async {
         let (world, _) = scenario::run(seed).await;
         let log = world.log.lock().unwrap();

@@ -257,7 +257,10 @@ async fn create(world: Arc<World>, doors: Doors, count: usize) {
 }
 
 /// A job whose create was acknowledged and that no call is changing, not cancelled; marked busy.
-fn pick_job(world: &World, want: impl Fn(&crate::world::JobFacts) -> bool) -> Option<(hourglass_core::JobId, crate::world::JobFacts)> {
+fn pick_job(
+    world: &World,
+    want: impl Fn(&crate::world::JobFacts) -> bool,
+) -> Option<(hourglass_core::JobId, crate::world::JobFacts)> {
     let mut log = world.log.lock().unwrap();
     let ids: Vec<_> = log
         .jobs

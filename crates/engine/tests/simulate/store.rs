@@ -162,7 +162,8 @@ impl Store for FaultStore {
         queue: Option<&str>,
         now: Timestamp,
     ) -> Result<Vec<QueueStats>> {
-        self.read(self.inner.queue_stats(namespace, queue, now)).await
+        self.read(self.inner.queue_stats(namespace, queue, now))
+            .await
     }
     async fn get_job(&self, namespace: Option<&str>, id: JobId) -> Result<Option<JobRecord>> {
         self.read(self.inner.get_job(namespace, id)).await
@@ -201,7 +202,8 @@ impl Store for FaultStore {
         before: Option<RunCursor>,
         limit: usize,
     ) -> Result<Vec<RunRecord>> {
-        self.read(self.inner.runs(namespace, id, before, limit)).await
+        self.read(self.inner.runs(namespace, id, before, limit))
+            .await
     }
     async fn dead_letters(
         &self,
