@@ -19,7 +19,12 @@ use hourglass_core::{JobId, JobState};
 use hourglass_store::{JobQuery, MemoryStore, RunOutcome, Store};
 
 use crate::NAMESPACE;
-use crate::world::{Answer, World};
+use crate::world::{Answer, BASE_MS, World};
+
+/// An instant as the timeline shows it: ms since the run began (true time).
+fn rel(ms: i64) -> String {
+    format!("t+{}", ms - BASE_MS)
+}
 
 pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
     let log = world.log.lock().unwrap();
@@ -30,13 +35,19 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
         if s.node_ms < s.due_ms {
             bad.push(format!(
                 "early: job {} due {} sent by node {} at its {} (attempt {})",
-                s.job_id, s.due_ms, s.node, s.node_ms, s.attempt
+                s.job_id,
+                rel(s.due_ms),
+                s.node,
+                rel(s.node_ms),
+                s.attempt
             ));
         }
         if s.true_ms < s.due_ms - crate::MAX_SKEW_MS {
             bad.push(format!(
                 "early beyond skew: job {} due {} sent at true {}",
-                s.job_id, s.due_ms, s.true_ms
+                s.job_id,
+                rel(s.due_ms),
+                rel(s.true_ms)
             ));
         }
     }
@@ -56,15 +67,15 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
                 && s.true_ms > at
             {
                 bad.push(format!(
-                    "sent after cancel: job {id} cancel acknowledged at {at}, node {} sent attempt {} at {}",
-                    s.node, s.attempt, s.true_ms
+                    "sent after cancel: job {id} cancel acknowledged at {}, node {} sent attempt {} at {}",
+                    rel(at), s.node, s.attempt, rel(s.true_ms)
                 ));
             }
             for &(version, at) in &facts.edits_acked {
                 if s.true_ms > at && s.version < version {
                     bad.push(format!(
-                        "sent after edit: job {id} v{version} acknowledged at {at}, node {} sent v{} at {}",
-                        s.node, s.version, s.true_ms
+                        "sent after edit: job {id} v{version} acknowledged at {}, node {} sent v{} at {}",
+                        rel(at), s.node, s.version, rel(s.true_ms)
                     ));
                 }
             }
@@ -81,8 +92,8 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
             && s.attempt < before
         {
             bad.push(format!(
-                "attempts went back: job {} due {} attempt {before} sent at {at}, then attempt {} by node {} at {}",
-                s.job_id, s.due_ms, s.attempt, s.node, s.true_ms
+                "attempts went back: job {} due {} attempt {before} sent at {}, then attempt {} by node {} at {}",
+                s.job_id, rel(s.due_ms), rel(at), s.attempt, s.node, rel(s.true_ms)
             ));
         }
         last_attempt.insert(key, (s.attempt, s.true_ms));
@@ -114,7 +125,7 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
             bad.push(format!(
                 "dead letter without a failed send: job {} due {} attempts {} (receivers saw {seen:?})",
                 letter.job_id,
-                letter.due.as_millisecond(),
+                rel(letter.due.as_millisecond()),
                 letter.attempts
             ));
         }
@@ -142,16 +153,17 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
             let seen = answers.get(&(job.id, due, run.attempt));
             if !seen.is_some_and(|a| fits.iter().any(|f| a.contains(f))) {
                 bad.push(format!(
-                    "run without its send: job {} due {due} attempt {} recorded {:?}, receivers saw {seen:?}",
-                    job.id, run.attempt, run.outcome
+                    "run without its send: job {} due {} attempt {} recorded {:?}, receivers saw {seen:?}",
+                    job.id, rel(due), run.attempt, run.outcome
                 ));
             }
         }
         for (due, count) in finals {
             if count > 1 {
                 bad.push(format!(
-                    "occurrence ended {count} times: job {} due {due}",
-                    job.id
+                    "occurrence ended {count} times: job {} due {}",
+                    job.id,
+                    rel(due)
                 ));
             }
         }
