@@ -27,6 +27,25 @@ fn rel(ms: i64) -> String {
 }
 
 pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
+    // What the store holds at the end, read before the log is locked.
+    let query = JobQuery {
+        namespace: Some(NAMESPACE.into()),
+        limit: 100_000,
+        ..JobQuery::default()
+    };
+    let jobs = store.list_jobs(query).await.expect("memory store");
+    let letters = store
+        .dead_letters(Some(NAMESPACE), None, 100_000)
+        .await
+        .expect("memory store");
+    let mut runs_of = HashMap::new();
+    for job in &jobs {
+        let runs = store
+            .runs(Some(NAMESPACE), job.id, None, 100_000)
+            .await
+            .expect("memory store");
+        runs_of.insert(job.id, runs);
+    }
     let log = world.log.lock().unwrap();
     let mut bad = Vec::new();
     let sends = &log.sends;
@@ -107,16 +126,6 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
             .or_default()
             .insert(s.answer);
     }
-    let query = JobQuery {
-        namespace: Some(NAMESPACE.into()),
-        limit: 100_000,
-        ..JobQuery::default()
-    };
-    let jobs = store.list_jobs(query).await.expect("memory store");
-    let letters = store
-        .dead_letters(Some(NAMESPACE), None, 100_000)
-        .await
-        .expect("memory store");
     let mut lettered: HashSet<JobId> = HashSet::new();
     for letter in &letters {
         lettered.insert(letter.job_id);
@@ -134,10 +143,7 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
         if job.state == JobState::Failed && !lettered.contains(&job.id) {
             bad.push(format!("failed without a dead letter: job {}", job.id));
         }
-        let runs = store
-            .runs(Some(NAMESPACE), job.id, None, 100_000)
-            .await
-            .expect("memory store");
+        let runs = runs_of.remove(&job.id).unwrap_or_default();
         let mut finals: BTreeMap<i64, u32> = BTreeMap::new();
         for run in runs {
             let due = run.due.as_millisecond();

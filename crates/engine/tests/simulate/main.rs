@@ -35,7 +35,7 @@ pub const NODES: usize = 3;
 pub const MAX_SKEW_MS: i64 = 150;
 pub const NAMESPACE: &str = "t";
 /// Seeds run by a plain `cargo test`.
-const DEFAULT_SEEDS: u64 = 100;
+const DEFAULT_SEEDS: u64 = 200;
 
 /// The payload version an occurrence carries (`v<n>`; a missing one is version 0).
 pub fn version_of(payload: Option<&str>) -> u32 {

@@ -174,10 +174,14 @@ fn new_job(world: &World, now: Timestamp) -> (NewJob, bool) {
     .into_uuid();
     let due = now + SignedDuration::from_millis(due_ms);
     let schedule = if recurring {
-        Schedule::unbounded(ScheduleKind::Every {
-            interval: Duration::from_millis(interval),
-            anchor: due,
-        })
+        // A few runs each: enough to race edits and cancels, and a run ends in the quiet spell.
+        Schedule {
+            max_runs: Some(world.rand(|r| r.random_range(2..=8))),
+            ..Schedule::unbounded(ScheduleKind::Every {
+                interval: Duration::from_millis(interval),
+                anchor: due,
+            })
+        }
     } else {
         Schedule::at(due)
     };
