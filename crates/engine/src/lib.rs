@@ -22,6 +22,7 @@ pub mod netguard;
 mod pipeline;
 pub mod queue;
 mod quotas;
+pub mod random;
 pub mod receipt;
 pub mod scheduler;
 pub mod sealing;

@@ -12,6 +12,8 @@
 pub mod conformance;
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
+#[cfg(feature = "sqlite")]
+mod failpoint;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod filters;
 pub mod memory;

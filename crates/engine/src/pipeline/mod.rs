@@ -36,7 +36,6 @@ use hourglass_core::{
 };
 use hourglass_store::Store;
 use jiff::Timestamp;
-use rand::Rng;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -338,7 +337,7 @@ pub(crate) fn settle(
             metrics.fired.get_or_create(&label("retry")).inc();
             let wait = match after {
                 Some(after) => after.min(hourglass_core::retry::MAX_RETRY_AFTER),
-                None => spec.retry.backoff(occ.attempt, rand::rng().random::<f64>()),
+                None => spec.retry.backoff(occ.attempt, crate::random::unit()),
             };
             tracing::info!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = %HttpStatus(result.status), reason = %reason, retry_in_ms = wait.as_millis() as u64, "delivery failed, will retry");
             let at = add_saturating(now, wait);

@@ -8,7 +8,6 @@ use std::time::Duration;
 use hourglass_core::{Clock, Occurrence, add_saturating};
 use hourglass_store::{ClaimScope, Lease};
 use jiff::Timestamp;
-use rand::Rng;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -226,7 +225,7 @@ fn warn_of_takeover(claimed: &[Occurrence]) {
 /// earlier is always safe: a claim then lands longer before its fire time, never later.
 fn wake_jitter(lead: Duration) -> Duration {
     let half = lead.as_millis() as u64 / 2;
-    Duration::from_millis(rand::rng().random_range(0..=half))
+    Duration::from_millis(crate::random::up_to(half))
 }
 
 async fn sleep_or_stop(stop: &CancellationToken, d: Duration) {

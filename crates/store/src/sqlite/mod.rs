@@ -73,6 +73,9 @@ pub struct SqliteStore {
     /// A test seam, off (-1) outside tests: see `writer::commit_fault`.
     #[cfg_attr(not(test), allow(dead_code, reason = "set only by the unit tests"))]
     commit_faults: Arc<AtomicI64>,
+    /// Crashes of the writer thread around its commit, armed by the unit tests only.
+    #[cfg_attr(not(test), allow(dead_code, reason = "armed only by the unit tests"))]
+    failpoints: Arc<crate::failpoint::Failpoints>,
 }
 
 struct ReaderPool {
@@ -145,9 +148,11 @@ impl SqliteStore {
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
         let commit_faults = Arc::new(AtomicI64::new(-1));
         let faults = commit_faults.clone();
+        let failpoints = Arc::new(crate::failpoint::Failpoints::default());
+        let points = failpoints.clone();
         std::thread::Builder::new()
             .name("hourglass-sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, &faults))
+            .spawn(move || writer_loop(conn, rx, &faults, &points))
             .map_err(|e| StoreError::Unavailable(format!("cannot start writer thread: {e}")))?;
         Ok(Self {
             writer: tx,
@@ -161,6 +166,7 @@ impl SqliteStore {
             _lock: lock,
             nodes: Default::default(),
             commit_faults,
+            failpoints,
         })
     }
 

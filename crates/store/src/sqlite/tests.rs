@@ -597,3 +597,38 @@ async fn large_payloads_live_out_of_the_job_row() {
         .unwrap();
     assert_eq!(left, 0, "payload rows follow their jobs");
 }
+
+/// A crash of the writer around its group commit (the process dying there): before the commit,
+/// the create is neither acknowledged nor stored; after it, it is stored but still not
+/// acknowledged (its client retries with its key). Either way every create acknowledged before
+/// is there when the directory is opened again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_around_the_group_commit_loses_no_acknowledged_job() {
+    use crate::failpoint::{SQLITE_AFTER_COMMIT, SQLITE_BEFORE_COMMIT};
+    let t0 = from_ms(1_000_000);
+    for (point, stored) in [(SQLITE_BEFORE_COMMIT, false), (SQLITE_AFTER_COMMIT, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let acknowledged = fired_job(t0);
+        store.create_jobs(vec![acknowledged.clone()]).await.unwrap();
+        store.failpoints.arm(point);
+        let crashed = fired_job(t0);
+        let answer = store.create_jobs(vec![crashed.clone()]).await;
+        assert!(
+            answer.is_err(),
+            "{point}: a dead writer acknowledged a create"
+        );
+        drop(store);
+
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let found = |id| {
+            let store = &store;
+            async move { store.get_job(None, id).await.unwrap().is_some() }
+        };
+        assert!(
+            found(acknowledged.id).await,
+            "{point}: an acknowledged job was lost"
+        );
+        assert_eq!(found(crashed.id).await, stored, "{point}");
+    }
+}

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::SqliteStore;
 use super::codec::unavailable;
+use crate::failpoint::{self, Failpoints};
 use crate::{Result, StoreError};
 
 /// How many queued requests one transaction may take. Bounds the latency one commit adds.
@@ -62,7 +63,12 @@ impl SqliteStore {
     }
 }
 
-pub(super) fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<WriteJob>, faults: &AtomicI64) {
+pub(super) fn writer_loop(
+    conn: Connection,
+    mut rx: mpsc::Receiver<WriteJob>,
+    faults: &AtomicI64,
+    failpoints: &Failpoints,
+) {
     let mut group: Vec<WriteJob> = Vec::with_capacity(MAX_GROUP);
     while let Some(first) = rx.blocking_recv() {
         group.push(first);
@@ -94,6 +100,12 @@ pub(super) fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<WriteJob>, fa
             }
             replies.push(reply);
         }
+        // A crash here: the open transaction dies with the connection (closed before the
+        // replies are dropped, so no caller sees the end before it), and no one is answered.
+        if began && failpoints.hit(failpoint::SQLITE_BEFORE_COMMIT) {
+            drop(conn);
+            return;
+        }
         let commit_error = if began {
             let committed = if commit_fault(faults) {
                 Err(rusqlite::Error::SqliteFailure(
@@ -111,6 +123,11 @@ pub(super) fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<WriteJob>, fa
         } else {
             None
         };
+        // A crash here: the group is durable, and still no one is answered.
+        if began && failpoints.hit(failpoint::SQLITE_AFTER_COMMIT) {
+            drop(conn);
+            return;
+        }
         for reply in replies {
             reply(commit_error.clone());
         }
