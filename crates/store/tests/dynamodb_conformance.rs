@@ -589,7 +589,7 @@ async fn with_a_retention_items_expire_by_themselves() {
     let settlements = client
         .scan()
         .table_name(&table)
-        .filter_expression("begins_with(pk, :s) AND attribute_exists(recb)")
+        .filter_expression("begins_with(pk, :s) AND attribute_exists(recp)")
         .expression_attribute_values(":s", S("s#".into()))
         .send()
         .await
@@ -1104,7 +1104,7 @@ async fn a_completion_whose_answer_was_lost_reports_applied() {
     assert_eq!(got.len(), 1);
     let o = &got[0];
     // A one-off's delivery is a put of its entry's settlement.
-    proxy.arm("DynamoDB_20120810.PutItem", "recb");
+    proxy.arm("DynamoDB_20120810.PutItem", "recp");
     let applied = store
         .complete(vec![delivered_without_run(o)], t0())
         .await

@@ -85,6 +85,8 @@ pub(super) struct Listed {
 /// About 8 bytes a job for a create batch's jobs, against 32 in the fixed listing (`jobs`) that
 /// entries written before it hold, which is still read; a write of a listing always packs it.
 pub(super) const LISTING: &str = "jl";
+/// The head flag of a listed job whose version follows.
+const VERSIONED: u8 = 0x80;
 const FIXED_LISTING: &str = "jobs";
 
 /// `jobs` of an entry of `root`, packed as [`LISTING`] holds them.
@@ -94,7 +96,7 @@ pub(super) fn encode_listing(root: &Root, jobs: &[Listed]) -> AttributeValue {
     sorted.sort_by_key(|j| j.id);
     let mut writer = super::ids::Writer::with_capacity(sorted.len());
     for job in &sorted {
-        writer.id(job.id, job.version != 0);
+        writer.id(job.id, if job.version != 0 { VERSIONED } else { 0 });
         writer.signed(job.fire.wrapping_sub(base));
         if job.version != 0 {
             writer.signed(job.version);
@@ -107,7 +109,11 @@ fn decode_packed(bytes: &[u8], base: i64) -> Result<Vec<Listed>> {
     let mut reader = super::ids::Reader::new(bytes, "entry listing");
     let mut jobs = Vec::with_capacity(bytes.len() / 8);
     while !reader.done() {
-        let (id, versioned) = reader.id()?;
+        let (id, flags) = reader.id()?;
+        if flags & !VERSIONED != 0 {
+            return Err(StoreError::Corrupt("entry listing flags".into()));
+        }
+        let versioned = flags & VERSIONED != 0;
         let fire = base.wrapping_add(reader.signed()?);
         let version = if versioned { reader.signed()? } else { 0 };
         jobs.push(Listed { id, fire, version });

@@ -3,8 +3,7 @@
 //!
 //! Ids are written in id order, each as a head byte and the bytes it does not share with the id
 //! before it: the head's low four bits count the shared leading bytes (at most 15, so at least
-//! one byte follows), its high bit is left to the caller for a flag, and the three bits between
-//! are zero. The ids of one create request are made together, and version 7 ids (what the API
+//! one byte follows), and its high four are left to the caller for flags. The ids of one create request are made together, and version 7 ids (what the API
 //! makes: a millisecond timestamp, then a counter that the same millisecond increments, then
 //! random bytes) made in one millisecond share 10 or 11 of their 16 bytes with the one before:
 //! about 6 bytes an id instead of 16. Any ids round-trip; unrelated ones cost a byte more each.
@@ -15,11 +14,11 @@ use hourglass_core::JobId;
 
 use crate::{Result, StoreError};
 
-/// The head bit a caller may use for a flag of its own.
-pub(super) const FLAG: u8 = 0x80;
+/// The head bits a caller may use for flags of its own.
+pub(super) const FLAGS: u8 = 0xf0;
 const SHARED: u8 = 0x0f;
 
-/// Writes ids (each with its head flag) in the order given, which should be id order.
+/// Writes ids (each with its head flags) in the order given, which should be id order.
 #[derive(Default)]
 pub(super) struct Writer {
     pub(super) bytes: Vec<u8>,
@@ -34,7 +33,8 @@ impl Writer {
         }
     }
 
-    pub(super) fn id(&mut self, id: JobId, flag: bool) {
+    /// Writes `id` with `flags` (bits of [`FLAGS`]) in its head.
+    pub(super) fn id(&mut self, id: JobId, flags: u8) {
         let bytes = *id.as_bytes();
         let shared = self.previous.map_or(0, |previous| {
             previous
@@ -44,7 +44,7 @@ impl Writer {
                 .count()
                 .min(SHARED as usize)
         });
-        self.bytes.push(shared as u8 | if flag { FLAG } else { 0 });
+        self.bytes.push(shared as u8 | (flags & FLAGS));
         self.bytes.extend_from_slice(&bytes[shared..]);
         self.previous = Some(bytes);
     }
@@ -63,6 +63,17 @@ impl Writer {
 
     pub(super) fn signed(&mut self, value: i64) {
         self.unsigned(((value << 1) ^ (value >> 63)) as u64);
+    }
+
+    /// An optional text: 0 for none, else its length plus one, then its bytes.
+    pub(super) fn text(&mut self, text: Option<&str>) {
+        match text {
+            None => self.unsigned(0),
+            Some(text) => {
+                self.unsigned(text.len() as u64 + 1);
+                self.bytes.extend_from_slice(text.as_bytes());
+            }
+        }
     }
 }
 
@@ -99,13 +110,10 @@ impl<'a> Reader<'a> {
         Ok(byte)
     }
 
-    /// The next id and its head flag.
-    pub(super) fn id(&mut self) -> Result<(JobId, bool)> {
+    /// The next id and its head flags.
+    pub(super) fn id(&mut self) -> Result<(JobId, u8)> {
         let head = self.byte()?;
         let shared = usize::from(head & SHARED);
-        if head & !(SHARED | FLAG) != 0 {
-            return Err(self.corrupt());
-        }
         let mut bytes = match (self.previous, shared) {
             (_, 0) => [0u8; 16],
             (Some(previous), _) => previous,
@@ -118,7 +126,7 @@ impl<'a> Reader<'a> {
         bytes[shared..].copy_from_slice(rest);
         self.at += 16 - shared;
         self.previous = Some(bytes);
-        Ok((JobId::from_bytes(bytes), head & FLAG != 0))
+        Ok((JobId::from_bytes(bytes), head & FLAGS))
     }
 
     pub(super) fn unsigned(&mut self) -> Result<u64> {
@@ -137,6 +145,18 @@ impl<'a> Reader<'a> {
         let value = self.unsigned()?;
         Ok((value >> 1) as i64 ^ -((value & 1) as i64))
     }
+
+    pub(super) fn text(&mut self) -> Result<Option<String>> {
+        let len = match self.unsigned()? {
+            0 => return Ok(None),
+            len => usize::try_from(len - 1).map_err(|_| self.corrupt())?,
+        };
+        let end = self.at.checked_add(len).ok_or_else(|| self.corrupt())?;
+        let bytes = self.bytes.get(self.at..end).ok_or_else(|| self.corrupt())?;
+        let text = std::str::from_utf8(bytes).map_err(|_| self.corrupt())?;
+        self.at = end;
+        Ok(Some(text.to_owned()))
+    }
 }
 
 #[cfg(test)]
@@ -153,15 +173,23 @@ mod tests {
         let numbers = [0, 1, -1, 63, -64, 64, 999, i64::MAX, i64::MIN];
         let mut writer = Writer::default();
         for (i, id) in ids.iter().enumerate() {
-            writer.id(*id, i % 3 == 0);
+            writer.id(*id, if i % 3 == 0 { 0x50 } else { 0 });
             writer.signed(numbers[i % numbers.len()]);
             writer.unsigned(u64::MAX >> (i % 64));
+            writer.text((i % 2 == 0).then_some("é text"));
         }
         let mut reader = Reader::new(&writer.bytes, "test");
         for (i, id) in ids.iter().enumerate() {
-            assert_eq!(reader.id().unwrap(), (*id, i % 3 == 0));
+            assert_eq!(
+                reader.id().unwrap(),
+                (*id, if i % 3 == 0 { 0x50 } else { 0 })
+            );
             assert_eq!(reader.signed().unwrap(), numbers[i % numbers.len()]);
             assert_eq!(reader.unsigned().unwrap(), u64::MAX >> (i % 64));
+            assert_eq!(
+                reader.text().unwrap().as_deref(),
+                (i % 2 == 0).then_some("é text")
+            );
         }
         assert!(reader.done());
     }
@@ -172,7 +200,7 @@ mod tests {
         ids.sort();
         let mut writer = Writer::default();
         for id in ids {
-            writer.id(id, false);
+            writer.id(id, 0);
         }
         // 16 for the first; the others share at least their millisecond (6 bytes) with it.
         assert!(writer.bytes.len() <= 17 + 99 * 11, "{}", writer.bytes.len());
@@ -181,22 +209,23 @@ mod tests {
     #[test]
     fn what_is_cut_short_or_malformed_is_corrupt_not_a_panic() {
         let mut writer = Writer::default();
-        writer.id(uuid::Uuid::now_v7(), false);
-        writer.id(uuid::Uuid::now_v7(), true);
+        writer.id(uuid::Uuid::now_v7(), 0);
+        writer.id(uuid::Uuid::now_v7(), 0x80);
         writer.unsigned(300);
+        writer.text(Some("text"));
         let bytes = writer.bytes;
         for cut in 0..bytes.len() {
             let mut reader = Reader::new(&bytes[..cut], "test");
             let read = reader
                 .id()
                 .and_then(|_| reader.id())
-                .and_then(|_| reader.unsigned());
+                .and_then(|_| reader.unsigned())
+                .and_then(|_| reader.text());
             assert!(read.is_err(), "cut at {cut}");
         }
-        // A first id that claims to share bytes, a head with its middle bits set.
-        for bad in [vec![0x03u8; 14], vec![0x10; 17]] {
-            assert!(Reader::new(&bad, "test").id().is_err());
-        }
+        // A first id that claims to share bytes; a text that is not UTF-8.
+        assert!(Reader::new(&[0x03; 14], "test").id().is_err());
+        assert!(Reader::new(&[0x02, 0xff], "test").text().is_err());
         // A varint longer than 64 bits.
         assert!(Reader::new(&[0xff; 11], "test").unsigned().is_err());
     }
