@@ -2,7 +2,8 @@
 //!
 //! An entry lists jobs of one lane (fired by the engine, or one pull queue) that fall due at or
 //! after the time its sort key starts with: `(job id, fire time, job version)` for each, packed
-//! in one binary attribute (32 bytes a job). A create batch writes one entry for its fired jobs
+//! in one binary attribute ([`LISTING`]: about 8 bytes a job of a create batch, so that an entry
+//! of 100 is under the KB each of its writes is billed by). A create batch writes one entry for its fired jobs
 //! per time window (at most [`WINDOW_MS`] wide and [`MAX_LISTED`] jobs), and so does a completion
 //! call for the retries and next occurrences it reschedules; an edit, a release or a dead letter
 //! with a next occurrence writes a new entry of its own. A create batch's queue messages share
