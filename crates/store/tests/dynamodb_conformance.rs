@@ -589,7 +589,7 @@ async fn with_a_retention_items_expire_by_themselves() {
     let settlements = client
         .scan()
         .table_name(&table)
-        .filter_expression("begins_with(pk, :s) AND attribute_exists(recb)")
+        .filter_expression("begins_with(pk, :s) AND attribute_exists(recp)")
         .expression_attribute_values(":s", S("s#".into()))
         .send()
         .await
@@ -1104,7 +1104,7 @@ async fn a_completion_whose_answer_was_lost_reports_applied() {
     assert_eq!(got.len(), 1);
     let o = &got[0];
     // A one-off's delivery is a put of its entry's settlement.
-    proxy.arm("DynamoDB_20120810.PutItem", "recb");
+    proxy.arm("DynamoDB_20120810.PutItem", "recp");
     let applied = store
         .complete(vec![delivered_without_run(o)], t0())
         .await
@@ -1661,4 +1661,146 @@ async fn an_entry_leased_before_is_not_fired_from_its_snapshot() {
     assert_eq!(of_moved.len(), 1, "the moved job once");
     assert_eq!(of_moved[0].attempt, 2, "from its retry's entry");
     assert_eq!(of_moved[0].fire_at, t0() + ms(5_000));
+}
+
+/// An item's size as DynamoDB bills it, binary attributes and lists included.
+fn item_bytes(item: &RawItem) -> usize {
+    use aws_sdk_dynamodb::types::AttributeValue::{B, L, N, S};
+    fn value(v: &aws_sdk_dynamodb::types::AttributeValue) -> usize {
+        match v {
+            S(text) => text.len(),
+            N(digits) => digits.len().div_ceil(2) + 1,
+            B(blob) => blob.as_ref().len(),
+            L(values) => 3 + values.iter().map(|v| 1 + value(v)).sum::<usize>(),
+            other => panic!("an attribute of another type: {other:?}"),
+        }
+    }
+    item.iter().map(|(name, v)| name.len() + value(v)).sum()
+}
+
+/// The due entries of shard 0 of the fired lane, read behind the store's back.
+async fn raw_entries(client: &aws_sdk_dynamodb::Client, table: &str) -> Vec<RawItem> {
+    client
+        .query()
+        .table_name(table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("e#f#0".into()),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default()
+}
+
+/// A due entry lists its jobs packed (ids in order, each sharing its leading bytes with the one
+/// before; fire times as offsets), so that a create batch's entry of a hundred jobs is one write
+/// unit at its create, its lease and its delete (it was four at 32 bytes a job); and an entry
+/// written before, with the fixed listing, is still marked by a cancel, split by a claim's limit,
+/// leased, settled and deleted.
+#[tokio::test]
+async fn an_entry_of_a_hundred_jobs_is_a_write_unit_and_older_entries_still_fire() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let table = table_name();
+    let store = DynamoStore::open(DynamoOptions {
+        shards: 1,
+        ..options(&table)
+    })
+    .await
+    .unwrap();
+    let client = raw_client().await;
+    let jobs: Vec<NewJob> = (0..100)
+        .map(|i| job("ns", t0() + ms(i * 9), None))
+        .collect();
+    store.create_jobs(jobs).await.unwrap();
+    let entries = raw_entries(&client, &table).await;
+    assert_eq!(entries.len(), 1, "one entry for the batch's second");
+    assert!(
+        item_bytes(&entries[0]) <= 1024,
+        "{} bytes",
+        item_bytes(&entries[0])
+    );
+    // Leased by an owner with a long name, it stays within the write unit.
+    let owner = format!("node-{}", uuid::Uuid::now_v7());
+    let claimed = store
+        .claim_due(ClaimScope::Fired, t0(), 100, &lease(&owner, t0()))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 100);
+    let entries = raw_entries(&client, &table).await;
+    assert!(
+        item_bytes(&entries[0]) <= 1024,
+        "leased: {} bytes",
+        item_bytes(&entries[0])
+    );
+    let done: Vec<_> = claimed.iter().map(delivered_without_run).collect();
+    let applied = store.complete(done, t0()).await.unwrap();
+    assert!(applied.iter().all(|a| *a == hourglass_store::Applied::Yes));
+    assert!(
+        raw_entries(&client, &table).await.is_empty(),
+        "deleted once settled"
+    );
+
+    // Three jobs whose entry is rewritten, behind the store's back, as entries were before.
+    let due = t0() + ms(10_000);
+    let jobs: Vec<NewJob> = (0..3).map(|i| job("ns", due + ms(i), None)).collect();
+    let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
+    store.create_jobs(jobs).await.unwrap();
+    let mut entry = raw_entries(&client, &table).await.remove(0);
+    entry.remove("jl").expect("a packed listing");
+    let mut fixed = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        fixed.extend_from_slice(id.as_bytes());
+        fixed.extend_from_slice(&(due + ms(i as i64)).as_millisecond().to_be_bytes());
+        fixed.extend_from_slice(&0i64.to_be_bytes());
+    }
+    entry.insert(
+        "jobs".into(),
+        AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(fixed)),
+    );
+    client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(entry))
+        .send()
+        .await
+        .unwrap();
+    // A cancel marks its job gone in it; a claim of one splits the other off.
+    store
+        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() })
+        .await
+        .unwrap();
+    let first = store
+        .claim_due(ClaimScope::Fired, due + ms(5), 1, &lease("a", due))
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    let second = store
+        .claim_due(ClaimScope::Fired, due + ms(5), 10, &lease("b", due))
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    let mut fired: Vec<_> = first.iter().chain(&second).map(|o| o.job_id).collect();
+    fired.sort();
+    assert_eq!(fired, ids[1..].to_vec());
+    for o in first.iter().chain(&second) {
+        assert_eq!(
+            o.fire_at,
+            due + ms(ids.iter().position(|i| *i == o.job_id).unwrap() as i64)
+        );
+        let applied = store
+            .complete(vec![delivered_without_run(o)], due)
+            .await
+            .unwrap();
+        assert_eq!(applied, vec![hourglass_store::Applied::Yes]);
+        let record = store.get_job(None, o.job_id).await.unwrap().unwrap();
+        assert_eq!(record.state, hourglass_core::JobState::Completed);
+    }
+    assert!(
+        raw_entries(&client, &table).await.is_empty(),
+        "deleted once settled"
+    );
 }

@@ -28,7 +28,7 @@ use hourglass_core::{JobId, Occurrence, duration_ms, from_ms};
 use jiff::Timestamp;
 
 use super::Inner;
-use super::entry::{Entry, Listed, claim_token, encode_listing, root_item, split_token, valid};
+use super::entry::{Entry, Listed, claim_token, root_item, split_token, valid};
 use super::item::{Attrs, Item, Lane, fire_bound_after, job_from_item, job_id, job_key, key, n, s};
 use super::payload;
 use super::snapshot::{fresh, read_snapshots, snapped_occurrence};
@@ -333,26 +333,26 @@ impl Drop for Leasing<'_> {
 /// the write, so that no read of the job after it, however stale, can hand out what was changed
 /// before it).
 pub(super) fn as_read(change: &mut Change, entry: &Entry) {
-    let listing = entry.listing.clone();
+    entry.listing_as_read(change);
     match entry.gone_count {
         0 => change.when("attribute_not_exists(#gen)", &[super::entry::GEN], vec![]),
         seen => change.when("#gen = {}", &[super::entry::GEN], vec![n(seen)]),
     }
     match entry.owner {
         Some(_) => change.when(
-            "#ltok = {} AND #luntil <= {} AND #jobs = {}",
-            &["ltok", "luntil", "jobs"],
-            vec![n(entry.ltok), n(entry.until.unwrap_or(i64::MIN)), listing],
+            "#ltok = {} AND #luntil <= {}",
+            &["ltok", "luntil"],
+            vec![n(entry.ltok), n(entry.until.unwrap_or(i64::MIN))],
         ),
         None if entry.ltok == 0 => change.when(
-            "attribute_not_exists(#lown) AND attribute_not_exists(#ltok) AND #jobs = {}",
-            &["lown", "ltok", "jobs"],
-            vec![listing],
+            "attribute_not_exists(#lown) AND attribute_not_exists(#ltok)",
+            &["lown", "ltok"],
+            vec![],
         ),
         None => change.when(
-            "attribute_not_exists(#lown) AND #ltok = {} AND #jobs = {}",
-            &["lown", "ltok", "jobs"],
-            vec![n(entry.ltok), listing],
+            "attribute_not_exists(#lown) AND #ltok = {}",
+            &["lown", "ltok"],
+            vec![n(entry.ltok)],
         ),
     }
 }
@@ -394,8 +394,7 @@ async fn lease_entry(
         return Ok(inner.update(change, false).await?.map(|_| (ltok, None)));
     }
     // Of the fired lane: the rest split off in one transaction with the lease.
-    change.set("jobs", encode_listing(take));
-    change.set("cnt", n(take.len() as i64));
+    entry.set_listing(&mut change, take);
     let mut part = root_item(&entry.root, &rest, None);
     part.insert(
         "sk".into(),

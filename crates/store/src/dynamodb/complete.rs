@@ -577,7 +577,7 @@ async fn leave_entry(inner: &Inner, entry: &Entry, c: &Completion) -> Result<()>
         return super::claim::delete_entry(inner, &entry.root.pk, &entry.sk, entry.ltok).await;
     }
     let mut change = Change::new(entry.key());
-    change.when("attribute_exists(#jobs)", &["jobs"], vec![]);
+    entry.listing_exists(&mut change);
     change.append(
         super::entry::GONE,
         aws_sdk_dynamodb::types::AttributeValue::L(vec![

@@ -585,13 +585,13 @@ fn unlist(inner: &Inner, read: &ReadJob) -> Option<aws_sdk_dynamodb::types::Tran
     let mut change = Change::new(entry.key());
     if entry.jobs.iter().all(|j| j.id == id) {
         // Its last job: the entry goes, as read (a lease or a change since fails this).
-        change.when("#jobs = {}", &["jobs"], vec![entry.listing.clone()]);
+        entry.listing_as_read(&mut change);
         return Some(change.into_delete(&inner.table));
     }
     // Marked gone, with no condition but the entry's being there: edits and cancels of several
     // jobs of one create batch at once all land, where rewriting the listing would have them
     // conflict on it. A lease is conditioned on the count of such marks it read.
-    change.when("attribute_exists(#jobs)", &["jobs"], vec![]);
+    entry.listing_exists(&mut change);
     change.append(
         super::entry::GONE,
         aws_sdk_dynamodb::types::AttributeValue::L(vec![

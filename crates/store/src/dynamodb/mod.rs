@@ -52,6 +52,7 @@ mod complete;
 mod entry;
 mod floors;
 mod history;
+mod ids;
 mod item;
 mod jobs;
 mod listing;

@@ -26,7 +26,7 @@ use hourglass_core::JobId;
 use jiff::Timestamp;
 
 use super::claim::CONCURRENCY;
-use super::entry::{Entry, Listed, Root, encode_listing, encode_sizes, root_item, split_token};
+use super::entry::{Entry, Listed, Root, root_item, split_token};
 use super::item::{Attrs, Item, job_id, job_key, key, n, s};
 use super::table::{Change, put_new};
 use super::{Held, Inner};
@@ -143,15 +143,12 @@ async fn split_off(
     }
     let mut change = Change::new(entry.key());
     change.when(
-        "#ltok = {} AND attribute_exists(#lown) AND #jobs = {}",
-        &["ltok", "lown", "jobs"],
-        vec![n(held.ltok), entry.listing.clone()],
+        "#ltok = {} AND attribute_exists(#lown)",
+        &["ltok", "lown"],
+        vec![n(held.ltok)],
     );
-    change.set("jobs", encode_listing(&others));
-    change.set("cnt", n(others.len() as i64));
-    if let Some((_, sizes)) = entry.queued(&others) {
-        change.set(super::entry::SIZES, encode_sizes(&sizes));
-    }
+    entry.listing_as_read(&mut change);
+    entry.set_listing(&mut change, &others);
     let queued = entry.queued(&moving);
     let mut part = root_item(
         &entry.root,
@@ -242,11 +239,7 @@ pub(super) async fn take_part(
     // Out of the entry, under the lease's own conditions: no one leased or changed it since.
     let mut change = Change::new(entry.key());
     super::claim::as_read(&mut change, entry);
-    change.set("jobs", encode_listing(rest));
-    change.set("cnt", n(rest.len() as i64));
-    if let Some((_, sizes)) = entry.queued(rest) {
-        change.set(super::entry::SIZES, encode_sizes(&sizes));
-    }
+    entry.set_listing(&mut change, rest);
     if inner.update(change, false).await?.is_none() {
         super::claim::delete_entry(inner, &entry.root.pk, &sk, ltok).await?;
         return Ok(None);
