@@ -1958,6 +1958,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
         .map(|_| {
             let schedule = Schedule {
                 jitter: Some(Duration::from_secs(30)),
+                calendar: None,
                 ..Schedule::at(due)
             };
             job("ok", schedule, due, now)
@@ -1969,6 +1970,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
         "ok",
         Schedule {
             jitter: Some(Duration::from_secs(300)),
+            calendar: None,
             ..Schedule::unbounded(ScheduleKind::Every {
                 interval: Duration::from_secs(10),
                 anchor: due,

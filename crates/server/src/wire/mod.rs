@@ -321,6 +321,7 @@ pub fn schedule(
         end,
         max_runs: input.max_runs,
         jitter: input.jitter.as_deref().map(jitter).transpose()?,
+        calendar: None,
     })
 }
 
