@@ -683,6 +683,28 @@ impl Store for CountingStore {
             .replace_signing_secrets(ns, expected, replacement)
             .await
     }
+    async fn put_calendar(
+        &self,
+        record: &hourglass_store::CalendarRecord,
+    ) -> hourglass_store::Result<()> {
+        self.inner.put_calendar(record).await
+    }
+    async fn get_calendar(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> hourglass_store::Result<Option<hourglass_store::CalendarRecord>> {
+        self.inner.get_calendar(ns, name).await
+    }
+    async fn list_calendars(
+        &self,
+        ns: &str,
+    ) -> hourglass_store::Result<Vec<hourglass_store::CalendarRecord>> {
+        self.inner.list_calendars(ns).await
+    }
+    async fn delete_calendar(&self, ns: &str, name: &str) -> hourglass_store::Result<bool> {
+        self.inner.delete_calendar(ns, name).await
+    }
 }
 
 #[tokio::test]
