@@ -103,7 +103,7 @@ pub fn check_name(name: &str, field: &str) -> Result<(), ValidationError> {
         Ok(())
     } else {
         Err(ValidationError::new(
-            "invalid_calendar_name",
+            "invalid_calendar",
             field,
             format!("a calendar name is 1 to {MAX_NAME} ASCII letters, digits, '-', '_' or '.'"),
         ))
@@ -124,14 +124,14 @@ impl Calendar {
         let tz = crate::cron::time_zone(timezone)?;
         if dates.len() > MAX_DATES {
             return Err(ValidationError::new(
-                "too_many_dates",
+                "invalid_calendar",
                 "exclude.dates",
                 format!("a calendar excludes at most {MAX_DATES} dates"),
             ));
         }
         if ranges.len() > MAX_RANGES {
             return Err(ValidationError::new(
-                "too_many_ranges",
+                "invalid_calendar",
                 "exclude.ranges",
                 format!("a calendar excludes at most {MAX_RANGES} date ranges"),
             ));
@@ -139,7 +139,7 @@ impl Calendar {
         for (i, r) in ranges.iter().enumerate() {
             if r.to < r.from {
                 return Err(ValidationError::new(
-                    "invalid_range",
+                    "invalid_calendar",
                     format!("exclude.ranges[{i}].to"),
                     "a range's to is on or after its from (both are included)",
                 ));

@@ -26,6 +26,8 @@ pub fn schedule_out(s: &Schedule) -> ScheduleIn {
         end: s.end.map(rfc3339),
         max_runs: s.max_runs,
         jitter: s.jitter.map(format_duration),
+        calendar: s.calendar.as_ref().map(|c| c.name.clone()),
+        roll: s.calendar.as_ref().map(|c| c.roll.as_str().to_owned()),
         ..Default::default()
     };
     match &s.kind {
