@@ -94,9 +94,12 @@ fn next_due_at(j: &JobRecord) -> Option<Timestamp> {
     }
 }
 
-/// When a jittered job's pending occurrence fires (its due time plus its jitter offset).
+/// When a jittered job's pending occurrence fires (its due time plus its jitter offset), or a
+/// job with a calendar's (its due time moved by the roll, then jittered).
 pub fn next_fire_at(j: &JobRecord) -> Option<Timestamp> {
-    j.spec.schedule.jitter?;
+    if j.spec.schedule.jitter.is_none() && j.spec.schedule.calendar.is_none() {
+        return None;
+    }
     next_due_at(j).map(|due| j.spec.schedule.fire_time(j.id, due))
 }
 
