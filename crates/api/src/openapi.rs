@@ -69,6 +69,11 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<ReceiptResults>(),
         schema::<BreakerList>(),
         schema::<ErrorBody>(),
+        schema::<CalendarIn>(),
+        schema::<ExcludeIn>(),
+        schema::<DateRangeIn>(),
+        schema::<Calendar>(),
+        schema::<CalendarList>(),
     ]
 }
 
