@@ -165,9 +165,10 @@ pub struct Job<'a> {
         )
     )]
     pub next_due_at: Option<Timestamp>,
-    /// When the pending occurrence fires, for a schedule with `jitter`: `next_due_at` plus its
-    /// jitter offset (retries come later, at `next_attempt_at`). Left out without jitter (the
-    /// occurrence fires at `next_due_at`) and in a terminal state.
+    /// When the pending occurrence fires, for a schedule with `jitter` or `calendar`:
+    /// `next_due_at` moved by the calendar's roll, plus its jitter offset (retries come later, at
+    /// `next_attempt_at`). Left out without either (the occurrence fires at `next_due_at`) and in
+    /// a terminal state.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

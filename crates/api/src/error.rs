@@ -55,6 +55,11 @@ error_codes! {
     BodyTooLarge = "body_too_large" => 413,
         "the request body exceeds its endpoint's limit (payload limit + 64 KiB for a job, 16 MiB \
         by default for a batch, 256 KiB elsewhere)",
+    CalendarExcludesEveryDay = "calendar_excludes_every_day" => 422,
+        "the calendar excludes every day of the next 100 years",
+    CalendarInUse = "calendar_in_use" => 409,
+        "the calendar is named by an active or paused job of the namespace (the message names \
+        one); edit or cancel those jobs first",
     CronNeverFires = "cron_never_fires" => 422,
         "the cron expression has no occurrence within 5 years",
     EngineFailed = "engine_failed" => 503,
@@ -79,6 +84,11 @@ error_codes! {
         "an internal error; nothing the client can fix",
     InvalidBatch = "invalid_batch" => 422,
         "a batch must hold 1 to 1000 jobs",
+    InvalidCalendar = "invalid_calendar" => 422,
+        "a calendar's name (1-64 letters, digits, '-', '_' or '.'), date (`YYYY-MM-DD`), range \
+        (`to` before `from`), weekday (`MON`-`SUN`), or count of dates (1000) or ranges (100) is \
+        not valid, or `schedule.roll` is not `skip`, `previous` or `next` or is given without \
+        `schedule.calendar`",
     InvalidCron = "invalid_cron" => 422,
         "not a 5- or 6-field cron expression, or longer than 1024 bytes",
     InvalidDuration = "invalid_duration" => 422,
@@ -148,6 +158,8 @@ error_codes! {
         "the store cannot serve now; nothing was changed, retry later",
     Unauthorized = "unauthorized" => 401,
         "the API key is missing, malformed or unknown",
+    UnknownCalendar = "unknown_calendar" => 422,
+        "`schedule.calendar` names no calendar of the namespace",
     UnknownConnection = "unknown_connection" => 422,
         "a target names a connection that does not exist or that this namespace may not use, or a \
         resource off the connection's lists (the same answer either way)",

@@ -93,6 +93,15 @@ pub struct ScheduleIn {
     /// and the due time (`"10m"`); left out when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter: Option<String>,
+    /// The name of a calendar of the job's namespace (`PUT /v1/calendars/{name}`) whose excluded
+    /// days the occurrences may not fall on; left out when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
+    /// What an occurrence on an excluded day does: `skip` (the default) does not occur,
+    /// `previous` / `next` fire on the nearest included day before / after at the same wall-clock
+    /// time (dropped if that would reach another occurrence). Only with `calendar`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roll: Option<String>,
 }
 
 /// Where occurrences go: exactly one field (the others are left out when serialized).

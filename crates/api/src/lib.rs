@@ -22,6 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 mod answers;
+mod calendars;
 mod error;
 mod jobs;
 #[cfg(feature = "openapi")]
@@ -35,6 +36,7 @@ pub use answers::{
     BatchCreated, DeadLetter, DeadLetterList, Job, JobBrief, JobList, JobState, MisfireOut,
     RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
+pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{
     BatchCreate, CreateJob, HeadersIn, JobListQuery, MisfireIn, PageQuery, PatchJob,

@@ -72,6 +72,11 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<AllowedRoute>(),
         schema::<Identity>(),
         schema::<ErrorBody>(),
+        schema::<CalendarIn>(),
+        schema::<ExcludeIn>(),
+        schema::<DateRangeIn>(),
+        schema::<Calendar>(),
+        schema::<CalendarList>(),
     ]
 }
 

@@ -40,6 +40,15 @@ pub const OPERATIONS: &[Operation] = &[
     op("resumeJob", "POST", "/v1/jobs/{id}/resume", "resume_job"),
     op("triggerJob", "POST", "/v1/jobs/{id}/trigger", "trigger_job"),
     op("listJobRuns", "GET", "/v1/jobs/{id}/runs", "job_runs"),
+    op("listCalendars", "GET", "/v1/calendars", "list_calendars"),
+    op("getCalendar", "GET", "/v1/calendars/{name}", "get_calendar"),
+    op("putCalendar", "PUT", "/v1/calendars/{name}", "put_calendar"),
+    op(
+        "deleteCalendar",
+        "DELETE",
+        "/v1/calendars/{name}",
+        "delete_calendar",
+    ),
     op(
         "listDeadLetters",
         "GET",

@@ -34,6 +34,11 @@ pub struct Schedule {
         with = "crate::jitter::optional_ms"
     )]
     pub jitter: Option<Duration>,
+    /// The days occurrences may not fall on, and what happens to one that does
+    /// ([`crate::calendar`]): an occurrence keeps its nominal time as its identity, and
+    /// [`Schedule::fire_time`] moves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<Box<crate::ScheduleCalendar>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,6 +68,7 @@ impl Schedule {
             end: None,
             max_runs: None,
             jitter: None,
+            calendar: None,
         }
     }
 
@@ -74,10 +80,10 @@ impl Schedule {
     /// passed, so a slightly late create still fires).
     pub fn first_due(&self, now: Timestamp) -> Option<Timestamp> {
         let due = match &self.kind {
-            ScheduleKind::At(at) => Some(*at),
+            ScheduleKind::At(at) => Some(*at).filter(|at| self.resolve(*at).is_some()),
             _ => {
                 let from = self.start.map_or(now, |start| start.max(now));
-                self.raw_at_or_after(from)
+                self.kept_at_or_after(from)
             }
         }?;
         self.within_end(due)
@@ -89,8 +95,13 @@ impl Schedule {
         let due = match &self.kind {
             ScheduleKind::At(_) => None,
             _ => match self.start {
-                Some(start) if start > after => self.raw_at_or_after(start),
-                _ => self.raw_after(after),
+                Some(start) if start > after => self.kept_at_or_after(start),
+                _ if self.calendar.is_none() => self.raw_after(after),
+                _ => self.kept_at_or_after(
+                    after
+                        .checked_add(jiff::SignedDuration::from_millis(1))
+                        .ok()?,
+                ),
             },
         }?;
         self.within_end(due)
@@ -107,7 +118,7 @@ impl Schedule {
 
     /// Counts occurrences in the half-open range `(after, up_to]`, stopping at `cap`.
     pub fn count_between(&self, after: Timestamp, up_to: Timestamp, cap: u64) -> u64 {
-        if let ScheduleKind::Every { interval, .. } = &self.kind {
+        if let (ScheduleKind::Every { interval, .. }, None) = (&self.kind, &self.calendar) {
             // Arithmetic instead of iteration: a week of downtime at 1 s is 604,800 occurrences.
             let Some(first) = self.next_after(after) else {
                 return 0;
@@ -144,7 +155,14 @@ impl Schedule {
     /// irregular cron expression (weekdays only, a DST day of 23 or 25 hours, the last of the
     /// month) that is the real time elapsed until its next instant, whatever the gap is on the
     /// wall clock. A one-off has no successor and takes the whole window.
+    ///
+    /// With a calendar, `due` first moves by its roll ([`crate::calendar`]), and the jitter
+    /// window is cut to the time until the next occurrence's moved time, so occurrences still
+    /// fire in their nominal order; the offset stays keyed by the nominal `due`.
     pub fn fire_time(&self, job: crate::JobId, due: Timestamp) -> Timestamp {
+        if self.calendar.is_some() {
+            return self.fire_time_with_calendar(job, due);
+        }
         let Some(jitter) = self.jitter else {
             return due;
         };
@@ -154,6 +172,67 @@ impl Schedule {
             window = window.min(next.as_millisecond().saturating_sub(due_ms));
         }
         crate::from_ms(due_ms.saturating_add(crate::jitter::offset_ms(job, due_ms, window)))
+    }
+
+    /// `due` moved by the calendar's roll; `None` when it does not occur (or `due` itself
+    /// without a calendar).
+    pub fn resolve(&self, due: Timestamp) -> Option<Timestamp> {
+        match &self.calendar {
+            None => Some(due),
+            Some(cal) => crate::calendar::resolve(
+                cal,
+                due,
+                |t| self.raw_at_or_after(t),
+                |t| self.raw_after(t),
+            ),
+        }
+    }
+
+    fn fire_time_with_calendar(&self, job: crate::JobId, due: Timestamp) -> Timestamp {
+        // A due time the calendar does not keep (stored before the calendar changed) fires
+        // where it is.
+        let base = self.resolve(due).unwrap_or(due);
+        let Some(jitter) = self.jitter else {
+            return base;
+        };
+        let base_ms = base.as_millisecond();
+        let mut window = crate::jitter::window_ms(jitter);
+        let next = due
+            .checked_add(jiff::SignedDuration::from_millis(1))
+            .ok()
+            .and_then(|from| self.kept_at_or_after(from))
+            .and_then(|next| self.resolve(next));
+        if let Some(next) = next {
+            window = window.min(next.as_millisecond().saturating_sub(base_ms).max(0));
+        }
+        crate::from_ms(base_ms.saturating_add(crate::jitter::offset_ms(
+            job,
+            due.as_millisecond(),
+            window,
+        )))
+    }
+
+    /// The first nominal occurrence at or after `from` that occurs under the calendar (start,
+    /// end and run count aside).
+    fn kept_at_or_after(&self, from: Timestamp) -> Option<Timestamp> {
+        let Some(cal) = &self.calendar else {
+            return self.raw_at_or_after(from);
+        };
+        let mut from = from;
+        for _ in 0..crate::calendar::SEARCH_CAP {
+            let n = self.raw_at_or_after(from)?;
+            self.within_end(n)?;
+            if self.resolve(n).is_some() {
+                return Some(n);
+            }
+            from = crate::calendar::resume_after(
+                cal,
+                n,
+                |t| self.raw_at_or_after(t),
+                |t| self.raw_after(t),
+            )?;
+        }
+        None
     }
 
     fn within_end(&self, due: Timestamp) -> Option<Timestamp> {

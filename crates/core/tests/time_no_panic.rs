@@ -86,6 +86,7 @@ fn schedule() -> impl Strategy<Value = Schedule> {
             end,
             max_runs,
             jitter,
+            calendar: None,
         })
 }
 

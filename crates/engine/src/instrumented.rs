@@ -281,4 +281,34 @@ impl Store for InstrumentedStore {
         )
         .await
     }
+
+    async fn put_calendar(&self, record: &hourglass_store::CalendarRecord) -> Result<()> {
+        self.timed("put_calendar", self.inner.put_calendar(record))
+            .await
+    }
+
+    async fn get_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<hourglass_store::CalendarRecord>> {
+        self.timed("get_calendar", self.inner.get_calendar(namespace, name))
+            .await
+    }
+
+    async fn list_calendars(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<hourglass_store::CalendarRecord>> {
+        self.timed("list_calendars", self.inner.list_calendars(namespace))
+            .await
+    }
+
+    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+        self.timed(
+            "delete_calendar",
+            self.inner.delete_calendar(namespace, name),
+        )
+        .await
+    }
 }

@@ -683,6 +683,28 @@ impl Store for CountingStore {
             .replace_signing_secrets(ns, expected, replacement)
             .await
     }
+    async fn put_calendar(
+        &self,
+        record: &hourglass_store::CalendarRecord,
+    ) -> hourglass_store::Result<()> {
+        self.inner.put_calendar(record).await
+    }
+    async fn get_calendar(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> hourglass_store::Result<Option<hourglass_store::CalendarRecord>> {
+        self.inner.get_calendar(ns, name).await
+    }
+    async fn list_calendars(
+        &self,
+        ns: &str,
+    ) -> hourglass_store::Result<Vec<hourglass_store::CalendarRecord>> {
+        self.inner.list_calendars(ns).await
+    }
+    async fn delete_calendar(&self, ns: &str, name: &str) -> hourglass_store::Result<bool> {
+        self.inner.delete_calendar(ns, name).await
+    }
 }
 
 #[tokio::test]
@@ -1958,6 +1980,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
         .map(|_| {
             let schedule = Schedule {
                 jitter: Some(Duration::from_secs(30)),
+                calendar: None,
                 ..Schedule::at(due)
             };
             job("ok", schedule, due, now)
@@ -1969,6 +1992,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
         "ok",
         Schedule {
             jitter: Some(Duration::from_secs(300)),
+            calendar: None,
             ..Schedule::unbounded(ScheduleKind::Every {
                 interval: Duration::from_secs(10),
                 anchor: due,

@@ -96,6 +96,8 @@ enum Command {
     /// Rotate the namespace's webhook signing secret and print it; with --show, print the
     /// current one without rotating it.
     SigningSecret(client::SigningSecretArgs),
+    /// Named calendars of excluded days: put, get, list, delete (`schedule.calendar`).
+    Calendar(client::CalendarArgs),
     /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
     Listen(listen::ListenArgs),
     /// Copy a running node's embedded store to a new file, consistently.
@@ -301,6 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Nodes(conn) => runtime.block_on(client::nodes(conn, out)),
         Command::Whoami(conn) => runtime.block_on(client::whoami(conn, out)),
         Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
+        Command::Calendar(args) => runtime.block_on(client::calendar(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),
         Command::Key {

@@ -130,9 +130,12 @@ export async function renderJob(id) {
           ["Namespace", job.namespace, "job-detail-namespace"],
           ["Target", targetText(job.target), "job-detail-target"],
           ["Next due", job.next_due_at ? `${fmtTime(job.next_due_at)} (${fmtRelative(job.next_due_at)})` : "—", "job-detail-next"],
-          // With jitter, the pending occurrence fires later than its due time.
+          // With jitter or a calendar's roll, the pending occurrence fires away from its due time.
           job.next_fire_at
-            ? ["Next fire", `${fmtTime(job.next_fire_at)} (${fmtRelative(job.next_fire_at)}, jitter ${job.schedule.jitter})`, "job-detail-next-fire"]
+            ? ["Next fire", `${fmtTime(job.next_fire_at)} (${fmtRelative(job.next_fire_at)}${[job.schedule.jitter ? `, jitter ${job.schedule.jitter}` : "", job.schedule.calendar ? `, calendar ${job.schedule.calendar}` : ""].join("")})`, "job-detail-next-fire"]
+            : null,
+          job.schedule && job.schedule.calendar
+            ? ["Calendar", `${job.schedule.calendar} (roll: ${job.schedule.roll || "skip"})`, "job-detail-calendar"]
             : null,
           job.next_attempt_at && job.next_attempt_at !== job.next_fire_at
             ? [

@@ -27,8 +27,10 @@ use crate::respond::{ApiResult, sized_response, typed_response};
 use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
+mod calendars;
 mod fingerprint;
 mod others;
+pub(crate) use calendars::{delete_calendar, get_calendar, list_calendars, put_calendar};
 use fingerprint::fingerprint;
 pub(crate) use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
@@ -68,6 +70,7 @@ async fn validate_create(
     req: CreateJob,
     index: Option<usize>,
     resolved: &mut ResolvedHosts,
+    known: &mut wire::Calendars,
 ) -> Result<NewJob, ApiError> {
     let print = if req.key.is_some() {
         fingerprint(&req)
@@ -79,12 +82,14 @@ async fn validate_create(
         None => e,
         Some(i) => e.within(&format!("jobs[{i}]")),
     };
+    calendars::fetch_named(state, &principal.namespace, &req.schedule, known).await?;
     let now = state.scheduler.now();
     let valid = wire::job(
         &req,
         now,
         &state.limits,
         state.target_rules(&principal.namespace),
+        known,
     )
     .map_err(within)?;
     if let hourglass_core::Target::Webhook(webhook) = &valid.spec.target {
@@ -124,7 +129,16 @@ pub(crate) async fn create_job(
     let principal = principal(&state, &headers)?;
     let req: CreateJob =
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
-    let job = validate_create(&state, &principal, req, None, &mut ResolvedHosts::new()).await?;
+    let mut known = wire::Calendars::new();
+    let job = validate_create(
+        &state,
+        &principal,
+        req,
+        None,
+        &mut ResolvedHosts::new(),
+        &mut known,
+    )
+    .await?;
     crate::quotas::admit(&state.scheduler, &principal.namespace, 1).await?;
     let created = state.scheduler.create(vec![job]).await?;
     let created = created.into_iter().next().expect("one job in, one out");
@@ -154,8 +168,10 @@ pub(crate) async fn create_batch(
     }
     let mut jobs = Vec::with_capacity(batch.jobs.len());
     let mut resolved = ResolvedHosts::new();
+    let mut known = wire::Calendars::new();
     for (i, req) in batch.jobs.into_iter().enumerate() {
-        jobs.push(validate_create(&state, &principal, req, Some(i), &mut resolved).await?);
+        let job = validate_create(&state, &principal, req, Some(i), &mut resolved, &mut known);
+        jobs.push(job.await?);
     }
     crate::quotas::admit(&state.scheduler, &principal.namespace, jobs.len()).await?;
     let created = state.scheduler.create(jobs).await.map_err(|e| match e {
@@ -335,7 +351,9 @@ pub(crate) async fn patch_job(
         edit.job_type = Some(job_type);
     }
     if let Some(schedule) = &patch.schedule {
-        let schedule = wire::schedule(schedule, now, &state.limits)?;
+        let mut known = wire::Calendars::new();
+        calendars::fetch_named(&state, &principal.namespace, schedule, &mut known).await?;
+        let schedule = wire::schedule(schedule, now, &state.limits, &known)?;
         let first_due = wire::first_due(&schedule, now)?;
         edit.schedule = Some((schedule, first_due));
     }
@@ -508,11 +526,13 @@ pub(crate) async fn preview_schedule(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult {
-    // Authenticated like every /v1 route, though it reads nothing of the namespace.
-    principal(&state, &headers)?;
+    // Reads nothing of the namespace but the calendar the schedule names, if any.
+    let principal = principal(&state, &headers)?;
     let req: PreviewRequest =
         parse_body(&read_body(&state, &headers, body, SMALL_BODY_BYTES).await?)?;
-    let preview = wire::preview(&req, state.scheduler.now(), &state.limits)?;
+    let mut known = wire::Calendars::new();
+    calendars::fetch_named(&state, &principal.namespace, &req.schedule, &mut known).await?;
+    let preview = wire::preview(&req, state.scheduler.now(), &state.limits, &known)?;
     Ok(typed_response(StatusCode::OK, &preview))
 }
 

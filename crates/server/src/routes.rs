@@ -29,6 +29,7 @@ use crate::state::AppState;
 enum Verb {
     Get,
     Post,
+    Put,
     Patch,
     Delete,
 }
@@ -38,6 +39,7 @@ impl Verb {
         match self {
             Verb::Get => MethodFilter::GET,
             Verb::Post => MethodFilter::POST,
+            Verb::Put => MethodFilter::PUT,
             Verb::Patch => MethodFilter::PATCH,
             Verb::Delete => MethodFilter::DELETE,
         }
@@ -47,6 +49,7 @@ impl Verb {
         match self {
             Verb::Get => Method::GET,
             Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
             Verb::Patch => Method::PATCH,
             Verb::Delete => Method::DELETE,
         }
@@ -96,6 +99,11 @@ fn table() -> Routes {
         .add(Post, "/v1/jobs/{id}/pause", Write, api::pause_job)
         .add(Post, "/v1/jobs/{id}/resume", Write, api::resume_job)
         .add(Post, "/v1/jobs/{id}/trigger", Write, api::trigger_job)
+        // Calendars: read by readers, written by writers.
+        .add(Get, "/v1/calendars", Read, api::list_calendars)
+        .add(Get, "/v1/calendars/{name}", Read, api::get_calendar)
+        .add(Put, "/v1/calendars/{name}", Write, api::put_calendar)
+        .add(Delete, "/v1/calendars/{name}", Write, api::delete_calendar)
         // Dead letters: read by readers, replayed and purged by admins.
         .add(Get, "/v1/dead-letters", Read, api::list_dead_letters)
         .add(Get, "/v1/dead-letters/{id}", Read, api::get_dead_letter)

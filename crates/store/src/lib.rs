@@ -651,4 +651,40 @@ pub trait Store: Send + Sync + 'static {
         expected: &SigningSecrets,
         replacement: &SigningSecrets,
     ) -> Result<bool>;
+
+    /// Creates or replaces the namespace's calendar `name`. Re-planning the jobs that use it is
+    /// the engine's (it computes their due times through core).
+    async fn put_calendar(&self, record: &CalendarRecord) -> Result<()>;
+    async fn get_calendar(&self, namespace: &str, name: &str) -> Result<Option<CalendarRecord>>;
+    /// The namespace's calendars, in name order.
+    async fn list_calendars(&self, namespace: &str) -> Result<Vec<CalendarRecord>>;
+    /// Whether there was such a calendar.
+    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool>;
+}
+
+/// A namespace's named calendar ([`hourglass_core::calendar`]), stored as its JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalendarRecord {
+    pub namespace: String,
+    pub name: String,
+    pub calendar: hourglass_core::Calendar,
+    pub updated_at: Timestamp,
+}
+
+impl CalendarRecord {
+    /// The stored encoding of the calendar.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(&self.calendar).unwrap_or_default()
+    }
+
+    pub fn decode(namespace: String, name: String, json: &str, updated_ms: i64) -> Result<Self> {
+        let calendar = serde_json::from_str(json)
+            .map_err(|e| StoreError::Corrupt(format!("calendar {name:?}: {e}")))?;
+        Ok(Self {
+            namespace,
+            name,
+            calendar,
+            updated_at: hourglass_core::from_ms(updated_ms),
+        })
+    }
 }

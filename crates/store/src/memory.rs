@@ -240,6 +240,37 @@ impl Store for MemoryStore {
     ) -> Result<bool> {
         secrets::replace_signing_secrets(&mut *self.state()?, namespace, expected, replacement)
     }
+
+    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
+        let key = (record.namespace.clone(), record.name.clone());
+        self.state()?.calendars.insert(key, record.clone());
+        Ok(())
+    }
+
+    async fn get_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<crate::CalendarRecord>> {
+        let key = (namespace.to_owned(), name.to_owned());
+        Ok(self.state()?.calendars.get(&key).cloned())
+    }
+
+    async fn list_calendars(&self, namespace: &str) -> Result<Vec<crate::CalendarRecord>> {
+        let state = self.state()?;
+        let from = (namespace.to_owned(), String::new());
+        Ok(state
+            .calendars
+            .range(from..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
+    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+        let key = (namespace.to_owned(), name.to_owned());
+        Ok(self.state()?.calendars.remove(&key).is_some())
+    }
 }
 
 #[cfg(test)]

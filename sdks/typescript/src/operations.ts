@@ -7,7 +7,7 @@
  * OpenAPI check compares it with the document.
  */
 export interface Operation {
-  readonly method: "GET" | "POST" | "PATCH" | "DELETE";
+  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   readonly path: string;
   readonly client: string;
 }
@@ -23,6 +23,10 @@ export const operations = {
   resumeJob: { method: "POST", path: "/v1/jobs/{id}/resume", client: "resumeJob" },
   triggerJob: { method: "POST", path: "/v1/jobs/{id}/trigger", client: "triggerJob" },
   listJobRuns: { method: "GET", path: "/v1/jobs/{id}/runs", client: "listJobRuns" },
+  listCalendars: { method: "GET", path: "/v1/calendars", client: "listCalendars" },
+  getCalendar: { method: "GET", path: "/v1/calendars/{name}", client: "getCalendar" },
+  putCalendar: { method: "PUT", path: "/v1/calendars/{name}", client: "putCalendar" },
+  deleteCalendar: { method: "DELETE", path: "/v1/calendars/{name}", client: "deleteCalendar" },
   listDeadLetters: { method: "GET", path: "/v1/dead-letters", client: "listDeadLetters" },
   getDeadLetter: { method: "GET", path: "/v1/dead-letters/{id}", client: "getDeadLetter" },
   deleteDeadLetter: { method: "DELETE", path: "/v1/dead-letters/{id}", client: "deleteDeadLetter" },

@@ -37,6 +37,23 @@ export interface AtSchedule {
    * jitter.
    */
   jitter?: string;
+  /**
+   * A calendar of the namespace (`PUT /v1/calendars/{name}`): occurrences on the days it excludes
+   * are skipped or rolled (`roll`). `422 unknown_calendar` when the namespace has none by that
+   * name. The job keeps a copy; replacing the calendar re-plans the job.
+   */
+  calendar?: string;
+  /**
+   * With `calendar`: `skip` (default) drops an occurrence on an excluded day; `previous` / `next`
+   * fire it on the nearest included day before / after at the same wall-clock time of the
+   * calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+   * earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+   * `next_due_at`; `next_fire_at` and the preview's `fire_times` show the move); it is dropped when
+   * the move would reach another occurrence (`previous`: one at or after the moved time; `next`:
+   * the next one at or before it), so occurrences never fire together or out of order. Jitter
+   * applies after the move.
+   */
+  roll?: Roll;
 }
 
 /**
@@ -58,6 +75,23 @@ export interface AfterSchedule {
    * jitter.
    */
   jitter?: string;
+  /**
+   * A calendar of the namespace (`PUT /v1/calendars/{name}`): occurrences on the days it excludes
+   * are skipped or rolled (`roll`). `422 unknown_calendar` when the namespace has none by that
+   * name. The job keeps a copy; replacing the calendar re-plans the job.
+   */
+  calendar?: string;
+  /**
+   * With `calendar`: `skip` (default) drops an occurrence on an excluded day; `previous` / `next`
+   * fire it on the nearest included day before / after at the same wall-clock time of the
+   * calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+   * earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+   * `next_due_at`; `next_fire_at` and the preview's `fire_times` show the move); it is dropped when
+   * the move would reach another occurrence (`previous`: one at or after the moved time; `next`:
+   * the next one at or before it), so occurrences never fire together or out of order. Jitter
+   * applies after the move.
+   */
+  roll?: Roll;
 }
 
 /**
@@ -107,6 +141,23 @@ export interface CronSchedule {
    * jitter.
    */
   jitter?: string;
+  /**
+   * A calendar of the namespace (`PUT /v1/calendars/{name}`): occurrences on the days it excludes
+   * are skipped or rolled (`roll`). `422 unknown_calendar` when the namespace has none by that
+   * name. The job keeps a copy; replacing the calendar re-plans the job.
+   */
+  calendar?: string;
+  /**
+   * With `calendar`: `skip` (default) drops an occurrence on an excluded day; `previous` / `next`
+   * fire it on the nearest included day before / after at the same wall-clock time of the
+   * calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+   * earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+   * `next_due_at`; `next_fire_at` and the preview's `fire_times` show the move); it is dropped when
+   * the move would reach another occurrence (`previous`: one at or after the moved time; `next`:
+   * the next one at or before it), so occurrences never fire together or out of order. Jitter
+   * applies after the move.
+   */
+  roll?: Roll;
 }
 
 /**
@@ -139,7 +190,32 @@ export interface EverySchedule {
    * jitter.
    */
   jitter?: string;
+  /**
+   * A calendar of the namespace (`PUT /v1/calendars/{name}`): occurrences on the days it excludes
+   * are skipped or rolled (`roll`). `422 unknown_calendar` when the namespace has none by that
+   * name. The job keeps a copy; replacing the calendar re-plans the job.
+   */
+  calendar?: string;
+  /**
+   * With `calendar`: `skip` (default) drops an occurrence on an excluded day; `previous` / `next`
+   * fire it on the nearest included day before / after at the same wall-clock time of the
+   * calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+   * earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+   * `next_due_at`; `next_fire_at` and the preview's `fire_times` show the move); it is dropped when
+   * the move would reach another occurrence (`previous`: one at or after the moved time; `next`:
+   * the next one at or before it), so occurrences never fire together or out of order. Jitter
+   * applies after the move.
+   */
+  roll?: Roll;
 }
+
+/**
+ * What an occurrence on a day its calendar excludes does: `skip` it, or move it to the `previous`
+ * or `next` included day at the same wall-clock time.
+ *
+ * @schema Roll
+ */
+export type Roll = "skip" | "previous" | "next";
 
 /**
  * When the job's occurrences are due: exactly one of `at`, `after`, `cron` or `every`. `timezone`
@@ -473,9 +549,10 @@ export interface Job {
    */
   next_due_at: string | null;
   /**
-   * When the pending occurrence fires, for a schedule with `jitter`: `next_due_at` plus its jitter
-   * offset (retries come later, at `next_attempt_at`). Left out without jitter (the occurrence
-   * fires at `next_due_at`) and in a terminal state.
+   * When the pending occurrence fires, for a schedule with `jitter` or `calendar`: `next_due_at`
+   * moved by the calendar's roll, plus its jitter offset (retries come later, at
+   * `next_attempt_at`). Left out without either (the occurrence fires at `next_due_at`) and in a
+   * terminal state.
    */
   next_fire_at?: string;
   /**
@@ -688,6 +765,8 @@ export type HealthStatus = "ok" | "ready";
  * |---|---|---|
  * | `body_timeout` | 408 | the request body did not arrive whole within the body read timeout (60 s by default) |
  * | `body_too_large` | 413 | the request body exceeds its endpoint's limit (payload limit + 64 KiB for a job, 16 MiB by default for a batch, 256 KiB elsewhere) |
+ * | `calendar_excludes_every_day` | 422 | the calendar excludes every day of the next 100 years |
+ * | `calendar_in_use` | 409 | the calendar is named by an active or paused job of the namespace (the message names one); edit or cancel those jobs first |
  * | `cron_never_fires` | 422 | the cron expression has no occurrence within 5 years |
  * | `engine_failed` | 503 | `/readyz` only: a pipeline stage died; the node fires nothing and exits so that it is restarted |
  * | `forbidden` | 403 | the API key is bound to another namespace than the one requested, or the route (`/metrics`, `/v1/summary`, `/v1/nodes`) covers every namespace and needs a key of every namespace |
@@ -697,6 +776,7 @@ export type HealthStatus = "ok" | "ready";
  * | `insufficient_role` | 403 | the API key's role does not allow the call; the message names the roles that do (`reader`, `worker`, `writer`, `admin`) |
  * | `internal` | 500 | an internal error; nothing the client can fix |
  * | `invalid_batch` | 422 | a batch must hold 1 to 1000 jobs |
+ * | `invalid_calendar` | 422 | a calendar's name (1-64 letters, digits, '-', '_' or '.'), date (`YYYY-MM-DD`), range (`to` before `from`), weekday (`MON`-`SUN`), or count of dates (1000) or ranges (100) is not valid, or `schedule.roll` is not `skip`, `previous` or `next` or is given without `schedule.calendar` |
  * | `invalid_cron` | 422 | not a 5- or 6-field cron expression, or longer than 1024 bytes |
  * | `invalid_duration` | 422 | not a positive duration with millisecond precision, or an interval under 1s |
  * | `invalid_field` | 422 | a field has the wrong type or an out-of-range value |
@@ -727,6 +807,7 @@ export type HealthStatus = "ok" | "ready";
  * | `server_busy` | 503 | the node holds as many request bodies as its memory budget allows (node-wide, or this API key's share); the body was not read and nothing was changed, retry shortly |
  * | `store_unavailable` | 503 | the store cannot serve now; nothing was changed, retry later |
  * | `unauthorized` | 401 | the API key is missing, malformed or unknown |
+ * | `unknown_calendar` | 422 | `schedule.calendar` names no calendar of the namespace |
  * | `unknown_connection` | 422 | a target names a connection that does not exist or that this namespace may not use, or a resource off the connection's lists (the same answer either way) |
  * | `unknown_field` | 422 | a field that the object does not have |
  * | `unknown_timezone` | 422 | not an IANA time zone name |
@@ -739,6 +820,8 @@ export type HealthStatus = "ok" | "ready";
 export type ErrorCode =
   | "body_timeout"
   | "body_too_large"
+  | "calendar_excludes_every_day"
+  | "calendar_in_use"
   | "cron_never_fires"
   | "engine_failed"
   | "forbidden"
@@ -748,6 +831,7 @@ export type ErrorCode =
   | "insufficient_role"
   | "internal"
   | "invalid_batch"
+  | "invalid_calendar"
   | "invalid_cron"
   | "invalid_duration"
   | "invalid_field"
@@ -778,6 +862,7 @@ export type ErrorCode =
   | "server_busy"
   | "store_unavailable"
   | "unauthorized"
+  | "unknown_calendar"
   | "unknown_connection"
   | "unknown_field"
   | "unknown_timezone"
@@ -1355,6 +1440,68 @@ export interface QueueMessageCounts {
   in_flight: number;
   /** Not due yet. */
   scheduled: number;
+}
+
+/**
+ * A calendar as written: its time zone and the days it excludes.
+ *
+ * @schema CalendarIn
+ */
+export interface CalendarIn {
+  /** The IANA zone whose wall clock the excluded days are read on (`Europe/Berlin`). */
+  timezone: string;
+  exclude?: ExcludeIn;
+}
+
+/**
+ * The excluded days: dates, inclusive date ranges and days of the week.
+ *
+ * @schema ExcludeIn
+ */
+export interface ExcludeIn {
+  /** Dates (`2026-12-25`), at most 1000. */
+  dates?: string[];
+  /** Inclusive ranges of dates, at most 100. */
+  ranges?: DateRangeIn[];
+  /** Days of the week: `MON` … `SUN`. */
+  weekdays?: string[];
+}
+
+/**
+ * An inclusive range of dates.
+ *
+ * @schema DateRangeIn
+ */
+export interface DateRangeIn {
+  from: string;
+  to: string;
+}
+
+/**
+ * A stored calendar.
+ *
+ * @schema Calendar
+ */
+export interface Calendar {
+  name: string;
+  timezone: string;
+  exclude: ExcludeIn;
+  /** When it was last written (RFC 3339). */
+  updated_at: string;
+  /**
+   * In the answer to a `PUT`: how many of the namespace's jobs using the calendar were re-planned
+   * (their pending occurrence recomputed, older claims fenced).
+   */
+  replanned?: number | null;
+}
+
+/**
+ * A namespace's calendars, in name order.
+ *
+ * @schema CalendarList
+ */
+export interface CalendarList {
+  calendars: Calendar[];
 }
 
 /**

@@ -1,14 +1,14 @@
-//! The client's operations on the namespace's signing secret, the caller's key, the node's and
-//! the cluster's state (breakers, connections, nodes, the summary), the API document, health and
-//! metrics.
+//! The client's operations on the namespace's calendars and signing secret, the caller's key,
+//! the node's and the cluster's state (breakers, connections, nodes, the summary), the API
+//! document, health and metrics.
 
 use std::time::Duration;
 
 use reqwest::Method;
 
 use hourglass_api::{
-    Breaker, BreakerList, Connection, ConnectionList, Identity, NodeList, RotateSecret, Status,
-    Summary,
+    Breaker, BreakerList, Calendar, CalendarIn, CalendarList, Connection, ConnectionList, Identity,
+    NodeList, RotateSecret, Status, Summary,
 };
 
 use super::{Client, Request};
@@ -16,6 +16,32 @@ use crate::error::Error;
 use crate::types::{Node, SigningSecret, duration_text};
 
 impl Client {
+    /// `GET /v1/calendars`: the namespace's calendars, in name order.
+    pub async fn list_calendars(&self) -> Result<Vec<Calendar>, Error> {
+        let list: CalendarList = self.get(&["v1", "calendars"]).await?;
+        Ok(list.calendars)
+    }
+
+    /// `GET /v1/calendars/{name}`: one calendar.
+    pub async fn get_calendar(&self, name: &str) -> Result<Calendar, Error> {
+        self.get(&["v1", "calendars", name]).await
+    }
+
+    /// `PUT /v1/calendars/{name}`: creates or replaces a calendar; the node re-plans the jobs
+    /// that name it (the answer's `replanned`).
+    pub async fn put_calendar(&self, name: &str, calendar: &CalendarIn) -> Result<Calendar, Error> {
+        self.send(Request::new(Method::PUT, &["v1", "calendars", name]).json(calendar)?)
+            .await
+    }
+
+    /// `DELETE /v1/calendars/{name}`: deletes a calendar no active or paused job names (else
+    /// `409 calendar_in_use`).
+    pub async fn delete_calendar(&self, name: &str) -> Result<(), Error> {
+        self.exchange(Request::new(Method::DELETE, &["v1", "calendars", name]))
+            .await
+            .map(drop)
+    }
+
     /// `GET /v1/signing-secret`: the namespace's current webhook signing secret, read without
     /// rotating it (a namespace without one gets it now). Needs the namespace's own API key, or
     /// an admin key naming it.

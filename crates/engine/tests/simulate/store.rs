@@ -14,9 +14,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hourglass_core::{Claim, Completion, JobId, JobState, Occurrence};
 use hourglass_store::{
-    Applied, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord, JobUpdate, Lease,
-    MemoryStore, NewJob, NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord,
-    SigningSecrets, Store, StoreError, StoreEvent, StoreGauges, Transition,
+    Applied, CalendarRecord, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord,
+    JobUpdate, Lease, MemoryStore, NewJob, NodeBeat, Purged, QueueStats, Release, Result,
+    RunCursor, RunRecord, SigningSecrets, Store, StoreError, StoreEvent, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 
@@ -272,5 +272,18 @@ impl Store for FaultStore {
             .inner
             .replace_signing_secrets(namespace, expected, replacement);
         self.write(op, |_| {}).await
+    }
+    async fn put_calendar(&self, record: &CalendarRecord) -> Result<()> {
+        self.write(self.inner.put_calendar(record), |_| {}).await
+    }
+    async fn get_calendar(&self, namespace: &str, name: &str) -> Result<Option<CalendarRecord>> {
+        self.read(self.inner.get_calendar(namespace, name)).await
+    }
+    async fn list_calendars(&self, namespace: &str) -> Result<Vec<CalendarRecord>> {
+        self.read(self.inner.list_calendars(namespace)).await
+    }
+    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+        self.write(self.inner.delete_calendar(namespace, name), |_| {})
+            .await
     }
 }

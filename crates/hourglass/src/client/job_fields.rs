@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::usage;
 
 /// The flags that make a `--json` body unnecessary, for `conflicts_with_all`.
-const FIELD_FLAGS: [&str; 20] = [
+const FIELD_FLAGS: [&str; 22] = [
     "webhook",
     "queue",
     "at",
@@ -25,6 +25,8 @@ const FIELD_FLAGS: [&str; 20] = [
     "end",
     "max_runs",
     "jitter",
+    "calendar",
+    "roll",
     "payload",
     "job_type",
     "headers",
@@ -104,6 +106,14 @@ struct JobFields {
     /// Fire each occurrence up to this long after its due time, e.g. 10m (at most 24h).
     #[arg(long)]
     jitter: Option<String>,
+    /// A calendar of the namespace whose excluded days the occurrences avoid
+    /// (`hourglass calendar put`).
+    #[arg(long)]
+    calendar: Option<String>,
+    /// With --calendar: skip (default), previous or next — what an occurrence on an excluded
+    /// day does.
+    #[arg(long, requires = "calendar")]
+    roll: Option<String>,
     /// Payload JSON, or @FILE to read it from a file, or @- from standard input.
     #[arg(long)]
     payload: Option<String>,
@@ -249,6 +259,8 @@ pub(super) struct ScheduleFlags {
     pub(super) end: Option<String>,
     pub(super) max_runs: Option<u64>,
     pub(super) jitter: Option<String>,
+    pub(super) calendar: Option<String>,
+    pub(super) roll: Option<String>,
 }
 
 impl ScheduleFlags {
@@ -278,9 +290,10 @@ impl ScheduleFlags {
                          --every too",
                     ));
                 }
-                if self.jitter.is_some() {
+                if self.jitter.is_some() || self.calendar.is_some() {
                     return Err(usage(
-                        "--jitter belongs to a schedule: give --at, --after, --cron or --every too",
+                        "--jitter and --calendar belong to a schedule: give --at, --after, --cron \
+                         or --every too",
                     ));
                 }
                 return Ok(None);
@@ -295,6 +308,8 @@ impl ScheduleFlags {
         schedule.end = self.end;
         schedule.max_runs = self.max_runs;
         schedule.jitter = self.jitter;
+        schedule.calendar = self.calendar;
+        schedule.roll = self.roll;
         Ok(Some(schedule))
     }
 }
@@ -345,6 +360,8 @@ impl JobFields {
             end: c.end,
             max_runs: c.max_runs,
             jitter: c.jitter,
+            calendar: c.calendar,
+            roll: c.roll,
         }
         .into_schedule()?;
         let payload = match c.payload {

@@ -236,6 +236,8 @@ async fn next_fires(
         end: args.end,
         max_runs: args.max_runs,
         jitter: args.jitter.clone(),
+        calendar: None,
+        roll: None,
     }
     .into_schedule()?
     .expect("a cron expression or an interval was given");

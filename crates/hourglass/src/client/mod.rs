@@ -18,7 +18,9 @@ use clap::Args;
 
 pub use self::dead_letters::{DEAD_LETTER_EXAMPLES, DeadLetterArgs, dead_letters};
 pub use self::jobs::{JobArgs, job};
-pub use self::node::{SigningSecretArgs, breakers, connections, nodes, signing_secret, whoami};
+pub use self::node::{
+    CalendarArgs, SigningSecretArgs, breakers, calendar, connections, nodes, signing_secret, whoami,
+};
 pub use self::output::{Format, Output};
 pub use self::queues::{QUEUE_EXAMPLES, QueueArgs, queue};
 

@@ -58,3 +58,82 @@ pub async fn whoami(conn: Connection, out: Output) -> anyhow::Result<()> {
     let identity = client.whoami().await.map_err(failed)?;
     out.answer(View::Identity, &identity)
 }
+
+#[derive(Args, Debug)]
+pub struct CalendarArgs {
+    #[command(flatten)]
+    conn: Connection,
+    #[command(subcommand)]
+    command: CalendarCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum CalendarCommand {
+    /// Create or replace a calendar (re-plans the jobs that name it).
+    Put {
+        name: String,
+        /// The IANA zone whose wall clock the days are read on.
+        #[arg(long)]
+        timezone: String,
+        /// An excluded date, YYYY-MM-DD (repeatable).
+        #[arg(long = "date")]
+        dates: Vec<String>,
+        /// An excluded inclusive range, FROM..TO (repeatable).
+        #[arg(long = "range")]
+        ranges: Vec<String>,
+        /// An excluded day of the week, MON to SUN (repeatable).
+        #[arg(long = "weekday")]
+        weekdays: Vec<String>,
+    },
+    /// Print one calendar.
+    Get { name: String },
+    /// List the namespace's calendars.
+    List,
+    /// Delete a calendar no active or paused job names.
+    Delete { name: String },
+}
+
+/// `hourglass calendar put|get|list|delete`; answers print as JSON.
+pub async fn calendar(args: CalendarArgs, out: Output) -> anyhow::Result<()> {
+    let client = args.conn.resolve()?.api_client()?;
+    match args.command {
+        CalendarCommand::Put {
+            name,
+            timezone,
+            dates,
+            ranges,
+            weekdays,
+        } => {
+            let ranges = ranges
+                .iter()
+                .map(|r| match r.split_once("..") {
+                    Some((from, to)) => Ok(hourglass_client::api::DateRangeIn {
+                        from: from.into(),
+                        to: to.into(),
+                    }),
+                    None => Err(anyhow::anyhow!("--range {r:?} is not FROM..TO")),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let body = hourglass_client::api::CalendarIn {
+                timezone,
+                exclude: hourglass_client::api::ExcludeIn {
+                    dates,
+                    ranges,
+                    weekdays,
+                },
+            };
+            out.json(&client.put_calendar(&name, &body).await.map_err(failed)?)
+        }
+        CalendarCommand::Get { name } => {
+            out.json(&client.get_calendar(&name).await.map_err(failed)?)
+        }
+        CalendarCommand::List => {
+            let calendars = client.list_calendars().await.map_err(failed)?;
+            out.json(&hourglass_client::api::CalendarList { calendars })
+        }
+        CalendarCommand::Delete { name } => {
+            client.delete_calendar(&name).await.map_err(failed)?;
+            out.json(&serde_json::json!({"deleted": name}))
+        }
+    }
+}

@@ -14,8 +14,10 @@ use hourglass_core::{
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
+mod calendars;
 mod connection;
 mod convert;
+pub use calendars::{Calendars, calendar, calendar_name, calendar_out, named};
 pub use connection::check_payload;
 pub use convert::{job_state, run_outcome};
 mod out;
@@ -165,7 +167,9 @@ pub fn schedule(
     input: &ScheduleIn,
     now: Timestamp,
     limits: &Limits,
+    calendars: &Calendars,
 ) -> Result<Schedule, ValidationError> {
+    let calendar = calendars::schedule_calendar(input, calendars)?;
     let within = |e: ValidationError| e.within("schedule");
     let kinds = [
         input.at.is_some(),
@@ -321,6 +325,7 @@ pub fn schedule(
         end,
         max_runs: input.max_runs,
         jitter: input.jitter.as_deref().map(jitter).transpose()?,
+        calendar,
     })
 }
 
@@ -436,6 +441,7 @@ pub fn job(
     now: Timestamp,
     limits: &Limits,
     rules: TargetRules,
+    calendars: &Calendars,
 ) -> Result<ValidJob, ValidationError> {
     if let Some(key) = &input.key {
         validate_name(key, "key", limits.max_key_len)?;
@@ -443,7 +449,7 @@ pub fn job(
     if let Some(job_type) = &input.job_type {
         validate_name(job_type, "type", 128)?;
     }
-    let schedule = self::schedule(&input.schedule, now, limits)?;
+    let schedule = self::schedule(&input.schedule, now, limits, calendars)?;
     let target = self::target(&input.target, rules, limits)?;
     connection::check_payload(&target, input.payload.as_ref())?;
     let retry = input
@@ -477,13 +483,20 @@ pub fn job(
 /// The first due time of a validated schedule for a job accepted at `now`, or
 /// `schedule_never_fires` when its end (or max runs) leaves it none.
 pub fn first_due(schedule: &Schedule, now: Timestamp) -> Result<Timestamp, ValidationError> {
-    schedule.first_due(now).ok_or_else(|| {
-        ValidationError::new(
-            "schedule_never_fires",
-            "schedule",
-            "the schedule has no occurrence before its end",
-        )
-    })
+    schedule
+        .first_due(now)
+        .ok_or_else(|| match &schedule.calendar {
+            Some(_) => ValidationError::new(
+                "schedule_never_fires",
+                "schedule.calendar",
+                "the calendar excludes every occurrence of the schedule (before its end)",
+            ),
+            None => ValidationError::new(
+                "schedule_never_fires",
+                "schedule",
+                "the schedule has no occurrence before its end",
+            ),
+        })
 }
 
 pub const PREVIEW_DEFAULT_COUNT: u64 = 10;
@@ -497,8 +510,9 @@ pub fn preview(
     input: &PreviewRequest,
     now: Timestamp,
     limits: &Limits,
+    calendars: &Calendars,
 ) -> Result<SchedulePreview, ValidationError> {
-    let schedule = schedule(&input.schedule, now, limits)?;
+    let schedule = schedule(&input.schedule, now, limits, calendars)?;
     let count = input.count.unwrap_or(PREVIEW_DEFAULT_COUNT);
     if !(1..=PREVIEW_MAX_COUNT).contains(&count) {
         return Err(ValidationError::new(
@@ -529,9 +543,8 @@ pub fn preview(
         .iter()
         .map(|due| rfc3339(schedule.fire_time(job_id, *due)))
         .collect();
-    let nominal_times = schedule
-        .jitter
-        .is_some()
+    // A rolled occurrence fires away from its nominal time too.
+    let nominal_times = (schedule.jitter.is_some() || schedule.calendar.is_some())
         .then(|| dues.into_iter().map(rfc3339).collect());
     Ok(SchedulePreview {
         fire_times,
@@ -575,6 +588,17 @@ pub fn describe_schedule(s: &Schedule, now: Timestamp) -> String {
         words.push_str(&format!(
             ", each up to {} late (jitter)",
             format_duration(jitter)
+        ));
+    }
+    if let Some(cal) = &s.calendar {
+        let what = match cal.roll {
+            hourglass_core::Roll::Skip => "skipped",
+            hourglass_core::Roll::Previous => "moved to the previous included day",
+            hourglass_core::Roll::Next => "moved to the next included day",
+        };
+        words.push_str(&format!(
+            ", on days calendar {:?} excludes {what}",
+            cal.name
         ));
     }
     words

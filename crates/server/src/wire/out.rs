@@ -26,6 +26,8 @@ pub fn schedule_out(s: &Schedule) -> ScheduleIn {
         end: s.end.map(rfc3339),
         max_runs: s.max_runs,
         jitter: s.jitter.map(format_duration),
+        calendar: s.calendar.as_ref().map(|c| c.name.clone()),
+        roll: s.calendar.as_ref().map(|c| c.roll.as_str().to_owned()),
         ..Default::default()
     };
     match &s.kind {
@@ -92,9 +94,12 @@ fn next_due_at(j: &JobRecord) -> Option<Timestamp> {
     }
 }
 
-/// When a jittered job's pending occurrence fires (its due time plus its jitter offset).
+/// When a jittered job's pending occurrence fires (its due time plus its jitter offset), or a
+/// job with a calendar's (its due time moved by the roll, then jittered).
 pub fn next_fire_at(j: &JobRecord) -> Option<Timestamp> {
-    j.spec.schedule.jitter?;
+    if j.spec.schedule.jitter.is_none() && j.spec.schedule.calendar.is_none() {
+        return None;
+    }
     next_due_at(j).map(|due| j.spec.schedule.fire_time(j.id, due))
 }
 

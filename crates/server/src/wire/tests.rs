@@ -15,7 +15,7 @@ fn preview(schedule: Value, count: u64) -> Result<SchedulePreview, ValidationErr
         count: Some(count),
         job_id: None,
     };
-    super::preview(&request, ts(NOW), &Limits::default())
+    super::preview(&request, ts(NOW), &Limits::default(), &Default::default())
 }
 
 #[test]
@@ -36,7 +36,7 @@ fn jitter_is_validated_and_names_its_field() {
             let mut input = base.clone();
             input["jitter"] = json!(jitter);
             let input: ScheduleIn = serde_json::from_value(input).unwrap();
-            let err = schedule(&input, now, &Limits::default()).unwrap_err();
+            let err = schedule(&input, now, &Limits::default(), &Default::default()).unwrap_err();
             assert_eq!(
                 (err.code, err.field.as_str()),
                 (code, "schedule.jitter"),
@@ -45,7 +45,7 @@ fn jitter_is_validated_and_names_its_field() {
         }
     }
     let input: ScheduleIn = serde_json::from_value(json!({"at": NOW, "jitter": "24h"})).unwrap();
-    let valid = schedule(&input, now, &Limits::default()).unwrap();
+    let valid = schedule(&input, now, &Limits::default(), &Default::default()).unwrap();
     assert_eq!(valid.jitter, Some(Duration::from_secs(86_400)));
     assert_eq!(schedule_out(&valid).jitter.as_deref(), Some("24h"));
 }
@@ -61,7 +61,13 @@ fn a_jittered_preview_lists_fire_and_nominal_times_of_the_job() {
         job_id: job_id.map(String::from),
     };
     let job = "0190f3c2-7b1e-7a3b-9c4d-5e6f708192a3";
-    let out = super::preview(&request(Some(job)), ts(NOW), &Limits::default()).unwrap();
+    let out = super::preview(
+        &request(Some(job)),
+        ts(NOW),
+        &Limits::default(),
+        &Default::default(),
+    )
+    .unwrap();
     let nominal = out.nominal_times.clone().unwrap();
     assert_eq!(nominal, out_of_jitter(&out.fire_times, &nominal));
     assert_eq!(
@@ -75,14 +81,20 @@ fn a_jittered_preview_lists_fire_and_nominal_times_of_the_job() {
     // The job's own offsets: what it fires at.
     let schedule: Schedule = {
         let input: ScheduleIn = serde_json::from_value(jittered.clone()).unwrap();
-        super::schedule(&input, ts(NOW), &Limits::default()).unwrap()
+        super::schedule(&input, ts(NOW), &Limits::default(), &Default::default()).unwrap()
     };
     let id: uuid::Uuid = job.parse().unwrap();
     for (fire, due) in out.fire_times.iter().zip(&nominal) {
         assert_eq!(*fire, rfc3339(schedule.fire_time(id, ts(due))));
     }
     assert!(out.description.ends_with(", each up to 10m late (jitter)"));
-    let err = super::preview(&request(Some("nope")), ts(NOW), &Limits::default()).unwrap_err();
+    let err = super::preview(
+        &request(Some("nope")),
+        ts(NOW),
+        &Limits::default(),
+        &Default::default(),
+    )
+    .unwrap_err();
     assert_eq!(err.field, "job_id");
 }
 

@@ -19,6 +19,7 @@ mod batched;
 mod body_budget;
 mod browser_guard;
 mod by_key;
+mod calendars;
 mod dashboard;
 mod dead_letters;
 mod delivery;

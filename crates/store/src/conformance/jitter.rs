@@ -17,6 +17,7 @@ fn jittered(namespace: &str, schedule: Schedule) -> NewJob {
     let due = t(T0);
     let schedule = Schedule {
         jitter: Some(JITTER),
+        calendar: None,
         ..schedule
     };
     loop {

@@ -1,6 +1,7 @@
 //! The behaviour every [`Store`] backend must show, written once. A backend's test file expands
 //! [`conformance_tests!`](crate::conformance_tests) with a factory that makes a fresh, empty store.
 
+mod calendars;
 mod claims;
 mod completions;
 pub mod fixtures;
@@ -11,6 +12,7 @@ mod lifecycle;
 mod nodes;
 mod queues;
 
+pub use self::calendars::*;
 pub use self::claims::*;
 pub use self::completions::*;
 pub use self::history::*;
@@ -67,6 +69,8 @@ macro_rules! conformance_tests {
             a_large_lease_mixes_lapsed_and_fresh_messages,
             payloads_of_every_size_come_back_whole,
             a_jittered_job_keeps_its_jitter_and_fires_late,
+            calendars_are_kept_per_namespace,
+            a_rolled_occurrence_fires_at_its_moved_time_named_by_its_due_time,
             nodes_are_listed_while_their_heartbeat_is_live);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -47,6 +47,7 @@
 //! also reads its entry and its root's settlements. Payloads over 256 bytes live in items of
 //! their own (`payload.rs`), read once a claim. COSTS.md (deploy/aws) has each operation's cost.
 
+mod calendars;
 mod claim;
 mod complete;
 mod entry;
@@ -704,6 +705,26 @@ impl Store for DynamoStore {
         replacement: &SigningSecrets,
     ) -> Result<bool> {
         history::replace_signing_secrets(&self.inner, namespace, expected, replacement).await
+    }
+
+    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
+        calendars::put(&self.inner, record).await
+    }
+
+    async fn get_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<crate::CalendarRecord>> {
+        calendars::get(&self.inner, namespace, name).await
+    }
+
+    async fn list_calendars(&self, namespace: &str) -> Result<Vec<crate::CalendarRecord>> {
+        calendars::list(&self.inner, namespace).await
+    }
+
+    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+        calendars::delete(&self.inner, namespace, name).await
     }
 }
 

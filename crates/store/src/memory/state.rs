@@ -177,6 +177,8 @@ pub(super) struct State {
     pub(super) dead_letters: BTreeMap<i64, DeadLetter>,
     pub(super) letters_recorded: i64,
     pub(super) secrets: HashMap<String, Secrets>,
+    /// By (namespace, name).
+    pub(super) calendars: BTreeMap<(String, String), crate::CalendarRecord>,
 }
 
 impl State {

@@ -20,6 +20,7 @@
 //! records in `codec.rs`, TLS in `tls.rs`; the `Store` methods below hand each call to the module
 //! of its concern (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `nodes`).
 
+mod calendars;
 mod claim;
 mod codec;
 mod complete;
@@ -397,5 +398,25 @@ impl Store for PostgresStore {
         replacement: &SigningSecrets,
     ) -> Result<bool> {
         secrets::replace_signing_secrets(self, namespace, expected, replacement).await
+    }
+
+    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
+        calendars::put(self, record).await
+    }
+
+    async fn get_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<crate::CalendarRecord>> {
+        calendars::get(self, namespace, name).await
+    }
+
+    async fn list_calendars(&self, namespace: &str) -> Result<Vec<crate::CalendarRecord>> {
+        calendars::list(self, namespace).await
+    }
+
+    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+        calendars::delete(self, namespace, name).await
     }
 }

@@ -101,6 +101,14 @@ const MIGRATIONS: &[&str] = &[
          claims_held    BIGINT NOT NULL,
          live_until_ms  BIGINT NOT NULL
      );",
+    // 6: each namespace's named calendars (`calendars.rs`), their exclusions as JSON text.
+    "CREATE TABLE calendars (
+         namespace  TEXT NOT NULL,
+         name       TEXT NOT NULL,
+         calendar   TEXT NOT NULL,
+         updated_ms BIGINT NOT NULL,
+         PRIMARY KEY (namespace, name)
+     );",
 ];
 
 /// Applies pending migrations and returns the schema the tables live in.

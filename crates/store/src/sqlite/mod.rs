@@ -18,6 +18,7 @@
 //! (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`).
 
 mod backup;
+mod calendars;
 mod claim;
 mod codec;
 mod complete;
@@ -422,5 +423,32 @@ impl Store for SqliteStore {
             secrets::replace_signing_secrets(conn, &namespace, &expected, &replacement)
         })
         .await
+    }
+
+    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
+        let record = record.clone();
+        self.write(move |conn| calendars::put(conn, &record)).await
+    }
+
+    async fn get_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<crate::CalendarRecord>> {
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        self.read(move |conn| calendars::get(conn, &namespace, &name))
+            .await
+    }
+
+    async fn list_calendars(&self, namespace: &str) -> Result<Vec<crate::CalendarRecord>> {
+        let namespace = namespace.to_owned();
+        self.read(move |conn| calendars::list(conn, &namespace))
+            .await
+    }
+
+    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        self.write(move |conn| calendars::delete(conn, &namespace, &name))
+            .await
     }
 }

@@ -191,6 +191,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
      BEGIN
          DELETE FROM job_payloads WHERE seq = OLD.seq;
      END;",
+    // 13: each namespace's named calendars (`calendars.rs`), their exclusions as JSON. A job
+    // keeps its own copy in its spec; this table is what the API edits and reads.
+    "CREATE TABLE calendars (
+         namespace  TEXT NOT NULL,
+         name       TEXT NOT NULL,
+         calendar   TEXT NOT NULL,
+         updated_ms INTEGER NOT NULL,
+         PRIMARY KEY (namespace, name)
+     );",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

@@ -33,6 +33,10 @@ from ._support import (
     parse_instant,
 )
 
+Roll = Literal["skip", "previous", "next"]
+"""What an occurrence on a day its calendar excludes does: ``skip`` it, or move it to the
+``previous`` or ``next`` included day at the same wall-clock time."""
+
 MisfirePolicy = Literal["skip", "once", "all"]
 
 JobState = Literal["active", "paused", "completed", "failed", "cancelled"]
@@ -46,6 +50,8 @@ HealthStatus = Literal["ok", "ready"]
 ErrorCode = Literal[
     "body_timeout",
     "body_too_large",
+    "calendar_excludes_every_day",
+    "calendar_in_use",
     "cron_never_fires",
     "engine_failed",
     "forbidden",
@@ -55,6 +61,7 @@ ErrorCode = Literal[
     "insufficient_role",
     "internal",
     "invalid_batch",
+    "invalid_calendar",
     "invalid_cron",
     "invalid_duration",
     "invalid_field",
@@ -85,6 +92,7 @@ ErrorCode = Literal[
     "server_busy",
     "store_unavailable",
     "unauthorized",
+    "unknown_calendar",
     "unknown_connection",
     "unknown_field",
     "unknown_timezone",
@@ -96,6 +104,9 @@ ErrorCode = Literal[
   s by default)
 - ``body_too_large`` (413): the request body exceeds its endpoint's limit (payload limit + 64 KiB
   for a job, 16 MiB by default for a batch, 256 KiB elsewhere)
+- ``calendar_excludes_every_day`` (422): the calendar excludes every day of the next 100 years
+- ``calendar_in_use`` (409): the calendar is named by an active or paused job of the namespace
+  (the message names one); edit or cancel those jobs first
 - ``cron_never_fires`` (422): the cron expression has no occurrence within 5 years
 - ``engine_failed`` (503): ``/readyz`` only: a pipeline stage died; the node fires nothing and
   exits so that it is restarted
@@ -111,6 +122,10 @@ ErrorCode = Literal[
   roles that do (``reader``, ``worker``, ``writer``, ``admin``)
 - ``internal`` (500): an internal error; nothing the client can fix
 - ``invalid_batch`` (422): a batch must hold 1 to 1000 jobs
+- ``invalid_calendar`` (422): a calendar's name (1-64 letters, digits, '-', '_' or '.'), date
+  (``YYYY-MM-DD``), range (``to`` before ``from``), weekday (``MON``-``SUN``), or count of dates
+  (1000) or ranges (100) is not valid, or ``schedule.roll`` is not ``skip``, ``previous`` or
+  ``next`` or is given without ``schedule.calendar``
 - ``invalid_cron`` (422): not a 5- or 6-field cron expression, or longer than 1024 bytes
 - ``invalid_duration`` (422): not a positive duration with millisecond precision, or an interval
   under 1s
@@ -153,6 +168,7 @@ ErrorCode = Literal[
   shortly
 - ``store_unavailable`` (503): the store cannot serve now; nothing was changed, retry later
 - ``unauthorized`` (401): the API key is missing, malformed or unknown
+- ``unknown_calendar`` (422): ``schedule.calendar`` names no calendar of the namespace
 - ``unknown_connection`` (422): a target names a connection that does not exist or that this
   namespace may not use, or a resource off the connection's lists (the same answer either way)
 - ``unknown_field`` (422): a field that the object does not have
@@ -177,6 +193,7 @@ KeyRole = Literal["reader", "worker", "writer", "admin"]
 secret, replays and purges dead letters and reads breakers."""
 
 ENUMS: Mapping[str, object] = {
+    "Roll": Roll,
     "Misfire.policy": MisfirePolicy,
     "JobState": JobState,
     "Run.outcome": RunOutcome,
@@ -211,11 +228,28 @@ class AtSchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"at": dump(self.at)}
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -235,11 +269,28 @@ class AfterSchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"after": dump(self.after)}
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -282,6 +333,19 @@ class CronSchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"cron": self.cron}
@@ -295,6 +359,10 @@ class CronSchedule:
             out["max_runs"] = self.max_runs
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -323,6 +391,19 @@ class EverySchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"every": dump(self.every)}
@@ -334,6 +415,10 @@ class EverySchedule:
             out["max_runs"] = self.max_runs
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -790,9 +875,10 @@ class Job:
     """The payload, ``null`` when none. Left out of listings (``listJobs``) unless they ask for it
     with ``payload=true``."""
     next_fire_at: datetime | None = None
-    """When the pending occurrence fires, for a schedule with ``jitter``: ``next_due_at`` plus its
-    jitter offset (retries come later, at ``next_attempt_at``). Left out without jitter (the
-    occurrence fires at ``next_due_at``) and in a terminal state."""
+    """When the pending occurrence fires, for a schedule with ``jitter`` or ``calendar``:
+    ``next_due_at`` moved by the calendar's roll, plus its jitter offset (retries come later, at
+    ``next_attempt_at``). Left out without either (the occurrence fires at ``next_due_at``) and
+    in a terminal state."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -1892,6 +1978,112 @@ class QueueMessageCounts:
             available=int(data["available"]),
             in_flight=int(data["in_flight"]),
             scheduled=int(data["scheduled"]),
+        )
+
+
+@dataclass(frozen=True)
+class CalendarIn:
+    """A calendar as written: its time zone and the days it excludes."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("CalendarIn",)
+    timezone: str
+    """The IANA zone whose wall clock the excluded days are read on (``Europe/Berlin``)."""
+    exclude: ExcludeIn | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"timezone": self.timezone}
+        if self.exclude is not None:
+            out["exclude"] = dump(self.exclude)
+        return out
+
+
+@dataclass(frozen=True)
+class ExcludeIn:
+    """The excluded days: dates, inclusive date ranges and days of the week."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("ExcludeIn",)
+    dates: Sequence[str] | None = None
+    """Dates (``2026-12-25``), at most 1000."""
+    ranges: Sequence[DateRangeIn] | None = None
+    """Inclusive ranges of dates, at most 100."""
+    weekdays: Sequence[str] | None = None
+    """Days of the week: ``MON`` … ``SUN``."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExcludeIn:
+        return cls(
+            dates=opt(lambda v: [str(v) for v in v], data.get("dates")),
+            ranges=opt(lambda v: [DateRangeIn.from_json(v) for v in v], data.get("ranges")),
+            weekdays=opt(lambda v: [str(v) for v in v], data.get("weekdays")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.dates is not None:
+            out["dates"] = dump(self.dates)
+        if self.ranges is not None:
+            out["ranges"] = dump(self.ranges)
+        if self.weekdays is not None:
+            out["weekdays"] = dump(self.weekdays)
+        return out
+
+
+@dataclass(frozen=True)
+class DateRangeIn:
+    """An inclusive range of dates."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("DateRangeIn",)
+    from_: str
+    """The API's ``from`` (a Python keyword)."""
+    to: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DateRangeIn:
+        return cls(
+            from_=str(data["from"]),
+            to=str(data["to"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from": self.from_, "to": self.to}
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """A stored calendar."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Calendar",)
+    name: str
+    timezone: str
+    exclude: ExcludeIn
+    updated_at: str
+    """When it was last written (RFC 3339)."""
+    replanned: int | None = None
+    """In the answer to a ``PUT``: how many of the namespace's jobs using the calendar were
+    re-planned (their pending occurrence recomputed, older claims fenced)."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Calendar:
+        return cls(
+            name=str(data["name"]),
+            timezone=str(data["timezone"]),
+            exclude=ExcludeIn.from_json(data["exclude"]),
+            updated_at=str(data["updated_at"]),
+            replanned=opt(int, data.get("replanned")),
+        )
+
+
+@dataclass(frozen=True)
+class CalendarList:
+    """A namespace's calendars, in name order."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("CalendarList",)
+    calendars: list[Calendar]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CalendarList:
+        return cls(
+            calendars=[Calendar.from_json(v) for v in data["calendars"]],
         )
 
 

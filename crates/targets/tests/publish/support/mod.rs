@@ -44,6 +44,7 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
                 end: None,
                 max_runs: None,
                 jitter: None,
+                calendar: None,
             },
             target,
             retry: Default::default(),
