@@ -539,7 +539,7 @@ fn reschedule(
     let ttl = if state.is_terminal() {
         inner.finished_ttl(now)
     } else if state == JobState::Active {
-        // After the (jittered) fire time, which is never before the due time.
+        // After the fire time (jittered, or moved by a calendar's roll: the one it fires at).
         fire.or(due)
             .and_then(|at| inner.one_off_ttl(spec.schedule.is_recurring(), at))
     } else {
