@@ -22,6 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 mod answers;
+mod audit;
 mod error;
 mod jobs;
 #[cfg(feature = "openapi")]
@@ -31,6 +32,7 @@ mod service;
 mod summary;
 mod targets;
 
+pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
 pub use answers::{
     BatchCreated, DeadLetter, DeadLetterList, Job, JobBrief, JobList, JobState, MisfireOut,
     RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,

@@ -68,6 +68,8 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<DeadLetterList<'static>>(),
         schema::<ReceiptResults>(),
         schema::<BreakerList>(),
+        schema::<AuditEntry>(),
+        schema::<AuditList>(),
         schema::<ErrorBody>(),
     ]
 }

@@ -535,6 +535,21 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<u64> {
         self.inner.purge_dead_letters(before, limit).await
     }
+    async fn append_audit(
+        &self,
+        record: hourglass_store::AuditRecord,
+    ) -> hourglass_store::Result<()> {
+        self.inner.append_audit(record).await
+    }
+    async fn audit_entries(
+        &self,
+        query: hourglass_store::AuditQuery,
+    ) -> hourglass_store::Result<Vec<hourglass_store::AuditEntry>> {
+        self.inner.audit_entries(query).await
+    }
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> hourglass_store::Result<u64> {
+        self.inner.purge_audit(before, limit).await
+    }
     async fn gauges(
         &self,
         now: Timestamp,

@@ -27,8 +27,10 @@ use crate::respond::{ApiResult, sized_response, typed_response};
 use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
+mod audit;
 mod fingerprint;
 mod others;
+pub(crate) use audit::list_audit;
 use fingerprint::fingerprint;
 pub(crate) use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
@@ -126,7 +128,10 @@ pub(crate) async fn create_job(
         parse_body(&read_body(&state, &headers, body, state.limits.job_body_bytes()).await?)?;
     let job = validate_create(&state, &principal, req, None, &mut ResolvedHosts::new()).await?;
     crate::quotas::admit(&state.scheduler, &principal.namespace, 1).await?;
-    let created = state.scheduler.create(vec![job]).await?;
+    let created = state
+        .scheduler
+        .create(vec![job], &principal.actor())
+        .await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
         Created::New(record) => {
@@ -158,7 +163,11 @@ pub(crate) async fn create_batch(
         jobs.push(validate_create(&state, &principal, req, Some(i), &mut resolved).await?);
     }
     crate::quotas::admit(&state.scheduler, &principal.namespace, jobs.len()).await?;
-    let created = state.scheduler.create(jobs).await.map_err(|e| match e {
+    let created = state
+        .scheduler
+        .create(jobs, &principal.actor())
+        .await
+        .map_err(|e| match e {
         StoreError::KeyConflict { index, .. } => {
             ApiError::from(e).field(format!("jobs[{index}].key"))
         }
@@ -368,7 +377,7 @@ pub(crate) async fn patch_job(
     }
     let updated = state
         .scheduler
-        .edit(&principal.namespace, &job, edit)
+        .edit(&principal.namespace, &job, edit, &principal.actor())
         .await?
         .ok_or_else(|| ApiError::not_found("job"))?;
     Ok(typed_response(StatusCode::OK, &wire::job_out(&updated)))
@@ -384,7 +393,7 @@ async fn transition(
     let job = parse_job_ref(id, &state.limits)?;
     Ok(state
         .scheduler
-        .transition(&principal.namespace, &job, make)
+        .transition(&principal.namespace, &job, make, &principal.actor())
         .await?)
 }
 

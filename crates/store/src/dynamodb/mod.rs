@@ -47,6 +47,7 @@
 //! also reads its entry and its root's settlements. Payloads over 256 bytes live in items of
 //! their own (`payload.rs`), read once a claim. COSTS.md (deploy/aws) has each operation's cost.
 
+mod audit;
 mod claim;
 mod complete;
 mod entry;
@@ -661,6 +662,18 @@ impl Store for DynamoStore {
 
     async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
         history::purge_dead_letters(&self.inner, before, limit).await
+    }
+
+    async fn append_audit(&self, record: crate::AuditRecord) -> Result<()> {
+        audit::append(&self.inner, record).await
+    }
+
+    async fn audit_entries(&self, query: crate::AuditQuery) -> Result<Vec<crate::AuditEntry>> {
+        audit::read(&self.inner, query).await
+    }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        audit::purge(&self.inner, before, limit).await
     }
 
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {

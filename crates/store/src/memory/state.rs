@@ -177,6 +177,7 @@ pub(super) struct State {
     pub(super) dead_letters: BTreeMap<i64, DeadLetter>,
     pub(super) letters_recorded: i64,
     pub(super) secrets: HashMap<String, Secrets>,
+    pub(super) audit: super::audit::AuditLog,
 }
 
 impl State {
