@@ -31,7 +31,10 @@ pub struct AuditEntry {
     /// letter replayed), `purge` (a dead letter deleted) or `rotate_secret`.
     #[cfg_attr(
         feature = "openapi",
-        schema(example = "change", pattern = "^(create|change|pause|resume|cancel|trigger|replay|purge|rotate_secret)$")
+        schema(
+            example = "change",
+            pattern = "^(create|change|pause|resume|cancel|trigger|replay|purge|rotate_secret)$"
+        )
     )]
     pub action: String,
     /// When the change was made.

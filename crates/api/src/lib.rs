@@ -32,11 +32,11 @@ mod service;
 mod summary;
 mod targets;
 
-pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
 pub use answers::{
     BatchCreated, DeadLetter, DeadLetterList, Job, JobBrief, JobList, JobState, MisfireOut,
     RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
+pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{
     BatchCreate, CreateJob, HeadersIn, JobListQuery, MisfireIn, PageQuery, PatchJob,

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use hourglass_core::{Clock, JobId, JobState, MisfirePolicy, RetryPolicy, Schedule, Target};
 use hourglass_store::{
-    AuditAction, AuditCursor, AuditEntry, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, NewJob, Result, RunCursor, RunRecord,
-    Store, StoreError, StoreGauges, Transition,
+    AuditAction, AuditCursor, AuditEntry, Created, DeadLetter, JobQuery, JobRecord, JobUpdate,
+    NewJob, Result, RunCursor, RunRecord, Store, StoreError, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
@@ -174,7 +174,8 @@ impl Scheduler {
     /// One entry in the audit log records the request: the jobs it created (not those an
     /// idempotent repeat found), or none when it created nothing.
     pub async fn create(&self, jobs: Vec<NewJob>, by: &Actor) -> Result<Vec<Created>> {
-        let namespace = jobs.first().map(|job| job.namespace.clone());
+        // The request's time, as its validation read it.
+        let first = jobs.first().map(|job| (job.namespace.clone(), job.now));
         let created = self.create_unaudited(jobs).await?;
         let new: Vec<JobId> = created
             .iter()
@@ -183,10 +184,10 @@ impl Scheduler {
                 Created::Existing(_) => None,
             })
             .collect();
-        if let Some(namespace) = namespace
+        if let Some((namespace, at)) = first
             && !new.is_empty()
         {
-            let entry = by.entry(&namespace, AuditAction::Create, &new, self.now());
+            let entry = by.entry(&namespace, AuditAction::Create, &new, at);
             self.store.append_audit(entry).await?;
         }
         Ok(created)

@@ -226,7 +226,11 @@ impl Rig {
     }
 
     async fn add(&self, jobs: Vec<NewJob>) {
-        self.engine.scheduler().create(jobs).await.unwrap();
+        self.engine
+            .scheduler()
+            .create(jobs, &hourglass_engine::Actor::new("test"))
+            .await
+            .unwrap();
     }
 
     /// Pauses, resumes or cancels one of namespace `t`'s jobs through the scheduler, as the API
@@ -238,7 +242,12 @@ impl Rig {
     ) {
         self.engine
             .scheduler()
-            .transition("t", &hourglass_engine::JobRef::Id(id), make)
+            .transition(
+                "t",
+                &hourglass_engine::JobRef::Id(id),
+                make,
+                &hourglass_engine::Actor::new("test"),
+            )
             .await
             .unwrap();
     }
@@ -1761,7 +1770,12 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
     };
     rig.engine
         .scheduler()
-        .edit("t", &hourglass_engine::JobRef::Id(edited_id), edit)
+        .edit(
+            "t",
+            &hourglass_engine::JobRef::Id(edited_id),
+            edit,
+            &hourglass_engine::Actor::new("test"),
+        )
         .await
         .unwrap()
         .unwrap();

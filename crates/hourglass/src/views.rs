@@ -476,12 +476,7 @@ fn audit(answer: &Value, style: Style, now: Timestamp) -> Option<String> {
         let jobs: Vec<String> = e
             .get("jobs")
             .and_then(Value::as_array)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(Value::as_str)
-                    .map(id_tail)
-                    .collect()
-            })
+            .map(|ids| ids.iter().filter_map(Value::as_str).map(id_tail).collect())
             .unwrap_or_default();
         let count = e.get("job_count").and_then(Value::as_u64).unwrap_or(0);
         let jobs = match (jobs.len(), count) {

@@ -168,11 +168,11 @@ pub(crate) async fn create_batch(
         .create(jobs, &principal.actor())
         .await
         .map_err(|e| match e {
-        StoreError::KeyConflict { index, .. } => {
-            ApiError::from(e).field(format!("jobs[{index}].key"))
-        }
-        other => other.into(),
-    })?;
+            StoreError::KeyConflict { index, .. } => {
+                ApiError::from(e).field(format!("jobs[{index}].key"))
+            }
+            other => other.into(),
+        })?;
     let new_count = created
         .iter()
         .filter_map(|c| match c {

@@ -51,9 +51,9 @@ use jiff::Timestamp;
 use self::state::{Job, State};
 
 use crate::{
-    Applied, AuditEntry, AuditQuery, AuditRecord, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
-    StoreError, StoreGauges, Transition,
+    Applied, AuditEntry, AuditQuery, AuditRecord, ClaimScope, Created, DeadLetter, JobQuery,
+    JobRecord, JobUpdate, Lease, NewJob, NodeBeat, Purged, QueueStats, Release, Result, RunCursor,
+    RunRecord, SigningSecrets, Store, StoreError, StoreGauges, Transition,
 };
 
 /// The in-memory backend. Cheap to create; share it behind an `Arc` like any other store.

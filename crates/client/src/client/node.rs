@@ -6,7 +6,8 @@ use std::time::Duration;
 use reqwest::Method;
 
 use hourglass_api::{
-    AuditList, AuditQuery, Breaker, BreakerList, Connection, ConnectionList, NodeList, RotateSecret, Status, Summary,
+    AuditList, AuditQuery, Breaker, BreakerList, Connection, ConnectionList, NodeList,
+    RotateSecret, Status, Summary,
 };
 
 use super::{Client, Request};

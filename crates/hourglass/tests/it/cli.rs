@@ -657,7 +657,11 @@ async fn audit_shows_who_changed_what() {
     assert_eq!(of_job["entries"].as_array().unwrap().len(), 2, "{of_job}");
     let table = ok(&["audit", "--limit", "1", "--output", "table"], &env);
     let rows: Vec<Vec<&str>> = table.lines().map(cells).collect();
-    assert_eq!(rows[0], ["WHEN", "KEY", "ACTION", "JOBS", "DETAIL"], "{table}");
+    assert_eq!(
+        rows[0],
+        ["WHEN", "KEY", "ACTION", "JOBS", "DETAIL"],
+        "{table}"
+    );
     assert_eq!(rows[1][1..3], ["open", "pause"], "{table}");
     assert!(table.contains("more: --cursor "), "{table}");
     node.kill().await;

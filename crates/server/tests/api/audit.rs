@@ -114,7 +114,9 @@ async fn every_change_leaves_one_entry_with_its_key_id() {
             .unwrap();
         assert_eq!(response.status(), 200);
     }
-    let (status, body) = writer.call("DELETE", &format!("/v1/jobs/{job}"), None).await;
+    let (status, body) = writer
+        .call("DELETE", &format!("/v1/jobs/{job}"), None)
+        .await;
     assert_eq!(status, 200, "{body}");
 
     // Two dead letters (by the admin's creates): one replayed, one deleted; then a rotation.
@@ -135,7 +137,11 @@ async fn every_change_leaves_one_entry_with_its_key_id() {
     }
     assert_eq!(letters.len(), 2, "{page}");
     let (status, replayed) = admin
-        .call("POST", &format!("/v1/dead-letters/{}/replay", letters[0]), None)
+        .call(
+            "POST",
+            &format!("/v1/dead-letters/{}/replay", letters[0]),
+            None,
+        )
         .await;
     assert_eq!(status, 201, "{replayed}");
     let (status, body) = admin
@@ -178,7 +184,10 @@ async fn every_change_leaves_one_entry_with_its_key_id() {
     let text = serde_json::to_string(&entries).unwrap();
     for secret in ["admin-secret", "writer-secret"] {
         assert!(!text.contains(secret), "a key is in the log");
-        assert!(!text.contains(&hash_key(secret)), "a key's hash is in the log");
+        assert!(
+            !text.contains(&hash_key(secret)),
+            "a key's hash is in the log"
+        );
     }
     // What each entry concerns.
     assert_eq!(entries[0]["jobs"], json!([]));
@@ -212,7 +221,12 @@ async fn every_change_leaves_one_entry_with_its_key_id() {
         let (status, body) = api(secret).call("GET", "/v1/audit", None).await;
         assert_eq!(status, 403, "{secret}: {body}");
         assert_eq!(body["error"]["code"], "insufficient_role", "{body}");
-        assert!(body["error"]["message"].as_str().unwrap().contains("writer"));
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("writer")
+        );
     }
 
     // Another namespace sees none of it, and its own changes only.

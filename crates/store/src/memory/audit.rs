@@ -29,7 +29,13 @@ impl AuditLog {
 
     pub(super) fn read(&self, query: AuditQuery) -> Result<Vec<AuditEntry>> {
         let before = query.before.unwrap_or(AuditCursor::NEWEST);
-        let start = (query.namespace.clone(), AuditCursor { at_ms: i64::MIN, seq: i64::MIN });
+        let start = (
+            query.namespace.clone(),
+            AuditCursor {
+                at_ms: i64::MIN,
+                seq: i64::MIN,
+            },
+        );
         let end = (query.namespace, before);
         Ok(self
             .entries
