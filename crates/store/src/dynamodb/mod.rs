@@ -45,7 +45,10 @@
 //! them): listing jobs across namespaces, `count_jobs` without a namespace and `gauges` scan the
 //! table; a namespace's listing reads its registry and the jobs it names; reading an active job
 //! also reads its entry and its root's settlements. Payloads over 256 bytes live in items of
-//! their own (`payload.rs`), read once a claim. COSTS.md (deploy/aws) has each operation's cost.
+//! their own (`payload.rs`), read once a claim. An audit entry (`audit.rs`) is a put of its own
+//! after the change it records (a create batch is not one transaction here either), so a crash
+//! between them leaves the change without its entry. COSTS.md (deploy/aws) has each operation's
+//! cost.
 
 mod audit;
 mod claim;
