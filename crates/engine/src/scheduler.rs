@@ -298,15 +298,16 @@ impl Scheduler {
         if let Some(misfire) = edit.misfire {
             spec.misfire = misfire;
         }
+        let now = self.clock.now();
         let update = JobUpdate {
             spec,
             payload: edit.payload.unwrap_or(job.payload),
             next_due,
-            now: self.clock.now(),
+            now,
         };
         let updated = self.store.update_job(Some(namespace), id, update).await?;
         self.changed(&updated);
-        let mut entry = by.entry(namespace, AuditAction::Change, &[id], self.now());
+        let mut entry = by.entry(namespace, AuditAction::Change, &[id], now);
         entry.fields = fields;
         self.store.append_audit(entry).await?;
         Ok(Some(updated))
