@@ -173,12 +173,9 @@ async fn every_change_leaves_one_entry_with_its_key_id() {
     );
     // Read in one page, the same entries.
     assert_eq!(all_entries(&admin, "", 1000).await, entries);
-    let by = |i: usize| entries[i]["key_id"].as_str().unwrap();
-    for i in 0..5 {
-        assert_eq!(by(i), admin_id, "{}", entries[i]);
-    }
-    for i in 5..12 {
-        assert_eq!(by(i), writer_id, "{}", entries[i]);
+    for (i, entry) in entries.iter().enumerate() {
+        let by = if i < 5 { &admin_id } else { &writer_id };
+        assert_eq!(entry["key_id"].as_str().unwrap(), by, "{entry}");
     }
     assert!(entries.iter().all(|e| e["namespace"] == "acme"));
     let text = serde_json::to_string(&entries).unwrap();
@@ -194,9 +191,9 @@ async fn every_change_leaves_one_entry_with_its_key_id() {
     assert_eq!(entries[1]["dead_letter_id"], json!(letters[1]));
     assert_eq!(entries[2]["dead_letter_id"], json!(letters[0]));
     assert_eq!(entries[2]["jobs"], json!([replayed["id"]]));
-    for i in 5..10 {
-        assert_eq!(entries[i]["jobs"], json!([job]), "{}", entries[i]);
-        assert_eq!(entries[i]["job_count"], 1);
+    for entry in &entries[5..10] {
+        assert_eq!(entry["jobs"], json!([job]), "{entry}");
+        assert_eq!(entry["job_count"], 1);
     }
     assert_eq!(entries[9]["fields"], json!(["type", "payload"]));
     assert!(entries[5..9].iter().all(|e| e["fields"] == json!([])));
