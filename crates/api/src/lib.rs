@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 
 mod answers;
 mod calendars;
+mod audit;
 mod error;
 mod jobs;
 #[cfg(feature = "openapi")]
@@ -37,6 +38,7 @@ pub use answers::{
     RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
 pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
+pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{
     BatchCreate, CreateJob, HeadersIn, JobListQuery, MisfireIn, PageQuery, PatchJob,

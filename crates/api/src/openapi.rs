@@ -71,6 +71,8 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<KeyRole>(),
         schema::<AllowedRoute>(),
         schema::<Identity>(),
+        schema::<AuditEntry>(),
+        schema::<AuditList>(),
         schema::<ErrorBody>(),
         schema::<CalendarIn>(),
         schema::<ExcludeIn>(),

@@ -170,6 +170,9 @@ pub struct Identity {
     /// Whether the node runs without API keys (development): every caller is an admin of every
     /// namespace.
     pub development: bool,
+    /// The key's id, as the audit log records it: the first 12 hex digits of its SHA-256 (`open`
+    /// in development mode). Never the key.
+    pub key_id: String,
     /// The namespace this request acts in.
     pub namespace: String,
     pub role: KeyRole,

@@ -73,6 +73,7 @@ pub const OPERATIONS: &[Operation] = &[
         "/v1/dead-letters/{id}/replay",
         "replay_dead_letter",
     ),
+    op("listAudit", "GET", "/v1/audit", "list_audit"),
     op("listOpenBreakers", "GET", "/v1/breakers", "list_breakers"),
     op(
         "listConnections",

@@ -224,6 +224,24 @@ impl Store for InstrumentedStore {
         .await
     }
 
+    async fn append_audit(&self, record: hourglass_store::AuditRecord) -> Result<()> {
+        self.timed("append_audit", self.inner.append_audit(record))
+            .await
+    }
+
+    async fn audit_entries(
+        &self,
+        query: hourglass_store::AuditQuery,
+    ) -> Result<Vec<hourglass_store::AuditEntry>> {
+        self.timed("audit_entries", self.inner.audit_entries(query))
+            .await
+    }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        self.timed("purge_audit", self.inner.purge_audit(before, limit))
+            .await
+    }
+
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {
         self.timed("gauges", self.inner.gauges(now)).await
     }

@@ -14,6 +14,7 @@
 //! sees the store only through the `Store` trait and calendar time only through the injected
 //! `Clock`.
 
+mod audit;
 pub mod deliver;
 mod held;
 pub mod instrumented;
@@ -49,7 +50,7 @@ pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, ReceiptOutcome};
 pub use quotas::{NamespaceQuota, QuotaRefusal, Quotas};
 pub use receipt::Receipt;
-pub use scheduler::{JobEdit, JobRef, OpenBreaker, Scheduler};
+pub use scheduler::{Actor, JobEdit, JobRef, OpenBreaker, Scheduler};
 pub use secrets::{SealingError, Secrets};
 
 #[derive(Debug, Clone)]
@@ -103,7 +104,7 @@ pub struct EngineConfig {
     /// node). `None` writes none:
     /// a serverless tick, which runs for seconds, is not a node of the cluster's list.
     pub heartbeat_interval: Option<Duration>,
-    /// Finished jobs and runs older than this are deleted; `None` keeps everything.
+    /// Finished jobs, runs and audit entries older than this are deleted; `None` keeps everything.
     pub retention: Option<Duration>,
     /// Dead letters older than this are deleted; `None` (the default) keeps them until they are
     /// replayed or deleted.

@@ -6,6 +6,12 @@
 //!
 //! The scheduler decides nothing about *what* a change does to a job: validation belongs to the
 //! API's wire types, and how an edit or transition changes a row to the store's shared rules.
+//!
+//! Every change it makes on a client's behalf takes the [`Actor`] asking for it and appends one
+//! entry to the namespace's audit log (`audit.rs`) before it answers: one per request, so a batch
+//! create is one entry. The entry is written right after the change, not in its transaction, so
+//! a store that fails in between answers an error for a change that was made (see
+//! `hourglass_store`'s `audit.rs`).
 
 use std::sync::Arc;
 
@@ -13,13 +19,14 @@ use hourglass_core::{
     Calendar, Clock, JobId, JobState, MisfirePolicy, RetryPolicy, Schedule, Target,
 };
 use hourglass_store::{
-    CalendarRecord, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, NewJob, Result, RunCursor,
-    RunRecord, Store, StoreError, StoreGauges, Transition,
+    AuditAction, AuditCursor, AuditEntry, CalendarRecord, Created, DeadLetter, JobQuery, JobRecord,
+    JobUpdate, NewJob, Result, RunCursor, RunRecord, Store, StoreError, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
 use crate::Shared;
+pub use crate::audit::Actor;
 use crate::queue::Queues;
 use crate::quotas::{Admission, NamespaceQuota, QuotaRefusal};
 
@@ -35,6 +42,24 @@ pub struct JobEdit {
     pub misfire: Option<MisfirePolicy>,
     /// `Some(None)` removes the payload.
     pub payload: Option<Option<String>>,
+}
+
+impl JobEdit {
+    /// The wire names of the fields this edit changes, for the audit log.
+    pub fn fields(&self) -> Vec<String> {
+        [
+            ("type", self.job_type.is_some()),
+            ("schedule", self.schedule.is_some()),
+            ("target", self.target.is_some()),
+            ("retry", self.retry.is_some()),
+            ("misfire", self.misfire.is_some()),
+            ("payload", self.payload.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, changed)| *changed)
+        .map(|(name, _)| name.to_owned())
+        .collect()
+    }
 }
 
 /// How a client names one of its namespace's jobs: by id, or by the key it chose at create. A key
@@ -148,7 +173,29 @@ impl Scheduler {
 
     /// Stores jobs in one transaction (see [`Store::create_jobs`]) and wakes whoever waits for
     /// the new ones: the planner once for the earliest fired job, each queue's polls once.
-    pub async fn create(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+    /// One entry in the audit log records the request: the jobs it created (not those an
+    /// idempotent repeat found), or none when it created nothing.
+    pub async fn create(&self, jobs: Vec<NewJob>, by: &Actor) -> Result<Vec<Created>> {
+        // The request's time, as its validation read it.
+        let first = jobs.first().map(|job| (job.namespace.clone(), job.now));
+        let created = self.create_unaudited(jobs).await?;
+        let new: Vec<JobId> = created
+            .iter()
+            .filter_map(|c| match c {
+                Created::New(record) => Some(record.id),
+                Created::Existing(_) => None,
+            })
+            .collect();
+        if let Some((namespace, at)) = first
+            && !new.is_empty()
+        {
+            let entry = by.entry(&namespace, AuditAction::Create, &new, at);
+            self.store.append_audit(entry).await?;
+        }
+        Ok(created)
+    }
+
+    async fn create_unaudited(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
         let created = self.store.create_jobs(jobs).await?;
         let mut earliest: Option<Timestamp> = None;
         let mut queues = std::collections::HashSet::new();
@@ -228,10 +275,12 @@ impl Scheduler {
         namespace: &str,
         job: &JobRef,
         edit: JobEdit,
+        by: &Actor,
     ) -> Result<Option<JobRecord>> {
         let Some(job) = self.get(namespace, job).await? else {
             return Ok(None);
         };
+        let fields = edit.fields();
         let id = job.id;
         let mut spec = job.spec;
         let mut next_due = job.next_due;
@@ -251,14 +300,18 @@ impl Scheduler {
         if let Some(misfire) = edit.misfire {
             spec.misfire = misfire;
         }
+        let now = self.clock.now();
         let update = JobUpdate {
             spec,
             payload: edit.payload.unwrap_or(job.payload),
             next_due,
-            now: self.clock.now(),
+            now,
         };
         let updated = self.store.update_job(Some(namespace), id, update).await?;
         self.changed(&updated);
+        let mut entry = by.entry(namespace, AuditAction::Change, &[id], now);
+        entry.fields = fields;
+        self.store.append_audit(entry).await?;
         Ok(Some(updated))
     }
 
@@ -269,14 +322,37 @@ impl Scheduler {
         namespace: &str,
         job: &JobRef,
         make: impl FnOnce(Timestamp) -> Transition,
+        by: &Actor,
     ) -> Result<JobRecord> {
         let id = self.resolve(namespace, job).await?;
-        let transition = make(self.clock.now());
+        let now = self.clock.now();
+        let transition = make(now);
+        let action = match &transition {
+            Transition::Pause { .. } => AuditAction::Pause,
+            Transition::Resume { .. } => AuditAction::Resume,
+            Transition::Cancel { .. } => AuditAction::Cancel,
+            Transition::Trigger { .. } => AuditAction::Trigger,
+        };
+        // A keyed trigger whose key the job already holds is a retry and changes nothing, so it
+        // leaves no audit entry. (Two first tries with one key at once may both leave one.)
+        let repeated = match &transition {
+            Transition::Trigger { key: Some(key), .. } => self
+                .store
+                .get_job(Some(namespace), id)
+                .await?
+                .and_then(|job| job.last_trigger)
+                .is_some_and(|last| last.key == *key),
+            _ => false,
+        };
         let job = self
             .store
             .transition(Some(namespace), id, transition)
             .await?;
         self.changed(&job);
+        if !repeated {
+            let entry = by.entry(namespace, action, &[id], now);
+            self.store.append_audit(entry).await?;
+        }
         Ok(job)
     }
 
@@ -293,15 +369,47 @@ impl Scheduler {
         self.store.get_dead_letter(Some(namespace), id).await
     }
 
-    /// True when it existed.
-    pub async fn delete_dead_letter(&self, namespace: &str, id: i64) -> Result<bool> {
-        self.store.delete_dead_letter(Some(namespace), id).await
+    /// True when it existed (and then the audit log records it).
+    pub async fn delete_dead_letter(&self, namespace: &str, id: i64, by: &Actor) -> Result<bool> {
+        let deleted = self.store.delete_dead_letter(Some(namespace), id).await?;
+        if deleted {
+            let mut entry = by.entry(namespace, AuditAction::Purge, &[], self.now());
+            entry.dead_letter = Some(id);
+            self.store.append_audit(entry).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Records in the audit log that `by` rotated the namespace's signing secret (the engine's
+    /// `Secrets` rotates it; this is called after it did).
+    pub async fn secret_rotated(&self, namespace: &str, by: &Actor) -> Result<()> {
+        let entry = by.entry(namespace, AuditAction::RotateSecret, &[], self.now());
+        self.store.append_audit(entry).await
+    }
+
+    /// The namespace's audit log, newest first: up to `limit` entries older than `before`, only
+    /// those concerning `job` when given.
+    pub async fn audit(
+        &self,
+        namespace: &str,
+        before: Option<AuditCursor>,
+        job: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>> {
+        self.store
+            .audit_entries(hourglass_store::AuditQuery {
+                namespace: namespace.to_owned(),
+                before,
+                job,
+                limit,
+            })
+            .await
     }
 
     /// Replays a dead letter as a new one-off job due now (so its delivery id is new), then
     /// removes the dead letter. The job's key `replay-<id>` makes a repeated or concurrent replay
     /// of one letter create one job. `Ok(None)` when there is no such dead letter.
-    pub async fn replay(&self, namespace: &str, id: i64) -> Result<Option<Created>> {
+    pub async fn replay(&self, namespace: &str, id: i64, by: &Actor) -> Result<Option<Created>> {
         let Some(letter) = self.store.get_dead_letter(Some(namespace), id).await? else {
             return Ok(None);
         };
@@ -319,8 +427,12 @@ impl Scheduler {
             first_due: now,
             now,
         };
-        let created = self.create(vec![job]).await?.into_iter().next();
+        let created = self.create_unaudited(vec![job]).await?.into_iter().next();
         self.store.delete_dead_letter(Some(namespace), id).await?;
+        let jobs: Vec<JobId> = created.iter().map(|c| c.record().id).collect();
+        let mut entry = by.entry(namespace, AuditAction::Replay, &jobs, now);
+        entry.dead_letter = Some(id);
+        self.store.append_audit(entry).await?;
         Ok(created)
     }
 

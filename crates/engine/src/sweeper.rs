@@ -1,5 +1,5 @@
-//! The retention sweep: deletes finished jobs, their runs and (optionally) dead letters once they
-//! are older than their retention.
+//! The retention sweep: deletes finished jobs, their runs and audit entries, and (optionally) dead
+//! letters once they are older than their retention.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ const SWEEP_BATCH: usize = 1000;
 /// The retention sweep's settings: what it deletes, and after how long.
 #[derive(Clone, Copy)]
 pub(crate) struct Retention {
-    /// Finished jobs and runs.
+    /// Finished jobs, runs and audit entries.
     pub work: Option<Duration>,
     pub dead_letters: Option<Duration>,
 }
@@ -59,6 +59,11 @@ impl Stage for Sweeper {
                     metrics.purged_jobs.inc_by(purged.jobs);
                     metrics.purged_runs.inc_by(purged.runs);
                     Ok(purged.jobs.max(purged.runs))
+                })
+                .await;
+                // The audit log is kept as long as runs are.
+                sweep(&stop, &metrics, "audit entries", || async {
+                    store.purge_audit(before, SWEEP_BATCH).await
                 })
                 .await;
             }

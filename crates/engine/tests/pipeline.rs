@@ -226,7 +226,11 @@ impl Rig {
     }
 
     async fn add(&self, jobs: Vec<NewJob>) {
-        self.engine.scheduler().create(jobs).await.unwrap();
+        self.engine
+            .scheduler()
+            .create(jobs, &hourglass_engine::Actor::new("test"))
+            .await
+            .unwrap();
     }
 
     /// Pauses, resumes or cancels one of namespace `t`'s jobs through the scheduler, as the API
@@ -238,7 +242,12 @@ impl Rig {
     ) {
         self.engine
             .scheduler()
-            .transition("t", &hourglass_engine::JobRef::Id(id), make)
+            .transition(
+                "t",
+                &hourglass_engine::JobRef::Id(id),
+                make,
+                &hourglass_engine::Actor::new("test"),
+            )
             .await
             .unwrap();
     }
@@ -534,6 +543,21 @@ impl Store for CountingStore {
         limit: usize,
     ) -> hourglass_store::Result<u64> {
         self.inner.purge_dead_letters(before, limit).await
+    }
+    async fn append_audit(
+        &self,
+        record: hourglass_store::AuditRecord,
+    ) -> hourglass_store::Result<()> {
+        self.inner.append_audit(record).await
+    }
+    async fn audit_entries(
+        &self,
+        query: hourglass_store::AuditQuery,
+    ) -> hourglass_store::Result<Vec<hourglass_store::AuditEntry>> {
+        self.inner.audit_entries(query).await
+    }
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> hourglass_store::Result<u64> {
+        self.inner.purge_audit(before, limit).await
     }
     async fn gauges(
         &self,
@@ -1768,7 +1792,12 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
     };
     rig.engine
         .scheduler()
-        .edit("t", &hourglass_engine::JobRef::Id(edited_id), edit)
+        .edit(
+            "t",
+            &hourglass_engine::JobRef::Id(edited_id),
+            edit,
+            &hourglass_engine::Actor::new("test"),
+        )
         .await
         .unwrap()
         .unwrap();

@@ -57,9 +57,10 @@ Examples:
   hourglass job list --state active
   hourglass job get nightly-export --profile prod --output json
 
-The client commands (job, dead-letters, queue, breakers, connections, nodes, signing-secret) take
---url, --api-key and --namespace (HOURGLASS_URL, HOURGLASS_API_KEY, HOURGLASS_NAMESPACE), or a
---profile of ~/.config/hourglass/client.toml (HOURGLASS_PROFILE, HOURGLASS_CLIENT_CONFIG).
+The client commands (job, dead-letters, queue, audit, breakers, connections, nodes,
+signing-secret) take --url, --api-key and --namespace (HOURGLASS_URL, HOURGLASS_API_KEY,
+HOURGLASS_NAMESPACE), or a --profile of ~/.config/hourglass/client.toml (HOURGLASS_PROFILE,
+HOURGLASS_CLIENT_CONFIG).
 
 Exit codes: 0 success, 1 other failure, 2 usage (a bad flag or profile), 3 refused by the node
 (4xx), 4 not found, 5 node unreachable or unavailable (5xx).";
@@ -82,6 +83,9 @@ enum Command {
     /// Lease, ack and nack messages of pull queues by hand, and show queue counts.
     #[command(after_help = client::QUEUE_EXAMPLES)]
     Queue(client::QueueArgs),
+    /// Show the namespace's audit log, newest first: who (the API key's id) changed what, when.
+    #[command(after_help = client::AUDIT_EXAMPLES)]
+    Audit(client::AuditArgs),
     /// List the destinations whose circuit breaker is open on this node.
     Breakers(client::Connection),
     /// List the bus and cloud connections the namespace may use, with this node's publishes.
@@ -302,6 +306,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Connections(conn) => runtime.block_on(client::connections(conn, out)),
         Command::Nodes(conn) => runtime.block_on(client::nodes(conn, out)),
         Command::Whoami(conn) => runtime.block_on(client::whoami(conn, out)),
+        Command::Audit(args) => runtime.block_on(client::audit(args, out)),
         Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
         Command::Calendar(args) => runtime.block_on(client::calendar(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),

@@ -35,6 +35,8 @@ pub enum View {
     Secret,
     /// `whoami`: the key's namespace, role and routes.
     Identity,
+    /// `{"entries": [...], "next_cursor": ...}` of the audit log.
+    Audit,
 }
 
 /// The view of `answer`, ending in a newline. A shape the view does not know (a node newer or
@@ -54,6 +56,7 @@ pub fn render(view: View, answer: &Value, style: Style, now: Timestamp) -> Strin
         View::Nodes => nodes(answer, style, now),
         View::Secret => secret(answer, style, now),
         View::Identity => identity(answer, style),
+        View::Audit => audit(answer, style, now),
     };
     shown.unwrap_or_else(|| {
         let mut json = serde_json::to_string_pretty(answer).unwrap_or_default();
@@ -470,6 +473,41 @@ fn nodes(answer: &Value, style: Style, now: Timestamp) -> Option<String> {
     Some(page(table, "live nodes", answer, style))
 }
 
+fn audit(answer: &Value, style: Style, now: Timestamp) -> Option<String> {
+    let mut table = Table::new(&["WHEN", "KEY", "ACTION", "JOBS", "DETAIL"]);
+    for e in answer.get("entries")?.as_array()? {
+        let jobs: Vec<String> = e
+            .get("jobs")
+            .and_then(Value::as_array)
+            .map(|ids| ids.iter().filter_map(Value::as_str).map(id_tail).collect())
+            .unwrap_or_default();
+        let count = e.get("job_count").and_then(Value::as_u64).unwrap_or(0);
+        let jobs = match (jobs.len(), count) {
+            (0, _) => "-".to_owned(),
+            (1, 1) => jobs[0].clone(),
+            _ => format!("{count} ({}, ...)", jobs[0]),
+        };
+        let fields: Vec<&str> = e
+            .get("fields")
+            .and_then(Value::as_array)
+            .map(|f| f.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let detail = match text(e, "dead_letter_id") {
+            Some(id) => format!("dead letter {id}"),
+            None if !fields.is_empty() => fields.join(", "),
+            None => "-".to_owned(),
+        };
+        table.row(vec![
+            or_dash(when(e, "at", now)),
+            or_dash(text(e, "key_id")),
+            or_dash(text(e, "action")),
+            jobs,
+            detail,
+        ]);
+    }
+    Some(page(table, "audit entries", answer, style))
+}
+
 fn secret(s: &Value, style: Style, now: Timestamp) -> Option<String> {
     s.get("signing_secret")?;
     Some(key_values(
@@ -497,6 +535,7 @@ fn identity(answer: &Value, style: Style) -> Option<String> {
     let mut shown = key_values(
         &[
             ("namespace", text(answer, "namespace")),
+            ("key id", text(answer, "key_id")),
             ("role", Some(role)),
             ("scope", Some(scope.to_string())),
             ("development", development),

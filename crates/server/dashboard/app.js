@@ -6,6 +6,7 @@
 // user-controlled.
 
 import { api, credentials, store } from "./api.js";
+import { renderAudit } from "./audit.js";
 import { renderDeadLetters } from "./dead-letters.js";
 import { startSampling } from "./figures.js";
 import { renderJob } from "./job.js";
@@ -58,6 +59,7 @@ function route(parts, params) {
   if (parts[0] === "jobs" && parts[1]) return { name: "job", renderer: () => renderJob(parts[1]) };
   if (parts[0] === "jobs") return { name: "jobs", renderer: () => renderJobs(params) };
   if (parts[0] === "dead-letters") return { name: "dead-letters", renderer: () => renderDeadLetters(params) };
+  if (parts[0] === "audit") return { name: "audit", renderer: () => renderAudit(params) };
   if (parts[0] === "queues" && parts[1]) return { name: "queue", renderer: () => renderQueue(parts[1], params) };
   if (parts[0] === "queues") return { name: "queues", renderer: renderQueues };
   return { name: "overview", renderer: renderOverview };

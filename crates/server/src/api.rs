@@ -27,9 +27,11 @@ use crate::respond::{ApiResult, sized_response, typed_response};
 use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
+mod audit;
 mod calendars;
 mod fingerprint;
 mod others;
+pub(crate) use audit::list_audit;
 pub(crate) use calendars::{delete_calendar, get_calendar, list_calendars, put_calendar};
 use fingerprint::fingerprint;
 pub(crate) use others::{
@@ -140,7 +142,10 @@ pub(crate) async fn create_job(
     )
     .await?;
     crate::quotas::admit(&state.scheduler, &principal.namespace, 1).await?;
-    let created = state.scheduler.create(vec![job]).await?;
+    let created = state
+        .scheduler
+        .create(vec![job], &principal.actor())
+        .await?;
     let created = created.into_iter().next().expect("one job in, one out");
     Ok(match created {
         Created::New(record) => {
@@ -174,12 +179,16 @@ pub(crate) async fn create_batch(
         jobs.push(job.await?);
     }
     crate::quotas::admit(&state.scheduler, &principal.namespace, jobs.len()).await?;
-    let created = state.scheduler.create(jobs).await.map_err(|e| match e {
-        StoreError::KeyConflict { index, .. } => {
-            ApiError::from(e).field(format!("jobs[{index}].key"))
-        }
-        other => other.into(),
-    })?;
+    let created = state
+        .scheduler
+        .create(jobs, &principal.actor())
+        .await
+        .map_err(|e| match e {
+            StoreError::KeyConflict { index, .. } => {
+                ApiError::from(e).field(format!("jobs[{index}].key"))
+            }
+            other => other.into(),
+        })?;
     let new_count = created
         .iter()
         .filter_map(|c| match c {
@@ -386,7 +395,7 @@ pub(crate) async fn patch_job(
     }
     let updated = state
         .scheduler
-        .edit(&principal.namespace, &job, edit)
+        .edit(&principal.namespace, &job, edit, &principal.actor())
         .await?
         .ok_or_else(|| ApiError::not_found("job"))?;
     Ok(typed_response(StatusCode::OK, &wire::job_out(&updated)))
@@ -402,7 +411,7 @@ async fn transition(
     let job = parse_job_ref(id, &state.limits)?;
     Ok(state
         .scheduler
-        .transition(&principal.namespace, &job, make)
+        .transition(&principal.namespace, &job, make, &principal.actor())
         .await?)
 }
 

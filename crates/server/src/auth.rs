@@ -153,7 +153,26 @@ pub struct Principal {
     pub role: Role,
     /// The key names its namespace per request (or the node runs without keys).
     pub all_namespaces: bool,
+    /// The key's id, what the audit log records: [`key_id`] of its hash (`open` in development
+    /// mode, where no key is needed).
+    pub key_id: String,
 }
+
+impl Principal {
+    /// The caller as the engine records it in the audit log.
+    pub fn actor(&self) -> hourglass_engine::Actor {
+        hourglass_engine::Actor::new(self.key_id.clone())
+    }
+}
+
+/// The id of the key whose SHA-256 is `sha256` (hex): its first 12 hex digits, which name the
+/// key (the operator finds it in the `sha256` of its `[[api_keys]]` entry) without being it.
+pub fn key_id(sha256: &str) -> String {
+    sha256.chars().take(12).collect()
+}
+
+/// The key id recorded for callers of a node without keys (development mode).
+pub const OPEN_KEY_ID: &str = "open";
 
 #[derive(Debug, Clone)]
 enum Scope {
@@ -165,6 +184,7 @@ enum Scope {
 struct Grant {
     scope: Scope,
     role: Role,
+    key_id: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -192,11 +212,13 @@ impl Auth {
                     ));
                 }
             };
+            let key_id = key_id(&hash);
             map.insert(
                 hash,
                 Grant {
                     scope,
                     role: k.role,
+                    key_id,
                 },
             );
         }
@@ -212,7 +234,7 @@ impl Auth {
         let requested = headers
             .get(NAMESPACE_HEADER)
             .map(|v| v.to_str().unwrap_or_default().to_string());
-        let any_namespace = |role: Role| -> Result<Principal, ApiError> {
+        let any_namespace = |role: Role, key_id: &str| -> Result<Principal, ApiError> {
             let ns = requested
                 .clone()
                 .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
@@ -227,14 +249,15 @@ impl Auth {
                 namespace: ns,
                 role,
                 all_namespaces: true,
+                key_id: key_id.to_owned(),
             })
         };
         if self.is_open() {
-            return any_namespace(Role::Admin);
+            return any_namespace(Role::Admin, OPEN_KEY_ID);
         }
         let grant = self.grant(headers)?;
         match &grant.scope {
-            Scope::AllNamespaces => any_namespace(grant.role),
+            Scope::AllNamespaces => any_namespace(grant.role, &grant.key_id),
             Scope::Namespace(ns) => match requested {
                 Some(other) if other != *ns => Err(ApiError::new(
                     ErrorCode::Forbidden,
@@ -245,6 +268,7 @@ impl Auth {
                     namespace: ns.clone(),
                     role: grant.role,
                     all_namespaces: false,
+                    key_id: grant.key_id.clone(),
                 }),
             },
         }

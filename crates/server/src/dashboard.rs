@@ -34,6 +34,7 @@ pub(crate) const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../dashboard/dead-letters.js"),
     ),
     ("queues.js", JS, include_str!("../dashboard/queues.js")),
+    ("audit.js", JS, include_str!("../dashboard/audit.js")),
 ];
 
 /// What a browser needs to run a file as a module script (it refuses other types).

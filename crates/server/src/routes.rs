@@ -119,6 +119,8 @@ fn table() -> Routes {
             Admin,
             api::replay_dead_letter,
         )
+        // The audit log: who changed what, for those who may change things.
+        .add(Get, "/v1/audit", Write, api::list_audit)
         // Queues: a worker's calls, and the reads a worker needs.
         .add(Get, "/v1/queues", QueueRead, queues::list_queues)
         .add(Get, "/v1/queues/{name}", QueueRead, queues::get_queue)
@@ -200,6 +202,7 @@ async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> ApiResult 
         &Identity {
             all_namespaces: principal.all_namespaces,
             development: state.auth.is_open(),
+            key_id: principal.key_id,
             namespace: principal.namespace,
             role,
             routes,

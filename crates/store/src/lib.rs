@@ -8,6 +8,7 @@
 //! *when* something fires: schedules and policies are evaluated by the engine (via core); a backend
 //! stores and applies decisions atomically.
 
+mod audit;
 #[cfg(feature = "testsuite")]
 pub mod conformance;
 #[cfg(feature = "dynamodb")]
@@ -32,6 +33,9 @@ use async_trait::async_trait;
 use hourglass_core::{Claim, Completion, FencingToken, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
+pub use audit::{
+    AUDIT_FIELDS, AUDIT_JOB_IDS, AuditAction, AuditCursor, AuditEntry, AuditQuery, AuditRecord,
+};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::{DynamoOptions, DynamoStore};
 pub use memory::MemoryStore;
@@ -616,6 +620,17 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes dead letters recorded before `before`, oldest first, looking at no more than the
     /// `limit` oldest; answers how many it deleted.
     async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64>;
+
+    /// Appends an entry to its namespace's audit log (see `audit.rs`): one durable write.
+    async fn append_audit(&self, record: AuditRecord) -> Result<()>;
+
+    /// A namespace's audit log, newest first: see [`AuditQuery`]. A `job` filter reads past
+    /// entries that do not concern the job (the log is indexed by namespace and time only).
+    async fn audit_entries(&self, query: AuditQuery) -> Result<Vec<AuditEntry>>;
+
+    /// Retention: deletes up to `limit` audit entries appended before `before`, oldest first,
+    /// and answers how many. A store whose entries expire by themselves (DynamoDB's TTL) answers 0.
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64>;
 
     /// Counts for metrics, across namespaces, at `now`.
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges>;

@@ -30,9 +30,10 @@
 //! state, to the module of its concern: `jobs.rs` (creating, reading, editing, lifecycle),
 //! `claim.rs` (claims, their leases and releases), `complete.rs` (completions, runs and dead
 //! letters they record), `history.rs` (runs and dead letters read, deleted and purged),
-//! `stats.rs` (queue counts and gauges), `secrets.rs` (signing secrets); `state.rs` holds the
-//! tables and their due index.
+//! `stats.rs` (queue counts and gauges), `secrets.rs` (signing secrets), `audit.rs` (the audit
+//! log); `state.rs` holds the tables and their due index.
 
+mod audit;
 mod claim;
 mod complete;
 mod history;
@@ -50,9 +51,9 @@ use jiff::Timestamp;
 use self::state::{Job, State};
 
 use crate::{
-    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
-    StoreError, StoreGauges, Transition,
+    Applied, AuditEntry, AuditQuery, AuditRecord, ClaimScope, Created, DeadLetter, JobQuery,
+    JobRecord, JobUpdate, Lease, NewJob, NodeBeat, Purged, QueueStats, Release, Result, RunCursor,
+    RunRecord, SigningSecrets, Store, StoreError, StoreGauges, Transition,
 };
 
 /// The in-memory backend. Cheap to create; share it behind an `Arc` like any other store.
@@ -197,6 +198,18 @@ impl Store for MemoryStore {
 
     async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
         history::purge_dead_letters(&mut *self.state()?, before, limit)
+    }
+
+    async fn append_audit(&self, record: AuditRecord) -> Result<()> {
+        self.state()?.audit.append(record)
+    }
+
+    async fn audit_entries(&self, query: AuditQuery) -> Result<Vec<AuditEntry>> {
+        self.state()?.audit.read(query)
+    }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        self.state()?.audit.purge(before, limit)
     }
 
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {

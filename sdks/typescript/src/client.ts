@@ -3,6 +3,7 @@
 import { DecodeError, errorFromAnswer, parseRetryAfter, TransportError } from "./errors.js";
 import { type OperationId, operations } from "./operations.js";
 import type {
+  AuditQuery,
   ExtendOptions,
   ListJobsQuery,
   NackOptions,
@@ -12,6 +13,7 @@ import type {
   RotateOptions,
 } from "./options.js";
 import type {
+  AuditList,
   BatchCreated,
   BatchCreatedMinimal,
   Breaker,
@@ -205,6 +207,14 @@ export class Client {
   /** Replays a dead letter as a new one-off job due now, and removes the dead letter. */
   replayDeadLetter(id: string | number, options?: CallOptions): Promise<Job> {
     return this.#send({ op: "replayDeadLetter", params: { id: encodeURIComponent(String(id)) }, signal: options?.signal });
+  }
+
+  /**
+   * The namespace's audit log, newest first: who (the API key's id) changed what, when. Only the
+   * entries about `query.job` when given. For writers and admins.
+   */
+  listAudit(query: AuditQuery = {}, options?: CallOptions): Promise<AuditList> {
+    return this.#send({ op: "listAudit", query: { ...query }, signal: options?.signal });
   }
 
   async listOpenBreakers(options?: CallOptions): Promise<Breaker[]> {

@@ -31,6 +31,7 @@ export const operations = {
   getDeadLetter: { method: "GET", path: "/v1/dead-letters/{id}", client: "getDeadLetter" },
   deleteDeadLetter: { method: "DELETE", path: "/v1/dead-letters/{id}", client: "deleteDeadLetter" },
   replayDeadLetter: { method: "POST", path: "/v1/dead-letters/{id}/replay", client: "replayDeadLetter" },
+  listAudit: { method: "GET", path: "/v1/audit", client: "listAudit" },
   listOpenBreakers: { method: "GET", path: "/v1/breakers", client: "listOpenBreakers" },
   listConnections: { method: "GET", path: "/v1/connections", client: "listConnections" },
   whoami: { method: "GET", path: "/v1/whoami", client: "whoami" },

@@ -24,6 +24,11 @@ export interface PageQuery {
   cursor?: string;
 }
 
+/** Paging of `listAudit`, and only the entries about one job (its id). */
+export interface AuditQuery extends PageQuery {
+  job?: string;
+}
+
 /** Paging of `listQueueMessages`, and whether to include payloads (left out by default). */
 export interface QueueMessagesQuery extends PageQuery {
   payload?: boolean;

@@ -1092,6 +1092,51 @@ export interface Breaker {
 }
 
 /**
+ * One API request that changed something in the namespace.
+ *
+ * @schema AuditEntry
+ */
+export interface AuditEntry {
+  /**
+   * `create`, `change` (a `PATCH`), `pause`, `resume`, `cancel`, `trigger`, `replay` (a dead letter
+   * replayed), `purge` (a dead letter deleted) or `rotate_secret`.
+   */
+  action: string;
+  /** When the change was made. */
+  at: string;
+  /** Where it goes in the log: pass it as `cursor` to read the entries before it. */
+  cursor: string;
+  /** The dead letter a `replay` or `purge` concerns. */
+  dead_letter_id: string | null;
+  /**
+   * For a `change`, the fields it changed (`type`, `schedule`, `target`, `retry`, `misfire`,
+   * `payload`); empty otherwise.
+   */
+  fields: string[];
+  /** How many jobs it concerns: a batch create's jobs, of which `jobs` lists the first 20. */
+  job_count: number;
+  /** The jobs it concerns (created, changed, or made by a replay); a batch's first 20. */
+  jobs: string[];
+  /**
+   * The id of the API key that made the request: the first 12 hex digits of its SHA-256 (`sha256`
+   * in its `[[api_keys]]` entry), `open` on a node without keys. Never the key.
+   */
+  key_id: string;
+  namespace: string;
+}
+
+/**
+ * A page of the namespace's audit log, newest first.
+ *
+ * @schema AuditList
+ */
+export interface AuditList {
+  entries: AuditEntry[];
+  /** The last entry's cursor when the page is full: pass it as `cursor` for the next page. */
+  next_cursor: string | null;
+}
+
+/**
  * PutEvents to an EventBridge bus: the payload (a JSON object) is the event's `detail`, the due
  * time its `time`, and `resources` carry `hourglass:delivery-id/...`, `hourglass:job-id/...`,
  * `hourglass:due-at/...`, `hourglass:attempt/...` and `hourglass:job-type/...`.

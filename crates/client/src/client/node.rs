@@ -1,14 +1,14 @@
-//! The client's operations on the namespace's calendars and signing secret, the caller's key,
-//! the node's and the cluster's state (breakers, connections, nodes, the summary), the API
-//! document, health and metrics.
+//! The client's operations on the namespace's calendars, signing secret and audit log, the
+//! caller's key, the node's and the cluster's state (breakers, connections, nodes, the summary),
+//! the API document, health and metrics.
 
 use std::time::Duration;
 
 use reqwest::Method;
 
 use hourglass_api::{
-    Breaker, BreakerList, Calendar, CalendarIn, CalendarList, Connection, ConnectionList, Identity,
-    NodeList, RotateSecret, Status, Summary,
+    AuditList, AuditQuery, Breaker, BreakerList, Calendar, CalendarIn, CalendarList, Connection,
+    ConnectionList, Identity, NodeList, RotateSecret, Status, Summary,
 };
 
 use super::{Client, Request};
@@ -40,6 +40,24 @@ impl Client {
         self.exchange(Request::new(Method::DELETE, &["v1", "calendars", name]))
             .await
             .map(drop)
+    }
+
+    /// `GET /v1/audit`: one page of the namespace's audit log, newest first (who changed what;
+    /// for writers and admins), only the entries about `job` when given. Pass the page's
+    /// `next_cursor` as `cursor` for the next one.
+    pub async fn list_audit(
+        &self,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+        job: Option<&str>,
+    ) -> Result<AuditList, Error> {
+        let query = AuditQuery {
+            limit,
+            cursor: cursor.map(str::to_owned),
+            job: job.map(str::to_owned),
+        };
+        self.send(Request::new(Method::GET, &["v1", "audit"]).query(&query))
+            .await
     }
 
     /// `GET /v1/signing-secret`: the namespace's current webhook signing secret, read without

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hourglass_core::{Claim, Completion, JobId, JobState, Occurrence};
 use hourglass_store::{
-    Applied, CalendarRecord, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord,
+    Applied, AuditEntry, AuditQuery, AuditRecord, CalendarRecord, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord,
     JobUpdate, Lease, MemoryStore, NewJob, NodeBeat, Purged, QueueStats, Release, Result,
     RunCursor, RunRecord, SigningSecrets, Store, StoreError, StoreEvent, StoreGauges, Transition,
 };
@@ -272,6 +272,16 @@ impl Store for FaultStore {
             .inner
             .replace_signing_secrets(namespace, expected, replacement);
         self.write(op, |_| {}).await
+    }
+    async fn append_audit(&self, record: AuditRecord) -> Result<()> {
+        self.write(self.inner.append_audit(record), |_| {}).await
+    }
+    async fn audit_entries(&self, query: AuditQuery) -> Result<Vec<AuditEntry>> {
+        self.read(self.inner.audit_entries(query)).await
+    }
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        self.write(self.inner.purge_audit(before, limit), |_| {})
+            .await
     }
     async fn put_calendar(&self, record: &CalendarRecord) -> Result<()> {
         self.write(self.inner.put_calendar(record), |_| {}).await

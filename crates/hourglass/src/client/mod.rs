@@ -4,9 +4,10 @@
 //!
 //! This file holds how a command reaches a node (flags over a profile, the client, its
 //! refusals); `output.rs` how answers are printed; one file per command group: `jobs.rs` (with
-//! `job_fields.rs`, a job's fields as flags), `queues.rs`, `dead_letters.rs`, and `node.rs` (the
-//! signing secret, breakers, connections and nodes).
+//! `job_fields.rs`, a job's fields as flags), `queues.rs`, `dead_letters.rs`, `audit.rs` (the
+//! audit log), and `node.rs` (the signing secret, breakers, connections and nodes).
 
+mod audit;
 mod dead_letters;
 mod job_fields;
 mod jobs;
@@ -16,6 +17,7 @@ mod queues;
 
 use clap::Args;
 
+pub use self::audit::{AUDIT_EXAMPLES, AuditArgs, audit};
 pub use self::dead_letters::{DEAD_LETTER_EXAMPLES, DeadLetterArgs, dead_letters};
 pub use self::jobs::{JobArgs, job};
 pub use self::node::{

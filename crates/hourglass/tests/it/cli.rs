@@ -459,6 +459,7 @@ fn help_shows_examples_for_the_main_commands() {
         vec!["job", "list", "--help"],
         vec!["queue", "--help"],
         vec!["dead-letters", "--help"],
+        vec!["audit", "--help"],
     ] {
         let help = ok(&args, &[]);
         assert!(
@@ -628,6 +629,41 @@ async fn signing_secret_show_reads_without_rotating() {
     assert_ne!(rotated["signing_secret"], shown["signing_secret"]);
     let again = json(&ok(&["signing-secret", "--show"], &env));
     assert_eq!(again["signing_secret"], rotated["signing_secret"]);
+    node.kill().await;
+}
+
+/// `hourglass audit` prints the namespace's audit log: the API's answer as JSON (one job's
+/// entries with `--job`), or a table that says how to get the next page.
+#[tokio::test]
+async fn audit_shows_who_changed_what() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-audit")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    let create = ["job", "create", "--queue", "q", "--after", "1h"];
+    let id = json(&ok(&create, &env))["id"].as_str().unwrap().to_owned();
+    ok(&create, &env);
+    ok(&["job", "pause", &id], &env);
+    let log = json(&ok(&["audit"], &env));
+    let actions: Vec<&str> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["pause", "create", "create"], "{log}");
+    assert_eq!(log["entries"][0]["key_id"], "open", "{log}");
+    let of_job = json(&ok(&["audit", "--job", &id], &env));
+    assert_eq!(of_job["entries"].as_array().unwrap().len(), 2, "{of_job}");
+    let table = ok(&["audit", "--limit", "1", "--output", "table"], &env);
+    let rows: Vec<Vec<&str>> = table.lines().map(cells).collect();
+    assert_eq!(
+        rows[0],
+        ["WHEN", "KEY", "ACTION", "JOBS", "DETAIL"],
+        "{table}"
+    );
+    assert_eq!(rows[1][1..3], ["open", "pause"], "{table}");
+    assert!(table.contains("more: --cursor "), "{table}");
     node.kill().await;
 }
 

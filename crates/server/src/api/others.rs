@@ -142,7 +142,7 @@ pub(crate) async fn delete_dead_letter(
     let id = parse_dead_letter_id(&id)?;
     if !state
         .scheduler
-        .delete_dead_letter(&principal.namespace, id)
+        .delete_dead_letter(&principal.namespace, id, &principal.actor())
         .await?
     {
         return Err(ApiError::not_found("dead letter"));
@@ -172,7 +172,7 @@ pub(crate) async fn replay_dead_letter(
     crate::quotas::admit(&state.scheduler, &principal.namespace, 1).await?;
     let created = state
         .scheduler
-        .replay(&principal.namespace, id)
+        .replay(&principal.namespace, id, &principal.actor())
         .await?
         .ok_or_else(|| ApiError::not_found("dead letter"))?;
     // Concurrent replays of one letter share the key `replay-<id>`: only the one that made the
@@ -216,6 +216,10 @@ pub(crate) async fn rotate_signing_secret(
         .field("overlap"));
     }
     let secret = state.secrets.rotate(&principal.namespace, overlap).await?;
+    state
+        .scheduler
+        .secret_rotated(&principal.namespace, &principal.actor())
+        .await?;
     let previous_valid_until = (!overlap.is_zero()).then(|| {
         state.scheduler.now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default()
     });

@@ -1,7 +1,7 @@
 //! Roles on API keys, one test per role: on every route group (jobs read, jobs write, trigger,
 //! queue reads, a worker's queue calls, dead-letter reads, replays and purges, the signing
-//! secret, breakers, the node-wide views) the role's key makes a call it may make and is refused
-//! one it may not, with `403 insufficient_role` naming the roles that may — and a refused call
+//! secret, breakers, the audit log, the node-wide views) the role's key makes a call it may make
+//! and is refused one it may not, with `403 insufficient_role` naming the roles that may — and a refused call
 //! changes nothing. And the route table itself: every route has a role, and the OpenAPI document
 //! states it for every operation.
 
@@ -356,6 +356,17 @@ async fn secrets_and_breakers(f: &Fixture, allowed: bool) {
     }
 }
 
+/// The audit log: read by `writer` and `admin`, a namespace key and a key of every namespace.
+async fn audit_read(f: &Fixture, allowed: bool) {
+    for (who, api) in [("namespace key", &f.ns), ("every namespace", &f.all)] {
+        let call = api.call("GET", "/v1/audit", None).await;
+        match allowed {
+            true => assert_status(&format!("audit, {who}"), &call, 200),
+            false => assert_refused(&format!("audit, {who}"), &call, &["writer", "admin"]),
+        }
+    }
+}
+
 /// The node-wide views: an `admin` key of every namespace; a namespace key of any role is
 /// refused for its scope (`forbidden`), a key of every namespace without the role for its role.
 async fn node_views(f: &Fixture, allowed: bool) {
@@ -389,6 +400,7 @@ async fn whoami(f: &Fixture, role: &str, may: &[&str], may_not: &[&str]) {
         assert_eq!(body["all_namespaces"], all, "{body}");
         assert_eq!(body["development"], false, "{body}");
         assert!(!body.to_string().contains(&hash_key(secret)), "{body}");
+        assert_eq!(body["key_id"], hash_key(secret)[..12], "{body}");
         let routes: Vec<String> = body["routes"]
             .as_array()
             .unwrap()
@@ -447,6 +459,7 @@ async fn a_reader_reads_and_changes_nothing() {
     dead_letters(&f, true, false).await;
     secrets_and_breakers(&f, false).await;
     node_views(&f, false).await;
+    audit_read(&f, false).await;
     f.node.shutdown().await;
 }
 
@@ -472,6 +485,7 @@ async fn a_worker_works_queues_and_reads_nothing_else() {
     dead_letters(&f, false, false).await;
     secrets_and_breakers(&f, false).await;
     node_views(&f, false).await;
+    audit_read(&f, false).await;
     f.node.shutdown().await;
 }
 
@@ -501,6 +515,7 @@ async fn a_writer_changes_jobs_but_not_secrets_or_dead_letters() {
     secrets_and_breakers(&f, false).await;
     node_views(&f, false).await;
     jobs_write_and_trigger(&f, true).await;
+    audit_read(&f, true).await;
     f.node.shutdown().await;
 }
 
@@ -526,6 +541,7 @@ async fn an_admin_may_do_everything() {
     secrets_and_breakers(&f, true).await;
     node_views(&f, true).await;
     jobs_write_and_trigger(&f, true).await;
+    audit_read(&f, true).await;
     f.node.shutdown().await;
 }
 
@@ -538,6 +554,7 @@ async fn without_keys_whoami_says_development_and_admin_of_every_namespace() {
     let (status, body) = api.call("GET", "/v1/whoami", None).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["development"], true, "{body}");
+    assert_eq!(body["key_id"], "open", "{body}");
     assert_eq!(body["role"], "admin", "{body}");
     assert_eq!(body["all_namespaces"], true, "{body}");
     assert_eq!(body["namespace"], "other", "{body}");

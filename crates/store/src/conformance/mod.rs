@@ -1,6 +1,7 @@
 //! The behaviour every [`Store`] backend must show, written once. A backend's test file expands
 //! [`conformance_tests!`](crate::conformance_tests) with a factory that makes a fresh, empty store.
 
+mod audit;
 mod calendars;
 mod claims;
 mod completions;
@@ -12,6 +13,7 @@ mod lifecycle;
 mod nodes;
 mod queues;
 
+pub use self::audit::*;
 pub use self::calendars::*;
 pub use self::claims::*;
 pub use self::completions::*;
@@ -71,7 +73,11 @@ macro_rules! conformance_tests {
             a_jittered_job_keeps_its_jitter_and_fires_late,
             calendars_are_kept_per_namespace,
             a_rolled_occurrence_fires_at_its_moved_time_named_by_its_due_time,
-            nodes_are_listed_while_their_heartbeat_is_live);
+            nodes_are_listed_while_their_heartbeat_is_live,
+            audit_entries_of_every_kind_page_newest_first,
+            audit_entries_in_one_millisecond_page_without_loss,
+            audit_logs_are_per_namespace_and_filter_by_job,
+            old_audit_entries_are_purged_oldest_first);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

@@ -45,8 +45,12 @@
 //! them): listing jobs across namespaces, `count_jobs` without a namespace and `gauges` scan the
 //! table; a namespace's listing reads its registry and the jobs it names; reading an active job
 //! also reads its entry and its root's settlements. Payloads over 256 bytes live in items of
-//! their own (`payload.rs`), read once a claim. COSTS.md (deploy/aws) has each operation's cost.
+//! their own (`payload.rs`), read once a claim. An audit entry (`audit.rs`) is a put of its own
+//! after the change it records (a create batch is not one transaction here either), so a crash
+//! between them leaves the change without its entry. COSTS.md (deploy/aws) has each operation's
+//! cost.
 
+mod audit;
 mod calendars;
 mod claim;
 mod complete;
@@ -663,6 +667,18 @@ impl Store for DynamoStore {
 
     async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
         history::purge_dead_letters(&self.inner, before, limit).await
+    }
+
+    async fn append_audit(&self, record: crate::AuditRecord) -> Result<()> {
+        audit::append(&self.inner, record).await
+    }
+
+    async fn audit_entries(&self, query: crate::AuditQuery) -> Result<Vec<crate::AuditEntry>> {
+        audit::read(&self.inner, query).await
+    }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        audit::purge(&self.inner, before, limit).await
     }
 
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {

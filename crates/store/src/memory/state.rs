@@ -179,6 +179,7 @@ pub(super) struct State {
     pub(super) secrets: HashMap<String, Secrets>,
     /// By (namespace, name).
     pub(super) calendars: BTreeMap<(String, String), crate::CalendarRecord>,
+    pub(super) audit: super::audit::AuditLog,
 }
 
 impl State {

@@ -18,8 +18,10 @@
 //!
 //! The schema and its migrations are in `schema.rs`, NOTIFY and LISTEN in `notify.rs`, rows to
 //! records in `codec.rs`, TLS in `tls.rs`; the `Store` methods below hand each call to the module
-//! of its concern (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `nodes`).
+//! of its concern (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `nodes`,
+//! `audit`).
 
+mod audit;
 mod calendars;
 mod claim;
 mod codec;
@@ -356,6 +358,18 @@ impl Store for PostgresStore {
 
     async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64> {
         history::purge_dead_letters(self, before, limit).await
+    }
+
+    async fn append_audit(&self, record: crate::AuditRecord) -> Result<()> {
+        audit::append(self, record).await
+    }
+
+    async fn audit_entries(&self, query: crate::AuditQuery) -> Result<Vec<crate::AuditEntry>> {
+        audit::read(self, query).await
+    }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        audit::purge(self, before, limit).await
     }
 
     async fn gauges(&self, now: Timestamp) -> Result<StoreGauges> {

@@ -109,6 +109,19 @@ const MIGRATIONS: &[&str] = &[
          updated_ms BIGINT NOT NULL,
          PRIMARY KEY (namespace, name)
      );",
+    // 7: the audit log (`audit.rs`): one row per API request that changed something.
+    "CREATE TABLE audit_log (
+         id           BIGSERIAL PRIMARY KEY,
+         namespace    TEXT NOT NULL,
+         at_ms        BIGINT NOT NULL,
+         key_id       TEXT NOT NULL,
+         action       TEXT NOT NULL,
+         jobs         TEXT NOT NULL,
+         job_count    BIGINT NOT NULL,
+         dead_letter  BIGINT,
+         fields       TEXT NOT NULL
+     );
+     CREATE INDEX audit_log_namespace ON audit_log(namespace, at_ms, id);",
 ];
 
 /// Applies pending migrations and returns the schema the tables live in.

@@ -15,8 +15,9 @@
 //!
 //! The writer thread is in `writer.rs`, the schema and its migrations in `schema.rs`, rows to
 //! records in `codec.rs`; the `Store` methods below hand each call to the module of its concern
-//! (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`).
+//! (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `audit`).
 
+mod audit;
 mod backup;
 mod calendars;
 mod claim;
@@ -372,6 +373,20 @@ impl Store for SqliteStore {
     async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
         let namespace = namespace.map(str::to_owned);
         self.write(move |conn| history::delete_dead_letter(conn, namespace.as_deref(), id))
+            .await
+    }
+
+    async fn append_audit(&self, record: crate::AuditRecord) -> Result<()> {
+        self.write(move |conn| audit::append(conn, &record)).await
+    }
+
+    async fn audit_entries(&self, query: crate::AuditQuery) -> Result<Vec<crate::AuditEntry>> {
+        self.read(move |conn| audit::read(conn, &query)).await
+    }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64> {
+        let before = before.as_millisecond();
+        self.write(move |conn| audit::purge(conn, before, limit))
             .await
     }
 

@@ -200,6 +200,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
          updated_ms INTEGER NOT NULL,
          PRIMARY KEY (namespace, name)
      );",
+    // 14: the audit log (`sqlite/audit.rs`): one row per API request that changed something.
+    "CREATE TABLE audit_log (
+         id          INTEGER PRIMARY KEY AUTOINCREMENT,
+         namespace   TEXT NOT NULL,
+         at_ms       INTEGER NOT NULL,
+         key_id      TEXT NOT NULL,
+         action      TEXT NOT NULL,
+         jobs        TEXT NOT NULL,
+         job_count   INTEGER NOT NULL,
+         dead_letter INTEGER,
+         fields      TEXT NOT NULL
+     );
+     CREATE INDEX audit_log_namespace ON audit_log(namespace, at_ms, id);",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

@@ -15,6 +15,7 @@ from ._errors import DecodeError, HourglassError, TransportError, error_from_ans
 from ._errors import parse_retry_after as _parse_retry_after
 from ._models import (
     AckRequest,
+    AuditList,
     BatchCreate,
     BatchCreated,
     BatchCreatedMinimal,
@@ -398,6 +399,14 @@ class Client(_Base):
         req = _Request("replayDeadLetter", {"id": _segment(str(id))})
         return _decode(Job.from_json, self._send(req))
 
+    def list_audit(
+        self, *, limit: int | None = None, cursor: str | None = None, job: str | None = None
+    ) -> AuditList:
+        """The namespace's audit log, newest first: who (the API key's id) changed what, when.
+        Only the entries about ``job`` when given. For writers and admins."""
+        req = _Request("listAudit", query={**_page(limit, cursor), "job": job})
+        return _decode(AuditList.from_json, self._send(req))
+
     def list_open_breakers(self) -> list[Breaker]:
         return _decode(BreakerList.from_json, self._send(_Request("listOpenBreakers"))).breakers
 
@@ -669,6 +678,14 @@ class AsyncClient(_Base):
     async def replay_dead_letter(self, id: str | int) -> Job:
         req = _Request("replayDeadLetter", {"id": _segment(str(id))})
         return _decode(Job.from_json, await self._send(req))
+
+    async def list_audit(
+        self, *, limit: int | None = None, cursor: str | None = None, job: str | None = None
+    ) -> AuditList:
+        """The namespace's audit log, newest first: who (the API key's id) changed what, when.
+        Only the entries about ``job`` when given. For writers and admins."""
+        req = _Request("listAudit", query={**_page(limit, cursor), "job": job})
+        return _decode(AuditList.from_json, await self._send(req))
 
     async def list_open_breakers(self) -> list[Breaker]:
         data = await self._send(_Request("listOpenBreakers"))

@@ -1481,6 +1481,64 @@ class Breaker:
 
 
 @dataclass(frozen=True)
+class AuditEntry:
+    """One API request that changed something in the namespace."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AuditEntry",)
+    action: str
+    """``create``, ``change`` (a ``PATCH``), ``pause``, ``resume``, ``cancel``, ``trigger``,
+    ``replay`` (a dead letter replayed), ``purge`` (a dead letter deleted) or ``rotate_secret``."""
+    at: datetime
+    """When the change was made."""
+    cursor: str
+    """Where it goes in the log: pass it as ``cursor`` to read the entries before it."""
+    dead_letter_id: str | None
+    """The dead letter a ``replay`` or ``purge`` concerns."""
+    fields: list[str]
+    """For a ``change``, the fields it changed (``type``, ``schedule``, ``target``, ``retry``,
+    ``misfire``, ``payload``); empty otherwise."""
+    job_count: int
+    """How many jobs it concerns: a batch create's jobs, of which ``jobs`` lists the first 20."""
+    jobs: list[str]
+    """The jobs it concerns (created, changed, or made by a replay); a batch's first 20."""
+    key_id: str
+    """The id of the API key that made the request: the first 12 hex digits of its SHA-256
+    (``sha256`` in its ``[[api_keys]]`` entry), ``open`` on a node without keys. Never the key."""
+    namespace: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditEntry:
+        return cls(
+            action=str(data["action"]),
+            at=parse_instant(data["at"]),
+            cursor=str(data["cursor"]),
+            dead_letter_id=opt(str, data.get("dead_letter_id")),
+            fields=[str(v) for v in data["fields"]],
+            job_count=int(data["job_count"]),
+            jobs=[str(v) for v in data["jobs"]],
+            key_id=str(data["key_id"]),
+            namespace=str(data["namespace"]),
+        )
+
+
+@dataclass(frozen=True)
+class AuditList:
+    """A page of the namespace's audit log, newest first."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AuditList",)
+    entries: list[AuditEntry]
+    next_cursor: str | None
+    """The last entry's cursor when the page is full: pass it as ``cursor`` for the next page."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditList:
+        return cls(
+            entries=[AuditEntry.from_json(v) for v in data["entries"]],
+            next_cursor=opt(str, data.get("next_cursor")),
+        )
+
+
+@dataclass(frozen=True)
 class EventBridgeTarget:
     """PutEvents to an EventBridge bus: the payload (a JSON object) is the event's ``detail``, the
     due time its ``time``, and ``resources`` carry ``hourglass:delivery-id/...``,

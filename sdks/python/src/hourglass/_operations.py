@@ -40,6 +40,7 @@ OPERATIONS = _ops(
     ("getDeadLetter", "GET", "/v1/dead-letters/{id}", "get_dead_letter"),
     ("deleteDeadLetter", "DELETE", "/v1/dead-letters/{id}", "delete_dead_letter"),
     ("replayDeadLetter", "POST", "/v1/dead-letters/{id}/replay", "replay_dead_letter"),
+    ("listAudit", "GET", "/v1/audit", "list_audit"),
     ("listOpenBreakers", "GET", "/v1/breakers", "list_open_breakers"),
     ("listConnections", "GET", "/v1/connections", "list_connections"),
     ("whoami", "GET", "/v1/whoami", "whoami"),
