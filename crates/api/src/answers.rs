@@ -153,6 +153,8 @@ pub struct Job<'a> {
     pub retry: RetryOut,
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Misfire))]
     pub misfire: MisfireOut,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Overlap))]
+    pub overlap: Cow<'static, str>,
     /// Nominal due time of the pending occurrence (the time in its delivery id); `null` in a
     /// terminal state.
     #[serde(with = "instant::option")]
@@ -314,6 +316,9 @@ impl RunOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
     pub attempt: u32,
+    /// Present (`true`) on a run of a backfilled occurrence.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backfill: bool,
     pub delivery_id: String,
     #[serde(with = "instant")]
     pub due_at: Timestamp,

@@ -37,8 +37,9 @@ pub use answers::{
 };
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{
-    BatchCreate, CreateJob, HeadersIn, JobListQuery, MisfireIn, PageQuery, PatchJob,
-    PreviewRequest, RetryIn, ScheduleIn, SchedulePreview, TargetIn, WebhookBatch, WebhookIn,
+    BackfillAccepted, BackfillRequest, BatchCreate, CreateJob, HeadersIn, JobListQuery, MisfireIn,
+    PageQuery, PatchJob, PreviewRequest, RetryIn, ScheduleIn, SchedulePreview, TargetIn,
+    WebhookBatch, WebhookIn,
 };
 pub use queues::{
     AckRequest, ExtendRequest, LeaseRequest, LeaseResult, Message, NackRequest, Queue, QueueList,

@@ -212,6 +212,8 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
                 max_backoff: Duration::from_secs(60),
             },
             misfire: MisfirePolicy::Once,
+            overlap: Default::default(),
+            backfill: None,
         },
         payload: None,
         fingerprint: 0,
@@ -1742,6 +1744,7 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
         target: None,
         retry: None,
         misfire: None,
+        overlap: None,
         payload: Some(Some(r#"{"v":2}"#.into())),
     };
     rig.engine

@@ -27,8 +27,10 @@ use crate::respond::{ApiResult, sized_response, typed_response};
 use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
+mod backfill;
 mod fingerprint;
 mod others;
+pub(crate) use backfill::backfill_job;
 use fingerprint::fingerprint;
 pub(crate) use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
@@ -363,6 +365,9 @@ pub(crate) async fn patch_job(
     if let Some(misfire) = &patch.misfire {
         edit.misfire = Some(wire::misfire(misfire)?);
     }
+    if let Some(overlap) = &patch.overlap {
+        edit.overlap = Some(wire::overlap(overlap)?);
+    }
     if let Some(value) = &patch.payload {
         edit.payload = Some(wire::encode_payload(value.as_ref(), &state.limits)?);
     }
@@ -485,9 +490,9 @@ pub(crate) async fn job_runs(
     let q: PageQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
     let before = parse_cursor(q.cursor.as_deref(), RunCursor::parse)?;
-    let runs = state
+    let (runs, backfill) = state
         .scheduler
-        .runs(&principal.namespace, &job, before, limit)
+        .runs_marked(&principal.namespace, &job, before, limit)
         .await?;
     let next_cursor = (runs.len() == limit)
         .then(|| runs.last().map(|r| r.cursor.encode()))
@@ -496,7 +501,10 @@ pub(crate) async fn job_runs(
         StatusCode::OK,
         &RunList {
             next_cursor,
-            runs: runs.iter().map(wire::run_out).collect(),
+            runs: runs
+                .iter()
+                .map(|r| wire::run_out(r, backfill.as_ref()))
+                .collect(),
         },
     ))
 }

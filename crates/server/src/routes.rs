@@ -91,6 +91,7 @@ fn table() -> Routes {
         .add(Post, "/v1/jobs/{id}/pause", Write, api::pause_job)
         .add(Post, "/v1/jobs/{id}/resume", Write, api::resume_job)
         .add(Post, "/v1/jobs/{id}/trigger", Write, api::trigger_job)
+        .add(Post, "/v1/jobs/{id}/backfill", Write, api::backfill_job)
         // Dead letters: read by readers, replayed and purged by admins.
         .add(Get, "/v1/dead-letters", Read, api::list_dead_letters)
         .add(Get, "/v1/dead-letters/{id}", Read, api::get_dead_letter)

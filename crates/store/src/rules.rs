@@ -330,6 +330,43 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
     }
 }
 
+/// The skipped run a completion records when the job's overlap policy dropped occurrences on
+/// the way to its next one: `(due, record)`, due the first dropped occurrence's due time, the
+/// record attempt 0, outcome [`RunOutcome::Skipped`] and an error that opens with the reason
+/// `overlap`. Stamped when the run that overlapped ended (at least a millisecond after it
+/// started, so that it sorts after that run and a store keying runs by start time keeps both).
+pub(crate) fn overlap_run(c: &Completion) -> Option<(i64, AttemptRecord)> {
+    let next = match &c.action {
+        Action::Delivered { next, .. }
+        | Action::DeadLetter { next, .. }
+        | Action::Skipped { next, .. } => next.as_ref()?,
+        Action::Retry { .. } => return None,
+    };
+    let skip = next.overlap?;
+    let ended = c.attempt.as_ref().map_or(c.due.as_millisecond(), |a| {
+        let started = a.started_at.as_millisecond();
+        started
+            .saturating_add(i64::from(a.latency_ms))
+            .max(started.saturating_add(1))
+    });
+    let plural = if skip.count == 1 { "" } else { "s" };
+    Some((
+        skip.first.as_millisecond(),
+        AttemptRecord {
+            attempt: 0,
+            started_at: hourglass_core::from_ms(ended),
+            latency_ms: 0,
+            status: None,
+            error: Some(format!(
+                "{}: {} occurrence{plural} fell due while the previous one was in flight",
+                hourglass_core::overlap::REASON,
+                skip.count
+            )),
+            response: None,
+        },
+    ))
+}
+
 /// Counts of one queue (or of all), as [`crate::QueueStats`] and [`crate::StoreGauges`] report
 /// them, for the backends that count in Rust (the memory and DynamoDB stores).
 #[derive(Default)]
@@ -461,6 +498,7 @@ mod tests {
             next: Some(hourglass_core::Next {
                 due: from_ms(9_000),
                 fire: from_ms(9_400),
+                overlap: None,
             }),
             skipped: 2,
         };

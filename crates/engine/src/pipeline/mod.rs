@@ -30,10 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use hourglass_core::misfire;
 use hourglass_core::{
     Action, AttemptRecord, Claim, Clock, Completion, Next, Occurrence, add_saturating,
 };
+use hourglass_core::{misfire, overlap};
 use hourglass_store::Store;
 use jiff::Timestamp;
 use rand::Rng;
@@ -315,6 +315,9 @@ pub(crate) fn settle(
         outcome,
     };
     let moved_on = || {
+        if let Some(backfill) = spec.backfill.as_ref().filter(|b| b.covers(occ.due)) {
+            return after_backfilled(occ, backfill, now, metrics);
+        }
         let (next, skipped) = misfire::next_after_run(
             &spec.schedule,
             spec.misfire,
@@ -324,8 +327,22 @@ pub(crate) fn settle(
             misfire_threshold,
             occ.runs_done + 1,
         );
-        let next = next.map(|due| Next::of(&spec.schedule, occ.job_id, due));
-        (next, skipped)
+        // Then the overlap policy, over the successors that fell due while this one ran.
+        let (next, overlapped) = overlap::after_run(
+            &spec.schedule,
+            spec.overlap,
+            occ.job_id,
+            next,
+            now,
+            occ.runs_done + 1,
+        );
+        let next = next.map(|due| Next {
+            overlap: overlapped,
+            ..Next::of(&spec.schedule, occ.job_id, due)
+        });
+        let overlapped = overlapped.map_or(0, |o| o.count);
+        metrics.overlap_skipped.inc_by(overlapped);
+        (next, skipped.saturating_add(overlapped))
     };
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {
@@ -371,6 +388,44 @@ pub(crate) fn settle(
         attempt: Some(attempt),
         action,
     }
+}
+
+/// Where a job goes after a backfilled occurrence ran ([`hourglass_core::backfill`]): the
+/// backfill's next occurrence, paced; or, after its last, the job's own pending occurrence, with
+/// the overlap policy over the job's own occurrences that fell due meanwhile.
+fn after_backfilled(
+    occ: &Occurrence,
+    backfill: &hourglass_core::backfill::Backfill,
+    now: Timestamp,
+    metrics: &Metrics,
+) -> (Option<Next>, u64) {
+    let spec = &occ.spec;
+    if let Some(due) = backfill.next_after(&spec.schedule, occ.due) {
+        let fire = hourglass_core::backfill::paced(occ.fire_at, now);
+        return (
+            Some(Next {
+                due,
+                fire,
+                overlap: None,
+            }),
+            0,
+        );
+    }
+    let (next, overlapped) = overlap::after_run(
+        &spec.schedule,
+        spec.overlap,
+        occ.job_id,
+        Some(backfill.resume),
+        now,
+        occ.runs_done + 1,
+    );
+    let next = next.map(|due| Next {
+        overlap: overlapped,
+        ..Next::of(&spec.schedule, occ.job_id, due)
+    });
+    let overlapped = overlapped.map_or(0, |o| o.count);
+    metrics.overlap_skipped.inc_by(overlapped);
+    (next, overlapped)
 }
 
 /// A delivery's HTTP status for logs: the code, or `none` when no answer came (a timeout, a

@@ -106,6 +106,8 @@ fn spec(schedule: Schedule) -> JobSpec {
         target: webhook(),
         retry: Default::default(),
         misfire: Default::default(),
+        overlap: Default::default(),
+        backfill: None,
     }
 }
 
