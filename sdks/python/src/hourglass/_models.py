@@ -33,13 +33,24 @@ from ._support import (
     parse_instant,
 )
 
+Overlap = Literal["skip", "buffer_one", "buffer_all"]
+"""What a recurring job does with occurrences that fall due while its previous occurrence is still
+in flight (being delivered, waiting for a retry, or leased from a pull queue and not
+acknowledged). ``buffer_all`` (the default) keeps them all: each runs in turn once the one before
+it ends, and the misfire policy judges those that waited past its threshold. ``buffer_one`` keeps
+only the most recent one that fell due and ``skip`` none; the dropped ones are counted in the
+job's ``skipped`` and recorded as one run with outcome ``skipped`` whose error opens with
+``overlap``."""
+
 MisfirePolicy = Literal["skip", "once", "all"]
 
 JobState = Literal["active", "paused", "completed", "failed", "cancelled"]
 """``completed``: no occurrence left. ``failed``: a one-off job whose occurrence was dead-lettered.
 ``completed``, ``failed`` and ``cancelled`` are terminal."""
 
-RunOutcome = Literal["delivered", "retry", "dead_letter"]
+RunOutcome = Literal["delivered", "retry", "dead_letter", "skipped"]
+"""``skipped``: occurrences the job's overlap policy dropped (its ``error`` opens with ``overlap: ``
+and says how many, ``due_at`` is the first of them)."""
 
 HealthStatus = Literal["ok", "ready"]
 
@@ -172,6 +183,7 @@ or waiting out a nack's delay; ``leased``: held by a worker until ``leased_until
 ConnectionKind = Literal["aws", "eventbridge", "sqs", "sns", "lambda", "nats", "redis", "amqp"]
 
 ENUMS: Mapping[str, object] = {
+    "Overlap": Overlap,
     "Misfire.policy": MisfirePolicy,
     "JobState": JobState,
     "Run.outcome": RunOutcome,
@@ -629,6 +641,9 @@ class NewJob:
     is then ``null``). At most 256 KiB serialized by default."""
     retry: Retry | None = None
     misfire: Misfire | MisfirePolicy | None = None
+    overlap: Overlap | None = None
+    """What a recurring job does with occurrences that fall due while the previous one is still in
+    flight: ``"skip"``, ``"buffer_one"`` or ``"buffer_all"`` (the default)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schedule": dump(self.schedule), "target": dump(self.target)}
@@ -642,6 +657,8 @@ class NewJob:
             out["retry"] = dump(self.retry)
         if self.misfire is not None:
             out["misfire"] = dump(self.misfire)
+        if self.overlap is not None:
+            out["overlap"] = self.overlap
         return out
 
 
@@ -664,6 +681,7 @@ class JobPatch:
     is then ``null``). At most 256 KiB serialized by default."""
     retry: Retry | None = None
     misfire: Misfire | MisfirePolicy | None = None
+    overlap: Overlap | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -679,6 +697,8 @@ class JobPatch:
             out["retry"] = dump(self.retry)
         if self.misfire is not None:
             out["misfire"] = dump(self.misfire)
+        if self.overlap is not None:
+            out["overlap"] = self.overlap
         return out
 
 
@@ -714,6 +734,38 @@ class SchedulePreviewRequest:
         if self.job_id is not None:
             out["job_id"] = self.job_id
         return out
+
+
+@dataclass(frozen=True)
+class BackfillRequest:
+    """A past range of a recurring job's nominal occurrences to run, ``[from, to)``."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("BackfillRequest",)
+    from_: datetime | str
+    """The first nominal time the range holds.
+
+    The API's ``from`` (a Python keyword)."""
+    to: datetime | str
+    """The end of the range (not in it): after ``from``, not in the future, and not after the job's
+    pending due time (``next_due_at``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from": dump(self.from_), "to": dump(self.to)}
+
+
+@dataclass(frozen=True)
+class BackfillAccepted:
+    """How many occurrences the backfill runs: those of the range that no earlier backfill of the
+    job ran (0 when all did)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("BackfillAccepted",)
+    occurrences: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BackfillAccepted:
+        return cls(
+            occurrences=int(data["occurrences"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -758,6 +810,7 @@ class Job:
     target: JobTarget
     retry: Retry
     misfire: Misfire
+    overlap: Overlap
     next_due_at: datetime | None
     """Nominal due time of the pending occurrence (the time in its delivery id); ``null`` in a
     terminal state."""
@@ -801,6 +854,7 @@ class Job:
             payload=data.get("payload"),
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
+            overlap=data["overlap"],
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
@@ -870,6 +924,7 @@ class BatchJob(Job):
             payload=data.get("payload"),
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
+            overlap=data["overlap"],
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
@@ -933,6 +988,8 @@ class Run:
     delivery_id: str
     due_at: datetime
     attempt: int
+    """The attempt's number, from 1; 0 on the skipped run that records occurrences an overlap policy
+    dropped."""
     started_at: datetime
     latency_ms: int
     status_code: int | None
@@ -944,6 +1001,10 @@ class Run:
     first 1 KiB (invalid UTF-8 replaced). ``null`` for a delivered attempt, or when nothing came
     back."""
     outcome: RunOutcome
+    """``skipped``: occurrences the job's overlap policy dropped (its ``error`` opens with
+    ``overlap: `` and says how many, ``due_at`` is the first of them)."""
+    backfill: bool | None = None
+    """Present (``true``) on a run of an occurrence a backfill ran."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Run:
@@ -951,6 +1012,7 @@ class Run:
             delivery_id=str(data["delivery_id"]),
             due_at=parse_instant(data["due_at"]),
             attempt=int(data["attempt"]),
+            backfill=opt(bool, data.get("backfill")),
             started_at=parse_instant(data["started_at"]),
             latency_ms=int(data["latency_ms"]),
             status_code=opt(int, data.get("status_code")),
@@ -1866,6 +1928,7 @@ class TriggeredJob(Job):
             payload=data.get("payload"),
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
+            overlap=data["overlap"],
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
