@@ -159,8 +159,8 @@ pub fn plan(
     })
 }
 
-/// When the backfilled occurrence after one that fired at `fired` fires, its predecessor having
-/// ended at `now`.
+/// When the backfilled occurrence after one whose attempt started at `fired` fires, that one
+/// having ended at `now`.
 pub fn paced(fired: Timestamp, now: Timestamp) -> Timestamp {
     crate::add_saturating(fired, PACE).max(now)
 }

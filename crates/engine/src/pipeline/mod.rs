@@ -316,7 +316,7 @@ pub(crate) fn settle(
     };
     let moved_on = || {
         if let Some(backfill) = spec.backfill.as_ref().filter(|b| b.covers(occ.due)) {
-            return after_backfilled(occ, backfill, now, metrics);
+            return after_backfilled(occ, backfill, started_at, now, metrics);
         }
         let (next, skipped) = misfire::next_after_run(
             &spec.schedule,
@@ -396,12 +396,14 @@ pub(crate) fn settle(
 fn after_backfilled(
     occ: &Occurrence,
     backfill: &hourglass_core::backfill::Backfill,
+    started_at: Timestamp,
     now: Timestamp,
     metrics: &Metrics,
 ) -> (Option<Next>, u64) {
     let spec = &occ.spec;
     if let Some(due) = backfill.next_after(&spec.schedule, occ.due) {
-        let fire = hourglass_core::backfill::paced(occ.fire_at, now);
+        // Paced from when this one's attempt started (its fire time is its nominal time's).
+        let fire = hourglass_core::backfill::paced(started_at, now);
         return (
             Some(Next {
                 due,
