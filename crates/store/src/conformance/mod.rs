@@ -9,6 +9,7 @@ mod jitter;
 mod jobs;
 mod lifecycle;
 mod nodes;
+mod overlap;
 mod queues;
 
 pub use self::claims::*;
@@ -18,6 +19,7 @@ pub use self::jitter::*;
 pub use self::jobs::*;
 pub use self::lifecycle::*;
 pub use self::nodes::*;
+pub use self::overlap::*;
 pub use self::queues::*;
 
 use std::time::Duration;
@@ -67,6 +69,8 @@ macro_rules! conformance_tests {
             a_large_lease_mixes_lapsed_and_fresh_messages,
             payloads_of_every_size_come_back_whole,
             a_jittered_job_keeps_its_jitter_and_fires_late,
+            overlap_skips_are_counted_and_recorded_as_a_skipped_run,
+            a_backfill_is_kept_with_the_spec_and_claimable_at_once,
             nodes_are_listed_while_their_heartbeat_is_live);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
