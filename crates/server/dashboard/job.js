@@ -54,7 +54,13 @@ function runsTable(runs) {
                 )
               : null,
           ),
-          el("td", {}, el("span", { class: `badge outcome-${r.outcome}`, "data-testid": "run-outcome" }, String(r.outcome))),
+          el(
+            "td",
+            {},
+            el("span", { class: `badge outcome-${r.outcome}`, "data-testid": "run-outcome" }, String(r.outcome)),
+            // A run of an occurrence a backfill ran (`POST /v1/jobs/{id}/backfill`).
+            r.backfill ? el("span", { class: "badge", "data-testid": "run-backfill" }, "backfill") : null,
+          ),
         ),
       ),
     ),

@@ -316,7 +316,8 @@ pub(crate) fn settle(
     };
     let moved_on = || {
         if let Some(backfill) = spec.backfill.as_ref().filter(|b| b.covers(occ.due)) {
-            return after_backfilled(occ, backfill, started_at, now, metrics);
+            let (next, overlapped) = after_backfilled(occ, backfill, started_at, now, metrics);
+            return (next, 0, overlapped);
         }
         let (next, skipped) = misfire::next_after_run(
             &spec.schedule,
@@ -342,13 +343,15 @@ pub(crate) fn settle(
         });
         let overlapped = overlapped.map_or(0, |o| o.count);
         metrics.overlap_skipped.inc_by(overlapped);
-        (next, skipped.saturating_add(overlapped))
+        // The misfire counter counts the misfire policy's drops only (as it always did, after
+        // a delivery).
+        (next, skipped, skipped.saturating_add(overlapped))
     };
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {
             metrics.fired.get_or_create(&label("delivered")).inc();
-            let (next, skipped) = moved_on();
-            metrics.skipped_occurrences.inc_by(skipped);
+            let (next, missed, skipped) = moved_on();
+            metrics.skipped_occurrences.inc_by(missed);
             (record(None), Action::Delivered { next, skipped })
         }
         Verdict::Retry { after, reason } if !spec.retry.exhausted(occ.attempt) => {
@@ -370,7 +373,7 @@ pub(crate) fn settle(
         Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
             metrics.fired.get_or_create(&label("dead_letter")).inc();
             tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = %HttpStatus(result.status), reason = %reason, "delivery failed for good, dead-lettered");
-            let (next, skipped) = moved_on();
+            let (next, _, skipped) = moved_on();
             (
                 record(Some(reason.clone())),
                 Action::DeadLetter {

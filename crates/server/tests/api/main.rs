@@ -14,6 +14,7 @@
 mod support;
 
 mod answer_budget;
+mod backfill;
 mod bad_input;
 mod batched;
 mod body_budget;

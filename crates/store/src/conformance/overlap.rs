@@ -127,7 +127,11 @@ pub async fn a_backfill_is_kept_with_the_spec_and_claimable_at_once(store: Arc<d
         .unwrap();
     assert_eq!(updated.next_due, Some(anchor));
     let read = store.get_job(Some("a"), id).await.unwrap().unwrap();
-    assert_eq!(read.spec.backfill, Some(backfill), "the record is kept whole");
+    assert_eq!(
+        read.spec.backfill,
+        Some(backfill),
+        "the record is kept whole"
+    );
     assert_eq!(read.spec.overlap, OverlapPolicy::BufferOne);
     // Due in the past: claimed at once, named by its nominal time, with the record.
     let claimed = claim(&*store, ClaimScope::Fired, now, 10, "n1").await;
