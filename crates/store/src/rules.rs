@@ -640,4 +640,46 @@ mod tests {
         }
         assert_eq!(plan_completion(&c).last_error, LastError::Write(None));
     }
+
+    #[test]
+    fn an_overlap_skip_becomes_one_skipped_run_after_the_run_that_overlapped() {
+        let skip = hourglass_core::overlap::OverlapSkip {
+            first: from_ms(2_000),
+            count: 3,
+        };
+        let next = hourglass_core::Next {
+            overlap: Some(skip),
+            ..hourglass_core::Next::at(from_ms(5_000))
+        };
+        for action in [
+            Action::Delivered {
+                next: Some(next),
+                skipped: 3,
+            },
+            Action::DeadLetter {
+                next: Some(next),
+                skipped: 3,
+                reason: "http 410".into(),
+            },
+        ] {
+            let c = completion(action, Some(1));
+            let (due, run) = overlap_run(&c).expect("a skipped run");
+            assert_eq!(due, 2_000);
+            assert_eq!((run.attempt, run.latency_ms, run.status), (0, 0, None));
+            let ran = c.attempt.as_ref().unwrap();
+            assert!(run.started_at > ran.started_at);
+            assert_eq!(
+                run.error.as_deref(),
+                Some("overlap: 3 occurrences fell due while the previous one was in flight")
+            );
+        }
+        // Nothing dropped, a retry or no next occurrence: no skipped run.
+        let plain = Action::Delivered {
+            next: Some(hourglass_core::Next::at(from_ms(5_000))),
+            skipped: 0,
+        };
+        assert_eq!(overlap_run(&completion(plain, Some(1))), None);
+        let retry = Action::Retry { at: from_ms(9_000) };
+        assert_eq!(overlap_run(&completion(retry, Some(1))), None);
+    }
 }
