@@ -9,6 +9,11 @@ use serde_json::{Value, json};
 
 use crate::support::{Api, Receiver, start_node};
 
+/// `t` without its fraction of a second, as a schedule's `start` keeps it.
+fn whole_seconds(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap()
+}
+
 fn hourly_from(start: Timestamp, url: &str) -> Value {
     json!({
         "schedule": {"every": "1h", "start": start.to_string()},
@@ -77,7 +82,7 @@ async fn a_backfill_request_is_refused_naming_its_field() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_node(dir.path()).await;
     let api = Api::new(node.addr());
-    let now = Timestamp::now();
+    let now = whole_seconds(Timestamp::now());
     let start = now - SignedDuration::from_hours(2000);
     let job = api.create(hourly_from(start, "http://127.0.0.1:9/h")).await;
     let id = job["id"].as_str().unwrap().to_owned();
@@ -187,7 +192,7 @@ async fn a_backfill_is_delivered_once_and_marked() {
     let api = Api::new(node.addr());
     let receiver = Receiver::start().await;
     let url = format!("http://{}/ok", receiver.addr());
-    let start = Timestamp::now() - SignedDuration::from_hours(10);
+    let start = whole_seconds(Timestamp::now()) - SignedDuration::from_hours(10);
     let job = api.create(hourly_from(start, &url)).await;
     let id = job["id"].as_str().unwrap().to_owned();
     let next_due = job["next_due_at"].clone();
