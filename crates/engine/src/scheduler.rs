@@ -329,6 +329,12 @@ impl Scheduler {
         let (Some(resume), true) = (job.next_due, job.spec.schedule.is_recurring()) else {
             return refused(BackfillRefusal::NotRecurring);
         };
+        // While a backfill runs, the job's due time is one of its occurrences.
+        if job.spec.backfill.as_ref().is_some_and(|b| b.covers(resume)) {
+            return refused(BackfillRefusal::Plan(
+                hourglass_core::backfill::Refusal::Running,
+            ));
+        }
         if to > resume {
             return refused(BackfillRefusal::PastPending(resume));
         }
