@@ -114,6 +114,10 @@ pub enum MisfireOut {
     },
 }
 
+fn buffer_all() -> Cow<'static, str> {
+    Cow::Borrowed("buffer_all")
+}
+
 /// A job as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -153,6 +157,8 @@ pub struct Job<'a> {
     pub retry: RetryOut,
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Misfire))]
     pub misfire: MisfireOut,
+    /// A node older than overlap policies sends none: its jobs behave as `buffer_all`.
+    #[serde(default = "buffer_all")]
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Overlap))]
     pub overlap: Cow<'static, str>,
     /// Nominal due time of the pending occurrence (the time in its delivery id); `null` in a
