@@ -510,7 +510,8 @@ export interface Job {
   payload?: Json;
   retry: RetryOut;
   misfire: Misfire;
-  overlap: Overlap;
+  /** A node older than overlap policies sends none: its jobs behave as `buffer_all`. */
+  overlap?: Overlap;
   /**
    * Nominal due time of the pending occurrence (the time in its delivery id); `null` in a terminal
    * state.
