@@ -159,7 +159,10 @@ pub struct Job<'a> {
     pub misfire: MisfireOut,
     /// A node older than overlap policies sends none: its jobs behave as `buffer_all`.
     #[serde(default = "buffer_all")]
-    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Overlap))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = crate::openapi::Overlap, required = true)
+    )]
     pub overlap: Cow<'static, str>,
     /// Nominal due time of the pending occurrence (the time in its delivery id); `null` in a
     /// terminal state.

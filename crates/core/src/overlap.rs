@@ -113,7 +113,7 @@ fn last_waiting(
         // whose jitter may put its fire time past `now`.
         let step = crate::duration_ms(*interval);
         let mut k = schedule.count_between(first, now, u64::MAX);
-        if step > 0 && !schedule.max_runs.is_some_and(|max| runs_done >= max) {
+        if step > 0 && schedule.max_runs.is_none_or(|max| runs_done < max) {
             let at = |k: u64| {
                 crate::from_ms(
                     first
