@@ -511,7 +511,7 @@ export interface Job {
   retry: RetryOut;
   misfire: Misfire;
   /** A node older than overlap policies sends none: its jobs behave as `buffer_all`. */
-  overlap?: Overlap;
+  overlap: Overlap;
   /**
    * Nominal due time of the pending occurrence (the time in its delivery id); `null` in a terminal
    * state.

@@ -810,6 +810,8 @@ class Job:
     target: JobTarget
     retry: Retry
     misfire: Misfire
+    overlap: Overlap
+    """A node older than overlap policies sends none: its jobs behave as ``buffer_all``."""
     next_due_at: datetime | None
     """Nominal due time of the pending occurrence (the time in its delivery id); ``null`` in a
     terminal state."""
@@ -835,8 +837,6 @@ class Job:
     payload: JSON = None
     """The payload, ``null`` when none. Left out of listings (``listJobs``) unless they ask for it
     with ``payload=true``."""
-    overlap: Overlap | None = None
-    """A node older than overlap policies sends none: its jobs behave as ``buffer_all``."""
     next_fire_at: datetime | None = None
     """When the pending occurrence fires, for a schedule with ``jitter``: ``next_due_at`` plus its
     jitter offset (retries come later, at ``next_attempt_at``). Left out without jitter (the
@@ -855,7 +855,7 @@ class Job:
             payload=data.get("payload"),
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
-            overlap=data.get("overlap"),
+            overlap=data["overlap"],
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
@@ -925,7 +925,7 @@ class BatchJob(Job):
             payload=data.get("payload"),
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
-            overlap=data.get("overlap"),
+            overlap=data["overlap"],
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
@@ -1929,7 +1929,7 @@ class TriggeredJob(Job):
             payload=data.get("payload"),
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
-            overlap=data.get("overlap"),
+            overlap=data["overlap"],
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
