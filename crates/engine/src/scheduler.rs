@@ -43,7 +43,7 @@ pub struct JobEdit {
 pub enum Backfilled {
     /// The job (changed, unless the range held nothing new) and how many occurrences it runs.
     Accepted {
-        job: JobRecord,
+        job: Box<JobRecord>,
         occurrences: u64,
     },
     Refused(BackfillRefusal),
@@ -353,7 +353,7 @@ impl Scheduler {
         let Some(first) = planned.first else {
             // Nothing new in the range: nothing changes.
             return Ok(Some(Backfilled::Accepted {
-                job,
+                job: Box::new(job),
                 occurrences: 0,
             }));
         };
@@ -371,7 +371,7 @@ impl Scheduler {
             .await?;
         self.changed(&updated);
         Ok(Some(Backfilled::Accepted {
-            job: updated,
+            job: Box::new(updated),
             occurrences: planned.occurrences,
         }))
     }
