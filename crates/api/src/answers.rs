@@ -114,6 +114,10 @@ pub enum MisfireOut {
     },
 }
 
+fn buffer_all() -> Cow<'static, str> {
+    Cow::Borrowed("buffer_all")
+}
+
 /// A job as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -153,6 +157,13 @@ pub struct Job<'a> {
     pub retry: RetryOut,
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Misfire))]
     pub misfire: MisfireOut,
+    /// A node older than overlap policies sends none: its jobs behave as `buffer_all`.
+    #[serde(default = "buffer_all")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(value_type = crate::openapi::Overlap, required = true)
+    )]
+    pub overlap: Cow<'static, str>,
     /// Nominal due time of the pending occurrence (the time in its delivery id); `null` in a
     /// terminal state.
     #[serde(with = "instant::option")]
@@ -315,6 +326,9 @@ impl RunOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
     pub attempt: u32,
+    /// Present (`true`) on a run of a backfilled occurrence.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backfill: bool,
     pub delivery_id: String,
     #[serde(with = "instant")]
     pub due_at: Timestamp,

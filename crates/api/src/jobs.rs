@@ -64,6 +64,14 @@ pub struct CreateJob {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub misfire: Option<MisfireIn>,
+    /// What a recurring job does with occurrences that fall due while the previous one is still
+    /// in flight: `"skip"`, `"buffer_one"` or `"buffer_all"` (the default).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<crate::openapi::Overlap>)
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<String>,
 }
 
 /// A schedule: exactly one of `at`, `after`, `cron` or `every`, with `timezone` for cron and
@@ -349,6 +357,12 @@ pub struct PatchJob {
         )
     )]
     pub misfire: Option<MisfireIn>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<crate::openapi::Overlap>)
+    )]
+    pub overlap: Option<String>,
 }
 
 /// `POST /v1/jobs/batch`.
@@ -393,6 +407,42 @@ pub struct PageQuery {
     pub limit: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+}
+
+/// `POST /v1/jobs/{id}/backfill`: run each of a recurring job's nominal occurrences in
+/// `[from, to)` once.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "A past range of a recurring job's nominal occurrences to run, \
+                          `[from, to)`."
+    )
+)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillRequest {
+    /// The first nominal time the range holds.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Instant))]
+    pub from: String,
+    /// The end of the range (not in it): after `from`, not in the future, and not after the
+    /// job's pending due time (`next_due_at`).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Instant))]
+    pub to: String,
+}
+
+/// The answer to a backfill request (`202`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "How many occurrences the backfill runs: those of the range that no \
+                          earlier backfill of the job ran (0 when all did)."
+    )
+)]
+pub struct BackfillAccepted {
+    pub occurrences: u64,
 }
 
 /// `POST /v1/schedules/preview`: a schedule as jobs take it, and how many due times to list.

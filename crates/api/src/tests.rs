@@ -36,7 +36,7 @@ fn a_job_reads_back_as_the_server_wrote_it() {
         "target": {"webhook": {"url": "https://example.com/h", "headers": {"x-token": "<redacted>"}}},
         "payload": {"b": [1, 2], "a": null},
         "retry": {"max_attempts": 10, "initial_backoff": "1s", "max_backoff": "15m"},
-        "misfire": {"policy": "all", "window": "6h"},
+        "misfire": {"policy": "all", "window": "6h"}, "overlap": "buffer_all",
         "next_due_at": "2027-03-01T09:00:00.000Z", "next_attempt_at": null, "attempt": 0,
         "last_error": null, "runs": 0, "skipped": 0,
         "created_at": "2027-03-01T07:00:00.000Z", "updated_at": "2027-03-01T07:00:00.000Z",
@@ -45,6 +45,11 @@ fn a_job_reads_back_as_the_server_wrote_it() {
     assert_eq!(job.state, JobState::Active);
     assert_eq!(job.payload_value(), json!({"a": null, "b": [1, 2]}));
     assert_eq!(serde_json::to_value(&job).unwrap(), written);
+    // A node older than overlap policies sends none: its jobs read as `buffer_all`.
+    let mut older = written.clone();
+    older.as_object_mut().unwrap().remove("overlap");
+    let read: Job<'static> = serde_json::from_value(older).unwrap();
+    assert_eq!(read.overlap, "buffer_all");
     // A listing without payloads leaves the field out, and so does the job it reads into.
     let mut listed = written.clone();
     listed.as_object_mut().unwrap().remove("payload");

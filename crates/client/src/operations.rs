@@ -39,6 +39,12 @@ pub const OPERATIONS: &[Operation] = &[
     op("pauseJob", "POST", "/v1/jobs/{id}/pause", "pause_job"),
     op("resumeJob", "POST", "/v1/jobs/{id}/resume", "resume_job"),
     op("triggerJob", "POST", "/v1/jobs/{id}/trigger", "trigger_job"),
+    op(
+        "backfillJob",
+        "POST",
+        "/v1/jobs/{id}/backfill",
+        "backfill_job",
+    ),
     op("listJobRuns", "GET", "/v1/jobs/{id}/runs", "job_runs"),
     op("listCalendars", "GET", "/v1/calendars", "list_calendars"),
     op("getCalendar", "GET", "/v1/calendars/{name}", "get_calendar"),

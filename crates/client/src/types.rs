@@ -110,6 +110,7 @@ pub struct NewJob {
     payload: Option<Value>,
     retry: Option<Retry>,
     misfire: Option<Misfire>,
+    overlap: Option<Overlap>,
 }
 
 impl From<&NewJob> for CreateJob {
@@ -122,6 +123,7 @@ impl From<&NewJob> for CreateJob {
             payload: job.payload.clone(),
             retry: job.retry.as_ref().map(RetryIn::from),
             misfire: job.misfire.map(MisfireIn::from),
+            overlap: job.overlap.map(|o| o.as_str().to_owned()),
         }
     }
 }
@@ -148,6 +150,7 @@ impl NewJob {
             payload: None,
             retry: None,
             misfire: None,
+            overlap: None,
         }
     }
 
@@ -180,6 +183,12 @@ impl NewJob {
 
     pub fn misfire(mut self, misfire: Misfire) -> Self {
         self.misfire = Some(misfire);
+        self
+    }
+
+    /// What the job does with occurrences that fall due while the previous one is in flight.
+    pub fn overlap(mut self, overlap: Overlap) -> Self {
+        self.overlap = Some(overlap);
         self
     }
 }
@@ -379,6 +388,29 @@ impl From<Misfire> for MisfireIn {
 impl Serialize for Misfire {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         MisfireIn::from(*self).serialize(s)
+    }
+}
+
+/// What a recurring job does with occurrences that fall due while the previous one is still in
+/// flight (the server's default is [`Overlap::BufferAll`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// Drop them (recorded as a skipped run with the reason `overlap`).
+    Skip,
+    /// Keep the most recent one waiting, drop the older ones.
+    BufferOne,
+    /// Keep them all; each runs once the one before it ends.
+    BufferAll,
+}
+
+impl Overlap {
+    /// The name the API uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::BufferOne => "buffer_one",
+            Overlap::BufferAll => "buffer_all",
+        }
     }
 }
 

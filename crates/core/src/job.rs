@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{MisfirePolicy, RetryPolicy, Schedule};
+use crate::{MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule};
 
 pub type JobId = uuid::Uuid;
 
@@ -73,6 +73,13 @@ pub struct JobSpec {
     pub retry: RetryPolicy,
     #[serde(default, skip_serializing_if = "MisfirePolicy::is_default")]
     pub misfire: MisfirePolicy,
+    /// What happens to occurrences that fall due while the previous one is in flight.
+    #[serde(default, skip_serializing_if = "OverlapPolicy::is_default")]
+    pub overlap: OverlapPolicy,
+    /// The job's backfills ([`crate::backfill`]): kept by the backfill request, not set by
+    /// clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<crate::backfill::Backfill>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 //! shapes. Its serde derives describe the *storage* encoding of a job spec, which the stores persist;
 //! the API has its own wire types and converts at the edge.
 
+pub mod backfill;
 pub mod calendar;
 pub mod claim;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod jitter;
 pub mod job;
 pub mod misfire;
 pub mod occurrence;
+pub mod overlap;
 pub mod retry;
 pub mod schedule;
 pub mod validation;
@@ -27,6 +29,7 @@ pub use job::{
 };
 pub use misfire::MisfirePolicy;
 pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Next, Occurrence};
+pub use overlap::OverlapPolicy;
 pub use retry::RetryPolicy;
 pub use schedule::{Schedule, ScheduleKind};
 pub use validation::ValidationError;

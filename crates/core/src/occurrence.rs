@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use crate::overlap::OverlapSkip;
 use crate::{Claim, FencingToken, JobId, JobSpec, Schedule};
 
 /// One pending due time of a job, as claimed by a node. `token` is the fencing token of the claim:
@@ -96,6 +97,9 @@ pub const RESPONSE_SNIPPET_BYTES: usize = 1024;
 pub struct Next {
     pub due: Timestamp,
     pub fire: Timestamp,
+    /// The occurrences before it that the job's overlap policy dropped, recorded as one skipped
+    /// run with the reason [`crate::overlap::REASON`].
+    pub overlap: Option<OverlapSkip>,
 }
 
 impl Next {
@@ -104,12 +108,17 @@ impl Next {
         Self {
             due,
             fire: schedule.fire_time(job, due),
+            overlap: None,
         }
     }
 
     /// An occurrence that fires at its due time.
     pub fn at(due: Timestamp) -> Self {
-        Self { due, fire: due }
+        Self {
+            due,
+            fire: due,
+            overlap: None,
+        }
     }
 }
 

@@ -147,6 +147,8 @@ fn job(url: &url::Url, now: Timestamp, payload: &str) -> NewJob {
             }),
             retry: RetryPolicy::default(),
             misfire: MisfirePolicy::default(),
+            overlap: Default::default(),
+            backfill: None,
         },
         payload: Some(payload.to_owned()),
         fingerprint: 0,

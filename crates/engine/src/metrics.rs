@@ -43,6 +43,8 @@ pub struct Metrics {
     /// dashboard's summary reports its buckets).
     pub lateness: ReadableHistogram,
     pub skipped_occurrences: Counter,
+    /// Occurrences dropped by overlap policies (`skip`, `buffer_one`).
+    pub overlap_skipped: Counter,
     pub stale_completions: Counter,
     pub claimed: Counter,
     pub in_flight: Gauge,
@@ -86,6 +88,7 @@ impl Metrics {
                 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 120.0,
             ]),
             skipped_occurrences: Counter::default(),
+            overlap_skipped: Counter::default(),
             stale_completions: Counter::default(),
             claimed: Counter::default(),
             in_flight: Gauge::default(),
@@ -135,6 +138,11 @@ impl Metrics {
             "hourglass_misfire_skipped_occurrences",
             "Occurrences dropped by misfire policies",
             m.skipped_occurrences.clone(),
+        );
+        registry.register(
+            "hourglass_overlap_skipped_occurrences",
+            "Occurrences dropped by overlap policies because the previous one was still in flight",
+            m.overlap_skipped.clone(),
         );
         registry.register(
             "hourglass_stale_completions",

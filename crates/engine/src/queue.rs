@@ -326,15 +326,18 @@ impl Queues {
             target: "queue",
             outcome,
         };
-        if let FireDecision::Skip { next, skipped } = misfire::decide(
-            &spec.schedule,
-            spec.misfire,
-            occ.due,
-            spec.schedule.fire_time(occ.job_id, occ.due),
-            now,
-            inner.misfire_threshold,
-            occ.runs_done,
-        ) {
+        let backfilled = spec.backfill.as_ref().is_some_and(|b| b.covers(occ.due));
+        if !backfilled
+            && let FireDecision::Skip { next, skipped } = misfire::decide(
+                &spec.schedule,
+                spec.misfire,
+                occ.due,
+                spec.schedule.fire_time(occ.job_id, occ.due),
+                now,
+                inner.misfire_threshold,
+                occ.runs_done,
+            )
+        {
             inner.metrics.skipped_occurrences.inc_by(skipped);
             inner.metrics.fired.get_or_create(&label("skipped")).inc();
             return Some(Completion {

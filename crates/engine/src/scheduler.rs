@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use hourglass_core::{
-    Calendar, Clock, JobId, JobState, MisfirePolicy, RetryPolicy, Schedule, Target,
+    Calendar, Clock, JobId, JobState, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule, Target,
 };
 use hourglass_store::{
     AuditAction, AuditCursor, AuditEntry, CalendarRecord, Created, DeadLetter, JobQuery, JobRecord,
@@ -40,6 +40,7 @@ pub struct JobEdit {
     pub target: Option<Target>,
     pub retry: Option<RetryPolicy>,
     pub misfire: Option<MisfirePolicy>,
+    pub overlap: Option<OverlapPolicy>,
     /// `Some(None)` removes the payload.
     pub payload: Option<Option<String>>,
 }
@@ -53,6 +54,7 @@ impl JobEdit {
             ("target", self.target.is_some()),
             ("retry", self.retry.is_some()),
             ("misfire", self.misfire.is_some()),
+            ("overlap", self.overlap.is_some()),
             ("payload", self.payload.is_some()),
         ]
         .into_iter()
@@ -60,6 +62,27 @@ impl JobEdit {
         .map(|(name, _)| name.to_owned())
         .collect()
     }
+}
+
+/// What became of a backfill request for a job that exists.
+#[derive(Debug)]
+pub enum Backfilled {
+    /// The job (changed, unless the range held nothing new) and how many occurrences it runs.
+    Accepted {
+        job: Box<JobRecord>,
+        occurrences: u64,
+    },
+    Refused(BackfillRefusal),
+}
+
+/// Why a backfill request is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackfillRefusal {
+    /// A one-off job, or one with no pending occurrence.
+    NotRecurring,
+    /// The range ends after the job's pending due time (this one).
+    PastPending(Timestamp),
+    Plan(hourglass_core::backfill::Refusal),
 }
 
 /// How a client names one of its namespace's jobs: by id, or by the key it chose at create. A key
@@ -268,6 +291,23 @@ impl Scheduler {
         self.store.runs(Some(namespace), id, before, limit).await
     }
 
+    /// Like [`Scheduler::runs`], with the job's backfills, by which the runs a backfill ran
+    /// are told apart (`None` when the job is gone or never backfilled).
+    pub async fn runs_marked(
+        &self,
+        namespace: &str,
+        job: &JobRef,
+        before: Option<RunCursor>,
+        limit: usize,
+    ) -> Result<(Vec<RunRecord>, Option<hourglass_core::backfill::Backfill>)> {
+        let (id, backfill) = match self.get(namespace, job).await? {
+            Some(record) => (record.id, record.spec.backfill),
+            None => (self.resolve(namespace, job).await?, None),
+        };
+        let runs = self.store.runs(Some(namespace), id, before, limit).await?;
+        Ok((runs, backfill))
+    }
+
     /// Applies `edit` to an active or paused job: claims made before the edit are dropped unfired,
     /// and the edited job's next occurrence is announced. `Ok(None)` when there is no such job.
     pub async fn edit(
@@ -300,6 +340,9 @@ impl Scheduler {
         if let Some(misfire) = edit.misfire {
             spec.misfire = misfire;
         }
+        if let Some(overlap) = edit.overlap {
+            spec.overlap = overlap;
+        }
         let now = self.clock.now();
         let update = JobUpdate {
             spec,
@@ -313,6 +356,78 @@ impl Scheduler {
         entry.fields = fields;
         self.store.append_audit(entry).await?;
         Ok(Some(updated))
+    }
+
+    /// Backfills the nominal occurrences of `job` in `[from, to)` (`from < to <= now`, checked
+    /// by the caller): the job runs them, paced, before its own pending occurrence
+    /// ([`hourglass_core::backfill`]). Fenced like an edit: a claim of the job made before is
+    /// dropped, and its occurrence runs again after the backfill. `Ok(None)` when there is no
+    /// such job.
+    pub async fn backfill(
+        &self,
+        namespace: &str,
+        job: &JobRef,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Option<Backfilled>> {
+        let Some(job) = self.get(namespace, job).await? else {
+            return Ok(None);
+        };
+        if job.state != JobState::Active {
+            return Err(StoreError::InvalidState {
+                state: job.state,
+                action: "backfill",
+            });
+        }
+        let refused = |why| Ok(Some(Backfilled::Refused(why)));
+        let (Some(resume), true) = (job.next_due, job.spec.schedule.is_recurring()) else {
+            return refused(BackfillRefusal::NotRecurring);
+        };
+        // While a backfill runs, the job's due time is one of its occurrences.
+        if job.spec.backfill.as_ref().is_some_and(|b| b.covers(resume)) {
+            return refused(BackfillRefusal::Plan(
+                hourglass_core::backfill::Refusal::Running,
+            ));
+        }
+        if to > resume {
+            return refused(BackfillRefusal::PastPending(resume));
+        }
+        let now = self.clock.now();
+        let planned = match hourglass_core::backfill::plan(
+            &job.spec.schedule,
+            job.spec.backfill.as_ref(),
+            from,
+            to,
+            resume,
+            now,
+        ) {
+            Ok(planned) => planned,
+            Err(why) => return refused(BackfillRefusal::Plan(why)),
+        };
+        let Some(first) = planned.first else {
+            // Nothing new in the range: nothing changes.
+            return Ok(Some(Backfilled::Accepted {
+                job: Box::new(job),
+                occurrences: 0,
+            }));
+        };
+        let mut spec = job.spec;
+        spec.backfill = Some(planned.backfill);
+        let update = JobUpdate {
+            spec,
+            payload: job.payload,
+            next_due: Some(first),
+            now,
+        };
+        let updated = self
+            .store
+            .update_job(Some(namespace), job.id, update)
+            .await?;
+        self.changed(&updated);
+        Ok(Some(Backfilled::Accepted {
+            job: Box::new(updated),
+            occurrences: planned.occurrences,
+        }))
     }
 
     /// Pauses, resumes, cancels or triggers a job (`make` gets the current time), then fences

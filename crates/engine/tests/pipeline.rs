@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hourglass_core::{
-    Clock, JobId, JobSpec, MisfirePolicy, Occurrence, RetryPolicy, Schedule, ScheduleKind, Target,
-    WebhookTarget,
+    Clock, JobId, JobSpec, MisfirePolicy, Occurrence, OverlapPolicy, RetryPolicy, Schedule,
+    ScheduleKind, Target, WebhookTarget,
 };
 use hourglass_engine::{
     ClaimCheck, Deliverer, DeliveryResult, Engine, EngineConfig, Metrics, Verdict,
@@ -212,6 +212,8 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
                 max_backoff: Duration::from_secs(60),
             },
             misfire: MisfirePolicy::Once,
+            overlap: Default::default(),
+            backfill: None,
         },
         payload: None,
         fingerprint: 0,
@@ -1788,6 +1790,7 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
         target: None,
         retry: None,
         misfire: None,
+        overlap: None,
         payload: Some(Some(r#"{"v":2}"#.into())),
     };
     rig.engine
@@ -2067,5 +2070,172 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
         .unwrap()
         .unwrap();
     assert_eq!(job.skipped, 0, "jitter is not lateness");
+    rig.engine.shutdown().await;
+}
+
+/// An every-900 ms job whose receiver holds each delivery open for two seconds, under each
+/// overlap policy: the dues it delivers, in order, until it has delivered `n`.
+async fn dues_under_overlap(policy: OverlapPolicy, n: usize) -> (Rig, JobId, Vec<i64>) {
+    let rig = rig();
+    let now = rig.now();
+    let anchor = now + SignedDuration::from_secs(1);
+    let mut slow = job(
+        "slow",
+        Schedule::unbounded(ScheduleKind::Every {
+            interval: Duration::from_millis(900),
+            anchor,
+        }),
+        anchor,
+        now,
+    );
+    slow.spec.overlap = policy;
+    let id = slow.id;
+    rig.add(vec![slow]).await;
+    rig.run_until(|s| s.len() >= n).await;
+    let dues = rig
+        .seen()
+        .iter()
+        .take(n)
+        .map(|s| s.due.as_millisecond() - anchor.as_millisecond())
+        .collect();
+    (rig, id, dues)
+}
+
+#[tokio::test(start_paused = true)]
+async fn buffer_all_runs_every_occurrence_that_fell_due_during_a_run_in_turn() {
+    let (rig, _, dues) = dues_under_overlap(OverlapPolicy::BufferAll, 5).await;
+    // Nothing dropped: each waits for the one before it (what jobs always did).
+    assert_eq!(dues, [0, 900, 1800, 2700, 3600]);
+    assert_eq!(rig.metrics.overlap_skipped.get(), 0);
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn buffer_one_keeps_only_the_latest_occurrence_that_fell_due_during_a_run() {
+    let (rig, id, dues) = dues_under_overlap(OverlapPolicy::BufferOne, 4).await;
+    // 0 runs until 2000: 900 and 1800 fell due, 1800 is kept; it runs until about 4000: 2700
+    // and 3600 fell due, 3600 is kept; and so on.
+    assert_eq!(dues, [0, 1800, 3600, 5400]);
+    let job = rig.store.get_job(None, id).await.unwrap().unwrap();
+    assert!(
+        job.skipped >= 3,
+        "900, 2700 and 4500 dropped: {}",
+        job.skipped
+    );
+    rig.engine.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn skip_drops_every_occurrence_that_fell_due_during_a_run_and_records_why() {
+    let (rig, id, dues) = dues_under_overlap(OverlapPolicy::Skip, 3).await;
+    // 0 runs until 2000: 900 and 1800 dropped, 2700 is next; it runs until 4700: 3600 and 4500
+    // dropped.
+    assert_eq!(dues, [0, 2700, 5400]);
+    // Wait for the third run's completion to be written, then read what the store kept.
+    rig.run_until(|s| s.len() >= 4).await;
+    let job = rig.store.get_job(None, id).await.unwrap().unwrap();
+    assert!(job.skipped >= 4, "{}", job.skipped);
+    let runs = rig.store.runs(Some("t"), id, None, 100).await.unwrap();
+    let base = job
+        .spec
+        .schedule
+        .first_due(hourglass_core::from_ms(0))
+        .unwrap();
+    let overlap: Vec<_> = runs
+        .iter()
+        .filter(|r| r.outcome == hourglass_store::RunOutcome::Skipped)
+        .map(|r| {
+            (
+                r.due.as_millisecond() - base.as_millisecond(),
+                r.attempt,
+                r.error.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        overlap.contains(&(
+            900,
+            0,
+            "overlap: 2 occurrences fell due while the previous one was in flight".into()
+        )),
+        "{overlap:?}"
+    );
+    assert!(
+        overlap.iter().any(|(due, _, _)| *due == 3600),
+        "{overlap:?}"
+    );
+    assert!(rig.metrics.overlap_skipped.get() >= 4);
+    rig.engine.shutdown().await;
+}
+
+/// A backfill runs each nominal occurrence of its range once, oldest first, paced, though the
+/// misfire policy would drop anything that late; then the job resumes its own. Repeating it
+/// runs nothing.
+#[tokio::test(start_paused = true)]
+async fn a_backfill_runs_its_range_once_paced_then_the_job_resumes() {
+    let rig = rig();
+    let now = rig.now();
+    // Hourly, anchored a day ago; its own next occurrence is the next hour.
+    let anchor = now - SignedDuration::from_hours(24);
+    let next_own = now + SignedDuration::from_hours(1);
+    let mut hourly = job(
+        "ok",
+        Schedule::unbounded(ScheduleKind::Every {
+            interval: Duration::from_secs(3600),
+            anchor,
+        }),
+        next_own,
+        now,
+    );
+    hourly.spec.misfire = MisfirePolicy::Skip;
+    let id = hourly.id;
+    rig.add(vec![hourly]).await;
+    let scheduler = rig.engine.scheduler();
+    let job_ref = hourglass_engine::JobRef::Id(id);
+    let (from, to) = (
+        anchor + SignedDuration::from_hours(2),
+        anchor + SignedDuration::from_hours(5),
+    );
+    let accepted = scheduler.backfill("t", &job_ref, from, to).await.unwrap();
+    assert!(matches!(
+        accepted,
+        Some(hourglass_engine::Backfilled::Accepted { occurrences: 3, .. })
+    ));
+    rig.run_until(|s| s.len() >= 3).await;
+    let seen = rig.seen();
+    let dues: Vec<_> = seen.iter().map(|s| s.due).collect();
+    assert_eq!(
+        dues,
+        [
+            from,
+            from + SignedDuration::from_hours(1),
+            from + SignedDuration::from_hours(2)
+        ]
+    );
+    for pair in seen.windows(2) {
+        assert!(
+            pair[1].at >= pair[0].at + SignedDuration::from_millis(100),
+            "paced: {seen:?}"
+        );
+    }
+    // Then the job's own occurrence, and nothing else before it.
+    rig.run_until(|s| s.len() >= 4).await;
+    assert_eq!(rig.seen()[3].due, next_own);
+    let again = scheduler.backfill("t", &job_ref, from, to).await.unwrap();
+    assert!(matches!(
+        again,
+        Some(hourglass_engine::Backfilled::Accepted { occurrences: 0, .. })
+    ));
+    let runs = rig.store.runs(Some("t"), id, None, 100).await.unwrap();
+    let record = rig.store.get_job(None, id).await.unwrap().unwrap();
+    let backfill = record
+        .spec
+        .backfill
+        .expect("the job remembers its backfill");
+    let marked = runs
+        .iter()
+        .filter(|r| backfill.marks(r.due, r.started_at))
+        .count();
+    assert_eq!(marked, 3);
     rig.engine.shutdown().await;
 }

@@ -37,6 +37,8 @@ fn occurrence(url: &str) -> Occurrence {
             }),
             retry: Default::default(),
             misfire: Default::default(),
+            overlap: Default::default(),
+            backfill: None,
         }),
         payload: None,
         lapsed_owner: None,

@@ -37,6 +37,8 @@ pub enum View {
     Identity,
     /// `{"entries": [...], "next_cursor": ...}` of the audit log.
     Audit,
+    /// `{"occurrences": N}`: an accepted backfill.
+    Backfill,
 }
 
 /// The view of `answer`, ending in a newline. A shape the view does not know (a node newer or
@@ -57,6 +59,10 @@ pub fn render(view: View, answer: &Value, style: Style, now: Timestamp) -> Strin
         View::Secret => secret(answer, style, now),
         View::Identity => identity(answer, style),
         View::Audit => audit(answer, style, now),
+        View::Backfill => answer.get("occurrences").and_then(Value::as_u64).map(|n| {
+            let s = if n == 1 { "" } else { "s" };
+            format!("backfill accepted: {n} occurrence{s} to run\n")
+        }),
     };
     shown.unwrap_or_else(|| {
         let mut json = serde_json::to_string_pretty(answer).unwrap_or_default();
@@ -263,6 +269,8 @@ fn job(j: &Value, style: Style, now: Timestamp) -> Option<String> {
             ("skipped", number(j, "skipped").filter(|s| s != "0")),
             ("retry", retry),
             ("misfire", misfire),
+            // Shown when it is not the default.
+            ("overlap", text(j, "overlap").filter(|o| o != "buffer_all")),
             ("delivery id", text(j, "delivery_id")),
             ("created", when(j, "created_at", now)),
             ("updated", when(j, "updated_at", now)),
@@ -307,7 +315,14 @@ fn runs(answer: &Value, style: Style, now: Timestamp) -> Option<String> {
             or_dash(when(r, "started_at", now)),
             or_dash(stamp(r, "due_at")),
             or_dash(number(r, "attempt")),
-            or_dash(text(r, "outcome")),
+            or_dash(text(r, "outcome").map(|o| {
+                let backfill = r.get("backfill").and_then(Value::as_bool) == Some(true);
+                if backfill {
+                    format!("{o} (backfill)")
+                } else {
+                    o
+                }
+            })),
             or_dash(number(r, "status_code")),
             or_dash(number(r, "latency_ms").map(|ms| format!("{ms} ms"))),
             ellipsize(&or_dash(text(r, "error")), 60),

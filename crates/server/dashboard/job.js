@@ -54,7 +54,13 @@ function runsTable(runs) {
                 )
               : null,
           ),
-          el("td", {}, el("span", { class: `badge outcome-${r.outcome}`, "data-testid": "run-outcome" }, String(r.outcome))),
+          el(
+            "td",
+            {},
+            el("span", { class: `badge outcome-${r.outcome}`, "data-testid": "run-outcome" }, String(r.outcome)),
+            // A run of an occurrence a backfill ran (`POST /v1/jobs/{id}/backfill`).
+            r.backfill ? el("span", { class: "badge", "data-testid": "run-backfill" }, "backfill") : null,
+          ),
         ),
       ),
     ),
@@ -153,6 +159,10 @@ export async function renderJob(id) {
             ? ["Last error", el("span", { class: "error-text" }, job.last_error), "job-detail-last-error"]
             : null,
           ["Runs / skipped", `${job.runs} / ${job.skipped}`, "job-detail-runs"],
+          // Meaningful for recurring jobs only; older nodes' answers have no `overlap`.
+          job.overlap && !job.schedule.at
+            ? ["Overlap", job.overlap.replace("_", " "), "job-detail-overlap"]
+            : null,
           ["Retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.initial_backoff}–${job.retry.max_backoff}`, "job-detail-retry"],
           ["Created", fmtTime(job.created_at), "job-detail-created"],
           ["Updated", fmtTime(job.updated_at), "job-detail-updated"],

@@ -28,10 +28,12 @@ use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
 mod audit;
+mod backfill;
 mod calendars;
 mod fingerprint;
 mod others;
 pub(crate) use audit::list_audit;
+pub(crate) use backfill::backfill_job;
 pub(crate) use calendars::{delete_calendar, get_calendar, list_calendars, put_calendar};
 use fingerprint::fingerprint;
 pub(crate) use others::{
@@ -390,6 +392,9 @@ pub(crate) async fn patch_job(
     if let Some(misfire) = &patch.misfire {
         edit.misfire = Some(wire::misfire(misfire)?);
     }
+    if let Some(overlap) = &patch.overlap {
+        edit.overlap = Some(wire::overlap(overlap)?);
+    }
     if let Some(value) = &patch.payload {
         edit.payload = Some(wire::encode_payload(value.as_ref(), &state.limits)?);
     }
@@ -512,9 +517,9 @@ pub(crate) async fn job_runs(
     let q: PageQuery = parse_query(query)?;
     let limit = page_limit(q.limit)?;
     let before = parse_cursor(q.cursor.as_deref(), RunCursor::parse)?;
-    let runs = state
+    let (runs, backfill) = state
         .scheduler
-        .runs(&principal.namespace, &job, before, limit)
+        .runs_marked(&principal.namespace, &job, before, limit)
         .await?;
     let next_cursor = (runs.len() == limit)
         .then(|| runs.last().map(|r| r.cursor.encode()))
@@ -523,7 +528,10 @@ pub(crate) async fn job_runs(
         StatusCode::OK,
         &RunList {
             next_cursor,
-            runs: runs.iter().map(wire::run_out).collect(),
+            runs: runs
+                .iter()
+                .map(|r| wire::run_out(r, backfill.as_ref()))
+                .collect(),
         },
     ))
 }

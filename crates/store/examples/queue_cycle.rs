@@ -160,6 +160,8 @@ fn message(i: usize, now: Timestamp, webhook: bool, pad: &str) -> NewJob {
             },
             retry: Default::default(),
             misfire: Default::default(),
+            overlap: Default::default(),
+            backfill: None,
         },
         payload: Some(if pad.is_empty() {
             format!(r#"{{"n":{i}}}"#)

@@ -308,6 +308,8 @@ mod tests {
                 }),
                 retry: Default::default(),
                 misfire: Default::default(),
+                overlap: Default::default(),
+                backfill: None,
             },
             payload: None,
             fingerprint,

@@ -330,6 +330,43 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
     }
 }
 
+/// The skipped run a completion records when the job's overlap policy dropped occurrences on
+/// the way to its next one: `(due, record)`, due the first dropped occurrence's due time, the
+/// record attempt 0, outcome [`RunOutcome::Skipped`] and an error that opens with the reason
+/// `overlap`. Stamped when the run that overlapped ended (at least a millisecond after it
+/// started, so that it sorts after that run and a store keying runs by start time keeps both).
+pub(crate) fn overlap_run(c: &Completion) -> Option<(i64, AttemptRecord)> {
+    let next = match &c.action {
+        Action::Delivered { next, .. }
+        | Action::DeadLetter { next, .. }
+        | Action::Skipped { next, .. } => next.as_ref()?,
+        Action::Retry { .. } => return None,
+    };
+    let skip = next.overlap?;
+    let ended = c.attempt.as_ref().map_or(c.due.as_millisecond(), |a| {
+        let started = a.started_at.as_millisecond();
+        started
+            .saturating_add(i64::from(a.latency_ms))
+            .max(started.saturating_add(1))
+    });
+    let plural = if skip.count == 1 { "" } else { "s" };
+    Some((
+        skip.first.as_millisecond(),
+        AttemptRecord {
+            attempt: 0,
+            started_at: hourglass_core::from_ms(ended),
+            latency_ms: 0,
+            status: None,
+            error: Some(format!(
+                "{}: {} occurrence{plural} fell due while the previous one was in flight",
+                hourglass_core::overlap::REASON,
+                skip.count
+            )),
+            response: None,
+        },
+    ))
+}
+
 /// Counts of one queue (or of all), as [`crate::QueueStats`] and [`crate::StoreGauges`] report
 /// them, for the backends that count in Rust (the memory and DynamoDB stores).
 #[derive(Default)]
@@ -461,6 +498,7 @@ mod tests {
             next: Some(hourglass_core::Next {
                 due: from_ms(9_000),
                 fire: from_ms(9_400),
+                overlap: None,
             }),
             skipped: 2,
         };
@@ -601,5 +639,47 @@ mod tests {
             a.error = None;
         }
         assert_eq!(plan_completion(&c).last_error, LastError::Write(None));
+    }
+
+    #[test]
+    fn an_overlap_skip_becomes_one_skipped_run_after_the_run_that_overlapped() {
+        let skip = hourglass_core::overlap::OverlapSkip {
+            first: from_ms(2_000),
+            count: 3,
+        };
+        let next = hourglass_core::Next {
+            overlap: Some(skip),
+            ..hourglass_core::Next::at(from_ms(5_000))
+        };
+        for action in [
+            Action::Delivered {
+                next: Some(next),
+                skipped: 3,
+            },
+            Action::DeadLetter {
+                next: Some(next),
+                skipped: 3,
+                reason: "http 410".into(),
+            },
+        ] {
+            let c = completion(action, Some(1));
+            let (due, run) = overlap_run(&c).expect("a skipped run");
+            assert_eq!(due, 2_000);
+            assert_eq!((run.attempt, run.latency_ms, run.status), (0, 0, None));
+            let ran = c.attempt.as_ref().unwrap();
+            assert!(run.started_at > ran.started_at);
+            assert_eq!(
+                run.error.as_deref(),
+                Some("overlap: 3 occurrences fell due while the previous one was in flight")
+            );
+        }
+        // Nothing dropped, a retry or no next occurrence: no skipped run.
+        let plain = Action::Delivered {
+            next: Some(hourglass_core::Next::at(from_ms(5_000))),
+            skipped: 0,
+        };
+        assert_eq!(overlap_run(&completion(plain, Some(1))), None);
+        let retry = Action::Retry { at: from_ms(9_000) };
+        assert_eq!(overlap_run(&completion(retry, Some(1))), None);
     }
 }

@@ -345,6 +345,8 @@ mod tests {
                 }),
                 retry: RetryPolicy::default(),
                 misfire: MisfirePolicy::default(),
+                overlap: Default::default(),
+                backfill: None,
             }),
             payload: None,
             lapsed_owner: None,

@@ -219,6 +219,16 @@ def test_trigger_runs_and_queues(client: Client) -> None:
     assert runs.runs[0].outcome == "delivered"
 
 
+def test_backfill_runs_a_past_range_once(client: Client) -> None:
+    start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=10)
+    job = client.create_job(NewJob(every("1h", start=start), Target.to_queue("backfilled")))
+    from_, to = start + timedelta(hours=1), start + timedelta(hours=3)
+    assert client.backfill_job(job.id, from_, to).occurrences == 2
+    with pytest.raises(ApiError) as refused:
+        client.backfill_job(job.id, to, from_)
+    assert (refused.value.status, refused.value.field) == (422, "to")
+
+
 def test_queue_messages_waiting_and_leased(client: Client) -> None:
     first = client.create_job(NewJob(after("1h"), Target.to_queue("outbox"), key="m1"))
     second = client.create_job(NewJob(after("1h"), Target.to_queue("outbox"), key="m2"))

@@ -14,6 +14,8 @@ import type {
 } from "./options.js";
 import type {
   AuditList,
+  BackfillAccepted,
+  BackfillRequest,
   BatchCreated,
   BatchCreatedMinimal,
   Breaker,
@@ -183,6 +185,14 @@ export class Client {
     const headers: Record<string, string> = {};
     if (options.idempotencyKey !== undefined) headers["idempotency-key"] = options.idempotencyKey;
     return this.#send({ op: "triggerJob", params: { id: jobRef(id) }, headers, signal: options.signal });
+  }
+
+  /**
+   * Runs each nominal occurrence of a recurring job in `[from, to)` once, paced, before its own;
+   * answers how many it runs (0 when earlier backfills ran them all).
+   */
+  backfillJob(id: string, range: BackfillRequest, options?: CallOptions): Promise<BackfillAccepted> {
+    return this.#send({ op: "backfillJob", params: { id: jobRef(id) }, body: range, signal: options?.signal });
   }
 
   /** Delivery attempts of a job, newest first. */

@@ -22,6 +22,7 @@ export const operations = {
   pauseJob: { method: "POST", path: "/v1/jobs/{id}/pause", client: "pauseJob" },
   resumeJob: { method: "POST", path: "/v1/jobs/{id}/resume", client: "resumeJob" },
   triggerJob: { method: "POST", path: "/v1/jobs/{id}/trigger", client: "triggerJob" },
+  backfillJob: { method: "POST", path: "/v1/jobs/{id}/backfill", client: "backfillJob" },
   listJobRuns: { method: "GET", path: "/v1/jobs/{id}/runs", client: "listJobRuns" },
   listCalendars: { method: "GET", path: "/v1/calendars", client: "listCalendars" },
   getCalendar: { method: "GET", path: "/v1/calendars/{name}", client: "getCalendar" },

@@ -389,6 +389,18 @@ export interface RetryOut {
 }
 
 /**
+ * What a recurring job does with occurrences that fall due while its previous occurrence is still
+ * in flight (being delivered, waiting for a retry, or leased from a pull queue and not
+ * acknowledged). `buffer_all` (the default) keeps them all: each runs in turn once the one before
+ * it ends, and the misfire policy judges those that waited past its threshold. `buffer_one` keeps
+ * only the most recent one that fell due and `skip` none; the dropped ones are counted in the job's
+ * `skipped` and recorded as one run with outcome `skipped` whose error opens with `overlap`.
+ *
+ * @schema Overlap
+ */
+export type Overlap = "skip" | "buffer_one" | "buffer_all";
+
+/**
  * What a recurring job does with occurrences picked up more than the node's misfire threshold (60 s
  * by default) late: `once` fires one and continues from now, `skip` drops the missed ones, `all`
  * fires each missed one younger than `window` (default `1h`). Dropped occurrences are counted in
@@ -435,6 +447,11 @@ export interface NewJob {
   payload?: Json;
   retry?: Retry;
   misfire?: Misfire;
+  /**
+   * What a recurring job does with occurrences that fall due while the previous one is still in
+   * flight: `"skip"`, `"buffer_one"` or `"buffer_all"` (the default).
+   */
+  overlap?: Overlap;
 }
 
 /**
@@ -457,6 +474,7 @@ export interface JobPatch {
   payload?: Json;
   retry?: Retry;
   misfire?: Misfire;
+  overlap?: Overlap;
 }
 
 /**
@@ -486,6 +504,31 @@ export interface SchedulePreviewRequest {
    * future job's own times. No effect without `schedule.jitter`.
    */
   job_id?: string;
+}
+
+/**
+ * A past range of a recurring job's nominal occurrences to run, `[from, to)`.
+ *
+ * @schema BackfillRequest
+ */
+export interface BackfillRequest {
+  /** The first nominal time the range holds. */
+  from: InstantIn;
+  /**
+   * The end of the range (not in it): after `from`, not in the future, and not after the job's
+   * pending due time (`next_due_at`).
+   */
+  to: InstantIn;
+}
+
+/**
+ * How many occurrences the backfill runs: those of the range that no earlier backfill of the job
+ * ran (0 when all did).
+ *
+ * @schema BackfillAccepted
+ */
+export interface BackfillAccepted {
+  occurrences: number;
 }
 
 /**
@@ -543,6 +586,8 @@ export interface Job {
   payload?: Json;
   retry: RetryOut;
   misfire: Misfire;
+  /** A node older than overlap policies sends none: its jobs behave as `buffer_all`. */
+  overlap: Overlap;
   /**
    * Nominal due time of the pending occurrence (the time in its delivery id); `null` in a terminal
    * state.
@@ -651,7 +696,13 @@ export interface BatchJobBrief {
 export interface Run {
   delivery_id: string;
   due_at: string;
+  /**
+   * The attempt's number, from 1; 0 on the skipped run that records occurrences an overlap policy
+   * dropped.
+   */
   attempt: number;
+  /** Present (`true`) on a run of an occurrence a backfill ran. */
+  backfill?: boolean;
   started_at: string;
   latency_ms: number;
   /** The receiver's HTTP status; `null` when no response arrived. */
@@ -663,11 +714,20 @@ export interface Run {
    * 1 KiB (invalid UTF-8 replaced). `null` for a delivered attempt, or when nothing came back.
    */
   response: string | null;
+  /**
+   * `skipped`: occurrences the job's overlap policy dropped (its `error` opens with `overlap: ` and
+   * says how many, `due_at` is the first of them).
+   */
   outcome: RunOutcome;
 }
 
-/** @schema Run.outcome */
-export type RunOutcome = "delivered" | "retry" | "dead_letter";
+/**
+ * `skipped`: occurrences the job's overlap policy dropped (its `error` opens with `overlap: ` and
+ * says how many, `due_at` is the first of them).
+ *
+ * @schema Run.outcome
+ */
+export type RunOutcome = "delivered" | "retry" | "dead_letter" | "skipped";
 
 /**
  * A page of a job's runs, newest first.

@@ -66,6 +66,10 @@ impl Stage for Dispatcher {
             let now = ctx.clock.now();
             let spec = &occ.spec;
             let decision = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                // A backfilled occurrence is late by design: no misfire policy applies to it.
+                if spec.backfill.as_ref().is_some_and(|b| b.covers(occ.due)) {
+                    return FireDecision::Fire;
+                }
                 misfire::decide(
                     &spec.schedule,
                     spec.misfire,

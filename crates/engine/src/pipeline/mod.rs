@@ -30,10 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use hourglass_core::misfire;
 use hourglass_core::{
     Action, AttemptRecord, Claim, Clock, Completion, Next, Occurrence, add_saturating,
 };
+use hourglass_core::{misfire, overlap};
 use hourglass_store::Store;
 use jiff::Timestamp;
 use tokio::sync::{Semaphore, mpsc};
@@ -314,6 +314,10 @@ pub(crate) fn settle(
         outcome,
     };
     let moved_on = || {
+        if let Some(backfill) = spec.backfill.as_ref().filter(|b| b.covers(occ.due)) {
+            let (next, overlapped) = after_backfilled(occ, backfill, started_at, now, metrics);
+            return (next, 0, overlapped);
+        }
         let (next, skipped) = misfire::next_after_run(
             &spec.schedule,
             spec.misfire,
@@ -323,14 +327,30 @@ pub(crate) fn settle(
             misfire_threshold,
             occ.runs_done + 1,
         );
-        let next = next.map(|due| Next::of(&spec.schedule, occ.job_id, due));
-        (next, skipped)
+        // Then the overlap policy, over the successors that fell due while this one ran.
+        let (next, overlapped) = overlap::after_run(
+            &spec.schedule,
+            spec.overlap,
+            occ.job_id,
+            next,
+            now,
+            occ.runs_done + 1,
+        );
+        let next = next.map(|due| Next {
+            overlap: overlapped,
+            ..Next::of(&spec.schedule, occ.job_id, due)
+        });
+        let overlapped = overlapped.map_or(0, |o| o.count);
+        metrics.overlap_skipped.inc_by(overlapped);
+        // The misfire counter counts the misfire policy's drops only (as it always did, after
+        // a delivery).
+        (next, skipped, skipped.saturating_add(overlapped))
     };
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {
             metrics.fired.get_or_create(&label("delivered")).inc();
-            let (next, skipped) = moved_on();
-            metrics.skipped_occurrences.inc_by(skipped);
+            let (next, missed, skipped) = moved_on();
+            metrics.skipped_occurrences.inc_by(missed);
             (record(None), Action::Delivered { next, skipped })
         }
         Verdict::Retry { after, reason } if !spec.retry.exhausted(occ.attempt) => {
@@ -352,7 +372,7 @@ pub(crate) fn settle(
         Verdict::Retry { reason, .. } | Verdict::GiveUp { reason } => {
             metrics.fired.get_or_create(&label("dead_letter")).inc();
             tracing::warn!(job_id = %occ.job_id, delivery_id = %occ.delivery_id(), attempt = occ.attempt, status = %HttpStatus(result.status), reason = %reason, "delivery failed for good, dead-lettered");
-            let (next, skipped) = moved_on();
+            let (next, _, skipped) = moved_on();
             (
                 record(Some(reason.clone())),
                 Action::DeadLetter {
@@ -370,6 +390,46 @@ pub(crate) fn settle(
         attempt: Some(attempt),
         action,
     }
+}
+
+/// Where a job goes after a backfilled occurrence ran ([`hourglass_core::backfill`]): the
+/// backfill's next occurrence, paced; or, after its last, the job's own pending occurrence, with
+/// the overlap policy over the job's own occurrences that fell due meanwhile.
+fn after_backfilled(
+    occ: &Occurrence,
+    backfill: &hourglass_core::backfill::Backfill,
+    started_at: Timestamp,
+    now: Timestamp,
+    metrics: &Metrics,
+) -> (Option<Next>, u64) {
+    let spec = &occ.spec;
+    if let Some(due) = backfill.next_after(&spec.schedule, occ.due) {
+        // Paced from when this one's attempt started (its fire time is its nominal time's).
+        let fire = hourglass_core::backfill::paced(started_at, now);
+        return (
+            Some(Next {
+                due,
+                fire,
+                overlap: None,
+            }),
+            0,
+        );
+    }
+    let (next, overlapped) = overlap::after_run(
+        &spec.schedule,
+        spec.overlap,
+        occ.job_id,
+        Some(backfill.resume),
+        now,
+        occ.runs_done + 1,
+    );
+    let next = next.map(|due| Next {
+        overlap: overlapped,
+        ..Next::of(&spec.schedule, occ.job_id, due)
+    });
+    let overlapped = overlapped.map_or(0, |o| o.count);
+    metrics.overlap_skipped.inc_by(overlapped);
+    (next, overlapped)
 }
 
 /// A delivery's HTTP status for logs: the code, or `none` when no answer came (a timeout, a

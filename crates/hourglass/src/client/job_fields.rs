@@ -132,6 +132,10 @@ struct JobFields {
     /// What a late recurring occurrence does: skip, once, all, or all:WINDOW (e.g. all:6h).
     #[arg(long)]
     misfire: Option<String>,
+    /// What a recurring occurrence that falls due while the previous one is still in flight
+    /// does: skip, buffer_one or buffer_all (the default).
+    #[arg(long)]
+    overlap: Option<String>,
 }
 
 pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
@@ -157,6 +161,7 @@ pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
         payload: fields.payload,
         retry: fields.retry,
         misfire: fields.misfire,
+        overlap: fields.overlap,
     })
 }
 
@@ -174,13 +179,15 @@ pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<PatchJob> {
         payload: fields.payload.map(|p| Some(p).filter(|p| !p.is_null())),
         retry: fields.retry,
         misfire: fields.misfire,
+        overlap: fields.overlap,
     };
     let nothing = patch.job_type.is_none()
         && patch.schedule.is_none()
         && patch.target.is_none()
         && patch.payload.is_none()
         && patch.retry.is_none()
-        && patch.misfire.is_none();
+        && patch.misfire.is_none()
+        && patch.overlap.is_none();
     if nothing {
         return Err(usage(
             "nothing to change: give the fields to replace (--after, --webhook, --payload, \
@@ -244,6 +251,7 @@ struct Fields {
     job_type: Option<String>,
     retry: Option<RetryIn>,
     misfire: Option<MisfireIn>,
+    overlap: Option<String>,
 }
 
 /// A schedule from its flags (`job create`, `job update`, `job next-fires`): `at`, `after`,
@@ -411,6 +419,7 @@ impl JobFields {
             job_type: c.job_type,
             retry: retry_given.then_some(retry),
             misfire,
+            overlap: c.overlap,
         })
     }
 }

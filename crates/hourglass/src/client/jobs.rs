@@ -1,4 +1,4 @@
-//! `hourglass job`: create, update, get, list, cancel, pause, resume, trigger, runs and
+//! `hourglass job`: create, update, get, list, cancel, pause, resume, trigger, backfill, runs and
 //! next-fires, each one call of the typed client (a job named by its id or its key).
 
 use anyhow::Context;
@@ -72,6 +72,20 @@ enum JobCommand {
         /// The job's id, or the key it was created with.
         id: String,
     },
+    /// Run each of a recurring job's occurrences in a past range [--from, --to) once, paced,
+    /// before its own; a range backfilled before runs nothing again.
+    #[command(after_help = BACKFILL_EXAMPLES)]
+    Backfill {
+        /// The job's id, or the key it was created with.
+        id: String,
+        /// The range's first nominal time (RFC 3339).
+        #[arg(long)]
+        from: String,
+        /// The range's end, not in it (RFC 3339): not in the future, nor after the job's
+        /// next due time.
+        #[arg(long)]
+        to: String,
+    },
     /// Delivery attempts of a job, newest first, a page at a time.
     Runs {
         /// The job's id, or the key it was created with.
@@ -111,6 +125,11 @@ Examples:
   hourglass job update nightly-export --webhook https://example.com/v2 --header x-team=billing
   hourglass job update nightly-export --max-attempts 10 --initial-backoff 1m --misfire skip
   hourglass job update nightly-export --json '{\"payload\": null}'";
+
+const BACKFILL_EXAMPLES: &str = "\
+At most 1000 occurrences a request, fired at most 10 a second. Examples:
+  hourglass job backfill nightly-export --from 2026-03-01T00:00:00Z --to 2026-03-08T00:00:00Z
+  hourglass job runs nightly-export";
 
 const LIST_EXAMPLES: &str = "\
 Examples:
@@ -187,6 +206,19 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
         JobCommand::Pause { id } => client.pause_job(job_ref(&id)).await,
         JobCommand::Resume { id } => client.resume_job(job_ref(&id)).await,
         JobCommand::Trigger { id } => client.trigger_job(job_ref(&id), None).await,
+        JobCommand::Backfill { id, from, to } => {
+            let instant = |flag: &str, text: &str| {
+                text.parse::<jiff::Timestamp>().map_err(|e| {
+                    usage(format!("--{flag} {text:?} is not an RFC 3339 instant: {e}"))
+                })
+            };
+            let (from, to) = (instant("from", &from)?, instant("to", &to)?);
+            let accepted = client
+                .backfill_job(job_ref(&id), from, to)
+                .await
+                .map_err(failed)?;
+            return out.answer(View::Backfill, &accepted);
+        }
         JobCommand::Runs { id, limit, cursor } => {
             let runs = client
                 .job_runs(job_ref(&id), limit, cursor.as_deref())

@@ -9,6 +9,7 @@
 
 mod support;
 
+mod backfill;
 mod backup;
 mod cli;
 mod crash;

@@ -31,6 +31,9 @@ struct Printed<'a> {
     payload: &'a Option<Value>,
     retry: Option<PrintedRetry<'a>>,
     misfire: &'a Option<MisfireIn>,
+    /// Left out when absent: a create without it keeps the fingerprint it always had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overlap: &'a Option<String>,
 }
 
 #[derive(Serialize)]
@@ -78,6 +81,7 @@ impl<'a> Printed<'a> {
                 max_backoff: &r.max_backoff,
             }),
             misfire: &req.misfire,
+            overlap: &req.overlap,
         }
     }
 }

@@ -9,7 +9,7 @@ use hourglass_api::{CreateJob, MisfireIn, PreviewRequest, RetryIn, ScheduleIn, S
 use hourglass_core::duration::{format_duration, parse_duration};
 use hourglass_core::schedule::CronSchedule;
 use hourglass_core::{
-    JobSpec, MisfirePolicy, RetryPolicy, Schedule, ScheduleKind, ValidationError,
+    JobSpec, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule, ScheduleKind, ValidationError,
 };
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
@@ -436,6 +436,52 @@ pub fn misfire(input: &MisfireIn) -> Result<MisfirePolicy, ValidationError> {
     }
 }
 
+/// A backfill's range `[from, to)`: `from` before `to`, and `to` not after `now` (a backfill
+/// runs the past).
+pub fn backfill_range(
+    input: &hourglass_api::BackfillRequest,
+    now: Timestamp,
+) -> Result<(Timestamp, Timestamp), ValidationError> {
+    let from = parse_instant(&input.from, "from")?;
+    let to = parse_instant(&input.to, "to")?;
+    if to <= from {
+        return Err(ValidationError::new(
+            "invalid_field",
+            "to",
+            "to must be after from: the range is [from, to)",
+        ));
+    }
+    if to > now {
+        return Err(ValidationError::new(
+            "invalid_field",
+            "to",
+            "to must not be in the future: a backfill runs past occurrences",
+        ));
+    }
+    Ok((from, to))
+}
+
+/// `overlap`: a policy's name. `allow` (concurrent occurrences of one job) is named apart: it
+/// is a known policy that Hourglass does not offer (`hourglass_core::overlap`).
+pub fn overlap(name: &str) -> Result<OverlapPolicy, ValidationError> {
+    match name {
+        "skip" => Ok(OverlapPolicy::Skip),
+        "buffer_one" => Ok(OverlapPolicy::BufferOne),
+        "buffer_all" => Ok(OverlapPolicy::BufferAll),
+        "allow" => Err(ValidationError::new(
+            "invalid_field",
+            "overlap",
+            "overlap \"allow\" is not supported: a job runs one occurrence at a time; \
+             use \"skip\", \"buffer_one\" or \"buffer_all\"",
+        )),
+        _ => Err(ValidationError::new(
+            "invalid_field",
+            "overlap",
+            "overlap is \"skip\", \"buffer_one\" or \"buffer_all\"",
+        )),
+    }
+}
+
 pub fn job(
     input: &CreateJob,
     now: Timestamp,
@@ -464,6 +510,12 @@ pub fn job(
         .map(self::misfire)
         .transpose()?
         .unwrap_or_default();
+    let overlap = input
+        .overlap
+        .as_deref()
+        .map(self::overlap)
+        .transpose()?
+        .unwrap_or_default();
     let payload = encode_payload(input.payload.as_ref(), limits)?;
     let first_due = first_due(&schedule, now)?;
     Ok(ValidJob {
@@ -474,6 +526,8 @@ pub fn job(
             target,
             retry,
             misfire,
+            overlap,
+            backfill: None,
         },
         payload,
         first_due,

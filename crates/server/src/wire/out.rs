@@ -121,6 +121,7 @@ pub fn job_out(j: &JobRecord) -> Job<'_> {
             max_backoff: format_duration(j.spec.retry.max_backoff),
         },
         misfire: misfire_out(j.spec.misfire),
+        overlap: Cow::Borrowed(j.spec.overlap.as_str()),
         next_due_at: next_due_at(j),
         next_fire_at: next_fire_at(j),
         next_attempt_at: j.next_attempt.filter(|at| Some(*at) != j.next_due),
@@ -135,9 +136,11 @@ pub fn job_out(j: &JobRecord) -> Job<'_> {
     }
 }
 
-pub fn run_out(r: &RunRecord) -> Run {
+/// A run as the API shows it, marked when its job's `backfill` says a backfill ran it.
+pub fn run_out(r: &RunRecord, backfill: Option<&hourglass_core::backfill::Backfill>) -> Run {
     Run {
         attempt: r.attempt,
+        backfill: backfill.is_some_and(|b| b.marks(r.due, r.started_at)),
         delivery_id: DeliveryId::new(r.job_id, r.due).to_string(),
         due_at: r.due,
         error: r.error.clone(),

@@ -15,6 +15,7 @@ mod support;
 
 mod answer_budget;
 mod audit;
+mod backfill;
 mod bad_input;
 mod batched;
 mod body_budget;

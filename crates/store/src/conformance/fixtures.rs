@@ -40,6 +40,8 @@ pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob
             target,
             retry: Default::default(),
             misfire: Default::default(),
+            overlap: Default::default(),
+            backfill: None,
         },
         payload: None,
         fingerprint: 1,

@@ -11,6 +11,7 @@ mod jitter;
 mod jobs;
 mod lifecycle;
 mod nodes;
+mod overlap;
 mod queues;
 
 pub use self::audit::*;
@@ -22,6 +23,7 @@ pub use self::jitter::*;
 pub use self::jobs::*;
 pub use self::lifecycle::*;
 pub use self::nodes::*;
+pub use self::overlap::*;
 pub use self::queues::*;
 
 use std::time::Duration;
@@ -73,6 +75,8 @@ macro_rules! conformance_tests {
             a_jittered_job_keeps_its_jitter_and_fires_late,
             calendars_are_kept_per_namespace,
             a_rolled_occurrence_fires_at_its_moved_time_named_by_its_due_time,
+            overlap_skips_are_counted_and_recorded_as_a_skipped_run,
+            a_backfill_is_kept_with_the_spec_and_claimable_at_once,
             nodes_are_listed_while_their_heartbeat_is_live,
             audit_entries_of_every_kind_page_newest_first,
             audit_entries_in_one_millisecond_page_without_loss,
@@ -116,6 +120,8 @@ fn spec(schedule: Schedule) -> JobSpec {
         target: webhook(),
         retry: Default::default(),
         misfire: Default::default(),
+        overlap: Default::default(),
+        backfill: None,
     }
 }
 

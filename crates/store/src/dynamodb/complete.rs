@@ -224,6 +224,7 @@ async fn move_fired(
             continue;
         }
         runs.extend(run_item(inner, m.c, &plan_completion(m.c)));
+        runs.extend(overlap_item(inner, m.c));
         if m.retry {
             super::jobs::keep_listed(inner, m.job, m.ttl).await?;
         }
@@ -430,7 +431,36 @@ fn run_item(
     plan: &crate::rules::CompletionPlan<'_>,
 ) -> Option<Item> {
     let run = plan.run.as_ref().filter(|_| inner.history)?;
-    let attempt = run.attempt;
+    Some(attempt_item(
+        inner,
+        c,
+        c.due.as_millisecond(),
+        run.attempt,
+        run.outcome,
+    ))
+}
+
+/// The skipped run item of the occurrences a completion's overlap policy dropped, if any
+/// (`rules::overlap_run`): one more put, only on a completion that dropped some.
+fn overlap_item(inner: &Inner, c: &Completion) -> Option<Item> {
+    let (due, attempt) = crate::rules::overlap_run(c).filter(|_| inner.history)?;
+    Some(attempt_item(
+        inner,
+        c,
+        due,
+        &attempt,
+        crate::rules::RunOutcome::Skipped,
+    ))
+}
+
+/// A run item: `attempt` of the occurrence of `c`'s job due at `due`.
+fn attempt_item(
+    inner: &Inner,
+    c: &Completion,
+    due: i64,
+    attempt: &hourglass_core::AttemptRecord,
+    outcome: crate::rules::RunOutcome,
+) -> Item {
     let cursor = RunCursor {
         started_ms: attempt.started_at.as_millisecond(),
         seq: c.token.as_i64() + 1,
@@ -441,7 +471,7 @@ fn run_item(
     };
     put_attr("job", s(c.job_id.to_string()));
     put_attr("seq", n(cursor.seq));
-    put_attr("due", n(c.due.as_millisecond()));
+    put_attr("due", n(due));
     put_attr("att", n(i64::from(attempt.attempt)));
     put_attr("started", n(cursor.started_ms));
     put_attr("lat", n(i64::from(attempt.latency_ms)));
@@ -454,11 +484,11 @@ fn run_item(
     if let Some(response) = &attempt.response {
         put_attr("resp", s(response));
     }
-    put_attr("outcome", s(run.outcome.as_str()));
+    put_attr("outcome", s(outcome.as_str()));
     if let Some(ttl) = inner.finished_ttl(cursor.started_ms) {
         put_attr(TTL, n(ttl));
     }
-    Some(item)
+    item
 }
 
 /// A one-off's item outlives its latest attempt by the retention (and a day): a retry moves its
@@ -536,6 +566,9 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         let applied =
             dead_letter(inner, c, &job, actions, letter.reason, letter.attempts, now).await?;
         if applied == Applied::Yes {
+            if let Some(skipped) = overlap_item(inner, c) {
+                inner.put(skipped).await?;
+            }
             super::jobs::keep_listed(inner, &job, ttl).await?;
             if let Some(old) = old_entry {
                 leave_entry(inner, &old, c).await?;
@@ -557,6 +590,9 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
     }
     if let Some(run) = run {
         inner.put(run).await?;
+    }
+    if let Some(skipped) = overlap_item(inner, c) {
+        inner.put(skipped).await?;
     }
     if !matches!(plan.row, RowChange::Advance { .. }) {
         super::jobs::keep_listed(inner, &job, ttl).await?;

@@ -464,6 +464,8 @@ mod tests {
                 }),
                 retry: Default::default(),
                 misfire: Default::default(),
+                overlap: Default::default(),
+                backfill: None,
             },
             payload: payload.map(str::to_owned),
             fingerprint: 1,

@@ -5,7 +5,7 @@ use hourglass_core::{Completion, from_ms};
 use jiff::Timestamp;
 
 use super::state::{Run, State};
-use crate::rules::{LastError, RowChange, plan_completion};
+use crate::rules::{LastError, RowChange, RunOutcome, plan_completion};
 use crate::{Applied, DeadLetter, Result};
 
 pub(super) fn complete(
@@ -87,6 +87,19 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
             error: run.attempt.error.clone(),
             response: run.attempt.response.clone(),
             outcome: run.outcome,
+        });
+    }
+    if let Some((due, attempt)) = crate::rules::overlap_run(&c) {
+        state.record_run(Run {
+            job_id: c.job_id,
+            due,
+            attempt: attempt.attempt,
+            started: attempt.started_at.as_millisecond(),
+            latency_ms: attempt.latency_ms,
+            status: attempt.status,
+            error: attempt.error,
+            response: attempt.response,
+            outcome: RunOutcome::Skipped,
         });
     }
     if let Some(letter) = &plan.dead_letter

@@ -190,6 +190,30 @@ pub(super) async fn complete(
                     due.add(&namespace, queue.as_deref(), at);
                 }
             }
+            // Occurrences an overlap policy dropped: a skipped run of their own (rare, so one
+            // statement each, in the same transaction).
+            for (c, applied) in batch.iter().zip(&applied) {
+                if *applied != Applied::Yes {
+                    continue;
+                }
+                if let Some((due_ms, a)) = crate::rules::overlap_run(c) {
+                    tx.execute(
+                        "INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms,
+                                           status, error, outcome, response)
+                         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7, NULL)",
+                        &[
+                            &c.job_id,
+                            &due_ms,
+                            &i64::from(a.attempt),
+                            &a.started_at.as_millisecond(),
+                            &i64::from(a.latency_ms),
+                            &a.error,
+                            &crate::rules::RunOutcome::Skipped.as_str(),
+                        ],
+                    )
+                    .await?;
+                }
+            }
             store.notify(&tx, &due).await?;
             tx.commit().await?;
             Ok(applied)

@@ -7,7 +7,7 @@ use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use super::codec::{payload_column, unavailable};
-use crate::rules::{PlannedRun, RowChange, plan_completion, state_code};
+use crate::rules::{PlannedRun, RowChange, RunOutcome, plan_completion, state_code};
 use crate::{Applied, Result};
 
 /// One `runs` row, inserted with others of its batch.
@@ -85,6 +85,7 @@ fn complete_in_tx(
 ) -> Result<Vec<Applied>> {
     let mut out = Vec::with_capacity(batch.len());
     let mut runs = Vec::with_capacity(batch.len());
+    let mut overlapped = Vec::new();
     // Prepared once for the batch: looking a statement up in the cache hashes its text. In each,
     // the last two parameters say whether to write `last_error`, and what.
     let mut retry = conn
@@ -184,6 +185,9 @@ fn complete_in_tx(
                 run,
             });
         }
+        if let Some((due_ms, attempt)) = crate::rules::overlap_run(c) {
+            overlapped.push((c.job_id, due_ms, attempt));
+        }
         if let Some(letter) = plan.dead_letter {
             conn.prepare_cached(concat!(
                 "INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms)
@@ -204,6 +208,18 @@ fn complete_in_tx(
         out.push(Applied::Yes);
     }
     insert_runs(conn, &runs)?;
+    let overlapped: Vec<RunRow<'_>> = overlapped
+        .iter()
+        .map(|(job_id, due_ms, attempt)| RunRow {
+            job_id: *job_id,
+            due_ms: *due_ms,
+            run: PlannedRun {
+                attempt,
+                outcome: RunOutcome::Skipped,
+            },
+        })
+        .collect();
+    insert_runs(conn, &overlapped)?;
     Ok(out)
 }
 

@@ -26,6 +26,8 @@ fn queue_job(due: Timestamp) -> NewJob {
             target: hourglass_core::Target::Queue(hourglass_core::QueueTarget { name: "q".into() }),
             retry: Default::default(),
             misfire: Default::default(),
+            overlap: Default::default(),
+            backfill: None,
         },
         payload: None,
         fingerprint: 1,

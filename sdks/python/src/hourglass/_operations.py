@@ -31,6 +31,7 @@ OPERATIONS = _ops(
     ("pauseJob", "POST", "/v1/jobs/{id}/pause", "pause_job"),
     ("resumeJob", "POST", "/v1/jobs/{id}/resume", "resume_job"),
     ("triggerJob", "POST", "/v1/jobs/{id}/trigger", "trigger_job"),
+    ("backfillJob", "POST", "/v1/jobs/{id}/backfill", "backfill_job"),
     ("listJobRuns", "GET", "/v1/jobs/{id}/runs", "list_job_runs"),
     ("listCalendars", "GET", "/v1/calendars", "list_calendars"),
     ("getCalendar", "GET", "/v1/calendars/{name}", "get_calendar"),

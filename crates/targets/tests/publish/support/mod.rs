@@ -49,6 +49,8 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
             target,
             retry: Default::default(),
             misfire: Default::default(),
+            overlap: Default::default(),
+            backfill: None,
         }),
         payload: Some(Arc::from(payload)),
         lapsed_owner: None,
