@@ -22,8 +22,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 mod answers;
-mod calendars;
 mod audit;
+mod calendars;
 mod error;
 mod jobs;
 #[cfg(feature = "openapi")]
@@ -37,8 +37,8 @@ pub use answers::{
     BatchCreated, DeadLetter, DeadLetterList, Job, JobBrief, JobList, JobState, MisfireOut,
     RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
-pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
 pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
+pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{
     BackfillAccepted, BackfillRequest, BatchCreate, CreateJob, HeadersIn, JobListQuery, MisfireIn,

@@ -307,13 +307,10 @@ pub(crate) fn resume_after(
     if !cal.rules.excludes(day) {
         return step();
     }
-    let Some(resume) = cal
+    let resume = cal
         .rules
         .next_included(day.tomorrow().ok()?)
-        .and_then(|d| start_of_day(&tz, d))
-    else {
-        return None;
-    };
+        .and_then(|d| start_of_day(&tz, d))?;
     if resume <= n {
         return step();
     }

@@ -50,9 +50,7 @@ pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, ReceiptOutcome};
 pub use quotas::{NamespaceQuota, QuotaRefusal, Quotas};
 pub use receipt::Receipt;
-pub use scheduler::{
-    Actor, BackfillRefusal, Backfilled, JobEdit, JobRef, OpenBreaker, Scheduler,
-};
+pub use scheduler::{Actor, BackfillRefusal, Backfilled, JobEdit, JobRef, OpenBreaker, Scheduler};
 pub use secrets::{SealingError, Secrets};
 
 #[derive(Debug, Clone)]

@@ -1401,6 +1401,11 @@ export interface Identity {
    * namespace.
    */
   development: boolean;
+  /**
+   * The key's id, as the audit log records it: the first 12 hex digits of its SHA-256 (`open` in
+   * development mode). Never the key.
+   */
+  key_id: string;
   /** The namespace this request acts in. */
   namespace: string;
   role: KeyRole;

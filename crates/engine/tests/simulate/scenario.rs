@@ -204,6 +204,8 @@ fn new_job(world: &World, now: Timestamp) -> (NewJob, bool) {
                 max_backoff: Duration::from_secs(4),
             },
             misfire: MisfirePolicy::Once,
+            overlap: Default::default(),
+            backfill: None,
         },
         payload: Some("v0".into()),
         fingerprint: bits as i64,
@@ -243,7 +245,7 @@ async fn create(world: Arc<World>, doors: Doors, count: usize) {
             pause_between_tries(&world).await;
             continue;
         };
-        match scheduler.create(jobs.clone()).await {
+        match scheduler.create(jobs.clone(), &actor()).await {
             Ok(created) => {
                 let at = world.true_ms();
                 for c in created {
@@ -292,7 +294,12 @@ async fn cancel(world: Arc<World>, doors: Doors) {
             continue;
         };
         let answer = scheduler
-            .transition(NAMESPACE, &JobRef::Id(id), |now| Transition::Cancel { now })
+            .transition(
+                NAMESPACE,
+                &JobRef::Id(id),
+                |now| Transition::Cancel { now },
+                &actor(),
+            )
             .await;
         match answer {
             Ok(_) => {
@@ -329,7 +336,10 @@ async fn edit(world: Arc<World>, doors: Doors) {
             schedule,
             ..JobEdit::default()
         };
-        match scheduler.edit(NAMESPACE, &JobRef::Id(id), change).await {
+        match scheduler
+            .edit(NAMESPACE, &JobRef::Id(id), change, &actor())
+            .await
+        {
             Ok(Some(_)) => {
                 let at = world.true_ms();
                 world.facts(id, |f| f.edits_acked.push((version, at)));
@@ -341,4 +351,9 @@ async fn edit(world: Arc<World>, doors: Doors) {
         }
     }
     world.facts(id, |f| f.busy = false);
+}
+
+/// Who the simulated clients are, as the audit log records them.
+fn actor() -> hourglass_engine::Actor {
+    hourglass_engine::Actor::new("simulation")
 }

@@ -14,9 +14,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hourglass_core::{Claim, Completion, JobId, JobState, Occurrence};
 use hourglass_store::{
-    Applied, AuditEntry, AuditQuery, AuditRecord, CalendarRecord, ClaimScope, Created, DeadLetter, DueEvent, JobQuery, JobRecord,
-    JobUpdate, Lease, MemoryStore, NewJob, NodeBeat, Purged, QueueStats, Release, Result,
-    RunCursor, RunRecord, SigningSecrets, Store, StoreError, StoreEvent, StoreGauges, Transition,
+    Applied, AuditEntry, AuditQuery, AuditRecord, CalendarRecord, ClaimScope, Created, DeadLetter,
+    DueEvent, JobQuery, JobRecord, JobUpdate, Lease, MemoryStore, NewJob, NodeBeat, Purged,
+    QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store, StoreError,
+    StoreEvent, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 

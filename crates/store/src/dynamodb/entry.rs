@@ -123,7 +123,7 @@ fn decode_packed(bytes: &[u8], base: i64) -> Result<Vec<Listed>> {
 }
 
 fn decode_fixed(bytes: &[u8]) -> Result<Vec<Listed>> {
-    if bytes.len() % 32 != 0 {
+    if !bytes.len().is_multiple_of(32) {
         return Err(StoreError::Corrupt(format!(
             "entry listing of {} bytes",
             bytes.len()

@@ -33,6 +33,10 @@ from ._support import (
     parse_instant,
 )
 
+Roll = Literal["skip", "previous", "next"]
+"""What an occurrence on a day its calendar excludes does: ``skip`` it, or move it to the
+``previous`` or ``next`` included day at the same wall-clock time."""
+
 Overlap = Literal["skip", "buffer_one", "buffer_all"]
 """What a recurring job does with occurrences that fall due while its previous occurrence is still
 in flight (being delivered, waiting for a retry, or leased from a pull queue and not
@@ -57,6 +61,8 @@ HealthStatus = Literal["ok", "ready"]
 ErrorCode = Literal[
     "body_timeout",
     "body_too_large",
+    "calendar_excludes_every_day",
+    "calendar_in_use",
     "cron_never_fires",
     "engine_failed",
     "forbidden",
@@ -66,6 +72,7 @@ ErrorCode = Literal[
     "insufficient_role",
     "internal",
     "invalid_batch",
+    "invalid_calendar",
     "invalid_cron",
     "invalid_duration",
     "invalid_field",
@@ -96,6 +103,7 @@ ErrorCode = Literal[
     "server_busy",
     "store_unavailable",
     "unauthorized",
+    "unknown_calendar",
     "unknown_connection",
     "unknown_field",
     "unknown_timezone",
@@ -107,6 +115,9 @@ ErrorCode = Literal[
   s by default)
 - ``body_too_large`` (413): the request body exceeds its endpoint's limit (payload limit + 64 KiB
   for a job, 16 MiB by default for a batch, 256 KiB elsewhere)
+- ``calendar_excludes_every_day`` (422): the calendar excludes every day of the next 100 years
+- ``calendar_in_use`` (409): the calendar is named by an active or paused job of the namespace
+  (the message names one); edit or cancel those jobs first
 - ``cron_never_fires`` (422): the cron expression has no occurrence within 5 years
 - ``engine_failed`` (503): ``/readyz`` only: a pipeline stage died; the node fires nothing and
   exits so that it is restarted
@@ -122,6 +133,10 @@ ErrorCode = Literal[
   roles that do (``reader``, ``worker``, ``writer``, ``admin``)
 - ``internal`` (500): an internal error; nothing the client can fix
 - ``invalid_batch`` (422): a batch must hold 1 to 1000 jobs
+- ``invalid_calendar`` (422): a calendar's name (1-64 letters, digits, '-', '_' or '.'), date
+  (``YYYY-MM-DD``), range (``to`` before ``from``), weekday (``MON``-``SUN``), or count of dates
+  (1000) or ranges (100) is not valid, or ``schedule.roll`` is not ``skip``, ``previous`` or
+  ``next`` or is given without ``schedule.calendar``
 - ``invalid_cron`` (422): not a 5- or 6-field cron expression, or longer than 1024 bytes
 - ``invalid_duration`` (422): not a positive duration with millisecond precision, or an interval
   under 1s
@@ -164,6 +179,7 @@ ErrorCode = Literal[
   shortly
 - ``store_unavailable`` (503): the store cannot serve now; nothing was changed, retry later
 - ``unauthorized`` (401): the API key is missing, malformed or unknown
+- ``unknown_calendar`` (422): ``schedule.calendar`` names no calendar of the namespace
 - ``unknown_connection`` (422): a target names a connection that does not exist or that this
   namespace may not use, or a resource off the connection's lists (the same answer either way)
 - ``unknown_field`` (422): a field that the object does not have
@@ -182,7 +198,13 @@ or waiting out a nack's delay; ``leased``: held by a worker until ``leased_until
 
 ConnectionKind = Literal["aws", "eventbridge", "sqs", "sns", "lambda", "nats", "redis", "amqp"]
 
+KeyRole = Literal["reader", "worker", "writer", "admin"]
+"""``reader`` reads; ``worker`` leases, acks, nacks and extends queue messages and reads queues;
+``writer`` also creates, changes and triggers jobs; ``admin`` also reads and rotates the signing
+secret, replays and purges dead letters and reads breakers."""
+
 ENUMS: Mapping[str, object] = {
+    "Roll": Roll,
     "Overlap": Overlap,
     "Misfire.policy": MisfirePolicy,
     "JobState": JobState,
@@ -192,6 +214,7 @@ ENUMS: Mapping[str, object] = {
     "ReceiptResults.failed[].code": ReceiptFailureCode,
     "QueueMessageStatus": QueueMessageStatus,
     "ConnectionList.connections[].kind": ConnectionKind,
+    "KeyRole": KeyRole,
 }
 """Which OpenAPI enum each ``Literal`` above mirrors (for the OpenAPI check)."""
 
@@ -217,11 +240,28 @@ class AtSchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"at": dump(self.at)}
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -241,11 +281,28 @@ class AfterSchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"after": dump(self.after)}
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -288,6 +345,19 @@ class CronSchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"cron": self.cron}
@@ -301,6 +371,10 @@ class CronSchedule:
             out["max_runs"] = self.max_runs
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -329,6 +403,19 @@ class EverySchedule:
     irregular cron expression). The due time stays the occurrence's identity (its delivery id,
     ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
     without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"every": dump(self.every)}
@@ -340,6 +427,10 @@ class EverySchedule:
             out["max_runs"] = self.max_runs
         if self.jitter is not None:
             out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
         return out
 
 
@@ -838,9 +929,10 @@ class Job:
     """The payload, ``null`` when none. Left out of listings (``listJobs``) unless they ask for it
     with ``payload=true``."""
     next_fire_at: datetime | None = None
-    """When the pending occurrence fires, for a schedule with ``jitter``: ``next_due_at`` plus its
-    jitter offset (retries come later, at ``next_attempt_at``). Left out without jitter (the
-    occurrence fires at ``next_due_at``) and in a terminal state."""
+    """When the pending occurrence fires, for a schedule with ``jitter`` or ``calendar``:
+    ``next_due_at`` moved by the calendar's roll, plus its jitter offset (retries come later, at
+    ``next_attempt_at``). Left out without either (the occurrence fires at ``next_due_at``) and
+    in a terminal state."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -1452,6 +1544,64 @@ class Breaker:
 
 
 @dataclass(frozen=True)
+class AuditEntry:
+    """One API request that changed something in the namespace."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AuditEntry",)
+    action: str
+    """``create``, ``change`` (a ``PATCH``), ``pause``, ``resume``, ``cancel``, ``trigger``,
+    ``replay`` (a dead letter replayed), ``purge`` (a dead letter deleted) or ``rotate_secret``."""
+    at: datetime
+    """When the change was made."""
+    cursor: str
+    """Where it goes in the log: pass it as ``cursor`` to read the entries before it."""
+    dead_letter_id: str | None
+    """The dead letter a ``replay`` or ``purge`` concerns."""
+    fields: list[str]
+    """For a ``change``, the fields it changed (``type``, ``schedule``, ``target``, ``retry``,
+    ``misfire``, ``payload``); empty otherwise."""
+    job_count: int
+    """How many jobs it concerns: a batch create's jobs, of which ``jobs`` lists the first 20."""
+    jobs: list[str]
+    """The jobs it concerns (created, changed, or made by a replay); a batch's first 20."""
+    key_id: str
+    """The id of the API key that made the request: the first 12 hex digits of its SHA-256
+    (``sha256`` in its ``[[api_keys]]`` entry), ``open`` on a node without keys. Never the key."""
+    namespace: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditEntry:
+        return cls(
+            action=str(data["action"]),
+            at=parse_instant(data["at"]),
+            cursor=str(data["cursor"]),
+            dead_letter_id=opt(str, data.get("dead_letter_id")),
+            fields=[str(v) for v in data["fields"]],
+            job_count=int(data["job_count"]),
+            jobs=[str(v) for v in data["jobs"]],
+            key_id=str(data["key_id"]),
+            namespace=str(data["namespace"]),
+        )
+
+
+@dataclass(frozen=True)
+class AuditList:
+    """A page of the namespace's audit log, newest first."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AuditList",)
+    entries: list[AuditEntry]
+    next_cursor: str | None
+    """The last entry's cursor when the page is full: pass it as ``cursor`` for the next page."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditList:
+        return cls(
+            entries=[AuditEntry.from_json(v) for v in data["entries"]],
+            next_cursor=opt(str, data.get("next_cursor")),
+        )
+
+
+@dataclass(frozen=True)
 class EventBridgeTarget:
     """PutEvents to an EventBridge bus: the payload (a JSON object) is the event's ``detail``, the
     due time its ``time``, and ``resources`` carry ``hourglass:delivery-id/...``,
@@ -1697,6 +1847,54 @@ class PublishCounts:
 
 
 @dataclass(frozen=True)
+class AllowedRoute:
+    """A route of the API: its method and path template."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AllowedRoute",)
+    method: str
+    path: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AllowedRoute:
+        return cls(
+            method=str(data["method"]),
+            path=str(data["path"]),
+        )
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The caller's API key: its namespace, role and the routes it may call."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Identity",)
+    all_namespaces: bool
+    """Whether the key names its namespace per request (``all_namespaces = true``): it may then act
+    in any namespace the ``hourglass-namespace`` header names."""
+    development: bool
+    """Whether the node runs without API keys (development): every caller is an admin of every
+    namespace."""
+    key_id: str
+    """The key's id, as the audit log records it: the first 12 hex digits of its SHA-256 (``open``
+    in development mode). Never the key."""
+    namespace: str
+    """The namespace this request acts in."""
+    role: KeyRole
+    routes: list[AllowedRoute]
+    """Every route that needs a key and that this key may call, sorted by path then method."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Identity:
+        return cls(
+            all_namespaces=bool(data["all_namespaces"]),
+            development=bool(data["development"]),
+            key_id=str(data["key_id"]),
+            namespace=str(data["namespace"]),
+            role=data["role"],
+            routes=[AllowedRoute.from_json(v) for v in data["routes"]],
+        )
+
+
+@dataclass(frozen=True)
 class NodeList:
     """The cluster's live nodes."""
 
@@ -1905,6 +2103,112 @@ class QueueMessageCounts:
             available=int(data["available"]),
             in_flight=int(data["in_flight"]),
             scheduled=int(data["scheduled"]),
+        )
+
+
+@dataclass(frozen=True)
+class CalendarIn:
+    """A calendar as written: its time zone and the days it excludes."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("CalendarIn",)
+    timezone: str
+    """The IANA zone whose wall clock the excluded days are read on (``Europe/Berlin``)."""
+    exclude: ExcludeIn | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"timezone": self.timezone}
+        if self.exclude is not None:
+            out["exclude"] = dump(self.exclude)
+        return out
+
+
+@dataclass(frozen=True)
+class ExcludeIn:
+    """The excluded days: dates, inclusive date ranges and days of the week."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("ExcludeIn",)
+    dates: Sequence[str] | None = None
+    """Dates (``2026-12-25``), at most 1000."""
+    ranges: Sequence[DateRangeIn] | None = None
+    """Inclusive ranges of dates, at most 100."""
+    weekdays: Sequence[str] | None = None
+    """Days of the week: ``MON`` … ``SUN``."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExcludeIn:
+        return cls(
+            dates=opt(lambda v: [str(v) for v in v], data.get("dates")),
+            ranges=opt(lambda v: [DateRangeIn.from_json(v) for v in v], data.get("ranges")),
+            weekdays=opt(lambda v: [str(v) for v in v], data.get("weekdays")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.dates is not None:
+            out["dates"] = dump(self.dates)
+        if self.ranges is not None:
+            out["ranges"] = dump(self.ranges)
+        if self.weekdays is not None:
+            out["weekdays"] = dump(self.weekdays)
+        return out
+
+
+@dataclass(frozen=True)
+class DateRangeIn:
+    """An inclusive range of dates."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("DateRangeIn",)
+    from_: str
+    """The API's ``from`` (a Python keyword)."""
+    to: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DateRangeIn:
+        return cls(
+            from_=str(data["from"]),
+            to=str(data["to"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from": self.from_, "to": self.to}
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """A stored calendar."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Calendar",)
+    name: str
+    timezone: str
+    exclude: ExcludeIn
+    updated_at: str
+    """When it was last written (RFC 3339)."""
+    replanned: int | None = None
+    """In the answer to a ``PUT``: how many of the namespace's jobs using the calendar were
+    re-planned (their pending occurrence recomputed, older claims fenced)."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Calendar:
+        return cls(
+            name=str(data["name"]),
+            timezone=str(data["timezone"]),
+            exclude=ExcludeIn.from_json(data["exclude"]),
+            updated_at=str(data["updated_at"]),
+            replanned=opt(int, data.get("replanned")),
+        )
+
+
+@dataclass(frozen=True)
+class CalendarList:
+    """A namespace's calendars, in name order."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("CalendarList",)
+    calendars: list[Calendar]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CalendarList:
+        return cls(
+            calendars=[Calendar.from_json(v) for v in data["calendars"]],
         )
 
 
