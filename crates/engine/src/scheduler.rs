@@ -16,7 +16,8 @@
 use std::sync::Arc;
 
 use hourglass_core::{
-    Calendar, Clock, JobId, JobState, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule, Target,
+    Calendar, Clock, JobId, JobSpec, JobState, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule,
+    Target,
 };
 use hourglass_store::{
     AuditAction, AuditCursor, AuditEntry, CalendarRecord, Created, DeadLetter, JobQuery, JobRecord,
@@ -45,7 +46,39 @@ pub struct JobEdit {
     pub payload: Option<Option<String>>,
 }
 
+/// How many times an edit is made again on a job that changed under it before its answer is
+/// the store's `Changed` (a 503: nothing was changed).
+const EDIT_RACES: u32 = 8;
+
 impl JobEdit {
+    /// The job's spec, pending due time and payload after this edit of `job` as read: a new
+    /// schedule moves the pending occurrence to its first due time; anything else keeps it.
+    fn apply(&self, job: JobRecord) -> (JobSpec, Option<Timestamp>, Option<String>) {
+        let mut spec = job.spec;
+        let mut next_due = job.next_due;
+        if let Some(job_type) = &self.job_type {
+            spec.job_type = Some(job_type.clone());
+        }
+        if let Some((schedule, first_due)) = &self.schedule {
+            spec.schedule = schedule.clone();
+            next_due = Some(*first_due);
+        }
+        if let Some(target) = &self.target {
+            spec.target = target.clone();
+        }
+        if let Some(retry) = &self.retry {
+            spec.retry = retry.clone();
+        }
+        if let Some(misfire) = &self.misfire {
+            spec.misfire = misfire.clone();
+        }
+        if let Some(overlap) = self.overlap {
+            spec.overlap = overlap;
+        }
+        let payload = self.payload.clone().unwrap_or(job.payload);
+        (spec, next_due, payload)
+    }
+
     /// The wire names of the fields this edit changes, for the audit log.
     pub fn fields(&self) -> Vec<String> {
         [
@@ -317,42 +350,32 @@ impl Scheduler {
         edit: JobEdit,
         by: &Actor,
     ) -> Result<Option<JobRecord>> {
-        let Some(job) = self.get(namespace, job).await? else {
-            return Ok(None);
-        };
         let fields = edit.fields();
-        let id = job.id;
-        let mut spec = job.spec;
-        let mut next_due = job.next_due;
-        if let Some(job_type) = edit.job_type {
-            spec.job_type = Some(job_type);
-        }
-        if let Some((schedule, first_due)) = edit.schedule {
-            spec.schedule = schedule;
-            next_due = Some(first_due);
-        }
-        if let Some(target) = edit.target {
-            spec.target = target;
-        }
-        if let Some(retry) = edit.retry {
-            spec.retry = retry;
-        }
-        if let Some(misfire) = edit.misfire {
-            spec.misfire = misfire;
-        }
-        if let Some(overlap) = edit.overlap {
-            spec.overlap = overlap;
-        }
-        let now = self.clock.now();
-        let update = JobUpdate {
-            spec,
-            payload: edit.payload.unwrap_or(job.payload),
-            next_due,
-            now,
+        // Read, change, write under the token read: a completion (or a claim) landing in
+        // between makes the write refuse, and the edit is made again on what the job became.
+        let mut races = 0;
+        let (updated, now) = loop {
+            let Some(record) = self.get(namespace, job).await? else {
+                return Ok(None);
+            };
+            let id = record.id;
+            let read_token = Some(record.token);
+            let (spec, next_due, payload) = edit.apply(record);
+            let now = self.clock.now();
+            let update = JobUpdate {
+                spec,
+                payload,
+                next_due,
+                now,
+                read_token,
+            };
+            match self.store.update_job(Some(namespace), id, update).await {
+                Err(StoreError::Changed) if races < EDIT_RACES => races += 1,
+                done => break (done?, now),
+            }
         };
-        let updated = self.store.update_job(Some(namespace), id, update).await?;
         self.changed(&updated);
-        let mut entry = by.entry(namespace, AuditAction::Change, &[id], now);
+        let mut entry = by.entry(namespace, AuditAction::Change, &[updated.id], now);
         entry.fields = fields;
         self.store.append_audit(entry).await?;
         Ok(Some(updated))
@@ -413,7 +436,10 @@ impl Scheduler {
         };
         let mut spec = job.spec;
         spec.backfill = Some(planned.backfill);
+        // Under the token read: a completion landing meanwhile moved the pending occurrence this
+        // backfill resumes at, and the request answers 503 (nothing changed) to be made again.
         let update = JobUpdate {
+            read_token: Some(job.token),
             spec,
             payload: job.payload,
             next_due: Some(first),
@@ -591,30 +617,45 @@ impl Scheduler {
         self.store.put_calendar(&record).await?;
         let mut replanned = 0;
         for job in self.jobs_using(namespace, name, usize::MAX).await? {
-            let mut spec = job.spec.clone();
-            let Some(copy) = spec.schedule.calendar.as_mut() else {
-                continue;
-            };
-            if copy.rules == record.calendar {
-                continue;
-            }
-            copy.rules = record.calendar.clone();
-            let now = self.clock.now();
-            let next_due = replanned_due(&spec.schedule, &job, now);
-            let update = JobUpdate {
-                spec,
-                payload: job.payload.clone(),
-                next_due,
-                now,
-            };
-            match self.store.update_job(Some(namespace), job.id, update).await {
-                Ok(updated) => {
-                    self.changed(&updated);
-                    replanned += 1;
+            let mut job = job;
+            let mut races = 0;
+            loop {
+                let mut spec = job.spec.clone();
+                let Some(copy) = spec.schedule.calendar.as_mut() else {
+                    break;
+                };
+                if copy.rules == record.calendar {
+                    break;
                 }
-                // Finished or deleted meanwhile: nothing left to re-plan.
-                Err(StoreError::InvalidState { .. } | StoreError::NotFound) => {}
-                Err(e) => return Err(e),
+                copy.rules = record.calendar.clone();
+                let now = self.clock.now();
+                let next_due = replanned_due(&spec.schedule, &job, now);
+                let update = JobUpdate {
+                    spec,
+                    payload: job.payload.clone(),
+                    next_due,
+                    now,
+                    read_token: Some(job.token),
+                };
+                match self.store.update_job(Some(namespace), job.id, update).await {
+                    Ok(updated) => {
+                        self.changed(&updated);
+                        replanned += 1;
+                        break;
+                    }
+                    // Changed under the re-plan (a completion, a claim): plan again on what it
+                    // became.
+                    Err(StoreError::Changed) if races < EDIT_RACES => {
+                        races += 1;
+                        match self.get(namespace, &JobRef::Id(job.id)).await? {
+                            Some(again) if !again.state.is_terminal() => job = again,
+                            _ => break,
+                        }
+                    }
+                    // Finished or deleted meanwhile: nothing left to re-plan.
+                    Err(StoreError::InvalidState { .. } | StoreError::NotFound) => break,
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok((record, replanned))

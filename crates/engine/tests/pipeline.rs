@@ -926,6 +926,7 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
             None,
             id,
             hourglass_store::JobUpdate {
+                read_token: None,
                 spec,
                 payload: Some(r#"{"v":2}"#.into()),
                 next_due: Some(due),

@@ -90,7 +90,8 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotFound => Self::not_found("job"),
             StoreError::InvalidState { .. } => Self::new(ErrorCode::InvalidState, e.to_string()),
-            StoreError::Unavailable(_) => {
+            // The scheduler reads again and retries; still racing after that, the client may.
+            StoreError::Changed | StoreError::Unavailable(_) => {
                 tracing::error!(error = %e, "store unavailable");
                 Self::new(
                     ErrorCode::StoreUnavailable,

@@ -57,6 +57,10 @@ pub enum StoreError {
     },
     #[error("job not found")]
     NotFound,
+    /// A conditional update found the job changed since its caller read it
+    /// ([`JobUpdate::read_token`]): nothing was written; read it again and retry.
+    #[error("the job changed while it was being updated; nothing was changed")]
+    Changed,
     #[error("cannot {action} a job that is {}", state.as_str())]
     InvalidState {
         state: JobState,
@@ -390,6 +394,12 @@ pub struct JobUpdate {
     pub payload: Option<String>,
     pub next_due: Option<Timestamp>,
     pub now: Timestamp,
+    /// The job's token as the caller read it, when the update was computed from that reading
+    /// (an edit that keeps the pending occurrence, a re-plan, a backfill): the update applies
+    /// only while the job still carries it, else [`StoreError::Changed`]. Without it, a
+    /// completion landing between the read and the write would be undone: the job would go
+    /// back to an occurrence already delivered, fire it again and count it twice.
+    pub read_token: Option<FencingToken>,
 }
 
 /// A run's place in its job's history, newest first: the start time, then the order in which

@@ -111,6 +111,9 @@ pub(crate) fn plan_update(
             action: "update",
         });
     }
+    if update.read_token.is_some_and(|read| read != job.token) {
+        return Err(StoreError::Changed);
+    }
     let due = update.next_due.map(|t| t.as_millisecond());
     // A paused job stays paused (out of the due index) with its new due time.
     let (state, fire) = match (job.state, due) {

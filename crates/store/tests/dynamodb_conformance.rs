@@ -608,6 +608,7 @@ async fn with_a_retention_items_expire_by_themselves() {
             Some("ns"),
             edited_id,
             hourglass_store::JobUpdate {
+                read_token: None,
                 spec: hourglass_core::JobSpec {
                     schedule: hourglass_core::Schedule::at(later),
                     ..job("ns", later, None).spec
@@ -766,6 +767,7 @@ async fn large_payloads_live_in_an_item_of_their_own() {
 
     // Edited to a small payload, the payload item goes; to a large one, it comes back.
     let edit = |payload: &str| hourglass_store::JobUpdate {
+        read_token: None,
         spec: JobSpec {
             schedule: Schedule::at(t0()),
             ..jobs[1].spec.clone()
@@ -1472,6 +1474,7 @@ async fn changes_between_create_and_claim_beat_the_snapshot() {
             Some("ns"),
             ids[0],
             JobUpdate {
+                read_token: None,
                 spec: edited_spec.clone(),
                 payload: Some(r#"{"edited":true}"#.into()),
                 next_due: Some(t0()),

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use hourglass_core::{Action, Completion, FencingToken, JobState, Next, Occurrence};
 
 use super::{T0, claim, create, delivered, done, every_second, lease, ms, one_off, t};
-use crate::{Applied, ClaimScope, JobQuery, LAST_ERROR_BYTES, RunOutcome, Store, Transition};
+use crate::{
+    Applied, ClaimScope, JobQuery, JobRecord, JobUpdate, LAST_ERROR_BYTES, RunOutcome, Store,
+    StoreError, Transition,
+};
 
 pub async fn stale_token_cannot_complete(store: Arc<dyn Store>) {
     let base = t(T0);
@@ -487,4 +490,50 @@ pub async fn a_job_keeps_the_error_of_its_latest_failed_attempt(store: Arc<dyn S
         None,
         "a delivery clears it"
     );
+}
+
+/// An update computed from a reading of the job (an edit that keeps its pending occurrence)
+/// applies only while the job is as read: a completion in between makes it refuse with `Changed`
+/// and change nothing, instead of moving the job back to the occurrence just delivered (which
+/// would fire it again and count it twice). Read again, it applies.
+pub async fn an_update_under_a_stale_reading_changes_nothing(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let job = every_second("a", base);
+    let id = job.id;
+    create(&*store, vec![job]).await;
+    let read = store.get_job(None, id).await.unwrap().unwrap();
+    let occ = claim(&*store, ClaimScope::Fired, base, 10, "n1")
+        .await
+        .remove(0);
+    let next = base + ms(1000);
+    let delivered = Action::Delivered {
+        next: Some(Next::at(next)),
+        skipped: 0,
+    };
+    store
+        .complete(vec![done(&occ, delivered)], base)
+        .await
+        .unwrap();
+    let edit = |from: &JobRecord| JobUpdate {
+        spec: from.spec.clone(),
+        payload: Some("\"edited\"".into()),
+        next_due: from.next_due,
+        now: base,
+        read_token: Some(from.token),
+    };
+    let stale = store.update_job(Some("a"), read.id, edit(&read)).await;
+    assert!(matches!(stale, Err(StoreError::Changed)), "{stale:?}");
+    let job = store.get_job(None, read.id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.next_due, job.runs),
+        (Some(next), 1),
+        "the delivery stands"
+    );
+    assert_eq!(job.payload, read.payload, "nothing was written");
+    let applied = store
+        .update_job(Some("a"), read.id, edit(&job))
+        .await
+        .unwrap();
+    assert_eq!(applied.next_due, Some(next));
+    assert_eq!(applied.payload.as_deref(), Some("\"edited\""));
 }

@@ -185,6 +185,7 @@ pub async fn update_replaces_spec_and_fences_claims(store: Arc<dyn Store>) {
             Some("a"),
             id,
             JobUpdate {
+                read_token: None,
                 spec: new_spec,
                 payload: Some("[1,2]".into()),
                 next_due: Some(new_due),
@@ -226,6 +227,7 @@ pub async fn edits_and_transitions_answer_the_token_that_fences_older_claims(
             Some("a"),
             id,
             JobUpdate {
+                read_token: None,
                 spec: spec(Schedule::at(base)),
                 payload: Some(r#"{"n":2}"#.into()),
                 next_due: Some(base),
@@ -387,6 +389,7 @@ pub async fn payloads_of_every_size_come_back_whole(store: Arc<dyn Store>) {
 
     // The large one edited to a small payload, then to another large one, then fired again.
     let edit = |payload: &str| JobUpdate {
+        read_token: None,
         spec: spec(Schedule::at(base)),
         payload: Some(payload.to_owned()),
         next_due: Some(base),

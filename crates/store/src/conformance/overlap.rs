@@ -117,6 +117,7 @@ pub async fn a_backfill_is_kept_with_the_spec_and_claimable_at_once(store: Arc<d
             Some("a"),
             id,
             JobUpdate {
+                read_token: None,
                 spec,
                 payload: read.payload.clone(),
                 next_due: Some(anchor),

@@ -322,6 +322,7 @@ pub async fn update_can_move_a_job_between_target_kinds(store: Arc<dyn Store>) {
             Some("a"),
             id,
             JobUpdate {
+                read_token: None,
                 spec,
                 payload: None,
                 next_due: Some(base),
@@ -505,6 +506,7 @@ pub async fn a_leased_message_moved_to_a_webhook_stays_off_its_old_queue(store: 
             Some("a"),
             id,
             JobUpdate {
+                read_token: None,
                 spec: spec(Schedule::at(base)),
                 payload: None,
                 next_due: Some(base),
@@ -670,6 +672,7 @@ pub async fn a_queue_lists_its_messages_with_their_leases(store: Arc<dyn Store>)
             Some("a"),
             other_id,
             JobUpdate {
+                read_token: None,
                 spec,
                 payload: moved.payload.clone(),
                 next_due: Some(base),

@@ -562,6 +562,7 @@ async fn large_payloads_live_out_of_the_job_row() {
 
     // Edits move the payload in and out of the row.
     let edit = |payload: String| crate::JobUpdate {
+        read_token: None,
         spec: fired_job(from_ms(1000)).spec,
         payload: Some(payload),
         next_due: Some(from_ms(1000)),
