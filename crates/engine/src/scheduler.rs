@@ -66,11 +66,11 @@ impl JobEdit {
         if let Some(target) = &self.target {
             spec.target = target.clone();
         }
-        if let Some(retry) = &self.retry {
-            spec.retry = retry.clone();
+        if let Some(retry) = self.retry {
+            spec.retry = retry;
         }
-        if let Some(misfire) = &self.misfire {
-            spec.misfire = misfire.clone();
+        if let Some(misfire) = self.misfire {
+            spec.misfire = misfire;
         }
         if let Some(overlap) = self.overlap {
             spec.overlap = overlap;
