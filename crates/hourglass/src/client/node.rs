@@ -71,6 +71,7 @@ pub struct CalendarArgs {
 enum CalendarCommand {
     /// Create or replace a calendar (re-plans the jobs that name it).
     Put {
+        /// The calendar's name (1-64 letters, digits, '-', '_' or '.').
         name: String,
         /// The IANA zone whose wall clock the days are read on.
         #[arg(long)]
@@ -86,11 +87,17 @@ enum CalendarCommand {
         weekdays: Vec<String>,
     },
     /// Print one calendar.
-    Get { name: String },
+    Get {
+        /// The calendar's name.
+        name: String,
+    },
     /// List the namespace's calendars.
     List,
     /// Delete a calendar no active or paused job names.
-    Delete { name: String },
+    Delete {
+        /// The calendar's name.
+        name: String,
+    },
 }
 
 /// `hourglass calendar put|get|list|delete`; answers print as JSON.
