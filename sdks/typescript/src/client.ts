@@ -20,6 +20,9 @@ import type {
   BatchCreatedMinimal,
   Breaker,
   BreakerList,
+  Calendar,
+  CalendarIn,
+  CalendarList,
   Connection,
   ConnectionList,
   CurrentSigningSecret,
@@ -225,6 +228,34 @@ export class Client {
    */
   listAudit(query: AuditQuery = {}, options?: CallOptions): Promise<AuditList> {
     return this.#send({ op: "listAudit", query: { ...query }, signal: options?.signal });
+  }
+
+  /** The namespace's calendars, in name order. */
+  async listCalendars(options?: CallOptions): Promise<Calendar[]> {
+    const list: CalendarList = await this.#send({ op: "listCalendars", signal: options?.signal });
+    return list.calendars;
+  }
+
+  getCalendar(name: string, options?: CallOptions): Promise<Calendar> {
+    return this.#send({ op: "getCalendar", params: { name: encodeURIComponent(name) }, signal: options?.signal });
+  }
+
+  /**
+   * Creates or replaces a calendar; the node re-plans the jobs that name it (`replanned` in the
+   * answer).
+   */
+  putCalendar(name: string, calendar: CalendarIn, options?: CallOptions): Promise<Calendar> {
+    return this.#send({
+      op: "putCalendar",
+      params: { name: encodeURIComponent(name) },
+      body: calendar,
+      signal: options?.signal,
+    });
+  }
+
+  /** Deletes a calendar no active or paused job names (else `calendar_in_use`). */
+  async deleteCalendar(name: string, options?: CallOptions): Promise<void> {
+    await this.#send({ op: "deleteCalendar", params: { name: encodeURIComponent(name) }, signal: options?.signal, raw: true });
   }
 
   async listOpenBreakers(options?: CallOptions): Promise<Breaker[]> {

@@ -23,6 +23,9 @@ from ._models import (
     BatchCreatedMinimal,
     Breaker,
     BreakerList,
+    Calendar,
+    CalendarIn,
+    CalendarList,
     Connection,
     ConnectionList,
     CurrentSigningSecret,
@@ -213,6 +216,10 @@ def _decode_batch(data: Any, prefer: str | None) -> BatchCreated | BatchCreatedM
 def _trigger(job: str, idempotency_key: str | None) -> _Request:
     headers = {"idempotency-key": idempotency_key} if idempotency_key is not None else None
     return _Request("triggerJob", {"id": job_ref(job)}, headers=headers)
+
+
+def _calendar(op: str, name: str, body: Any = None) -> _Request:
+    return _Request(op, {"name": _segment(name)}, body=body)
 
 
 def _backfill(job: str, from_: datetime | str, to: datetime | str) -> _Request:
@@ -418,6 +425,25 @@ class Client(_Base):
         Only the entries about ``job`` when given. For writers and admins."""
         req = _Request("listAudit", query={**_page(limit, cursor), "job": job})
         return _decode(AuditList.from_json, self._send(req))
+
+    # Calendars
+
+    def list_calendars(self) -> list[Calendar]:
+        """The namespace's calendars, in name order."""
+        return _decode(CalendarList.from_json, self._send(_Request("listCalendars"))).calendars
+
+    def get_calendar(self, name: str) -> Calendar:
+        return _decode(Calendar.from_json, self._send(_calendar("getCalendar", name)))
+
+    def put_calendar(self, name: str, calendar: CalendarIn) -> Calendar:
+        """Creates or replaces a calendar; the node re-plans the jobs that name it
+        (``replanned`` in the answer)."""
+        req = _calendar("putCalendar", name, calendar.to_json())
+        return _decode(Calendar.from_json, self._send(req))
+
+    def delete_calendar(self, name: str) -> None:
+        """Deletes a calendar no active or paused job names (else ``calendar_in_use``)."""
+        self._send(_calendar("deleteCalendar", name))
 
     def list_open_breakers(self) -> list[Breaker]:
         return _decode(BreakerList.from_json, self._send(_Request("listOpenBreakers"))).breakers
@@ -704,6 +730,22 @@ class AsyncClient(_Base):
         Only the entries about ``job`` when given. For writers and admins."""
         req = _Request("listAudit", query={**_page(limit, cursor), "job": job})
         return _decode(AuditList.from_json, await self._send(req))
+
+    # Calendars
+
+    async def list_calendars(self) -> list[Calendar]:
+        data = await self._send(_Request("listCalendars"))
+        return _decode(CalendarList.from_json, data).calendars
+
+    async def get_calendar(self, name: str) -> Calendar:
+        return _decode(Calendar.from_json, await self._send(_calendar("getCalendar", name)))
+
+    async def put_calendar(self, name: str, calendar: CalendarIn) -> Calendar:
+        req = _calendar("putCalendar", name, calendar.to_json())
+        return _decode(Calendar.from_json, await self._send(req))
+
+    async def delete_calendar(self, name: str) -> None:
+        await self._send(_calendar("deleteCalendar", name))
 
     async def list_open_breakers(self) -> list[Breaker]:
         data = await self._send(_Request("listOpenBreakers"))
