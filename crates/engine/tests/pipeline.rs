@@ -2240,3 +2240,55 @@ async fn a_backfill_runs_its_range_once_paced_then_the_job_resumes() {
     assert_eq!(marked, 3);
     rig.engine.shutdown().await;
 }
+
+/// Issue 37: an occurrence its calendar rolls fires at the rolled time, under its own nominal
+/// time (its identity), and the job then goes on to its next nominal occurrence. A weekly job on
+/// Sundays at 12:05 whose calendar excludes Sunday 2 June 2030, rolled to the previous day: it
+/// fires on Saturday 1 June at 12:05 as the occurrence due on the 2nd, and next waits for the 9th.
+#[tokio::test(start_paused = true)]
+async fn an_occurrence_rolled_by_its_calendar_fires_at_the_rolled_time_under_its_own() {
+    let rig = rig();
+    let now = rig.now(); // Saturday 1 June 2030, 12:00 UTC.
+    let cron = hourglass_core::schedule::CronSchedule::parse("0 5 12 * * SUN", "UTC").unwrap();
+    let mut schedule = Schedule::unbounded(ScheduleKind::Cron(Box::new(cron)));
+    schedule.calendar = Some(Box::new(hourglass_core::ScheduleCalendar {
+        name: "holidays".into(),
+        roll: hourglass_core::Roll::Previous,
+        rules: hourglass_core::Calendar {
+            timezone: "UTC".into(),
+            dates: vec![jiff::civil::date(2030, 6, 2)],
+            ranges: vec![],
+            weekdays: vec![],
+        },
+    }));
+    let nominal: Timestamp = "2030-06-02T12:05:00Z".parse().unwrap();
+    let rolled: Timestamp = "2030-06-01T12:05:00Z".parse().unwrap();
+    let first_due = schedule.first_due(now).unwrap();
+    assert_eq!(first_due, nominal, "the occurrence keeps its nominal time");
+    let weekly = job("ok", schedule, first_due, now);
+    let id = weekly.id;
+    rig.add(vec![weekly]).await;
+    rig.run_until(|s| !s.is_empty()).await;
+    let seen = rig.seen();
+    assert_eq!(seen[0].due, nominal, "{seen:?}");
+    assert!(
+        seen[0].at >= rolled,
+        "fired before its rolled time: {seen:?}"
+    );
+    assert!(
+        seen[0].at < rolled + SignedDuration::from_secs(1),
+        "fired late or on the nominal day: {seen:?}"
+    );
+    // Let the rest of Saturday and the nominal Sunday pass: it does not fire again.
+    tokio::time::sleep(Duration::from_secs(26 * 3600)).await;
+    assert_eq!(rig.seen().len(), 1, "{:?}", rig.seen());
+    let job = rig.store.get_job(None, id).await.unwrap().unwrap();
+    assert_eq!(job.runs, 1);
+    assert_eq!(
+        job.next_due,
+        Some("2030-06-09T12:05:00Z".parse().unwrap()),
+        "the next Sunday is not excluded"
+    );
+    assert_eq!(job.next_attempt, job.next_due);
+    rig.engine.shutdown().await;
+}

@@ -75,8 +75,15 @@ impl Stage for Timer {
                     Some(batch) => {
                         for occ in batch {
                             seq += 1;
-                            // Never before the due time, whatever the claim says.
-                            let key = (occ.fire_at.max(occ.due).as_millisecond(), seq);
+                            // Never before the occurrence's own time, whatever the claim
+                            // says: its due time, or the earlier day its calendar rolls it
+                            // back to (which the claim's fire time then is).
+                            let earliest = occ
+                                .spec
+                                .schedule
+                                .resolve(occ.due)
+                                .map_or(occ.due, |rolled| rolled.min(occ.due));
+                            let key = (occ.fire_at.max(earliest).as_millisecond(), seq);
                             if let Some(old) = by_job.insert(occ.job_id, key) {
                                 // A newer claim of the same job supersedes the old one.
                                 if let Some(old) = queue.remove(&old) {
