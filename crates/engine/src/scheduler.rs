@@ -13,6 +13,7 @@
 //! a store that fails in between answers an error for a change that was made (see
 //! `hourglass_store`'s `audit.rs`).
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use hourglass_core::{
@@ -53,8 +54,8 @@ const EDIT_RACES: u32 = 8;
 impl JobEdit {
     /// The job's spec, pending due time and payload after this edit of `job` as read: a new
     /// schedule moves the pending occurrence to its first due time; anything else keeps it.
-    fn apply(&self, job: JobRecord) -> (JobSpec, Option<Timestamp>, Option<String>) {
-        let mut spec = job.spec;
+    fn apply(&self, job: &JobRecord) -> Rewrite {
+        let mut spec = job.spec.clone();
         let mut next_due = job.next_due;
         if let Some(job_type) = &self.job_type {
             spec.job_type = Some(job_type.clone());
@@ -75,7 +76,7 @@ impl JobEdit {
         if let Some(overlap) = self.overlap {
             spec.overlap = overlap;
         }
-        let payload = self.payload.clone().unwrap_or(job.payload);
+        let payload = self.payload.clone().unwrap_or_else(|| job.payload.clone());
         (spec, next_due, payload)
     }
 
@@ -351,30 +352,14 @@ impl Scheduler {
         by: &Actor,
     ) -> Result<Option<JobRecord>> {
         let fields = edit.fields();
-        // Read, change, write under the token read: a completion (or a claim) landing in
-        // between makes the write refuse, and the edit is made again on what the job became.
-        let mut races = 0;
-        let (updated, now) = loop {
-            let Some(record) = self.get(namespace, job).await? else {
-                return Ok(None);
-            };
-            let id = record.id;
-            let read_token = Some(record.token);
-            let (spec, next_due, payload) = edit.apply(record);
-            let now = self.clock.now();
-            let update = JobUpdate {
-                spec,
-                payload,
-                next_due,
-                now,
-                read_token,
-            };
-            match self.store.update_job(Some(namespace), id, update).await {
-                Err(StoreError::Changed) if races < EDIT_RACES => races += 1,
-                done => break (done?, now),
-            }
+        let Some(record) = self.get(namespace, job).await? else {
+            return Ok(None);
         };
-        self.changed(&updated);
+        let Ok((updated, now)) = self
+            .rewrite(namespace, record, |job, _| {
+                Ok::<_, Infallible>(edit.apply(job))
+            })
+            .await?;
         let mut entry = by.entry(namespace, AuditAction::Change, &[updated.id], now);
         entry.fields = fields;
         self.store.append_audit(entry).await?;
@@ -396,64 +381,72 @@ impl Scheduler {
         let Some(job) = self.get(namespace, job).await? else {
             return Ok(None);
         };
-        if job.state != JobState::Active {
-            return Err(StoreError::InvalidState {
-                state: job.state,
-                action: "backfill",
-            });
-        }
-        let refused = |why| Ok(Some(Backfilled::Refused(why)));
-        let (Some(resume), true) = (job.next_due, job.spec.schedule.is_recurring()) else {
-            return refused(BackfillRefusal::NotRecurring);
-        };
-        // While a backfill runs, the job's due time is one of its occurrences.
-        if job.spec.backfill.as_ref().is_some_and(|b| b.covers(resume)) {
-            return refused(BackfillRefusal::Plan(
-                hourglass_core::backfill::Refusal::Running,
-            ));
-        }
-        if to > resume {
-            return refused(BackfillRefusal::PastPending(resume));
-        }
-        let now = self.clock.now();
-        let planned = match hourglass_core::backfill::plan(
-            &job.spec.schedule,
-            job.spec.backfill.as_ref(),
-            from,
-            to,
-            resume,
-            now,
-        ) {
-            Ok(planned) => planned,
-            Err(why) => return refused(BackfillRefusal::Plan(why)),
-        };
-        let Some(first) = planned.first else {
-            // Nothing new in the range: nothing changes.
-            return Ok(Some(Backfilled::Accepted {
-                job: Box::new(job),
-                occurrences: 0,
-            }));
-        };
-        let mut spec = job.spec;
-        spec.backfill = Some(planned.backfill);
-        // Under the token read: a completion landing meanwhile moved the pending occurrence this
-        // backfill resumes at, and the request answers 503 (nothing changed) to be made again.
-        let update = JobUpdate {
-            read_token: Some(job.token),
-            spec,
-            payload: job.payload,
-            next_due: Some(first),
-            now,
-        };
-        let updated = self
-            .store
-            .update_job(Some(namespace), job.id, update)
+        let mut occurrences = 0;
+        // Planned on the job as read, and planned again if a completion moved its pending
+        // occurrence (the one the backfill resumes at) before the write.
+        let planned = self
+            .rewrite(namespace, job, |job, now| {
+                let (first, planned) = plan_backfill(job, from, to, now)?;
+                occurrences = planned.occurrences;
+                let mut spec = job.spec.clone();
+                spec.backfill = Some(planned.backfill);
+                Ok((spec, Some(first), job.payload.clone()))
+            })
             .await?;
-        self.changed(&updated);
-        Ok(Some(Backfilled::Accepted {
-            job: Box::new(updated),
-            occurrences: planned.occurrences,
-        }))
+        match planned {
+            Ok((updated, _)) => Ok(Some(Backfilled::Accepted {
+                job: Box::new(updated),
+                occurrences,
+            })),
+            Err(stop) => {
+                let stop: Result<Backfilled> = stop;
+                stop.map(Some)
+            }
+        }
+    }
+
+    /// Writes `change`'s rewrite of `job` under the token `job` was read with, fencing older
+    /// claims and announcing the job's next occurrence. A completion or claim landing between
+    /// the read and the write makes the store refuse it ([`StoreError::Changed`]): the job is
+    /// read again and `change` asked again on what it became, up to [`EDIT_RACES`] times, after
+    /// which the refusal is the answer (a 503: nothing changed). `Ok(Err(stop))` when `change`
+    /// stopped with nothing written. Answers the job as written and the time `change` was given.
+    async fn rewrite<S>(
+        &self,
+        namespace: &str,
+        mut job: JobRecord,
+        mut change: impl FnMut(&JobRecord, Timestamp) -> std::result::Result<Rewrite, S>,
+    ) -> Result<std::result::Result<(JobRecord, Timestamp), S>> {
+        let mut races = 0;
+        loop {
+            let now = self.clock.now();
+            let (spec, next_due, payload) = match change(&job, now) {
+                Ok(rewrite) => rewrite,
+                Err(stop) => return Ok(Err(stop)),
+            };
+            let update = JobUpdate {
+                spec,
+                payload,
+                next_due,
+                now,
+                read_token: Some(job.token),
+            };
+            match self.store.update_job(Some(namespace), job.id, update).await {
+                Err(StoreError::Changed) if races < EDIT_RACES => {
+                    races += 1;
+                    job = self
+                        .store
+                        .get_job(Some(namespace), job.id)
+                        .await?
+                        .ok_or(StoreError::NotFound)?;
+                }
+                done => {
+                    let updated = done?;
+                    self.changed(&updated);
+                    return Ok(Ok((updated, now)));
+                }
+            }
+        }
     }
 
     /// Pauses, resumes, cancels or triggers a job (`make` gets the current time), then fences
@@ -617,45 +610,22 @@ impl Scheduler {
         self.store.put_calendar(&record).await?;
         let mut replanned = 0;
         for job in self.jobs_using(namespace, name, usize::MAX).await? {
-            let mut job = job;
-            let mut races = 0;
-            loop {
+            let replan = |job: &JobRecord, now| {
                 let mut spec = job.spec.clone();
-                let Some(copy) = spec.schedule.calendar.as_mut() else {
-                    break;
-                };
+                // Gone off the calendar, or re-planned by a newer put already: nothing to do.
+                let copy = spec.schedule.calendar.as_mut().ok_or(())?;
                 if copy.rules == record.calendar {
-                    break;
+                    return Err(());
                 }
                 copy.rules = record.calendar.clone();
-                let now = self.clock.now();
-                let next_due = replanned_due(&spec.schedule, &job, now);
-                let update = JobUpdate {
-                    spec,
-                    payload: job.payload.clone(),
-                    next_due,
-                    now,
-                    read_token: Some(job.token),
-                };
-                match self.store.update_job(Some(namespace), job.id, update).await {
-                    Ok(updated) => {
-                        self.changed(&updated);
-                        replanned += 1;
-                        break;
-                    }
-                    // Changed under the re-plan (a completion, a claim): plan again on what it
-                    // became.
-                    Err(StoreError::Changed) if races < EDIT_RACES => {
-                        races += 1;
-                        match self.get(namespace, &JobRef::Id(job.id)).await? {
-                            Some(again) if !again.state.is_terminal() => job = again,
-                            _ => break,
-                        }
-                    }
-                    // Finished or deleted meanwhile: nothing left to re-plan.
-                    Err(StoreError::InvalidState { .. } | StoreError::NotFound) => break,
-                    Err(e) => return Err(e),
-                }
+                let next_due = replanned_due(&spec.schedule, job, now);
+                Ok((spec, next_due, job.payload.clone()))
+            };
+            match self.rewrite(namespace, job, replan).await {
+                Ok(Ok(_)) => replanned += 1,
+                // Finished or deleted meanwhile: nothing left to re-plan.
+                Ok(Err(())) | Err(StoreError::InvalidState { .. } | StoreError::NotFound) => {}
+                Err(e) => return Err(e),
             }
         }
         Ok((record, replanned))
@@ -730,6 +700,58 @@ impl Scheduler {
             Some(queue) => self.queues.poke(&job.namespace, queue),
             None => self.shared.wake_for(due),
         }
+    }
+}
+
+/// A job's spec, pending due time and payload as a change rewrites them
+/// ([`Scheduler::rewrite`]).
+type Rewrite = (JobSpec, Option<Timestamp>, Option<String>);
+
+/// A backfill of `[from, to)` planned on `job` as read: the due time it starts at and the plan,
+/// or why it stops (a refusal, an answer of nothing new, or a job that is not active).
+fn plan_backfill(
+    job: &JobRecord,
+    from: Timestamp,
+    to: Timestamp,
+    now: Timestamp,
+) -> std::result::Result<(Timestamp, hourglass_core::backfill::Planned), Result<Backfilled>> {
+    if job.state != JobState::Active {
+        return Err(Err(StoreError::InvalidState {
+            state: job.state,
+            action: "backfill",
+        }));
+    }
+    let refused = |why| Err(Ok(Backfilled::Refused(why)));
+    let (Some(resume), true) = (job.next_due, job.spec.schedule.is_recurring()) else {
+        return refused(BackfillRefusal::NotRecurring);
+    };
+    // While a backfill runs, the job's due time is one of its occurrences.
+    if job.spec.backfill.as_ref().is_some_and(|b| b.covers(resume)) {
+        return refused(BackfillRefusal::Plan(
+            hourglass_core::backfill::Refusal::Running,
+        ));
+    }
+    if to > resume {
+        return refused(BackfillRefusal::PastPending(resume));
+    }
+    let planned = match hourglass_core::backfill::plan(
+        &job.spec.schedule,
+        job.spec.backfill.as_ref(),
+        from,
+        to,
+        resume,
+        now,
+    ) {
+        Ok(planned) => planned,
+        Err(why) => return refused(BackfillRefusal::Plan(why)),
+    };
+    match planned.first {
+        Some(first) => Ok((first, planned)),
+        // Nothing new in the range: nothing changes.
+        None => Err(Ok(Backfilled::Accepted {
+            job: Box::new(job.clone()),
+            occurrences: 0,
+        })),
     }
 }
 
