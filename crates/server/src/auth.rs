@@ -73,6 +73,18 @@ impl<'de> serde::Deserialize<'de> for Role {
     }
 }
 
+/// The role as the API's `whoami` answer names it.
+impl From<Role> for hourglass_api::KeyRole {
+    fn from(role: Role) -> Self {
+        match role {
+            Role::Reader => Self::Reader,
+            Role::Worker => Self::Worker,
+            Role::Writer => Self::Writer,
+            Role::Admin => Self::Admin,
+        }
+    }
+}
+
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

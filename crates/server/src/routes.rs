@@ -12,10 +12,10 @@ use axum::handler::Handler;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, get, on};
-use hourglass_api::{AllowedRoute, Identity, KeyRole};
+use hourglass_api::{AllowedRoute, Identity};
 
 use crate::api;
-use crate::auth::{Need, Role};
+use crate::auth::Need;
 use crate::dashboard;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::principal;
@@ -192,12 +192,6 @@ async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> ApiResult 
             path: path.clone(),
         })
         .collect();
-    let role = match principal.role {
-        Role::Reader => KeyRole::Reader,
-        Role::Worker => KeyRole::Worker,
-        Role::Writer => KeyRole::Writer,
-        Role::Admin => KeyRole::Admin,
-    };
     Ok(typed_response(
         StatusCode::OK,
         &Identity {
@@ -205,7 +199,7 @@ async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> ApiResult 
             development: state.auth.is_open(),
             key_id: principal.key_id,
             namespace: principal.namespace,
-            role,
+            role: principal.role.into(),
             routes,
         },
     ))
