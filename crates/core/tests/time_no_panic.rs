@@ -4,14 +4,17 @@
 //! 200,000,000 hours and killed the dispatcher. Durations and instants reach core from users
 //! (bounded at validation today) and from stored rows (written by any older version), so every
 //! function here must answer — possibly "never" — for any instant jiff can represent and any
-//! duration a `std::time::Duration` of whole milliseconds can hold.
+//! duration a `std::time::Duration` of whole milliseconds can hold, with or without a calendar.
 
 use std::time::Duration;
 
 use hourglass_core::misfire::{self, FireDecision, MisfirePolicy};
 use hourglass_core::schedule::CronSchedule;
-use hourglass_core::{RetryPolicy, Schedule, ScheduleKind};
+use hourglass_core::{
+    Calendar, DateRange, RetryPolicy, Roll, Schedule, ScheduleCalendar, ScheduleKind,
+};
 use jiff::Timestamp;
+use jiff::tz::TimeZone;
 use proptest::prelude::*;
 
 /// Any instant jiff represents, with the edges and the epoch drawn often.
@@ -66,6 +69,43 @@ fn cron() -> impl Strategy<Value = CronSchedule> {
     (exprs, zones).prop_map(|(e, z)| CronSchedule::parse(e, z).expect("valid expression"))
 }
 
+/// A calendar as a stored row may hold it: any roll, dates and ranges anywhere in jiff's range
+/// (reversed ranges too), and weekday numbers beyond 1..=7, up to a calendar that excludes every
+/// day — none of which [`Calendar::new`] would accept from a client.
+fn calendar() -> impl Strategy<Value = Option<Box<ScheduleCalendar>>> {
+    let roll = prop::sample::select(vec![Roll::Skip, Roll::Previous, Roll::Next]);
+    let zones = prop::sample::select(vec![
+        "UTC",
+        "Europe/Berlin",
+        "Pacific/Kiritimati",
+        "Not/A_Zone",
+    ]);
+    let date = || instant().prop_map(|t| t.to_zoned(TimeZone::UTC).date());
+    let dates = prop::collection::vec(date(), 0..4);
+    let ranges = prop::collection::vec(
+        (date(), date()).prop_map(|(from, to)| DateRange { from, to }),
+        0..3,
+    );
+    let weekdays = prop_oneof![
+        prop::collection::vec(0u8..=9, 0..4),
+        Just(vec![1, 2, 3, 4, 5, 6, 7]),
+    ];
+    prop::option::of((roll, zones, dates, ranges, weekdays).prop_map(
+        |(roll, timezone, dates, ranges, weekdays)| {
+            Box::new(ScheduleCalendar {
+                name: "c".into(),
+                roll,
+                rules: Calendar {
+                    timezone: timezone.into(),
+                    dates,
+                    ranges,
+                    weekdays,
+                },
+            })
+        },
+    ))
+}
+
 fn schedule() -> impl Strategy<Value = Schedule> {
     let kind = prop_oneof![
         instant().prop_map(ScheduleKind::At),
@@ -79,14 +119,15 @@ fn schedule() -> impl Strategy<Value = Schedule> {
         prop::option::of(instant()),
         prop::option::of(any::<u64>()),
         prop::option::of(duration()),
+        calendar(),
     )
-        .prop_map(|(kind, start, end, max_runs, jitter)| Schedule {
+        .prop_map(|(kind, start, end, max_runs, jitter, calendar)| Schedule {
             kind,
             start,
             end,
             max_runs,
             jitter,
-            calendar: None,
+            calendar,
         })
 }
 
@@ -115,7 +156,12 @@ proptest! {
         let _ = s.next_for_run(a, runs);
         // Bounded: a cron walk from the far past to the far future is capped.
         let _ = s.count_between(a.min(b), a.max(b), 1_000);
-        prop_assert!(s.fire_time(uuid::Uuid::from_u128(runs.into()), a) >= a);
+        let fire = s.fire_time(uuid::Uuid::from_u128(runs.into()), a);
+        // Only a roll to the previous included day fires before the due time.
+        if s.calendar.as_ref().is_none_or(|c| c.roll != Roll::Previous) {
+            prop_assert!(fire >= a, "fires at {fire}, before its due time {a}");
+        }
+        let _ = s.resolve(a);
     }
 
     #[test]
