@@ -492,8 +492,8 @@ pub struct SchedulePreview {
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::InstantOut>))]
     pub fire_times: Vec<String>,
     /// Each occurrence's due time (its identity: the time in its delivery id), as many as
-    /// `fire_times` and in the same order. Present for a schedule with `jitter` only: without
-    /// it they equal `fire_times`.
+    /// `fire_times` and in the same order. Present for a schedule with `jitter` or a `calendar`
+    /// only: without them they equal `fire_times`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",

@@ -545,8 +545,8 @@ export interface SchedulePreview {
   fire_times: string[];
   /**
    * Each occurrence's due time (its identity: the time in its delivery id), as many as `fire_times`
-   * and in the same order. Present for a schedule with `jitter` only: without it they equal
-   * `fire_times`.
+   * and in the same order. Present for a schedule with `jitter` or a `calendar` only: without them
+   * they equal `fire_times`.
    */
   nominal_times?: string[];
   /**

@@ -140,7 +140,8 @@ Examples:
 const NEXT_FIRES_EXAMPLES: &str = "\
 Examples:
   hourglass job next-fires \"0 30 9 * * MON-FRI\" --timezone Europe/Berlin -n 5
-  hourglass job next-fires --every 15m --start 2027-01-01T00:00:00Z --max-runs 3";
+  hourglass job next-fires --every 15m --start 2027-01-01T00:00:00Z --max-runs 3
+  hourglass job next-fires \"0 0 9 25 * *\" --timezone Europe/Berlin --calendar de-business --roll previous";
 
 #[derive(Args, Debug)]
 struct NextFiresArgs {
@@ -169,6 +170,14 @@ struct NextFiresArgs {
     /// With --jitter: the job whose offsets to print (they depend on its id).
     #[arg(long, value_name = "ID", requires = "jitter")]
     job: Option<String>,
+    /// A calendar of the namespace whose excluded days the occurrences avoid: prints when each
+    /// fires beside its due time where a roll moved it.
+    #[arg(long)]
+    calendar: Option<String>,
+    /// With --calendar: skip (default), previous or next — what an occurrence on an excluded
+    /// day does.
+    #[arg(long, requires = "calendar")]
+    roll: Option<String>,
     /// How many due times to print (1 to 100).
     #[arg(short = 'n', long = "count", default_value_t = 10)]
     count: u64,
@@ -268,8 +277,8 @@ async fn next_fires(
         end: args.end,
         max_runs: args.max_runs,
         jitter: args.jitter.clone(),
-        calendar: None,
-        roll: None,
+        calendar: args.calendar.clone(),
+        roll: args.roll.clone(),
     }
     .into_schedule()?
     .expect("a cron expression or an interval was given");
@@ -288,11 +297,13 @@ async fn next_fires(
         _ => None,
     };
     outln!("{}", preview.description);
-    // With jitter, each line is when the occurrence fires, then its due time (its name).
+    // With jitter or a roll, each line is when the occurrence fires, then its due time (its
+    // name).
     let nominal = preview.nominal_times.as_deref().unwrap_or_default();
     for (n, time) in preview.fire_times.iter().enumerate() {
         let due = nominal
             .get(n)
+            .filter(|due| *due != time)
             .map(|due| format!("  (due {due})"))
             .unwrap_or_default();
         match &zone {

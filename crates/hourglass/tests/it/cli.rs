@@ -769,3 +769,62 @@ async fn jitter_shows_fire_and_due_times() {
         "{fires}"
     );
 }
+
+/// Issue 37: `job next-fires --calendar --roll` previews a calendar of the namespace: an
+/// occurrence rolled off an excluded day prints when it fires beside its due time, and one the
+/// calendar leaves alone prints its time only.
+#[tokio::test]
+async fn next_fires_shows_a_calendar_roll() {
+    let nodes = Nodes::default();
+    let node = nodes.start(&NodeOptions::embedded("cli-calendar")).await;
+    let url = format!("http://{}", node.addr);
+    let env = [("HOURGLASS_URL", url.as_str())];
+    ok(
+        &[
+            "calendar",
+            "put",
+            "business",
+            "--timezone",
+            "Europe/Berlin",
+            "--weekday",
+            "SAT",
+            "--weekday",
+            "SUN",
+        ],
+        &env,
+    );
+    // The 5th at 09:00 Berlin: 5 January 2030 is a Saturday, 5 February a Tuesday.
+    let fires = ok(
+        &[
+            "job",
+            "next-fires",
+            "0 0 9 5 * *",
+            "--timezone",
+            "Europe/Berlin",
+            "--start",
+            "2030-01-01T00:00:00Z",
+            "--calendar",
+            "business",
+            "--roll",
+            "previous",
+            "-n",
+            "2",
+        ],
+        &env,
+    );
+    let lines: Vec<&str> = fires.lines().collect();
+    assert_eq!(lines.len(), 3, "{fires}");
+    assert!(
+        lines[1].starts_with("2030-01-04T08:00:00.000Z  Fri 2030-01-04 09:00:00"),
+        "{fires}"
+    );
+    assert!(
+        lines[1].ends_with("(due 2030-01-05T08:00:00.000Z)"),
+        "{fires}"
+    );
+    assert!(
+        lines[2].starts_with("2030-02-05T08:00:00.000Z  Tue 2030-02-05 09:00:00"),
+        "{fires}"
+    );
+    assert!(!lines[2].contains("(due"), "{fires}");
+}

@@ -873,8 +873,8 @@ class SchedulePreview:
     on their zone's wall clock, followed by the zone."""
     nominal_times: list[datetime] | None = None
     """Each occurrence's due time (its identity: the time in its delivery id), as many as
-    ``fire_times`` and in the same order. Present for a schedule with ``jitter`` only: without it
-    they equal ``fire_times``."""
+    ``fire_times`` and in the same order. Present for a schedule with ``jitter`` or a
+    ``calendar`` only: without them they equal ``fire_times``."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SchedulePreview:
