@@ -13,7 +13,6 @@
 //! a store that fails in between answers an error for a change that was made (see
 //! `hourglass_store`'s `audit.rs`).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use hourglass_core::{
@@ -343,7 +342,8 @@ impl Scheduler {
     }
 
     /// Applies `edit` to an active or paused job: claims made before the edit are dropped unfired,
-    /// and the edited job's next occurrence is announced. `Ok(None)` when there is no such job.
+    /// and the edited job's next occurrence is announced. An edit that changes nothing answers
+    /// the job as it is, unwritten and unaudited. `Ok(None)` when there is no such job.
     pub async fn edit(
         &self,
         namespace: &str,
@@ -355,11 +355,24 @@ impl Scheduler {
         let Some(record) = self.get(namespace, job).await? else {
             return Ok(None);
         };
-        let Ok((updated, now)) = self
+        let rewritten = self
             .rewrite(namespace, record, |job, _| {
-                Ok::<_, Infallible>(edit.apply(job))
+                let (spec, next_due, payload) = edit.apply(job);
+                // An edit that would change nothing writes nothing: no fence, no attempts
+                // started over. So a PATCH a client sends again, because the answer to one that
+                // landed was lost, is the no-op it looks like. (A finished job is still refused
+                // by the store.)
+                let same = spec == job.spec && next_due == job.next_due && payload == job.payload;
+                if same && !job.state.is_terminal() {
+                    return Err(Box::new(job.clone()));
+                }
+                Ok((spec, next_due, payload))
             })
             .await?;
+        let (updated, now) = match rewritten {
+            Ok(rewritten) => rewritten,
+            Err(unchanged) => return Ok(Some(*unchanged)),
+        };
         let mut entry = by.entry(namespace, AuditAction::Change, &[updated.id], now);
         entry.fields = fields;
         self.store.append_audit(entry).await?;

@@ -2,7 +2,7 @@
 //! pause, resume, trigger, cancel, replay, dead-letter delete, secret rotation) leaves one entry
 //! naming the key's id (never the key), the job or dead letter, and for a patch the fields; a
 //! repeated idempotent request leaves none; pages follow their cursor; a job filter; readers and
-//! workers are refused; another namespace's entries stay invisible; bad queries name the field.
+//! workers are refused; a patch that changes nothing leaves none; another namespace's entries stay invisible; bad queries name the field.
 
 use hourglass_server::auth::{ApiKeyConfig, Role, hash_key, key_id};
 use serde_json::{Value, json};
@@ -91,9 +91,18 @@ async fn every_change_leaves_one_entry_with_its_key_id() {
     assert_eq!(status, 201, "{created}");
     let patch = json!({"type": "renamed", "payload": {"n": 2}});
     let (status, body) = writer
-        .call("PATCH", &format!("/v1/jobs/{job}"), Some(patch))
+        .call("PATCH", &format!("/v1/jobs/{job}"), Some(patch.clone()))
         .await;
     assert_eq!(status, 200, "{body}");
+    // The same patch again (a client retrying after a lost answer) changes nothing: the job as
+    // it is, unwritten, and no entry.
+    let (status, again) = writer
+        .call("PATCH", &format!("/v1/jobs/{job}"), Some(patch))
+        .await;
+    assert_eq!(status, 200, "{again}");
+    assert!(body["updated_at"].is_string(), "{body}");
+    assert_eq!(again["updated_at"], body["updated_at"], "{again}");
+    assert_eq!(again["type"], "renamed", "{again}");
     for (method, path) in [
         ("POST", format!("/v1/jobs/{job}/pause")),
         ("POST", format!("/v1/jobs/{job}/resume")),
