@@ -12,6 +12,10 @@
 //!    saw, with the answer its outcome says; every dead letter is a send answered with a
 //!    failure; an occurrence has at most one final run (delivered or dead-lettered); a failed job
 //!    has its dead letter.
+//! 6. **One lease at a time**: the store grants a claim of a job only once every earlier claim
+//!    of it has ended (settled or handed back), been fenced by an edit or a transition, or seen
+//!    its lease run out — within the two nodes' clock skews, since a lease is written on one
+//!    node's clock and judged on another's.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -19,7 +23,7 @@ use hourglass_core::{JobId, JobState};
 use hourglass_store::{JobQuery, MemoryStore, RunOutcome, Store};
 
 use crate::NAMESPACE;
-use crate::world::{Answer, BASE_MS, World};
+use crate::world::{Answer, BASE_MS, LeaseEvent, World};
 
 /// An instant as the timeline shows it: ms since the run began (true time).
 fn rel(ms: i64) -> String {
@@ -118,6 +122,8 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
         last_attempt.insert(key, (s.attempt, s.true_ms));
     }
 
+    bad.extend(exclusive_leases(&log.leases));
+
     // What receivers answered, by (job, due, attempt).
     let mut answers: HashMap<(JobId, i64, u32), HashSet<Answer>> = HashMap::new();
     for s in sends {
@@ -171,6 +177,51 @@ pub async fn invariants(world: &World, store: &MemoryStore) -> Vec<String> {
                     job.id,
                     rel(due)
                 ));
+            }
+        }
+    }
+    bad
+}
+
+/// Invariant 6 over the store's claim events in commit order.
+fn exclusive_leases(events: &[LeaseEvent]) -> Vec<String> {
+    // Each job's live claims: token -> (node, lease end).
+    let mut live: HashMap<JobId, BTreeMap<i64, (usize, i64)>> = HashMap::new();
+    let mut bad = Vec::new();
+    for event in events {
+        match *event {
+            LeaseEvent::Granted {
+                node,
+                job,
+                token,
+                at,
+                until,
+            } => {
+                let claims = live.entry(job).or_default();
+                for (&held, &(holder, end)) in claims.range(..token) {
+                    if end > at + 2 * crate::MAX_SKEW_MS {
+                        bad.push(format!(
+                            "two leases at once: job {job} claimed by node {node} at {} (token \
+                             {token}) while node {holder}'s claim (token {held}) held it until {}",
+                            rel(at),
+                            rel(end)
+                        ));
+                    }
+                }
+                claims.insert(token, (node, until));
+            }
+            LeaseEvent::Renewed { job, token, until } => {
+                if let Some(claim) = live.get_mut(&job).and_then(|c| c.get_mut(&token)) {
+                    claim.1 = until;
+                }
+            }
+            LeaseEvent::Ended { job, token } => {
+                if let Some(claims) = live.get_mut(&job) {
+                    claims.remove(&token);
+                }
+            }
+            LeaseEvent::Fenced { job } => {
+                live.remove(&job);
             }
         }
     }

@@ -21,7 +21,7 @@ use hourglass_store::{
 };
 use jiff::Timestamp;
 
-use crate::world::World;
+use crate::world::{LeaseEvent, World};
 
 /// Chance that a store call fails before it changes anything.
 const FAIL_BEFORE: f64 = 0.02;
@@ -85,6 +85,7 @@ impl FaultStore {
     /// A job changed by an edit or a transition: its older claims are stale, and its next
     /// occurrence may be due sooner.
     fn announce_changed(&self, record: &JobRecord) {
+        self.world.lease([LeaseEvent::Fenced { job: record.id }]);
         self.world.announce(StoreEvent::Fenced {
             job_id: record.id,
             token: record.token,
@@ -128,7 +129,22 @@ impl Store for FaultStore {
         lease: &Lease,
     ) -> Result<Vec<Occurrence>> {
         let op = self.inner.claim_due(scope, horizon, limit, lease);
-        self.write(op, |_| {}).await
+        let until = self.world.true_of(
+            self.node,
+            hourglass_core::add_saturating(lease.now, lease.ttl).as_millisecond(),
+        );
+        self.write(op, |claimed| {
+            let at = self.world.true_ms();
+            self.world
+                .lease(claimed.iter().map(|o| LeaseEvent::Granted {
+                    node: self.node,
+                    job: o.job_id,
+                    token: o.token.as_i64(),
+                    at,
+                    until,
+                }))
+        })
+        .await
     }
     async fn extend_claims(
         &self,
@@ -136,18 +152,50 @@ impl Store for FaultStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<Vec<Applied>> {
+        let renewing = claims.clone();
+        let until_true = self.world.true_of(self.node, until.as_millisecond());
         let op = self.inner.extend_claims(claims, until, now);
-        self.write(op, |_| {}).await
+        self.write(op, |applied| {
+            let renewed = renewing
+                .iter()
+                .zip(applied)
+                .filter(|(_, a)| **a == Applied::Yes);
+            self.world.lease(renewed.map(|(c, _)| LeaseEvent::Renewed {
+                job: c.job_id,
+                token: c.token.as_i64(),
+                until: until_true,
+            }))
+        })
+        .await
     }
     async fn complete(&self, batch: Vec<Completion>, now: Timestamp) -> Result<Vec<Applied>> {
         // A retry or a next occurrence may be due: every node looks at its next due time.
+        let settling: Vec<Claim> = batch.iter().map(Completion::claim).collect();
         let op = self.inner.complete(batch, now);
-        self.write(op, |_| self.world.announce(StoreEvent::Resync))
-            .await
+        self.write(op, |applied| {
+            let settled = settling
+                .iter()
+                .zip(applied)
+                .filter(|(_, a)| **a == Applied::Yes);
+            self.world.lease(settled.map(|(c, _)| LeaseEvent::Ended {
+                job: c.job_id,
+                token: c.token.as_i64(),
+            }));
+            self.world.announce(StoreEvent::Resync)
+        })
+        .await
     }
     async fn release(&self, claims: Vec<Release>) -> Result<()> {
         let earliest = claims.iter().map(|c| c.fire_at).min();
+        let released: Vec<LeaseEvent> = claims
+            .iter()
+            .map(|c| LeaseEvent::Ended {
+                job: c.job_id,
+                token: c.token.as_i64(),
+            })
+            .collect();
         self.write(self.inner.release(claims), |_| {
+            self.world.lease(released);
             if let Some(at) = earliest {
                 self.announce_due(at);
             }

@@ -72,9 +72,30 @@ pub struct JobFacts {
     pub recurring: bool,
 }
 
+/// What a store write did to claims, logged at its commit in commit order, in true time: what
+/// the exclusive-lease invariant is checked against.
+#[derive(Debug, Clone, Copy)]
+pub enum LeaseEvent {
+    /// A claim of `job` granted to `node` under `token`, its lease running to `until`.
+    Granted {
+        node: usize,
+        job: JobId,
+        token: i64,
+        at: i64,
+        until: i64,
+    },
+    /// A claim's lease renewed to `until`.
+    Renewed { job: JobId, token: i64, until: i64 },
+    /// A claim settled by its completion, or handed back.
+    Ended { job: JobId, token: i64 },
+    /// An edit or a transition of `job`: every claim of it made before is stale.
+    Fenced { job: JobId },
+}
+
 #[derive(Default)]
 pub struct Log {
     pub sends: Vec<Send>,
+    pub leases: Vec<LeaseEvent>,
     pub jobs: BTreeMap<JobId, JobFacts>,
     /// What the harness did, for a verbose rerun.
     pub timeline: Vec<String>,
@@ -160,6 +181,16 @@ impl World {
     /// Announces a store event to every node, as PostgreSQL's `NOTIFY` does at commit.
     pub fn announce(&self, event: StoreEvent) {
         let _ = self.events.send(event);
+    }
+
+    /// Logs what a write did to claims, at its commit.
+    pub fn lease(&self, events: impl IntoIterator<Item = LeaseEvent>) {
+        self.log.lock().unwrap().leases.extend(events);
+    }
+
+    /// A time on `node`'s clock as true time.
+    pub fn true_of(&self, node: usize, node_ms: i64) -> i64 {
+        node_ms - self.nodes.lock().unwrap()[node].skew_ms
     }
 
     pub fn facts(&self, job_id: JobId, f: impl FnOnce(&mut JobFacts)) {
