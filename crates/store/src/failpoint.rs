@@ -15,6 +15,14 @@ pub(crate) const SQLITE_BEFORE_COMMIT: &str = "sqlite.writer.before_commit";
 #[cfg_attr(not(test), allow(dead_code, reason = "armed only by the unit tests"))]
 pub(crate) const SQLITE_AFTER_COMMIT: &str = "sqlite.writer.after_commit";
 
+/// A PostgreSQL create dies with its transaction open: its connection closes (the server rolls
+/// the transaction back), and no one is answered.
+#[cfg_attr(not(test), allow(dead_code, reason = "armed only by the unit tests"))]
+pub(crate) const POSTGRES_CREATE_BEFORE_COMMIT: &str = "postgres.create.before_commit";
+/// A PostgreSQL create dies right after its commit, before answering.
+#[cfg_attr(not(test), allow(dead_code, reason = "armed only by the unit tests"))]
+pub(crate) const POSTGRES_CREATE_AFTER_COMMIT: &str = "postgres.create.after_commit";
+
 /// The failpoints armed on one store.
 #[derive(Debug, Default)]
 pub(crate) struct Failpoints {

@@ -13,7 +13,7 @@ mod audit;
 pub mod conformance;
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod failpoint;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod filters;

@@ -10,6 +10,7 @@ use super::codec::{
     Filters, JOB_COLUMN_COUNT, JOB_COLUMNS, col, encode_spec, job_from_row, load_job,
 };
 use super::notify::Due;
+use crate::failpoint;
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
 use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
 
@@ -139,10 +140,32 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                 out.push(Created::Existing(record.clone()));
             }
             store.notify(&tx, &due).await?;
+            // A crash here: the connection closes with the transaction open.
+            if store
+                .failpoints
+                .hit(failpoint::POSTGRES_CREATE_BEFORE_COMMIT)
+            {
+                drop(tx);
+                return Err(died(client));
+            }
             tx.commit().await?;
+            // A crash here: committed, and no one is answered.
+            if store
+                .failpoints
+                .hit(failpoint::POSTGRES_CREATE_AFTER_COMMIT)
+            {
+                return Err(died(client));
+            }
             Ok(out)
         })
         .await
+}
+
+/// A call that died at a failpoint: its connection is closed, never handed back to the pool,
+/// as a process that dies closes its sockets.
+fn died(client: deadpool_postgres::Object) -> StoreError {
+    drop(deadpool_postgres::Object::take(client));
+    StoreError::Unavailable("died at a failpoint".into())
 }
 
 pub(super) async fn get_job(

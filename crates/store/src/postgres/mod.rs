@@ -101,6 +101,8 @@ pub struct PostgresStore {
     listener: JoinHandle<()>,
     /// A whole call gives up after this, even if the database never answers.
     call_timeout: Duration,
+    /// Where this crate's unit tests make a call die (`crate::failpoint`); empty elsewhere.
+    failpoints: crate::failpoint::Failpoints,
 }
 
 impl Drop for PostgresStore {
@@ -214,6 +216,7 @@ impl PostgresStore {
             events,
             listener,
             call_timeout: options.statement_timeout + options.acquire_timeout,
+            failpoints: Default::default(),
         })
     }
 

@@ -1,4 +1,5 @@
-//! Unit tests of the shared store that need no database.
+//! Unit tests of the shared store: most need no database; the failpoint test (which only a unit
+//! test can arm) needs `HOURGLASS_TEST_DATABASE_URL`, as the conformance tests do.
 
 use hourglass_core::{FencingToken, from_ms};
 
@@ -61,4 +62,50 @@ fn schema_names_are_plain_identifiers() {
     assert!(!valid_schema("1abc"));
     assert!(!valid_schema("a; DROP TABLE jobs"));
     assert!(!valid_schema(&"x".repeat(41)));
+}
+
+/// A node dying around a create's commit (its connection closing): before the commit, the create
+/// is neither acknowledged nor stored; after it, it is stored but not acknowledged (its client
+/// retries with its key). Either way the create acknowledged before it is there for a store
+/// opened afresh, as another node would open it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_around_the_commit_loses_no_acknowledged_job() {
+    use crate::conformance::fixtures::job;
+    use crate::failpoint::{POSTGRES_CREATE_AFTER_COMMIT, POSTGRES_CREATE_BEFORE_COMMIT};
+    use crate::{PostgresOptions, PostgresStore, Store};
+
+    let t0 = from_ms(1_000_000);
+    for (point, stored) in [
+        (POSTGRES_CREATE_BEFORE_COMMIT, false),
+        (POSTGRES_CREATE_AFTER_COMMIT, true),
+    ] {
+        let schema = hourglass_testkit::postgres::Schema::new("test");
+        let options = PostgresOptions {
+            schema: Some(schema.name().to_string()),
+            pool_size: 2,
+            ..PostgresOptions::new(schema.url())
+        };
+        let store = PostgresStore::open(options.clone()).await.unwrap();
+        let acknowledged = job("a", t0, None);
+        store.create_jobs(vec![acknowledged.clone()]).await.unwrap();
+        store.failpoints.arm(point);
+        let crashed = job("a", t0, None);
+        let answer = store.create_jobs(vec![crashed.clone()]).await;
+        assert!(
+            answer.is_err(),
+            "{point}: a dead call acknowledged a create"
+        );
+        drop(store);
+
+        let store = PostgresStore::open(options).await.unwrap();
+        let found = |id| {
+            let store = &store;
+            async move { store.get_job(None, id).await.unwrap().is_some() }
+        };
+        assert!(
+            found(acknowledged.id).await,
+            "{point}: an acknowledged job was lost"
+        );
+        assert_eq!(found(crashed.id).await, stored, "{point}");
+    }
 }
