@@ -14,7 +14,9 @@ import pytest
 from hourglass import (
     ApiError,
     AsyncClient,
+    CalendarIn,
     Client,
+    ExcludeIn,
     JobPatch,
     Misfire,
     NewJob,
@@ -227,6 +229,34 @@ def test_backfill_runs_a_past_range_once(client: Client) -> None:
     with pytest.raises(ApiError) as refused:
         client.backfill_job(job.id, to, from_)
     assert (refused.value.status, refused.value.field) == (422, "to")
+
+
+def test_calendars_put_get_list_roll_and_refuse_a_delete_in_use(client: Client) -> None:
+    weekends = CalendarIn("Europe/Berlin", ExcludeIn(weekdays=["SAT", "SUN"]))
+    put = client.put_calendar("business", weekends)
+    assert (put.name, put.timezone, put.replanned) == ("business", "Europe/Berlin", 0)
+    assert client.get_calendar("business").exclude.weekdays == ["SAT", "SUN"]
+    assert [c.name for c in client.list_calendars()] == ["business"]
+    # The 5th at 09:00 Berlin: 5 January 2030 is a Saturday, rolled to Friday the 4th.
+    payroll = cron(
+        "0 0 9 5 * *",
+        "Europe/Berlin",
+        start="2030-01-01T00:00:00Z",
+        calendar="business",
+        roll="previous",
+    )
+    job = client.create_job(NewJob(payroll, Target.to_queue("payroll")))
+    assert job.next_due_at == datetime(2030, 1, 5, 8, tzinfo=timezone.utc)
+    assert job.next_fire_at == datetime(2030, 1, 4, 8, tzinfo=timezone.utc)
+    with pytest.raises(ApiError) as in_use:
+        client.delete_calendar("business")
+    assert (in_use.value.status, in_use.value.code) == (409, "calendar_in_use")
+    client.cancel_job(job.id)
+    client.delete_calendar("business")
+    with pytest.raises(ApiError) as gone:
+        client.get_calendar("business")
+    assert gone.value.status == 404
+    assert client.list_calendars() == []
 
 
 def test_queue_messages_waiting_and_leased(client: Client) -> None:

@@ -319,6 +319,40 @@ describe("the rest", () => {
     assert.ok(Date.parse(nodes[0]!.started_at) <= Date.parse(nodes[0]!.last_heartbeat));
   });
 
+  it("puts, gets, lists and deletes calendars, and rolls a job's occurrence", async () => {
+    const client = clientFor(node, namespace());
+    const put = await client.putCalendar("business", {
+      timezone: "Europe/Berlin",
+      exclude: { weekdays: ["SAT", "SUN"] },
+    });
+    assert.equal(put.name, "business");
+    assert.equal(put.replanned, 0);
+    assert.deepEqual((await client.getCalendar("business")).exclude.weekdays, ["SAT", "SUN"]);
+    assert.deepEqual(
+      (await client.listCalendars()).map((c) => c.name),
+      ["business"],
+    );
+    // The 5th at 09:00 Berlin: 5 January 2030 is a Saturday, rolled to Friday the 4th.
+    const job = await client.createJob({
+      schedule: {
+        cron: "0 0 9 5 * *",
+        timezone: "Europe/Berlin",
+        start: "2030-01-01T00:00:00Z",
+        calendar: "business",
+        roll: "previous",
+      },
+      target: { queue: "payroll" },
+    });
+    assert.equal(job.next_due_at, "2030-01-05T08:00:00.000Z");
+    assert.equal(job.next_fire_at, "2030-01-04T08:00:00.000Z");
+    const inUse = await rejectsWith(client.deleteCalendar("business"));
+    assert.equal(inUse.status, 409);
+    assert.equal(inUse.code, "calendar_in_use");
+    await client.cancelJob(job.id);
+    await client.deleteCalendar("business");
+    assert.equal((await rejectsWith(client.getCalendar("business"))).status, 404);
+  });
+
   it("says what the key may do", async () => {
     // The test node has no keys: development, an admin of every namespace.
     const who = await clientFor(node).whoami();

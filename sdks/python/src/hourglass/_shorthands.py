@@ -16,6 +16,7 @@ from ._models import (
     LambdaTarget,
     NatsTarget,
     RedisStreamTarget,
+    Roll,
     SnsTarget,
     SqsTarget,
 )
@@ -32,14 +33,28 @@ ConnectionTarget: TypeAlias = (
 """A target published through one of the operator's connections."""
 
 
-def at(instant: datetime | str, *, jitter: timedelta | str | None = None) -> AtSchedule:
-    """``Schedule`` shorthand: once at ``instant`` (up to ``jitter`` later)."""
-    return AtSchedule(instant, jitter)
+def at(
+    instant: datetime | str,
+    *,
+    jitter: timedelta | str | None = None,
+    calendar: str | None = None,
+    roll: Roll | None = None,
+) -> AtSchedule:
+    """``Schedule`` shorthand: once at ``instant`` (up to ``jitter`` later), skipped or rolled
+    (``roll``) if ``calendar`` excludes its day."""
+    return AtSchedule(instant, jitter, calendar, roll)
 
 
-def after(delay: timedelta | str, *, jitter: timedelta | str | None = None) -> AfterSchedule:
-    """``Schedule`` shorthand: once after ``delay`` (up to ``jitter`` later)."""
-    return AfterSchedule(delay, jitter)
+def after(
+    delay: timedelta | str,
+    *,
+    jitter: timedelta | str | None = None,
+    calendar: str | None = None,
+    roll: Roll | None = None,
+) -> AfterSchedule:
+    """``Schedule`` shorthand: once after ``delay`` (up to ``jitter`` later), skipped or rolled
+    (``roll``) if ``calendar`` excludes its day."""
+    return AfterSchedule(delay, jitter, calendar, roll)
 
 
 def cron(
@@ -50,10 +65,13 @@ def cron(
     end: datetime | str | None = None,
     max_runs: int | None = None,
     jitter: timedelta | str | None = None,
+    calendar: str | None = None,
+    roll: Roll | None = None,
 ) -> CronSchedule:
     """``Schedule`` shorthand: by cron expression, in ``timezone`` (default UTC); each occurrence
-    up to ``jitter`` after its due time."""
-    return CronSchedule(expression, timezone, start, end, max_runs, jitter)
+    up to ``jitter`` after its due time, and skipped or rolled (``roll``) on the days ``calendar``
+    excludes."""
+    return CronSchedule(expression, timezone, start, end, max_runs, jitter, calendar, roll)
 
 
 def every(
@@ -63,7 +81,9 @@ def every(
     end: datetime | str | None = None,
     max_runs: int | None = None,
     jitter: timedelta | str | None = None,
+    calendar: str | None = None,
+    roll: Roll | None = None,
 ) -> EverySchedule:
     """``Schedule`` shorthand: every ``interval``; each occurrence up to ``jitter`` after its due
-    time."""
-    return EverySchedule(interval, start, end, max_runs, jitter)
+    time, and skipped or rolled (``roll``) on the days ``calendar`` excludes."""
+    return EverySchedule(interval, start, end, max_runs, jitter, calendar, roll)
