@@ -214,6 +214,7 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
             misfire: MisfirePolicy::Once,
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: None,
         fingerprint: 0,

@@ -31,6 +31,9 @@ fn matches(query: &JobQuery, job: &JobRecord) -> bool {
             .queue
             .as_deref()
             .is_none_or(|q| job.spec.target.queue() == Some(q))
+        // Labels are not indexed here: a selector filters the namespace's jobs as they are read
+        // (see README, "Labels": every job read costs its read units, matched or not).
+        && hourglass_core::labels::matches_all(&query.labels, &job.spec.labels)
 }
 
 /// How long before a listing's `after` id a registry item may start and still hold later ids:

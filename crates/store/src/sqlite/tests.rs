@@ -28,6 +28,7 @@ fn queue_job(due: Timestamp) -> NewJob {
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: None,
         fingerprint: 1,
