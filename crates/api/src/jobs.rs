@@ -413,6 +413,10 @@ pub struct JobListQuery {
     /// `true` includes each job's payload; a listing leaves payloads out by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<bool>,
+    /// Label selectors (`tenant=acme`, `kind`), ANDed; each is one `label=` parameter. The
+    /// server reads them apart from the other parameters (a query string repeats them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub label: Vec<String>,
 }
 
 /// `POST /v1/jobs/bulk/{action}`'s query besides its `label` selectors (which repeat, and are
