@@ -442,8 +442,7 @@ pub struct BulkQuery {
     )
 )]
 pub struct BulkChanged {
-    /// The jobs the request changed (of those it read, the ones whose state the action applies
-    /// to).
+    /// The jobs the request changed: of those it read, the ones its action applies to.
     #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000))]
     pub changed: u64,
     /// Whether more jobs may be selected past the ones this request read.

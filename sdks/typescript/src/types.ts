@@ -547,9 +547,7 @@ export interface BackfillAccepted {
  * @schema BulkChanged
  */
 export interface BulkChanged {
-  /**
-   * The jobs the request changed (of those it read, the ones whose state the action applies to).
-   */
+  /** The jobs the request changed: of those it read, the ones its action applies to. */
   changed: number;
   /** Whether more jobs may be selected past the ones this request read. */
   more: boolean;

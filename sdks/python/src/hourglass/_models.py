@@ -884,7 +884,7 @@ class BulkChanged:
 
     __schema__: ClassVar[tuple[str, ...]] = ("BulkChanged",)
     changed: int
-    """The jobs the request changed (of those it read, the ones whose state the action applies to)."""
+    """The jobs the request changed: of those it read, the ones its action applies to."""
     more: bool
     """Whether more jobs may be selected past the ones this request read."""
     next_cursor: str | None = None
