@@ -114,6 +114,10 @@ pub enum MisfireOut {
     },
 }
 
+#[allow(
+    clippy::ptr_arg,
+    reason = "serde's skip_serializing_if passes the field's own type"
+)]
 fn labels_empty(labels: &Cow<'_, std::collections::BTreeMap<String, String>>) -> bool {
     labels.is_empty()
 }

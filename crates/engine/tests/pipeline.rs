@@ -1794,6 +1794,7 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
         misfire: None,
         overlap: None,
         payload: Some(Some(r#"{"v":2}"#.into())),
+        labels: None,
     };
     rig.engine
         .scheduler()

@@ -95,7 +95,7 @@ fn job(namespace: &str, i: usize, now: Timestamp) -> NewJob {
     let mut labels = hourglass_core::Labels::new();
     labels.insert("tenant".into(), format!("t{}", i % 100));
     labels.insert("kind".into(), format!("k{}", i % 4));
-    if i % 1000 == 0 {
+    if i.is_multiple_of(1000) {
         labels.insert("vip".into(), "yes".into());
     }
     NewJob {

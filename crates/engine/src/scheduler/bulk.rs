@@ -47,7 +47,7 @@ impl BulkAction {
 
     /// The one state a job must be in to be selected, when the action has one: the listing
     /// then reads only those (and repeating a request finds the jobs it has not changed yet).
-    fn from_state(self) -> Option<JobState> {
+    fn only_state(self) -> Option<JobState> {
         match self {
             BulkAction::Pause => Some(JobState::Active),
             BulkAction::Resume => Some(JobState::Paused),
@@ -109,7 +109,7 @@ impl Scheduler {
         by: &Actor,
     ) -> Result<Bulked> {
         query.namespace = Some(namespace.to_owned());
-        query.state = action.from_state();
+        query.state = action.only_state();
         let now = self.clock.now();
         let mut changed: Vec<JobId> = Vec::new();
         let mut read = 0;
