@@ -113,6 +113,7 @@ async function seed() {
     schedule: { cron: `0 30 ${(berlinHour + 12) % 24} * * *`, timezone: "Europe/Berlin" },
     target: { webhook: { url: `${HOOK}/ok` } },
     payload: { export: "nightly", tenants: ["acme", "globex"] },
+    labels: { tenant: "acme", kind: "report" },
   });
   // Fires every second, so the overview's rates have something to draw; cancelled once they
   // have (its next due time is at most a second ahead, and in the past whenever the node runs
@@ -295,6 +296,18 @@ step("filters search on the server", async () => {
   await page.waitForURL(/type=report\.nightly/);
   await rowsAre([seeded.cron.id]);
   await shot("03-jobs-filtered");
+
+  // Label selectors, ANDed: only the nightly report has both.
+  await testid("filter-type").fill("");
+  await testid("filter-upcoming").uncheck();
+  await testid("filter-label").fill("tenant=acme kind");
+  await testid("filter-submit").click();
+  await page.waitForURL(/label=tenant%3Dacme&label=kind|label=tenant=acme&label=kind/);
+  await rowsAre([seeded.cron.id]);
+  // The row the previous search showed is the same job: wait for the new page's chips.
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('[data-testid="job-row-label"]')].map((a) => a.textContent).join(" ") === "kind=report tenant=acme",
+  );
   await noInjection();
 });
 
@@ -303,6 +316,7 @@ step("job page: schedule, next fire times, payload, actions", async () => {
   await ready("job");
   assert.equal(await testid("job-id").textContent(), seeded.cron.id);
   assert.equal(await testid("fire-time").count(), 10);
+  assert.equal(await testid("job-detail-labels").textContent(), "kind=reporttenant=acme");
   const description = await testid("schedule-description").textContent();
   assert.ok(description.length > 5, `description ${description}`);
   const payload = JSON.parse(await testid("payload").textContent());

@@ -114,6 +114,14 @@ pub enum MisfireOut {
     },
 }
 
+#[allow(
+    clippy::ptr_arg,
+    reason = "serde's skip_serializing_if passes the field's own type"
+)]
+fn labels_empty(labels: &Cow<'_, std::collections::BTreeMap<String, String>>) -> bool {
+    labels.is_empty()
+}
+
 fn buffer_all() -> Cow<'static, str> {
     Cow::Borrowed("buffer_all")
 }
@@ -164,6 +172,13 @@ pub struct Job<'a> {
         schema(value_type = crate::openapi::Overlap, required = true)
     )]
     pub overlap: Cow<'static, str>,
+    /// The job's labels; left out when it has none.
+    #[serde(default, skip_serializing_if = "labels_empty")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<crate::openapi::Labels>)
+    )]
+    pub labels: Cow<'a, std::collections::BTreeMap<String, String>>,
     /// Nominal due time of the pending occurrence (the time in its delivery id); `null` in a
     /// terminal state.
     #[serde(with = "instant::option")]

@@ -111,6 +111,10 @@ error_codes! {
         "not an RFC 3339 instant with an offset",
     InvalidJson = "invalid_json" => 400,
         "the body is empty or not well-formed JSON",
+    InvalidLabel = "invalid_label" => 422,
+        "a label's key (1-63 bytes of a-z, 0-9, '_', '.', '-' or '/', starting with a letter or \
+        digit) or value (1-255 bytes without control characters) is not valid, or a job has more \
+        than 16 labels; the field names the label (`labels.<key>`)",
     InvalidMisfire = "invalid_misfire" => 422,
         "the misfire policy is not one of the accepted forms",
     InvalidNamespace = "invalid_namespace" => 400,
@@ -151,6 +155,8 @@ error_codes! {
         `Retry-After`",
     ScheduleNeverFires = "schedule_never_fires" => 422,
         "the schedule has no occurrence before its end",
+    SelectorRequired = "selector_required" => 422,
+        "a bulk action (`/v1/jobs/bulk/{action}`) was sent without a `label` selector",
     ServerBusy = "server_busy" => 503,
         "the node holds as many request bodies as its memory budget allows (node-wide, or this API \
         key's share); the body was not read and nothing was changed, retry shortly",

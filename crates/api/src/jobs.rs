@@ -72,6 +72,15 @@ pub struct CreateJob {
     )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<String>,
+    /// Labels to select the job by (`GET /v1/jobs?label=tenant=acme`, the bulk actions): at
+    /// most 16; a key is 1-63 bytes of `a-z 0-9 _ . - /` starting with a letter or digit, a
+    /// value 1-255 bytes without control characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<crate::openapi::Labels>)
+    )]
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
 /// A schedule: exactly one of `at`, `after`, `cron` or `every`, with `timezone` for cron and
@@ -363,6 +372,13 @@ pub struct PatchJob {
         schema(nullable = false, value_type = Option<crate::openapi::Overlap>)
     )]
     pub overlap: Option<String>,
+    /// The job's new labels, replacing all of its labels (`{}` removes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, value_type = Option<crate::openapi::Labels>)
+    )]
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
 /// `POST /v1/jobs/batch`.
@@ -397,6 +413,44 @@ pub struct JobListQuery {
     /// `true` includes each job's payload; a listing leaves payloads out by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<bool>,
+    /// Label selectors (`tenant=acme`, `kind`), ANDed; each is one `label=` parameter. The
+    /// server reads them apart from the other parameters (a query string repeats them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub label: Vec<String>,
+}
+
+/// `POST /v1/jobs/bulk/{action}`'s query besides its `label` selectors (which repeat, and are
+/// read apart from it).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkQuery {
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// A bulk action's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "What a bulk action changed. A request reads at most 1000 of the selected \
+            jobs, in id order from `cursor`; when it read that many, `more` is true and \
+            `next_cursor` says where the next request goes on from."
+    )
+)]
+pub struct BulkChanged {
+    /// The jobs the request changed: of those it read, the ones its action applies to.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000))]
+    pub changed: u64,
+    /// Whether more jobs may be selected past the ones this request read.
+    pub more: bool,
+    /// With `more`: the `cursor` of the next request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub next_cursor: Option<String>,
 }
 
 /// The query of a listing paged by `limit` and `cursor` only (a job's runs, dead letters).

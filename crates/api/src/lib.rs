@@ -41,9 +41,9 @@ pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
 pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{
-    BackfillAccepted, BackfillRequest, BatchCreate, CreateJob, HeadersIn, JobListQuery, MisfireIn,
-    PageQuery, PatchJob, PreviewRequest, RetryIn, ScheduleIn, SchedulePreview, TargetIn,
-    WebhookBatch, WebhookIn,
+    BackfillAccepted, BackfillRequest, BatchCreate, BulkChanged, BulkQuery, CreateJob, HeadersIn,
+    JobListQuery, MisfireIn, PageQuery, PatchJob, PreviewRequest, RetryIn, ScheduleIn,
+    SchedulePreview, TargetIn, WebhookBatch, WebhookIn,
 };
 pub use queues::{
     AckRequest, ExtendRequest, LeaseRequest, LeaseResult, Message, NackRequest, Queue, QueueList,

@@ -45,6 +45,7 @@ pub const OPERATIONS: &[Operation] = &[
         "/v1/jobs/{id}/backfill",
         "backfill_job",
     ),
+    op("bulkJobs", "POST", "/v1/jobs/bulk/{action}", "bulk_jobs"),
     op("listJobRuns", "GET", "/v1/jobs/{id}/runs", "job_runs"),
     op("listCalendars", "GET", "/v1/calendars", "list_calendars"),
     op("getCalendar", "GET", "/v1/calendars/{name}", "get_calendar"),

@@ -111,6 +111,7 @@ pub struct NewJob {
     retry: Option<Retry>,
     misfire: Option<Misfire>,
     overlap: Option<Overlap>,
+    labels: std::collections::BTreeMap<String, String>,
 }
 
 impl From<&NewJob> for CreateJob {
@@ -124,6 +125,7 @@ impl From<&NewJob> for CreateJob {
             retry: job.retry.as_ref().map(RetryIn::from),
             misfire: job.misfire.map(MisfireIn::from),
             overlap: job.overlap.map(|o| o.as_str().to_owned()),
+            labels: (!job.labels.is_empty()).then(|| job.labels.clone()),
         }
     }
 }
@@ -151,6 +153,7 @@ impl NewJob {
             retry: None,
             misfire: None,
             overlap: None,
+            labels: Default::default(),
         }
     }
 
@@ -190,6 +193,34 @@ impl NewJob {
     pub fn overlap(mut self, overlap: Overlap) -> Self {
         self.overlap = Some(overlap);
         self
+    }
+
+    /// A label to select the job by (`tenant` = `acme`); a key given twice keeps the last value.
+    /// At most 16; the node checks keys and values.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// What [`crate::Client::bulk_jobs`] does to each job its selectors pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkAction {
+    Pause,
+    Resume,
+    Cancel,
+    Trigger,
+}
+
+impl BulkAction {
+    /// The action's name in the path (`/v1/jobs/bulk/{action}`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BulkAction::Pause => "pause",
+            BulkAction::Resume => "resume",
+            BulkAction::Cancel => "cancel",
+            BulkAction::Trigger => "trigger",
+        }
     }
 }
 
@@ -462,6 +493,8 @@ pub struct JobFilter {
     /// Include each job's payload: listings leave it out (`JobInfo::payload` reads `null`)
     /// unless asked.
     pub payload: bool,
+    /// Label selectors, ANDed: `tenant=acme` (equality) or `kind` (existence); at most 8.
+    pub labels: Vec<String>,
 }
 
 impl From<&JobFilter> for JobListQuery {
@@ -474,6 +507,7 @@ impl From<&JobFilter> for JobListQuery {
             cursor: f.cursor.clone(),
             limit: f.limit,
             payload: f.payload.then_some(true),
+            label: f.labels.clone(),
         }
     }
 }

@@ -339,3 +339,41 @@ async fn the_signing_secret_is_read_without_rotating_it() {
     assert!(now.previous_valid_until.is_some());
     t.stop().await;
 }
+
+/// Labels through the typed client: set on create, selected by a listing, and a bulk action by
+/// selector answering how many jobs it changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_select_jobs_for_listings_and_bulk_actions() {
+    let t = common::start_node().await;
+    let client = &t.client;
+    let job = |tenant: &str| {
+        NewJob::new(
+            Schedule::every(Duration::from_secs(3600)),
+            Target::queue("labelled"),
+        )
+        .label("tenant", tenant)
+        .label("kind", "reminder")
+    };
+    let acme = client.create_job(&job("acme")).await.unwrap();
+    client.create_job(&job("globex")).await.unwrap();
+    assert_eq!(acme.labels.get("tenant").map(String::as_str), Some("acme"));
+    let filter = JobFilter {
+        labels: vec!["tenant=acme".into(), "kind".into()],
+        ..JobFilter::default()
+    };
+    let page = client.list_jobs(&filter).await.unwrap();
+    let ids: Vec<_> = page.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, [acme.id]);
+    let changed = client
+        .bulk_jobs(
+            hourglass_client::BulkAction::Pause,
+            &["kind=reminder".into()],
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!((changed.changed, changed.more), (2, false));
+    let paused = client.get_job(acme.id).await.unwrap();
+    assert_eq!(paused.state, JobState::Paused);
+}

@@ -80,6 +80,10 @@ pub struct JobSpec {
     /// clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backfill: Option<crate::backfill::Backfill>,
+    /// The job's labels ([`crate::labels`]), which listings and bulk actions select by. Last, and
+    /// left out when empty, so a spec without labels is stored as before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: crate::Labels,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

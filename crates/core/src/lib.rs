@@ -13,6 +13,7 @@ pub mod cron;
 pub mod duration;
 pub mod jitter;
 pub mod job;
+pub mod labels;
 pub mod misfire;
 pub mod occurrence;
 pub mod overlap;
@@ -27,6 +28,7 @@ pub use job::{
     AmqpTarget, EventBridgeTarget, JobId, JobSpec, JobState, LambdaTarget, NatsTarget, QueueTarget,
     RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookBatch, WebhookTarget,
 };
+pub use labels::{Labels, Selector};
 pub use misfire::MisfirePolicy;
 pub use occurrence::{Action, AttemptRecord, Completion, DeliveryId, Next, Occurrence};
 pub use overlap::OverlapPolicy;

@@ -149,6 +149,7 @@ fn job(url: &url::Url, now: Timestamp, payload: &str) -> NewJob {
             misfire: MisfirePolicy::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: Some(payload.to_owned()),
         fingerprint: 0,

@@ -50,7 +50,10 @@ pub use pipeline::{INTERNAL_ERROR, panic_message};
 pub use queue::{LeaseRequest, Leased, Queues, ReceiptOutcome};
 pub use quotas::{NamespaceQuota, QuotaRefusal, Quotas};
 pub use receipt::Receipt;
-pub use scheduler::{Actor, BackfillRefusal, Backfilled, JobEdit, JobRef, OpenBreaker, Scheduler};
+pub use scheduler::{
+    Actor, BULK_MAX, BackfillRefusal, Backfilled, BulkAction, Bulked, JobEdit, JobRef, OpenBreaker,
+    Scheduler,
+};
 pub use secrets::{SealingError, Secrets};
 
 #[derive(Debug, Clone)]

@@ -31,6 +31,9 @@ pub use crate::audit::Actor;
 use crate::queue::Queues;
 use crate::quotas::{Admission, NamespaceQuota, QuotaRefusal};
 
+mod bulk;
+pub use bulk::{BULK_MAX, BulkAction, Bulked};
+
 /// What a client changes in a job's definition; `None` keeps the current value. Each part is
 /// already validated.
 #[derive(Debug, Default, Clone)]
@@ -44,6 +47,8 @@ pub struct JobEdit {
     pub overlap: Option<OverlapPolicy>,
     /// `Some(None)` removes the payload.
     pub payload: Option<Option<String>>,
+    /// The new labels, replacing all the old ones (empty removes them).
+    pub labels: Option<hourglass_core::Labels>,
 }
 
 /// How many times an edit is made again on a job that changed under it before its answer is
@@ -75,6 +80,9 @@ impl JobEdit {
         if let Some(overlap) = self.overlap {
             spec.overlap = overlap;
         }
+        if let Some(labels) = &self.labels {
+            spec.labels = labels.clone();
+        }
         let payload = self.payload.clone().unwrap_or_else(|| job.payload.clone());
         (spec, next_due, payload)
     }
@@ -89,6 +97,7 @@ impl JobEdit {
             ("misfire", self.misfire.is_some()),
             ("overlap", self.overlap.is_some()),
             ("payload", self.payload.is_some()),
+            ("labels", self.labels.is_some()),
         ]
         .into_iter()
         .filter(|(_, changed)| *changed)

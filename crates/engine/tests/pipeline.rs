@@ -214,6 +214,7 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
             misfire: MisfirePolicy::Once,
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: None,
         fingerprint: 0,
@@ -1793,6 +1794,7 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
         misfire: None,
         overlap: None,
         payload: Some(Some(r#"{"v":2}"#.into())),
+        labels: None,
     };
     rig.engine
         .scheduler()

@@ -39,6 +39,7 @@ fn occurrence(url: &str) -> Occurrence {
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         }),
         payload: None,
         lapsed_owner: None,

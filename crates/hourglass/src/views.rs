@@ -39,6 +39,8 @@ pub enum View {
     Audit,
     /// `{"occurrences": N}`: an accepted backfill.
     Backfill,
+    /// `{"changed": N, "more": ...}`: a bulk action by label selector.
+    Bulk,
 }
 
 /// The view of `answer`, ending in a newline. A shape the view does not know (a node newer or
@@ -59,6 +61,13 @@ pub fn render(view: View, answer: &Value, style: Style, now: Timestamp) -> Strin
         View::Secret => secret(answer, style, now),
         View::Identity => identity(answer, style),
         View::Audit => audit(answer, style, now),
+        View::Bulk => answer.get("changed").and_then(Value::as_u64).map(|n| {
+            let s = if n == 1 { "" } else { "s" };
+            match text(answer, "next_cursor") {
+                Some(cursor) => format!("{n} job{s} changed; more may match: --cursor {cursor}\n"),
+                None => format!("{n} job{s} changed\n"),
+            }
+        }),
         View::Backfill => answer.get("occurrences").and_then(Value::as_u64).map(|n| {
             let s = if n == 1 { "" } else { "s" };
             format!("backfill accepted: {n} occurrence{s} to run\n")
@@ -199,6 +208,16 @@ fn next(job: &Value, now: Timestamp) -> Option<String> {
     }
 }
 
+/// A job's labels as `key=value, ...` (sorted by key, as the node sends them); `None` without.
+fn labels(j: &Value) -> Option<String> {
+    let labels = j.get("labels")?.as_object().filter(|l| !l.is_empty())?;
+    let pairs: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    Some(pairs.join(", "))
+}
+
 fn job(j: &Value, style: Style, now: Timestamp) -> Option<String> {
     j.get("id")?;
     let target = j.get("target");
@@ -255,6 +274,7 @@ fn job(j: &Value, style: Style, now: Timestamp) -> Option<String> {
             ("state", text(j, "state")),
             ("schedule", j.get("schedule").and_then(schedule_summary)),
             ("target", target_line),
+            ("labels", labels(j)),
             ("payload", payload),
             ("next due", when(j, "next_due_at", now)),
             ("next fire", when(j, "next_fire_at", now)),

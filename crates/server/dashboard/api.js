@@ -65,7 +65,10 @@ export async function unlessRefused(call, refused) {
 export function query(params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
-    if (v !== undefined && v !== null && v !== "") q.set(k, String(v));
+    // An array is a parameter that repeats (`label`).
+    for (const one of Array.isArray(v) ? v : [v]) {
+      if (one !== undefined && one !== null && one !== "") q.append(k, String(one));
+    }
   }
   const s = q.toString();
   return s ? `?${s}` : "";

@@ -109,6 +109,19 @@ export function jobLink(id, text) {
   return el("a", { href: `#/jobs/${encodeURIComponent(id)}`, class: "mono", title: id }, text || id);
 }
 
+// A job's labels as `key=value` chips, each a link to the jobs it selects; null without labels.
+export function labelChips(labels, testid = "job-label") {
+  const pairs = Object.entries(labels || {});
+  if (!pairs.length) return null;
+  return el(
+    "span",
+    { class: "labels" },
+    pairs.map(([k, v]) =>
+      el("a", { class: "label mono", href: `#/jobs?${new URLSearchParams({ label: `${k}=${v}` })}`, "data-testid": testid }, `${k}=${v}`),
+    ),
+  );
+}
+
 // A job id is time-ordered: its first characters are the same for jobs created close together,
 // so lists show its random tail instead.
 export function shortId(id) {

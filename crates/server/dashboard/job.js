@@ -4,7 +4,7 @@
 import { api, query } from "./api.js";
 import { deadLetterTable } from "./dead-letters.js";
 import { el, setStatus, showError } from "./dom.js";
-import { VIEWER_ZONE, fmtRelative, fmtTime, fmtTimeIn, scheduleSummary, stateBadge, targetText, timeCell } from "./format.js";
+import { VIEWER_ZONE, fmtRelative, fmtTime, fmtTimeIn, labelChips, scheduleSummary, stateBadge, targetText, timeCell } from "./format.js";
 import { render } from "./router.js";
 
 function detail(rows) {
@@ -133,6 +133,7 @@ export async function renderJob(id) {
         detail([
           ["Type", job.type || "—", "job-detail-type"],
           ["Key", job.key || "—", "job-detail-key"],
+          job.labels ? ["Labels", labelChips(job.labels), "job-detail-labels"] : null,
           ["Namespace", job.namespace, "job-detail-namespace"],
           ["Target", targetText(job.target), "job-detail-target"],
           ["Next due", job.next_due_at ? `${fmtTime(job.next_due_at)} (${fmtRelative(job.next_due_at)})` : "—", "job-detail-next"],

@@ -3,7 +3,7 @@
 
 import { PAGE_SIZE, api, query } from "./api.js";
 import { el, setStatus, showError, svg } from "./dom.js";
-import { JOB_STATES, fmtRelative, fmtTime, jobLink, scheduleSummary, shortId, stateBadge, timeCell } from "./format.js";
+import { JOB_STATES, fmtRelative, fmtTime, jobLink, labelChips, scheduleSummary, shortId, stateBadge, timeCell } from "./format.js";
 import { render } from "./router.js";
 
 const TIMELINE_WINDOW_MS = 60 * 60 * 1000;
@@ -24,6 +24,15 @@ function filterForm(params) {
     value: params.get("type") || "",
     "data-testid": "filter-type",
   });
+  // Label selectors, space-separated: `tenant=acme kind` (all must match).
+  const labels = el("input", {
+    id: "filter-label",
+    name: "label",
+    type: "search",
+    placeholder: "tenant=acme kind",
+    value: params.getAll("label").join(" "),
+    "data-testid": "filter-label",
+  });
   const upcoming = el("input", {
     id: "filter-upcoming",
     name: "upcoming",
@@ -36,6 +45,7 @@ function filterForm(params) {
     { class: "filters", role: "search", "data-testid": "job-filters", "aria-label": "Filter jobs" },
     el("label", {}, "State ", state),
     el("label", {}, "Type ", type),
+    el("label", {}, "Labels ", labels),
     el("label", { class: "check" }, upcoming, " due from now on"),
     el("button", { type: "submit", "data-testid": "filter-submit" }, "Search"),
   );
@@ -44,6 +54,7 @@ function filterForm(params) {
     const q = new URLSearchParams();
     if (state.value) q.set("state", state.value);
     if (type.value.trim()) q.set("type", type.value.trim());
+    for (const selector of labels.value.split(/\s+/).filter(Boolean)) q.append("label", selector);
     if (upcoming.checked) q.set("upcoming", "1");
     const s = q.toString();
     window.location.hash = `#/jobs${s ? `?${s}` : ""}`;
@@ -68,7 +79,12 @@ function jobRow(job, selectable) {
       jobLink(job.id, job.key || shortId(job.id)),
       job.key ? el("div", { class: "muted small mono" }, shortId(job.id)) : null,
     ),
-    el("td", { "data-testid": "job-type" }, job.type || el("span", { class: "muted" }, "—")),
+    el(
+      "td",
+      {},
+      el("span", { "data-testid": "job-type" }, job.type || el("span", { class: "muted" }, "—")),
+      job.labels ? el("div", { class: "small" }, labelChips(job.labels, "job-row-label")) : null,
+    ),
     el("td", {}, stateBadge(job.state)),
     el("td", {}, scheduleSummary(job.schedule)),
     el(
@@ -180,6 +196,7 @@ export async function renderJobs(params) {
   const filters = {
     state: params.get("state") || undefined,
     type: params.get("type") || undefined,
+    label: params.getAll("label"),
     due_after: params.get("upcoming") === "1" ? new Date().toISOString() : undefined,
     limit: PAGE_SIZE,
   };

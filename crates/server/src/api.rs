@@ -31,11 +31,13 @@ mod audit;
 mod backfill;
 mod calendars;
 mod fingerprint;
+mod labels;
 mod others;
 pub(crate) use audit::list_audit;
 pub(crate) use backfill::backfill_job;
 pub(crate) use calendars::{delete_calendar, get_calendar, list_calendars, put_calendar};
 use fingerprint::fingerprint;
+pub(crate) use labels::bulk_jobs;
 pub(crate) use others::{
     delete_dead_letter, get_dead_letter, list_connections, list_dead_letters, list_nodes,
     list_open_breakers, read_signing_secret, replay_dead_letter, rotate_signing_secret,
@@ -269,6 +271,7 @@ pub(crate) async fn list_jobs(
     RawQuery(query): RawQuery,
 ) -> ApiResult {
     let principal = principal(&state, &headers)?;
+    let (selectors, query) = labels::selectors(query)?;
     let q: JobListQuery = parse_query(query)?;
     let instant = |v: &Option<String>, field: &str| -> Result<_, ApiError> {
         v.as_deref()
@@ -300,6 +303,7 @@ pub(crate) async fn list_jobs(
         job_type: q.job_type,
         due_before: instant(&q.due_before, "due_before")?,
         due_after: instant(&q.due_after, "due_after")?,
+        labels: selectors,
         ..Default::default()
     };
     let after = parse_cursor(q.cursor.as_deref(), |c| JobId::parse_str(c).ok())?;
@@ -397,6 +401,10 @@ pub(crate) async fn patch_job(
     }
     if let Some(value) = &patch.payload {
         edit.payload = Some(wire::encode_payload(value.as_ref(), &state.limits)?);
+    }
+    if let Some(labels) = patch.labels {
+        hourglass_core::labels::validate(&labels)?;
+        edit.labels = Some(labels);
     }
     let updated = state
         .scheduler

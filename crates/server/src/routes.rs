@@ -100,6 +100,7 @@ fn table() -> Routes {
         .add(Post, "/v1/jobs/{id}/resume", Write, api::resume_job)
         .add(Post, "/v1/jobs/{id}/trigger", Write, api::trigger_job)
         .add(Post, "/v1/jobs/{id}/backfill", Write, api::backfill_job)
+        .add(Post, "/v1/jobs/bulk/{action}", Write, api::bulk_jobs)
         // Calendars: read by readers, written by writers.
         .add(Get, "/v1/calendars", Read, api::list_calendars)
         .add(Get, "/v1/calendars/{name}", Read, api::get_calendar)

@@ -162,6 +162,7 @@ fn message(i: usize, now: Timestamp, webhook: bool, pad: &str) -> NewJob {
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: Some(if pad.is_empty() {
             format!(r#"{{"n":{i}}}"#)

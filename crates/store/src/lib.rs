@@ -362,6 +362,10 @@ pub struct JobQuery {
     /// Only jobs whose target is this pull queue (of the namespace each job is in): with
     /// `state: Some(Active)`, that queue's messages, as [`Store::queue_stats`] counts them.
     pub queue: Option<String>,
+    /// Only jobs whose labels satisfy every one of these selectors (none: no label filter). The
+    /// SQL stores answer them from their label index (`job_labels`), the others by reading the
+    /// jobs. The API bounds their number ([`hourglass_core::labels::MAX_SELECTORS`]).
+    pub labels: Vec<hourglass_core::Selector>,
 }
 
 /// A change of a job's lifecycle state requested through the API.

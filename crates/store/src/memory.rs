@@ -310,6 +310,7 @@ mod tests {
                 misfire: Default::default(),
                 overlap: Default::default(),
                 backfill: None,
+                labels: Default::default(),
             },
             payload: None,
             fingerprint,

@@ -347,6 +347,7 @@ mod tests {
                 misfire: MisfirePolicy::default(),
                 overlap: Default::default(),
                 backfill: None,
+                labels: Default::default(),
             }),
             payload: None,
             lapsed_owner: None,

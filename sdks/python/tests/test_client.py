@@ -106,6 +106,30 @@ def test_create_get_list_patch_cancel(client: Client, namespace: str) -> None:
     assert refused.value.code == "invalid_state"
 
 
+def test_labels_select_jobs_and_bulk_actions_change_them(client: Client) -> None:
+    def job(tenant: str) -> NewJob:
+        labels = {"tenant": tenant, "kind": "x"}
+        return NewJob(every("1h"), Target.to_queue("labelled"), labels=labels)
+
+    acme = client.create_job(job("acme"))
+    globex = client.create_job(job("globex"))
+    assert acme.labels == {"tenant": "acme", "kind": "x"}
+    assert [j.id for j in client.list_jobs(label="tenant=acme").jobs] == [acme.id]
+    assert [j.id for j in client.iter_jobs(label=["kind", "tenant=globex"])] == [globex.id]
+    changed = client.bulk_jobs("pause", ["kind=x", "tenant=acme"])
+    assert (changed.changed, changed.more, changed.next_cursor) == (1, False, None)
+    assert client.get_job(acme.id).state == "paused"
+    assert client.get_job(globex.id).state == "active"
+    patched = client.update_job(acme.id, JobPatch(labels={}))
+    assert patched.labels is None
+    with pytest.raises(ApiError) as e:
+        client.bulk_jobs("cancel", [])
+    assert (e.value.code, e.value.field) == ("selector_required", "label")
+    with pytest.raises(ApiError) as e:
+        client.create_job(NewJob(every("1h"), Target.to_queue("q"), labels={"Bad": "x"}))
+    assert (e.value.code, e.value.field) == ("invalid_label", "labels.Bad")
+
+
 def test_idempotent_create(client: Client) -> None:
     job = NewJob(every("15m", max_runs=3), Target.to_queue("polls"), key="poll-1", payload=[1])
     first = client.create_job(job)

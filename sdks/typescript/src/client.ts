@@ -5,6 +5,8 @@ import { type OperationId, operations } from "./operations.js";
 import type {
   AuditQuery,
   ExtendOptions,
+  BulkAction,
+  BulkQuery,
   ListJobsQuery,
   NackOptions,
   PageQuery,
@@ -18,6 +20,7 @@ import type {
   BackfillRequest,
   BatchCreated,
   BatchCreatedMinimal,
+  BulkChanged,
   Breaker,
   BreakerList,
   Calendar,
@@ -155,6 +158,20 @@ export class Client {
       if (page.next_cursor === null) return;
       cursor = page.next_cursor;
     }
+  }
+
+  /**
+   * Pauses, resumes, cancels or triggers (`action`) the namespace's live jobs that every `label`
+   * selector picks (`"tenant=acme"`, `"kind"`). One call changes at most 1000; when `more`, call
+   * again with `cursor: next_cursor` (a repeated `trigger` without it fires the first ones again).
+   */
+  bulkJobs(action: BulkAction, label: string | string[], query: BulkQuery = {}, options?: CallOptions): Promise<BulkChanged> {
+    return this.#send({
+      op: "bulkJobs",
+      params: { action },
+      query: { ...query, label },
+      signal: options?.signal,
+    });
   }
 
   getJob(id: string, options?: CallOptions): Promise<Job> {
@@ -453,7 +470,10 @@ export class Client {
     const url = new URL(this.baseUrl + path);
     for (const [name, value] of Object.entries(req.query ?? {})) {
       if (value === undefined || value === null) continue;
-      url.searchParams.set(name, value instanceof Date ? value.toISOString() : String(value));
+      // A parameter that repeats (`label`) is an array: one `name=value` each.
+      for (const one of Array.isArray(value) ? value : [value]) {
+        url.searchParams.append(name, one instanceof Date ? one.toISOString() : String(one));
+      }
     }
     const headers: Record<string, string> = { ...this.#headers, ...req.headers };
     let body: string | undefined;

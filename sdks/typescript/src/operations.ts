@@ -23,6 +23,7 @@ export const operations = {
   resumeJob: { method: "POST", path: "/v1/jobs/{id}/resume", client: "resumeJob" },
   triggerJob: { method: "POST", path: "/v1/jobs/{id}/trigger", client: "triggerJob" },
   backfillJob: { method: "POST", path: "/v1/jobs/{id}/backfill", client: "backfillJob" },
+  bulkJobs: { method: "POST", path: "/v1/jobs/bulk/{action}", client: "bulkJobs" },
   listJobRuns: { method: "GET", path: "/v1/jobs/{id}/runs", client: "listJobRuns" },
   listCalendars: { method: "GET", path: "/v1/calendars", client: "listCalendars" },
   getCalendar: { method: "GET", path: "/v1/calendars/{name}", client: "getCalendar" },

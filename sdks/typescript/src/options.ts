@@ -16,6 +16,17 @@ export interface ListJobsQuery {
   cursor?: string;
   /** Include each job's payload; listings leave it out by default. */
   payload?: boolean;
+  /** Label selectors, ANDed: `"tenant=acme"` (equality) or `"kind"` (existence); at most 8. */
+  label?: string | string[];
+}
+
+/** What `bulkJobs` does to each job it selects. */
+export type BulkAction = "pause" | "resume" | "cancel" | "trigger";
+
+/** Narrowing and paging of `bulkJobs`: only jobs of `type`; `cursor` from the previous answer. */
+export interface BulkQuery {
+  type?: string;
+  cursor?: string;
 }
 
 /** Paging of the other lists. */

@@ -452,6 +452,12 @@ export interface NewJob {
    * flight: `"skip"`, `"buffer_one"` or `"buffer_all"` (the default).
    */
   overlap?: Overlap;
+  /**
+   * Labels to select the job by (`GET /v1/jobs?label=tenant=acme`, the bulk actions): at most 16; a
+   * key is 1-63 bytes of `a-z 0-9 _ . - /` starting with a letter or digit, a value 1-255 bytes
+   * without control characters.
+   */
+  labels?: Record<string, string>;
 }
 
 /**
@@ -475,6 +481,8 @@ export interface JobPatch {
   retry?: Retry;
   misfire?: Misfire;
   overlap?: Overlap;
+  /** The job's new labels, replacing all of its labels (`{}` removes them). */
+  labels?: Record<string, string>;
 }
 
 /**
@@ -529,6 +537,22 @@ export interface BackfillRequest {
  */
 export interface BackfillAccepted {
   occurrences: number;
+}
+
+/**
+ * What a bulk action changed. A request reads at most 1000 of the selected jobs, in id order from
+ * `cursor`; when it read that many, `more` is true and `next_cursor` says where the next request
+ * goes on from.
+ *
+ * @schema BulkChanged
+ */
+export interface BulkChanged {
+  /** The jobs the request changed: of those it read, the ones its action applies to. */
+  changed: number;
+  /** Whether more jobs may be selected past the ones this request read. */
+  more: boolean;
+  /** With `more`: the `cursor` of the next request. */
+  next_cursor?: string;
 }
 
 /**
@@ -588,6 +612,8 @@ export interface Job {
   misfire: Misfire;
   /** A node older than overlap policies sends none: its jobs behave as `buffer_all`. */
   overlap: Overlap;
+  /** The job's labels; left out when it has none. */
+  labels?: Record<string, string>;
   /**
    * Nominal due time of the pending occurrence (the time in its delivery id); `null` in a terminal
    * state.
@@ -846,6 +872,7 @@ export type HealthStatus = "ok" | "ready";
  * | `invalid_idempotency_key` | 400 | a trigger's `Idempotency-Key` header is empty, longer than 256 characters or not printable ASCII |
  * | `invalid_instant` | 422 | not an RFC 3339 instant with an offset |
  * | `invalid_json` | 400 | the body is empty or not well-formed JSON |
+ * | `invalid_label` | 422 | a label's key (1-63 bytes of a-z, 0-9, '_', '.', '-' or '/', starting with a letter or digit) or value (1-255 bytes without control characters) is not valid, or a job has more than 16 labels; the field names the label (`labels.<key>`) |
  * | `invalid_misfire` | 422 | the misfire policy is not one of the accepted forms |
  * | `invalid_namespace` | 400 | the `hourglass-namespace` header is not a valid namespace (1-64 letters, digits, '-', '_' or '.', not `.` or `..`) |
  * | `invalid_query` | 400 | an unknown or malformed query parameter |
@@ -864,6 +891,7 @@ export type HealthStatus = "ok" | "ready";
  * | `quota_exceeded` | 429 | the namespace's `max_jobs` quota is reached; nothing was stored |
  * | `rate_limited` | 429 | the namespace is past its `creates_per_second` quota; nothing was stored, retry after `Retry-After` |
  * | `schedule_never_fires` | 422 | the schedule has no occurrence before its end |
+ * | `selector_required` | 422 | a bulk action (`/v1/jobs/bulk/{action}`) was sent without a `label` selector |
  * | `server_busy` | 503 | the node holds as many request bodies as its memory budget allows (node-wide, or this API key's share); the body was not read and nothing was changed, retry shortly |
  * | `store_unavailable` | 503 | the store cannot serve now; nothing was changed, retry later |
  * | `unauthorized` | 401 | the API key is missing, malformed or unknown |
@@ -901,6 +929,7 @@ export type ErrorCode =
   | "invalid_idempotency_key"
   | "invalid_instant"
   | "invalid_json"
+  | "invalid_label"
   | "invalid_misfire"
   | "invalid_namespace"
   | "invalid_query"
@@ -919,6 +948,7 @@ export type ErrorCode =
   | "quota_exceeded"
   | "rate_limited"
   | "schedule_never_fires"
+  | "selector_required"
   | "server_busy"
   | "store_unavailable"
   | "unauthorized"

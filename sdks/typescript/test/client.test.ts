@@ -30,6 +30,25 @@ async function rejectsWith(promise: Promise<unknown>): Promise<ApiError> {
 }
 
 describe("jobs", () => {
+  it("selects jobs by label and changes them in bulk", async () => {
+    const client = clientFor(node);
+    const job = (tenant: string): NewJob => ({
+      schedule: { every: "1h" },
+      target: { queue: "labelled" },
+      labels: { tenant, kind: "x" },
+    });
+    const acme = await client.createJob(job("acme"));
+    const globex = await client.createJob(job("globex"));
+    assert.deepEqual(acme.labels, { tenant: "acme", kind: "x" });
+    assert.deepEqual((await client.listJobs({ label: "tenant=acme" })).jobs.map((j) => j.id), [acme.id]);
+    assert.deepEqual((await client.listJobs({ label: ["kind", "tenant=globex"] })).jobs.map((j) => j.id), [globex.id]);
+    assert.deepEqual(await client.bulkJobs("pause", ["kind=x", "tenant=acme"]), { changed: 1, more: false });
+    assert.equal((await client.getJob(acme.id)).state, "paused");
+    assert.equal((await client.getJob(globex.id)).state, "active");
+    const refused = await rejectsWith(client.bulkJobs("cancel", []));
+    assert.equal(refused.code, "selector_required");
+  });
+
   it("creates, gets, lists, patches and cancels", async () => {
     const client = clientFor(node);
     const due = new Date(Date.now() + 3_600_000);

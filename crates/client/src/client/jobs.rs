@@ -4,13 +4,13 @@
 use reqwest::Method;
 
 use hourglass_api::{
-    BackfillAccepted, BackfillRequest, BatchCreate, BatchCreated, CreateJob, JobBrief,
+    BackfillAccepted, BackfillRequest, BatchCreate, BatchCreated, BulkChanged, CreateJob, JobBrief,
     JobListQuery, PageQuery, PatchJob, PreviewRequest, ScheduleIn, SchedulePreview,
 };
 
 use super::{Client, Request};
 use crate::error::Error;
-use crate::types::{DeadLetter, DeadLetterPage, JobInfo, JobPage, JobRef, RunPage};
+use crate::types::{BulkAction, DeadLetter, DeadLetterPage, JobInfo, JobPage, JobRef, RunPage};
 
 impl Client {
     /// `POST /v1/jobs`: creates a job, from a [`crate::NewJob`] or the contract's
@@ -118,6 +118,30 @@ impl Client {
         };
         self.send(Request::new(Method::POST, &["v1", "jobs", &segment, "backfill"]).json(&body)?)
             .await
+    }
+
+    /// `POST /v1/jobs/bulk/{action}`: pauses, resumes, cancels or triggers the namespace's live
+    /// jobs that every label selector picks (`tenant=acme`, `kind`; at least one), and of
+    /// `job_type` when given. One call changes at most 1,000 jobs: when the answer says `more`,
+    /// call again with its `next_cursor` as `cursor` (a repeated trigger without it fires the
+    /// first ones again).
+    pub async fn bulk_jobs(
+        &self,
+        action: BulkAction,
+        labels: &[String],
+        job_type: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<BulkChanged, Error> {
+        let mut request = Request::new(Method::POST, &["v1", "jobs", "bulk", action.as_str()]);
+        for label in labels {
+            request.query.push(("label".to_owned(), label.clone()));
+        }
+        for (name, value) in [("type", job_type), ("cursor", cursor)] {
+            if let Some(value) = value {
+                request.query.push((name.to_owned(), value.to_owned()));
+            }
+        }
+        self.send(request).await
     }
 
     async fn job_action(

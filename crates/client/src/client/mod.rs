@@ -246,14 +246,25 @@ fn query_pairs(query: &impl Serialize) -> Vec<(String, String)> {
     let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(query) else {
         return Vec::new();
     };
-    fields
-        .into_iter()
-        .filter_map(|(name, value)| match value {
-            serde_json::Value::Null => None,
-            serde_json::Value::String(text) => Some((name, text)),
-            other => Some((name, other.to_string())),
-        })
-        .collect()
+    let mut pairs = Vec::new();
+    for (name, value) in fields {
+        match value {
+            serde_json::Value::Null => {}
+            serde_json::Value::String(text) => pairs.push((name, text)),
+            // A parameter that repeats (`label`): one pair a value.
+            serde_json::Value::Array(values) => {
+                for value in values {
+                    let text = match value {
+                        serde_json::Value::String(text) => text,
+                        other => other.to_string(),
+                    };
+                    pairs.push((name.clone(), text));
+                }
+            }
+            other => pairs.push((name, other.to_string())),
+        }
+    }
+    pairs
 }
 
 /// Methods the node reads a `Content-Type` on, body or not.

@@ -206,6 +206,7 @@ fn new_job(world: &World, now: Timestamp) -> (NewJob, bool) {
             misfire: MisfirePolicy::Once,
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: Some("v0".into()),
         fingerprint: bits as i64,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::usage;
 
 /// The flags that make a `--json` body unnecessary, for `conflicts_with_all`.
-const FIELD_FLAGS: [&str; 22] = [
+const FIELD_FLAGS: [&str; 23] = [
     "webhook",
     "queue",
     "at",
@@ -36,6 +36,7 @@ const FIELD_FLAGS: [&str; 22] = [
     "misfire",
     "rate_limit",
     "batch",
+    "labels",
 ];
 
 #[derive(Args, Debug)]
@@ -136,6 +137,10 @@ struct JobFields {
     /// does: skip, buffer_one or buffer_all (the default).
     #[arg(long)]
     overlap: Option<String>,
+    /// A label to select the job by, KEY=VALUE (e.g. tenant=acme); repeat for more (at most
+    /// 16). On update, the labels given replace all of the job's.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
 }
 
 pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
@@ -162,6 +167,7 @@ pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
         retry: fields.retry,
         misfire: fields.misfire,
         overlap: fields.overlap,
+        labels: fields.labels,
     })
 }
 
@@ -180,6 +186,7 @@ pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<PatchJob> {
         retry: fields.retry,
         misfire: fields.misfire,
         overlap: fields.overlap,
+        labels: fields.labels,
     };
     let nothing = patch.job_type.is_none()
         && patch.schedule.is_none()
@@ -187,7 +194,8 @@ pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<PatchJob> {
         && patch.payload.is_none()
         && patch.retry.is_none()
         && patch.misfire.is_none()
-        && patch.overlap.is_none();
+        && patch.overlap.is_none()
+        && patch.labels.is_none();
     if nothing {
         return Err(usage(
             "nothing to change: give the fields to replace (--after, --webhook, --payload, \
@@ -252,6 +260,7 @@ struct Fields {
     retry: Option<RetryIn>,
     misfire: Option<MisfireIn>,
     overlap: Option<String>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// A schedule from its flags (`job create`, `job update`, `job next-fires`): `at`, `after`,
@@ -412,6 +421,13 @@ impl JobFields {
                 None => Value::String(misfire),
             })),
         };
+        let mut labels = std::collections::BTreeMap::new();
+        for label in &c.labels {
+            let Some((key, value)) = label.split_once('=') else {
+                return Err(usage(format!("--label {label:?} is not KEY=VALUE")));
+            };
+            labels.insert(key.to_owned(), value.to_owned());
+        }
         Ok(Fields {
             target,
             schedule,
@@ -420,6 +436,7 @@ impl JobFields {
             retry: retry_given.then_some(retry),
             misfire,
             overlap: c.overlap,
+            labels: (!c.labels.is_empty()).then_some(labels),
         })
     }
 }

@@ -51,7 +51,14 @@ enum JobCommand {
         /// Include each job's payload (left out of listings by default).
         #[arg(long)]
         payload: bool,
+        /// Only jobs with this label: KEY=VALUE, or KEY for any value; repeat for more (all
+        /// must match, at most 8).
+        #[arg(long = "label", value_name = "SELECTOR")]
+        labels: Vec<String>,
     },
+    /// Pause, resume, cancel or trigger every live job that the label selectors pick.
+    #[command(after_help = BULK_EXAMPLES)]
+    Bulk(BulkArgs),
     /// Cancel a job: no occurrence that is not yet sent fires.
     Cancel {
         /// The job's id, or the key it was created with.
@@ -143,6 +150,43 @@ Examples:
   hourglass job next-fires --every 15m --start 2027-01-01T00:00:00Z --max-runs 3
   hourglass job next-fires \"0 0 9 25 * *\" --timezone Europe/Berlin --calendar de-business --roll previous";
 
+const BULK_EXAMPLES: &str = "\
+One request changes at most 1000 jobs, in id order; --all repeats it from where the previous one
+stopped until no selected job is left. pause changes active jobs, resume paused ones, cancel and
+trigger active and paused ones. Examples:
+  hourglass job bulk pause --label tenant=acme
+  hourglass job bulk trigger --label tenant=acme --label kind=reminder --all
+  hourglass job bulk cancel --label campaign --type reminder.email";
+
+#[derive(Args, Debug)]
+struct BulkArgs {
+    /// What to do to each selected job.
+    #[arg(value_enum)]
+    action: BulkVerb,
+    /// A label selector: KEY=VALUE, or KEY for any value; repeat for more (all must match,
+    /// at most 8). At least one.
+    #[arg(long = "label", value_name = "SELECTOR", required = true)]
+    labels: Vec<String>,
+    /// Only jobs of this type.
+    #[arg(long = "type")]
+    job_type: Option<String>,
+    /// The previous answer's cursor, to go on from where it stopped.
+    #[arg(long, conflicts_with = "all")]
+    cursor: Option<String>,
+    /// Repeat the request from where each one stopped until no selected job is left.
+    #[arg(long)]
+    all: bool,
+}
+
+/// `job bulk`'s actions.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum BulkVerb {
+    Pause,
+    Resume,
+    Cancel,
+    Trigger,
+}
+
 #[derive(Args, Debug)]
 struct NextFiresArgs {
     /// Cron expression (5 fields, or 6 with seconds).
@@ -198,6 +242,7 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
             limit,
             cursor,
             payload,
+            labels,
         } => {
             // The state goes as it was given: the node judges it, as for any client.
             let query = JobListQuery {
@@ -206,6 +251,7 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
                 limit,
                 cursor,
                 payload: payload.then_some(true),
+                label: labels,
                 ..JobListQuery::default()
             };
             let page = client.list_jobs(query).await.map_err(failed)?;
@@ -236,8 +282,47 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
             return out.answer(View::Runs, &runs);
         }
         JobCommand::NextFires(args) => return next_fires(&client, out, args).await,
+        JobCommand::Bulk(args) => return bulk(&client, out, args).await,
     };
     out.answer(View::Job, &answer.map_err(failed)?)
+}
+
+/// `job bulk`: one request, or with `--all` one after another from each answer's cursor, the
+/// changed jobs summed.
+async fn bulk(
+    client: &hourglass_client::Client,
+    out: Output,
+    args: BulkArgs,
+) -> anyhow::Result<()> {
+    use hourglass_client::BulkAction;
+    let action = match args.action {
+        BulkVerb::Pause => BulkAction::Pause,
+        BulkVerb::Resume => BulkAction::Resume,
+        BulkVerb::Cancel => BulkAction::Cancel,
+        BulkVerb::Trigger => BulkAction::Trigger,
+    };
+    let mut cursor = args.cursor;
+    let mut changed = 0;
+    loop {
+        let mut answer = client
+            .bulk_jobs(
+                action,
+                &args.labels,
+                args.job_type.as_deref(),
+                cursor.as_deref(),
+            )
+            .await
+            .map_err(failed)?;
+        changed += answer.changed;
+        match answer.next_cursor.take() {
+            Some(next) if args.all => cursor = Some(next),
+            next => {
+                answer.changed = changed;
+                answer.next_cursor = next;
+                return out.answer(View::Bulk, &answer);
+            }
+        }
+    }
 }
 
 /// How an argument that is an id or a key names a job: an id (any form the API parses as a

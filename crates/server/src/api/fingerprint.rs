@@ -34,6 +34,9 @@ struct Printed<'a> {
     /// Left out when absent: a create without it keeps the fingerprint it always had.
     #[serde(skip_serializing_if = "Option::is_none")]
     overlap: &'a Option<String>,
+    /// Left out when absent or empty, as `overlap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Serialize)]
@@ -82,6 +85,7 @@ impl<'a> Printed<'a> {
             }),
             misfire: &req.misfire,
             overlap: &req.overlap,
+            labels: req.labels.as_ref().filter(|l| !l.is_empty()),
         }
     }
 }
@@ -110,6 +114,20 @@ mod tests {
                 r#"{"key":"k2","type":null,"schedule":{"every":"1m"},"target":{"webhook":null,"queue":null,"eventbridge":null,"sqs":null,"sns":null,"lambda":null,"nats":null,"redis_stream":null,"amqp":{"connection":"rmq","exchange":"jobs","routing_key":""}},"payload":null,"retry":{"max_attempts":null,"initial_backoff":null,"max_backoff":null},"misfire":"skip"}"#,
             ),
         ];
+        // Labels are part of the request: another set is another create.
+        let labeled = |labels: &str| -> CreateJob {
+            serde_json::from_str(&format!(
+                r#"{{"key": "k", "schedule": {{"after": "5s"}}, "target": {{"queue": "q"}}{labels}}}"#
+            ))
+            .unwrap()
+        };
+        let plain = fingerprint(&labeled(""));
+        assert_eq!(fingerprint(&labeled(r#", "labels": {}"#)), plain);
+        assert_ne!(fingerprint(&labeled(r#", "labels": {"a": "1"}"#)), plain);
+        assert_ne!(
+            fingerprint(&labeled(r#", "labels": {"a": "1"}"#)),
+            fingerprint(&labeled(r#", "labels": {"a": "2"}"#))
+        );
         for (body, printed) in cases {
             let req: CreateJob = serde_json::from_str(body).unwrap();
             assert_eq!(serde_json::to_string(&Printed::of(&req)).unwrap(), printed);

@@ -516,6 +516,8 @@ pub fn job(
         .map(self::overlap)
         .transpose()?
         .unwrap_or_default();
+    let labels = input.labels.clone().unwrap_or_default();
+    hourglass_core::labels::validate(&labels)?;
     let payload = encode_payload(input.payload.as_ref(), limits)?;
     let first_due = first_due(&schedule, now)?;
     Ok(ValidJob {
@@ -528,6 +530,7 @@ pub fn job(
             misfire,
             overlap,
             backfill: None,
+            labels,
         },
         payload,
         first_due,

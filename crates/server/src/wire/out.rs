@@ -122,6 +122,7 @@ pub fn job_out(j: &JobRecord) -> Job<'_> {
         },
         misfire: misfire_out(j.spec.misfire),
         overlap: Cow::Borrowed(j.spec.overlap.as_str()),
+        labels: Cow::Borrowed(&j.spec.labels),
         next_due_at: next_due_at(j),
         next_fire_at: next_fire_at(j),
         next_attempt_at: j.next_attempt.filter(|at| Some(*at) != j.next_due),

@@ -29,6 +29,7 @@ mod edit_race;
 mod fences;
 mod full_disk;
 mod http_limits;
+mod labels;
 mod metrics;
 mod openapi;
 mod postgres_nodes;

@@ -42,6 +42,7 @@ pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: None,
         fingerprint: 1,

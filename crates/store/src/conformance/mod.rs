@@ -9,6 +9,7 @@ pub mod fixtures;
 mod history;
 mod jitter;
 mod jobs;
+mod labels;
 mod lifecycle;
 mod nodes;
 mod overlap;
@@ -21,6 +22,7 @@ pub use self::completions::*;
 pub use self::history::*;
 pub use self::jitter::*;
 pub use self::jobs::*;
+pub use self::labels::*;
 pub use self::lifecycle::*;
 pub use self::nodes::*;
 pub use self::overlap::*;
@@ -82,7 +84,9 @@ macro_rules! conformance_tests {
             audit_entries_of_every_kind_page_newest_first,
             audit_entries_in_one_millisecond_page_without_loss,
             audit_logs_are_per_namespace_and_filter_by_job,
-            old_audit_entries_are_purged_oldest_first);
+            old_audit_entries_are_purged_oldest_first,
+            labels_round_trip_and_selectors_and_together,
+            an_update_replaces_labels_and_the_index_follows);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -123,6 +127,7 @@ fn spec(schedule: Schedule) -> JobSpec {
         misfire: Default::default(),
         overlap: Default::default(),
         backfill: None,
+        labels: Default::default(),
     }
 }
 

@@ -31,19 +31,25 @@ fn matches(query: &JobQuery, job: &JobRecord) -> bool {
             .queue
             .as_deref()
             .is_none_or(|q| job.spec.target.queue() == Some(q))
+        // Labels are not indexed here: a selector filters the namespace's jobs as they are read
+        // (see README, "Labels": every job read costs its read units, matched or not).
+        && hourglass_core::labels::matches_all(&query.labels, &job.spec.labels)
 }
 
 /// How long before a listing's `after` id a registry item may start and still hold later ids:
 /// the ids of one create request are made within its handling, seconds apart.
 const REGISTRY_SPAN_MS: i64 = 10 * 60 * 1000;
 
-/// Job records of job items, claims and settlements folded in.
-async fn folded(inner: &Inner, items: Vec<Item>) -> Result<Vec<JobRecord>> {
+/// Job records of job items whose labels satisfy `query`'s selectors, claims and settlements
+/// folded in. The labels are in the job's own item: a job they leave out costs no read of its
+/// claims.
+async fn folded(inner: &Inner, items: Vec<Item>, query: &JobQuery) -> Result<Vec<JobRecord>> {
     let mut roots = HashMap::with_capacity(items.len());
     for item in &items {
         roots.insert(job_id(item.str("id")?)?, Root::of_job(item)?);
     }
     let mut records = inner.records(items).await?;
+    records.retain(|r| hourglass_core::labels::matches_all(&query.labels, &r.spec.labels));
     for record in &mut records {
         let root = roots.get(&record.id).cloned().flatten();
         fold(inner, record, root.as_ref()).await?;
@@ -67,7 +73,8 @@ pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobR
         }
         items.sort_by_key(|(id, _)| *id);
         for chunk in items.chunks(100) {
-            let mut jobs = folded(inner, chunk.iter().map(|(_, i)| i.clone()).collect()).await?;
+            let items = chunk.iter().map(|(_, i)| i.clone()).collect();
+            let mut jobs = folded(inner, items, &query).await?;
             jobs.sort_by_key(|j| j.id);
             for job in jobs {
                 if matches(&query, &job) {
@@ -137,7 +144,7 @@ pub(super) async fn list_jobs(inner: &Inner, query: JobQuery) -> Result<Vec<JobR
             let items = inner
                 .get_many_as(chunk.iter().map(|id| job_key(*id)).collect(), false)
                 .await?;
-            let mut jobs = folded(inner, items).await?;
+            let mut jobs = folded(inner, items, &query).await?;
             jobs.sort_by_key(|j| j.id);
             for job in jobs {
                 if job.namespace == namespace && matches(&query, &job) {

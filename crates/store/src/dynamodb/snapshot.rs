@@ -466,6 +466,7 @@ mod tests {
                 misfire: Default::default(),
                 overlap: Default::default(),
                 backfill: None,
+                labels: Default::default(),
             },
             payload: payload.map(str::to_owned),
             fingerprint: 1,

@@ -122,6 +122,7 @@ pub(super) fn list_jobs(state: &State, query: JobQuery) -> Result<Vec<JobRecord>
                 .as_deref()
                 .is_none_or(|q| job.spec.target.queue() == Some(q))
         })
+        .filter(|job| hourglass_core::labels::matches_all(&query.labels, &job.spec.labels))
         .take(query.limit)
         .map(Job::record)
         .collect())

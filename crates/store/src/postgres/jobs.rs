@@ -89,6 +89,15 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                 .iter()
                 .map(|row| col(row, 0))
                 .collect::<Result<_>>()?;
+            let mut labels = Vec::new();
+            for job in &jobs {
+                if inserted.contains(&job.id) {
+                    for (key, value) in &job.spec.labels {
+                        labels.push((job.id, job.namespace.as_str(), key.as_str(), value.as_str()));
+                    }
+                }
+            }
+            insert_labels(&tx, labels).await?;
             let mut existing: HashMap<(String, String), (JobRecord, i64)> = HashMap::new();
             if inserted.len() < n {
                 let (mut ns, mut ks) = (Vec::new(), Vec::new());
@@ -209,16 +218,26 @@ pub(super) async fn list_jobs(store: &PostgresStore, query: JobQuery) -> Result<
             let due_after = query.due_after.map(|t| t.as_millisecond());
             let limit = query.limit as i64;
             // Only the filters given, so each combination gets a plan that uses its index.
+            let selectors: Vec<_> = query
+                .labels
+                .iter()
+                .map(|s| (&s.key as _, s.value.as_ref().map(|v| v as _)))
+                .collect();
             let mut filters = Filters::new('$');
-            filters.add("namespace =", query.namespace.as_ref().map(|v| v as _));
+            // With label selectors the label index drives the listing: `Filters::job_source`.
+            let (source, order) = filters.job_source(
+                query.namespace.as_ref().map(|v| v as _),
+                query.after.as_ref().map(|v| v as _),
+                &selectors,
+                "JOIN",
+            );
             filters.add("state =", state.as_ref().map(|v| v as _));
             filters.add("job_type =", query.job_type.as_ref().map(|v| v as _));
             filters.add("due_ms <", due_before.as_ref().map(|v| v as _));
             filters.add("due_ms >=", due_after.as_ref().map(|v| v as _));
-            filters.add("id >", query.after.as_ref().map(|v| v as _));
             filters.add("queue =", query.queue.as_ref().map(|v| v as _));
             let sql = format!(
-                "SELECT {JOB_COLUMNS} FROM jobs{} ORDER BY id LIMIT {}",
+                "SELECT {JOB_COLUMNS} FROM {source}{} ORDER BY {order} LIMIT {}",
                 filters.where_clause(),
                 filters.next_param()
             );
@@ -289,9 +308,50 @@ pub(super) async fn update_job(
                     ],
                 )
                 .await?;
+            // Most updates (a re-plan, a backfill, an edit of another field) keep the labels:
+            // their index entries stay as they are.
+            if job.spec.labels != update.spec.labels {
+                let stmt = tx
+                    .prepare_cached("DELETE FROM job_labels WHERE job_id = $1")
+                    .await?;
+                tx.execute(&stmt, &[&id]).await?;
+                let mut labels = Vec::new();
+                for (key, value) in &update.spec.labels {
+                    labels.push((id, job.namespace.as_str(), key.as_str(), value.as_str()));
+                }
+                insert_labels(&tx, labels).await?;
+            }
             store.commit_job_change(tx, id, &row, fire).await
         })
         .await
+}
+
+/// Indexes labels (`job_labels`, migration 8), each as its job, the job's namespace, its key and
+/// its value, in the transaction that writes the jobs' specs: one statement for a whole batch.
+async fn insert_labels(
+    tx: &deadpool_postgres::Transaction<'_>,
+    labels: Vec<(JobId, &str, &str, &str)>,
+) -> Result<()> {
+    if labels.is_empty() {
+        return Ok(());
+    }
+    let (mut ids, mut namespaces, mut keys, mut values) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (id, namespace, key, value) in labels {
+        ids.push(id);
+        namespaces.push(namespace);
+        keys.push(key);
+        values.push(value);
+    }
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO job_labels (job_id, label_key, label_value, namespace)
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])",
+        )
+        .await?;
+    tx.execute(&stmt, &[&ids, &keys, &values, &namespaces])
+        .await?;
+    Ok(())
 }
 
 pub(super) async fn transition(

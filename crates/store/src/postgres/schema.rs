@@ -122,6 +122,19 @@ const MIGRATIONS: &[&str] = &[
          fields       TEXT NOT NULL
      );
      CREATE INDEX audit_log_namespace ON audit_log(namespace, at_ms, id);",
+    // 8: job labels, indexed (`jobs.rs`; the spec keeps the labels too, this table only finds
+    // them). A selector reads `job_labels_pair` (an equality) or `job_labels_key` (an existence)
+    // in id order from a listing's cursor; the primary key answers whether a job has a label,
+    // and lets a deleted job's labels go with it (the cascade). Jobs made before have none.
+    "CREATE TABLE job_labels (
+         job_id      UUID NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+         label_key   TEXT NOT NULL,
+         label_value TEXT NOT NULL,
+         namespace   TEXT NOT NULL,
+         PRIMARY KEY (job_id, label_key)
+     );
+     CREATE INDEX job_labels_pair ON job_labels (namespace, label_key, label_value, job_id);
+     CREATE INDEX job_labels_key ON job_labels (namespace, label_key, job_id);",
 ];
 
 /// Applies pending migrations and returns the schema the tables live in.

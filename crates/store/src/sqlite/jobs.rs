@@ -138,6 +138,7 @@ pub(super) fn create_in_tx(
                 .execute(params![conn.last_insert_rowid(), payload])
                 .map_err(unavailable)?;
         }
+        insert_labels(conn, &job.namespace, job.id, &job.spec.labels)?;
         out.push(Created::New(job.into_record()));
     }
     Ok(out)
@@ -193,7 +194,40 @@ pub(super) fn update_in_tx(
             .execute([seq]),
     }
     .map_err(unavailable)?;
+    // Most updates (a re-plan, a backfill, an edit of another field) keep the labels: their
+    // index entries stay as they are.
+    if job.spec.labels != update.spec.labels {
+        conn.prepare_cached("DELETE FROM job_labels WHERE job_id = ?1")
+            .map_err(unavailable)?
+            .execute([id.as_bytes().as_slice()])
+            .map_err(unavailable)?;
+        insert_labels(conn, &job.namespace, id, &update.spec.labels)?;
+    }
     load_job(conn, None, id)?.ok_or(StoreError::NotFound)
+}
+
+/// Indexes a job's labels (`job_labels`, migration 15), in the transaction that writes its spec.
+fn insert_labels(
+    conn: &Connection,
+    namespace: &str,
+    id: JobId,
+    labels: &hourglass_core::Labels,
+) -> Result<()> {
+    if labels.is_empty() {
+        return Ok(());
+    }
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO job_labels (job_id, label_key, label_value, namespace)
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(unavailable)?;
+    for (key, value) in labels {
+        insert
+            .execute(params![id.as_bytes().as_slice(), key, value, namespace])
+            .map_err(unavailable)?;
+    }
+    Ok(())
 }
 
 pub(super) fn transition_in_tx(
@@ -242,7 +276,8 @@ pub(super) fn list_jobs(conn: &Connection, query: JobQuery) -> Result<Vec<JobRec
 
 /// Calls `f` with the statement that lists `query`'s jobs and its parameters. Only the filters
 /// given are in it: with a namespace, `jobs_namespace` (namespace, id) answers in id order from
-/// the cursor on, whatever other namespaces hold.
+/// the cursor on, whatever other namespaces hold; with label selectors too, the label index does
+/// (see `Filters::job_source`).
 pub(super) fn with_list_statement<T>(
     query: &JobQuery,
     f: impl FnOnce(&str, &[&dyn rusqlite::ToSql]) -> T,
@@ -252,16 +287,25 @@ pub(super) fn with_list_statement<T>(
     let due_after = query.due_after.map(|t| t.as_millisecond());
     let after = query.after.map(|id| id.as_bytes().to_vec());
     let limit = query.limit as i64;
+    let selectors: Vec<(&dyn rusqlite::ToSql, Option<&dyn rusqlite::ToSql>)> = query
+        .labels
+        .iter()
+        .map(|s| (&s.key as _, s.value.as_ref().map(|v| v as _)))
+        .collect();
     let mut filters = Filters::new('?');
-    filters.add("namespace =", query.namespace.as_ref().map(|v| v as _));
+    let (source, order) = filters.job_source(
+        query.namespace.as_ref().map(|v| v as _),
+        after.as_ref().map(|v| v as _),
+        &selectors,
+        "CROSS JOIN",
+    );
     filters.add("state =", state.as_ref().map(|v| v as _));
     filters.add("job_type =", query.job_type.as_ref().map(|v| v as _));
     filters.add("due_ms <", due_before.as_ref().map(|v| v as _));
     filters.add("due_ms >=", due_after.as_ref().map(|v| v as _));
-    filters.add("id >", after.as_ref().map(|v| v as _));
     filters.add("queue =", query.queue.as_ref().map(|v| v as _));
     let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM jobs{} ORDER BY id LIMIT {}",
+        "SELECT {JOB_COLUMNS} FROM {source}{} ORDER BY {order} LIMIT {}",
         filters.where_clause(),
         filters.next_param()
     );

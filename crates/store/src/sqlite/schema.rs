@@ -213,6 +213,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
          fields      TEXT NOT NULL
      );
      CREATE INDEX audit_log_namespace ON audit_log(namespace, at_ms, id);",
+    // 15: job labels, indexed (`jobs.rs`; the spec keeps the labels too, this table only finds
+    // them). A label selector reads `job_labels_pair` (an equality) or `job_labels_key` (an
+    // existence) in id order from a listing's cursor, so a page of a namespace's matching jobs
+    // costs a page of index entries however many jobs the store holds; the primary key answers
+    // whether a job has a label. Jobs made before have no labels: nothing to fill in. A deleted
+    // job takes its labels with it.
+    "CREATE TABLE job_labels (
+         job_id      BLOB NOT NULL,
+         label_key   TEXT NOT NULL,
+         label_value TEXT NOT NULL,
+         namespace   TEXT NOT NULL,
+         PRIMARY KEY (job_id, label_key)
+     ) WITHOUT ROWID;
+     CREATE INDEX job_labels_pair ON job_labels(namespace, label_key, label_value, job_id);
+     CREATE INDEX job_labels_key ON job_labels(namespace, label_key, job_id);
+     CREATE TRIGGER job_labels_follow AFTER DELETE ON jobs
+     BEGIN
+         DELETE FROM job_labels WHERE job_id = OLD.id;
+     END;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

@@ -28,6 +28,7 @@ fn queue_job(due: Timestamp) -> NewJob {
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         },
         payload: None,
         fingerprint: 1,
@@ -293,6 +294,7 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         after: Some(uuid::Uuid::now_v7()),
         limit: 10,
         queue: Some("q".into()),
+        labels: Vec::new(),
     };
     let only_namespace = crate::JobQuery {
         namespace: Some("small".into()),
@@ -303,6 +305,7 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         after: None,
         limit: 10,
         queue: None,
+        labels: Vec::new(),
     };
     for query in [&every_filter, &only_namespace] {
         let found = super::jobs::with_list_statement(query, |sql, params| plan(&conn, sql, params));
@@ -327,6 +330,47 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         found.contains("USING INDEX dead_letters_namespace (namespace=? AND id>?)"),
         "{found}"
     );
+}
+
+/// A label listing of a namespace is driven by the label index in id order (an equality by
+/// `job_labels_pair`, an existence by `job_labels_key`), from the cursor on: no scan of the jobs
+/// and no sort, so a page costs a page of index entries however many jobs the store holds.
+#[test]
+fn a_label_listing_reads_its_label_index_in_id_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open_connection(&dir.path().join("hourglass.db")).unwrap();
+    conn.execute_batch(SCHEMA).unwrap();
+    for sql in MIGRATIONS {
+        conn.execute_batch(sql).unwrap();
+    }
+    let selectors = |texts: &[&str]| -> Vec<hourglass_core::Selector> {
+        texts
+            .iter()
+            .map(|t| hourglass_core::Selector::parse(t).unwrap())
+            .collect()
+    };
+    let cases = [
+        (selectors(&["kind", "tenant=acme"]), "job_labels_pair"),
+        (selectors(&["kind"]), "job_labels_key"),
+    ];
+    for (labels, index) in cases {
+        let query = crate::JobQuery {
+            namespace: Some("small".into()),
+            state: Some(hourglass_core::JobState::Active),
+            after: Some(uuid::Uuid::now_v7()),
+            limit: 10,
+            labels,
+            ..Default::default()
+        };
+        let found =
+            super::jobs::with_list_statement(&query, |sql, params| plan(&conn, sql, params));
+        assert!(
+            found.contains(&format!("USING COVERING INDEX {index}")),
+            "{found}"
+        );
+        assert!(!found.contains("SCAN"), "{found}");
+        assert!(!found.contains("TEMP B-TREE"), "{found}");
+    }
 }
 
 /// Decoding claimed specs through the cache gives what decoding each gives, and a claim of jobs

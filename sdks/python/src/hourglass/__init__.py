@@ -5,7 +5,7 @@
 >>> job = client.create_job(NewJob(after("5s"), Target.to_queue("emails"), payload={"to": "a"}))
 """
 
-from ._client import DEFAULT_TIMEOUT, AsyncClient, Client, job_ref
+from ._client import DEFAULT_TIMEOUT, AsyncClient, BulkAction, Client, job_ref
 from ._errors import (
     ApiError,
     DecodeError,
@@ -29,6 +29,7 @@ from ._models import (
     BatchJobBrief,
     Breaker,
     BreakerList,
+    BulkChanged,
     Calendar,
     CalendarIn,
     CalendarList,
@@ -131,6 +132,8 @@ __all__ = [
     "BatchJobBrief",
     "Breaker",
     "BreakerList",
+    "BulkAction",
+    "BulkChanged",
     "Calendar",
     "CalendarIn",
     "CalendarList",

@@ -23,6 +23,7 @@ from ._models import (
     BatchCreatedMinimal,
     Breaker,
     BreakerList,
+    BulkChanged,
     Calendar,
     CalendarIn,
     CalendarList,
@@ -59,6 +60,9 @@ from ._models import (
 )
 from ._operations import OPERATIONS
 from ._support import instant_text
+
+# What a bulk call does to each job it selects.
+BulkAction = Literal["pause", "resume", "cancel", "trigger"]
 
 T = TypeVar("T")
 
@@ -103,7 +107,7 @@ class _Request:
             path = path.replace("{" + name + "}", value)
         self.method = operation.method
         self.path = path
-        self.query = {k: _query_value(v) for k, v in (query or {}).items() if v is not None}
+        self.query = {k: _query_values(v) for k, v in (query or {}).items() if v is not None}
         self.body = body
         self.headers = dict(headers or {})
         self.extra_timeout = extra_timeout
@@ -113,6 +117,20 @@ def _query_value(value: Any) -> str:
     if isinstance(value, datetime):
         return instant_text(value)
     return str(value)
+
+
+def _query_values(value: Any) -> str | list[str]:
+    # A parameter that repeats (``label``) is a list: one ``name=value`` each.
+    if isinstance(value, (list, tuple)):
+        return [_query_value(v) for v in value]
+    return _query_value(value)
+
+
+def _labels(label: str | Sequence[str] | None) -> list[str] | None:
+    """Label selectors as the query repeats them: one (``"tenant=acme"``) or several, ANDed."""
+    if label is None:
+        return None
+    return [label] if isinstance(label, str) else list(label)
 
 
 class _Base:
@@ -189,10 +207,12 @@ def _list_jobs(
     limit: int | None,
     cursor: str | None,
     payload: bool = False,
+    label: str | Sequence[str] | None = None,
 ) -> _Request:
     query = {
         "state": state,
         "type": type,
+        "label": _labels(label),
         "due_before": due_before,
         "due_after": due_after,
         "limit": limit,
@@ -200,6 +220,16 @@ def _list_jobs(
         "payload": "true" if payload else None,
     }
     return _Request("listJobs", query=query)
+
+
+def _bulk(
+    action: BulkAction,
+    label: str | Sequence[str],
+    type: str | None,
+    cursor: str | None,
+) -> _Request:
+    query = {"label": _labels(label), "type": type, "cursor": cursor}
+    return _Request("bulkJobs", {"action": _segment(action)}, query=query)
 
 
 def _create_jobs(jobs: Sequence[NewJob], prefer: str | None) -> _Request:
@@ -331,10 +361,12 @@ class Client(_Base):
         limit: int | None = None,
         cursor: str | None = None,
         payload: bool = False,
+        label: str | Sequence[str] | None = None,
     ) -> JobList:
         """One page of jobs; pass ``next_cursor`` as ``cursor`` for the next (or use
-        ``iter_jobs``). Payloads are left out unless ``payload=True``."""
-        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload)
+        ``iter_jobs``). Payloads are left out unless ``payload=True``. ``label`` selects by
+        labels: ``"tenant=acme"`` (equality) or ``"kind"`` (existence), or a list of them, ANDed."""
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload, label)
         return _decode(JobList.from_json, self._send(req))
 
     def iter_jobs(
@@ -345,6 +377,7 @@ class Client(_Base):
         due_before: datetime | str | None = None,
         due_after: datetime | str | None = None,
         page_size: int | None = None,
+        label: str | Sequence[str] | None = None,
     ) -> Iterator[Job]:
         """Every job matching the filters, fetching pages as needed."""
         cursor = None
@@ -356,6 +389,7 @@ class Client(_Base):
                 due_after=due_after,
                 limit=page_size,
                 cursor=cursor,
+                label=label,
             )
             yield from page.jobs
             if page.next_cursor is None:
@@ -385,6 +419,19 @@ class Client(_Base):
         """Fires an occurrence now. With ``idempotency_key``, a retry of this call changes
         nothing and answers the first trigger's ``delivery_id``."""
         return _decode(TriggeredJob.from_json, self._send(_trigger(id, idempotency_key)))
+
+    def bulk_jobs(
+        self,
+        action: BulkAction,
+        label: str | Sequence[str],
+        *,
+        type: str | None = None,
+        cursor: str | None = None,
+    ) -> BulkChanged:
+        """Pauses, resumes, cancels or triggers (``action``) the namespace's live jobs that every
+        ``label`` selector picks. One call changes at most 1000; when ``more``, call again with
+        ``cursor=next_cursor`` (a repeated ``trigger`` without it fires the first ones again)."""
+        return _decode(BulkChanged.from_json, self._send(_bulk(action, label, type, cursor)))
 
     def backfill_job(self, id: str, from_: datetime | str, to: datetime | str) -> BackfillAccepted:
         """Runs each nominal occurrence of a recurring job in ``[from_, to)`` once, paced, before
@@ -639,8 +686,9 @@ class AsyncClient(_Base):
         limit: int | None = None,
         cursor: str | None = None,
         payload: bool = False,
+        label: str | Sequence[str] | None = None,
     ) -> JobList:
-        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload)
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload, label)
         return _decode(JobList.from_json, await self._send(req))
 
     async def iter_jobs(
@@ -651,6 +699,7 @@ class AsyncClient(_Base):
         due_before: datetime | str | None = None,
         due_after: datetime | str | None = None,
         page_size: int | None = None,
+        label: str | Sequence[str] | None = None,
     ) -> AsyncIterator[Job]:
         """Every job matching the filters, fetching pages as needed (``async for``)."""
         cursor = None
@@ -662,6 +711,7 @@ class AsyncClient(_Base):
                 due_after=due_after,
                 limit=page_size,
                 cursor=cursor,
+                label=label,
             )
             for job in page.jobs:
                 yield job
@@ -691,6 +741,17 @@ class AsyncClient(_Base):
     async def trigger_job(self, id: str, *, idempotency_key: str | None = None) -> TriggeredJob:
         data = await self._send(_trigger(id, idempotency_key))
         return _decode(TriggeredJob.from_json, data)
+
+    async def bulk_jobs(
+        self,
+        action: BulkAction,
+        label: str | Sequence[str],
+        *,
+        type: str | None = None,
+        cursor: str | None = None,
+    ) -> BulkChanged:
+        data = await self._send(_bulk(action, label, type, cursor))
+        return _decode(BulkChanged.from_json, data)
 
     async def backfill_job(
         self, id: str, from_: datetime | str, to: datetime | str

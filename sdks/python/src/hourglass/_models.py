@@ -82,6 +82,7 @@ ErrorCode = Literal[
     "invalid_idempotency_key",
     "invalid_instant",
     "invalid_json",
+    "invalid_label",
     "invalid_misfire",
     "invalid_namespace",
     "invalid_query",
@@ -100,6 +101,7 @@ ErrorCode = Literal[
     "quota_exceeded",
     "rate_limited",
     "schedule_never_fires",
+    "selector_required",
     "server_busy",
     "store_unavailable",
     "unauthorized",
@@ -151,6 +153,9 @@ ErrorCode = Literal[
   256 characters or not printable ASCII
 - ``invalid_instant`` (422): not an RFC 3339 instant with an offset
 - ``invalid_json`` (400): the body is empty or not well-formed JSON
+- ``invalid_label`` (422): a label's key (1-63 bytes of a-z, 0-9, '_', '.', '-' or '/', starting
+  with a letter or digit) or value (1-255 bytes without control characters) is not valid, or a
+  job has more than 16 labels; the field names the label (``labels.<key>``)
 - ``invalid_misfire`` (422): the misfire policy is not one of the accepted forms
 - ``invalid_namespace`` (400): the ``hourglass-namespace`` header is not a valid namespace (1-64
   letters, digits, '-', '_' or '.', not ``.`` or ``..``)
@@ -174,6 +179,8 @@ ErrorCode = Literal[
 - ``rate_limited`` (429): the namespace is past its ``creates_per_second`` quota; nothing was
   stored, retry after ``Retry-After``
 - ``schedule_never_fires`` (422): the schedule has no occurrence before its end
+- ``selector_required`` (422): a bulk action (``/v1/jobs/bulk/{action}``) was sent without a
+  ``label`` selector
 - ``server_busy`` (503): the node holds as many request bodies as its memory budget allows
   (node-wide, or this API key's share); the body was not read and nothing was changed, retry
   shortly
@@ -735,6 +742,10 @@ class NewJob:
     overlap: Overlap | None = None
     """What a recurring job does with occurrences that fall due while the previous one is still in
     flight: ``"skip"``, ``"buffer_one"`` or ``"buffer_all"`` (the default)."""
+    labels: Mapping[str, str] | None = None
+    """Labels to select the job by (``GET /v1/jobs?label=tenant=acme``, the bulk actions): at most
+    16; a key is 1-63 bytes of ``a-z 0-9 _ . - /`` starting with a letter or digit, a value 1-255
+    bytes without control characters."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schedule": dump(self.schedule), "target": dump(self.target)}
@@ -750,6 +761,8 @@ class NewJob:
             out["misfire"] = dump(self.misfire)
         if self.overlap is not None:
             out["overlap"] = self.overlap
+        if self.labels is not None:
+            out["labels"] = dump(self.labels)
         return out
 
 
@@ -773,6 +786,8 @@ class JobPatch:
     retry: Retry | None = None
     misfire: Misfire | MisfirePolicy | None = None
     overlap: Overlap | None = None
+    labels: Mapping[str, str] | None = None
+    """The job's new labels, replacing all of its labels (``{}`` removes them)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -790,6 +805,8 @@ class JobPatch:
             out["misfire"] = dump(self.misfire)
         if self.overlap is not None:
             out["overlap"] = self.overlap
+        if self.labels is not None:
+            out["labels"] = dump(self.labels)
         return out
 
 
@@ -856,6 +873,29 @@ class BackfillAccepted:
     def from_json(cls, data: Mapping[str, Any]) -> BackfillAccepted:
         return cls(
             occurrences=int(data["occurrences"]),
+        )
+
+
+@dataclass(frozen=True)
+class BulkChanged:
+    """What a bulk action changed. A request reads at most 1000 of the selected jobs, in id order
+    from ``cursor``; when it read that many, ``more`` is true and ``next_cursor`` says where the
+    next request goes on from."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("BulkChanged",)
+    changed: int
+    """The jobs the request changed: of those it read, the ones its action applies to."""
+    more: bool
+    """Whether more jobs may be selected past the ones this request read."""
+    next_cursor: str | None = None
+    """With ``more``: the ``cursor`` of the next request."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BulkChanged:
+        return cls(
+            changed=int(data["changed"]),
+            more=bool(data["more"]),
+            next_cursor=opt(str, data.get("next_cursor")),
         )
 
 
@@ -928,6 +968,8 @@ class Job:
     payload: JSON = None
     """The payload, ``null`` when none. Left out of listings (``listJobs``) unless they ask for it
     with ``payload=true``."""
+    labels: dict[str, str] | None = None
+    """The job's labels; left out when it has none."""
     next_fire_at: datetime | None = None
     """When the pending occurrence fires, for a schedule with ``jitter`` or ``calendar``:
     ``next_due_at`` moved by the calendar's roll, plus its jitter offset (retries come later, at
@@ -948,6 +990,7 @@ class Job:
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
             overlap=data["overlap"],
+            labels=opt(lambda v: {str(k): str(v) for k, v in v.items()}, data.get("labels")),
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
@@ -1018,6 +1061,7 @@ class BatchJob(Job):
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
             overlap=data["overlap"],
+            labels=opt(lambda v: {str(k): str(v) for k, v in v.items()}, data.get("labels")),
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),
@@ -2234,6 +2278,7 @@ class TriggeredJob(Job):
             retry=Retry.from_json(data["retry"]),
             misfire=Misfire.from_json(data["misfire"]),
             overlap=data["overlap"],
+            labels=opt(lambda v: {str(k): str(v) for k, v in v.items()}, data.get("labels")),
             next_due_at=opt(parse_instant, data.get("next_due_at")),
             next_fire_at=opt(parse_instant, data.get("next_fire_at")),
             next_attempt_at=opt(parse_instant, data.get("next_attempt_at")),

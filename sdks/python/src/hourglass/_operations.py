@@ -32,6 +32,7 @@ OPERATIONS = _ops(
     ("resumeJob", "POST", "/v1/jobs/{id}/resume", "resume_job"),
     ("triggerJob", "POST", "/v1/jobs/{id}/trigger", "trigger_job"),
     ("backfillJob", "POST", "/v1/jobs/{id}/backfill", "backfill_job"),
+    ("bulkJobs", "POST", "/v1/jobs/bulk/{action}", "bulk_jobs"),
     ("listJobRuns", "GET", "/v1/jobs/{id}/runs", "list_job_runs"),
     ("listCalendars", "GET", "/v1/calendars", "list_calendars"),
     ("getCalendar", "GET", "/v1/calendars/{name}", "get_calendar"),

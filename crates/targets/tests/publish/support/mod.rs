@@ -51,6 +51,7 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
         }),
         payload: Some(Arc::from(payload)),
         lapsed_owner: None,
