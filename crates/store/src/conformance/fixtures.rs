@@ -42,6 +42,10 @@ pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            on_failure: None,
+            on_success: None,
+            callback_of: None,
+            callback_key: None,
         },
         payload: None,
         fingerprint: 1,
@@ -70,5 +74,6 @@ pub fn delivered_without_run(o: &Occurrence) -> Completion {
             next: None,
             skipped: 0,
         },
+        callback: None,
     }
 }

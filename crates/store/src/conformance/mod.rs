@@ -123,6 +123,10 @@ fn spec(schedule: Schedule) -> JobSpec {
         misfire: Default::default(),
         overlap: Default::default(),
         backfill: None,
+        on_failure: None,
+        on_success: None,
+        callback_of: None,
+        callback_key: None,
     }
 }
 
@@ -199,6 +203,7 @@ fn done(occ: &Occurrence, action: Action) -> Completion {
         due: occ.due,
         attempt: attempt(occ.attempt, occ.fire_at),
         action,
+        callback: None,
     }
 }
 

@@ -119,5 +119,8 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
         };
         state.dead_letters.insert(letter.id, letter);
     }
+    if let Some(callback) = &c.callback {
+        state.insert_job(&crate::NewJob::callback(callback, from_ms(now)));
+    }
     true
 }

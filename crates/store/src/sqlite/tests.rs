@@ -28,6 +28,10 @@ fn queue_job(due: Timestamp) -> NewJob {
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            on_failure: None,
+            on_success: None,
+            callback_of: None,
+            callback_key: None,
         },
         payload: None,
         fingerprint: 1,
@@ -107,6 +111,7 @@ async fn a_failed_group_commit_loses_no_lease_from_the_schedule() {
                     next: None,
                     skipped: 0,
                 },
+                callback: None,
             };
             store.complete(vec![delivered], at(2_500)).await
         }
@@ -455,6 +460,7 @@ async fn a_fired_claim_out_of_the_due_index_is_found_again_when_it_lapses() {
             next: None,
             skipped: 0,
         },
+        callback: None,
     };
     store.complete(vec![done], at(1_600)).await.unwrap();
     assert_eq!(store.leases.next_check(super::leases::FIRED), None);
