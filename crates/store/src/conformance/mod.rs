@@ -3,6 +3,7 @@
 
 mod audit;
 mod calendars;
+mod callbacks;
 mod claims;
 mod completions;
 pub mod fixtures;
@@ -16,6 +17,7 @@ mod queues;
 
 pub use self::audit::*;
 pub use self::calendars::*;
+pub use self::callbacks::*;
 pub use self::claims::*;
 pub use self::completions::*;
 pub use self::history::*;
@@ -82,7 +84,10 @@ macro_rules! conformance_tests {
             audit_entries_of_every_kind_page_newest_first,
             audit_entries_in_one_millisecond_page_without_loss,
             audit_logs_are_per_namespace_and_filter_by_job,
-            old_audit_entries_are_purged_oldest_first);
+            old_audit_entries_are_purged_oldest_first,
+            a_completion_creates_its_callback_job_with_it,
+            a_refused_completion_creates_no_callback,
+            a_callback_that_cannot_be_created_fails_its_completion);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

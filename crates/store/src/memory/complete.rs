@@ -14,6 +14,19 @@ pub(super) fn complete(
     now: Timestamp,
 ) -> Result<Vec<Applied>> {
     let now = now.as_millisecond();
+    // All or nothing, as a transaction: a callback job whose id is taken fails the whole batch
+    // before anything is applied.
+    let mut callbacks = std::collections::HashSet::new();
+    for c in &batch {
+        if let Some(callback) = &c.callback
+            && (state.jobs.contains_key(&callback.id) || !callbacks.insert(callback.id))
+        {
+            return Err(crate::StoreError::Unavailable(format!(
+                "job id {} is already used",
+                callback.id
+            )));
+        }
+    }
     Ok(batch
         .into_iter()
         .map(|c| {
