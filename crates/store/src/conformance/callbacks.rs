@@ -154,3 +154,65 @@ pub async fn a_callback_that_cannot_be_created_fails_its_completion(store: Arc<d
     let applied = store.complete(vec![retried], now).await.expect("complete");
     assert_eq!(applied, vec![crate::Applied::Yes]);
 }
+
+/// A delivery (or a failed attempt that is retried) creates its callback too, here to a pull
+/// queue, whose workers lease it in the job's namespace.
+pub async fn a_delivery_or_a_retry_creates_its_callback_for_a_queue(store: Arc<dyn Store>) {
+    let store = &*store;
+    let (first, second) = (one_off("ns-cb", t(T0)), one_off("ns-cb", t(T0)));
+    create(store, vec![first.clone(), second.clone()]).await;
+    let mut claimed = claim(store, ClaimScope::Fired, t(T0), 10, "node-a").await;
+    claimed.sort_by_key(|o| o.job_id);
+    assert_eq!(claimed.len(), 2);
+    let now = t(T0) + ms(50);
+    let to_queue = |occ: &Occurrence, event| {
+        let mut callback = callback_of(occ, now);
+        callback.spec.target = hourglass_core::Target::Queue(hourglass_core::QueueTarget {
+            name: "callbacks".into(),
+        });
+        callback.spec.job_type = Some(CallbackEvent::as_str(event).into());
+        callback
+    };
+    let mut delivered = super::delivered(&claimed[0]);
+    delivered.callback = Some(to_queue(&claimed[0], CallbackEvent::Succeeded));
+    let mut retried = done(
+        &claimed[1],
+        Action::Retry {
+            at: now + ms(1_000),
+        },
+    );
+    retried.callback = Some(to_queue(&claimed[1], CallbackEvent::Failed));
+    let applied = store
+        .complete(vec![delivered, retried], now)
+        .await
+        .expect("complete");
+    assert_eq!(applied, vec![crate::Applied::Yes; 2]);
+    let done_job = store
+        .get_job(None, claimed[0].job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done_job.state, JobState::Completed);
+    let retrying = store
+        .get_job(None, claimed[1].job_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((retrying.state, retrying.attempt), (JobState::Active, 1));
+
+    let mut leased = claim(store, super::queue("ns-cb", "callbacks"), now, 10, "worker").await;
+    leased.sort_by_key(|o| o.spec.job_type.clone());
+    let types: Vec<_> = leased.iter().map(|o| o.spec.job_type.clone()).collect();
+    assert_eq!(
+        types,
+        vec![
+            Some("occurrence.failed".to_string()),
+            Some("occurrence.succeeded".to_string())
+        ]
+    );
+    assert!(
+        claim(store, super::queue("other", "callbacks"), now, 10, "worker")
+            .await
+            .is_empty()
+    );
+}

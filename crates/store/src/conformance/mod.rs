@@ -87,7 +87,8 @@ macro_rules! conformance_tests {
             old_audit_entries_are_purged_oldest_first,
             a_completion_creates_its_callback_job_with_it,
             a_refused_completion_creates_no_callback,
-            a_callback_that_cannot_be_created_fails_its_completion);
+            a_callback_that_cannot_be_created_fails_its_completion,
+            a_delivery_or_a_retry_creates_its_callback_for_a_queue);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
