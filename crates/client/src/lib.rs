@@ -45,9 +45,9 @@ pub use hourglass_api as api;
 pub use hourglass_api::Payload;
 pub use operations::{OPERATIONS, Operation};
 pub use types::{
-    DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState, LeaseOptions,
-    Message, MessageStatus, Misfire, NewJob, Node, Overlap, QueueMessage, QueueMessagePage,
-    QueueStats, Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunOutcome, RunPage, Schedule,
-    SigningSecret, Target,
+    Callback, DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState,
+    LeaseOptions, Message, MessageStatus, Misfire, NewJob, Node, Overlap, QueueMessage,
+    QueueMessagePage, QueueStats, Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunOutcome,
+    RunPage, Schedule, SigningSecret, Target,
 };
 pub use worker::{HandlerError, HandlerResult, Job, Worker, WorkerBuilder};

@@ -44,6 +44,9 @@ pub struct JobEdit {
     pub overlap: Option<OverlapPolicy>,
     /// `Some(None)` removes the payload.
     pub payload: Option<Option<String>>,
+    /// `Some(None)` removes the callback.
+    pub on_failure: Option<Option<hourglass_core::Callback>>,
+    pub on_success: Option<Option<hourglass_core::Callback>>,
 }
 
 /// How many times an edit is made again on a job that changed under it before its answer is
@@ -75,6 +78,16 @@ impl JobEdit {
         if let Some(overlap) = self.overlap {
             spec.overlap = overlap;
         }
+        if let Some(on_failure) = &self.on_failure {
+            spec.on_failure = on_failure.clone();
+        }
+        if let Some(on_success) = &self.on_success {
+            spec.on_success = on_success.clone();
+        }
+        // The key the callbacks' events name (see `JobSpec::callback_key`).
+        spec.callback_key = job
+            .key
+            .filter(|_| spec.on_failure.is_some() || spec.on_success.is_some());
         let payload = self.payload.clone().unwrap_or(job.payload);
         (spec, next_due, payload)
     }
@@ -89,6 +102,8 @@ impl JobEdit {
             ("misfire", self.misfire.is_some()),
             ("overlap", self.overlap.is_some()),
             ("payload", self.payload.is_some()),
+            ("on_failure", self.on_failure.is_some()),
+            ("on_success", self.on_success.is_some()),
         ]
         .into_iter()
         .filter(|(_, changed)| *changed)

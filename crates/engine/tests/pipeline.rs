@@ -1812,6 +1812,8 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
         misfire: None,
         overlap: None,
         payload: Some(Some(r#"{"v":2}"#.into())),
+        on_failure: None,
+        on_success: None,
     };
     rig.engine
         .scheduler()

@@ -5,15 +5,15 @@
 use anyhow::Context;
 use clap::Args;
 use hourglass_client::api::{
-    CreateJob, HeadersIn, MisfireIn, PatchJob, RetryIn, ScheduleIn, TargetIn, WebhookBatch,
-    WebhookIn,
+    CallbackIn, CreateJob, HeadersIn, MisfireIn, PatchJob, RetryIn, ScheduleIn, TargetIn,
+    WebhookBatch, WebhookIn,
 };
 use serde_json::Value;
 
 use crate::usage;
 
 /// The flags that make a `--json` body unnecessary, for `conflicts_with_all`.
-const FIELD_FLAGS: [&str; 22] = [
+const FIELD_FLAGS: [&str; 24] = [
     "webhook",
     "queue",
     "at",
@@ -36,6 +36,8 @@ const FIELD_FLAGS: [&str; 22] = [
     "misfire",
     "rate_limit",
     "batch",
+    "on_failure_url",
+    "on_success_url",
 ];
 
 #[derive(Args, Debug)]
@@ -136,6 +138,12 @@ struct JobFields {
     /// does: skip, buffer_one or buffer_all (the default).
     #[arg(long)]
     overlap: Option<String>,
+    /// A webhook URL told (an `occurrence.failed` event) when an occurrence is dead-lettered.
+    #[arg(long, value_name = "URL")]
+    on_failure_url: Option<String>,
+    /// A webhook URL told (an `occurrence.succeeded` event) when an occurrence is delivered.
+    #[arg(long, value_name = "URL")]
+    on_success_url: Option<String>,
 }
 
 pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
@@ -162,6 +170,8 @@ pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
         retry: fields.retry,
         misfire: fields.misfire,
         overlap: fields.overlap,
+        on_failure: fields.on_failure,
+        on_success: fields.on_success,
     })
 }
 
@@ -180,8 +190,12 @@ pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<PatchJob> {
         retry: fields.retry,
         misfire: fields.misfire,
         overlap: fields.overlap,
+        on_failure: fields.on_failure.map(Some),
+        on_success: fields.on_success.map(Some),
     };
     let nothing = patch.job_type.is_none()
+        && patch.on_failure.is_none()
+        && patch.on_success.is_none()
         && patch.schedule.is_none()
         && patch.target.is_none()
         && patch.payload.is_none()
@@ -252,6 +266,8 @@ struct Fields {
     retry: Option<RetryIn>,
     misfire: Option<MisfireIn>,
     overlap: Option<String>,
+    on_failure: Option<CallbackIn>,
+    on_success: Option<CallbackIn>,
 }
 
 /// A schedule from its flags (`job create`, `job update`, `job next-fires`): `at`, `after`,
@@ -420,7 +436,27 @@ impl JobFields {
             retry: retry_given.then_some(retry),
             misfire,
             overlap: c.overlap,
+            on_failure: c.on_failure_url.map(webhook_callback),
+            on_success: c.on_success_url.map(webhook_callback),
         })
+    }
+}
+
+/// A callback to a webhook, with the defaults (`--json` gives the others).
+fn webhook_callback(url: String) -> CallbackIn {
+    CallbackIn {
+        target: TargetIn {
+            webhook: Some(WebhookIn {
+                url,
+                headers: HeadersIn::default(),
+                rate_limit: None,
+                batch: None,
+            }),
+            ..TargetIn::default()
+        },
+        every_attempt: false,
+        include_payload: false,
+        retry: None,
     }
 }
 

@@ -34,6 +34,11 @@ struct Printed<'a> {
     /// Left out when absent: a create without it keeps the fingerprint it always had.
     #[serde(skip_serializing_if = "Option::is_none")]
     overlap: &'a Option<String>,
+    /// Left out when absent, as `overlap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_failure: &'a Option<hourglass_api::CallbackIn>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_success: &'a Option<hourglass_api::CallbackIn>,
 }
 
 #[derive(Serialize)]
@@ -82,6 +87,8 @@ impl<'a> Printed<'a> {
             }),
             misfire: &req.misfire,
             overlap: &req.overlap,
+            on_failure: &req.on_failure,
+            on_success: &req.on_success,
         }
     }
 }
