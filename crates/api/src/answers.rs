@@ -102,7 +102,7 @@ pub struct RetryOut {
     pub max_backoff: String,
 }
 
-/// A job's callback as stored: its target, its flags and its retry policy, defaults filled in.
+/// A job's callback as stored, its defaults filled in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallbackOut<'a> {

@@ -406,7 +406,7 @@ export interface Callback {
 }
 
 /**
- * A job's callback as stored: its target, its flags and its retry policy, defaults filled in.
+ * A job's callback as stored, its defaults filled in.
  *
  * @schema CallbackOut
  */

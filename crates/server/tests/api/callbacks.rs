@@ -249,3 +249,50 @@ async fn callbacks_are_delivered_signed_with_the_event() {
     assert_eq!((count("/failed"), count("/succeeded")), (1, 1));
     node.shutdown().await;
 }
+
+/// For a pull queue, success is the worker's acknowledgement: the ack creates the `on_success`
+/// callback, delivered as any webhook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acked_queue_message_reports_its_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let receiver = Receiver::start().await;
+    let job = api
+        .create(json!({
+            "schedule": {"after": "1ms"},
+            "target": {"queue": "work"},
+            "payload": {"n": 1},
+            "on_success": {"target": {"webhook": {"url": receiver.url("/acked")}}},
+        }))
+        .await;
+    let (status, leased) = api
+        .call(
+            "POST",
+            "/v1/queues/work/lease",
+            Some(json!({"wait_ms": 5000})),
+        )
+        .await;
+    assert_eq!(status, 200, "{leased}");
+    let message = &leased["messages"][0];
+    assert_eq!(message["job_id"], job["id"], "{leased}");
+    assert!(receiver.deliveries().is_empty(), "nothing before the ack");
+    let (status, acked) = api
+        .call(
+            "POST",
+            "/v1/queues/work/ack",
+            Some(json!({"receipts": [message["receipt"]]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{acked}");
+    let seen = receiver
+        .wait_for(Duration::from_secs(20), "the ack's callback", |d| {
+            d.iter().any(|x| x.path == "/acked")
+        })
+        .await;
+    let event = seen[0].json();
+    assert_eq!(event["event"], "occurrence.succeeded");
+    assert_eq!(event["job_id"], job["id"]);
+    assert_eq!(event["delivery_id"], message["delivery_id"]);
+    node.shutdown().await;
+}

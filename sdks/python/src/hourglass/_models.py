@@ -711,7 +711,7 @@ class Callback:
 
 @dataclass(frozen=True)
 class CallbackOut:
-    """A job's callback as stored: its target, its flags and its retry policy, defaults filled in."""
+    """A job's callback as stored, its defaults filled in."""
 
     __schema__: ClassVar[tuple[str, ...]] = ("CallbackOut",)
     target: JobTarget
