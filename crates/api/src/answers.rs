@@ -102,6 +102,28 @@ pub struct RetryOut {
     pub max_backoff: String,
 }
 
+/// A job's callback as stored, its defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CallbackOut<'a> {
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::TargetOut))]
+    pub target: TargetOut<'a>,
+    pub every_attempt: bool,
+    pub include_payload: bool,
+    pub retry: RetryOut,
+}
+
+/// What a callback job reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CallbackOf {
+    /// The job whose occurrence the callback reports.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = Uuid))]
+    pub job_id: Uuid,
+    /// `occurrence.failed` or `occurrence.succeeded`.
+    pub event: String,
+}
+
 /// The misfire policy as the API shows it: `"skip"`, `"once"`, or
 /// `{"policy": "all", "window": "1h"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -242,6 +264,19 @@ pub struct Job<'a> {
     #[serde(with = "instant")]
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::InstantOut))]
     pub updated_at: Timestamp,
+    /// Where the job's `occurrence.failed` events go; left out without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub on_failure: Option<CallbackOut<'a>>,
+    /// Where the job's `occurrence.succeeded` events go; left out without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub on_success: Option<CallbackOut<'a>>,
+    /// Set on a job Hourglass created to deliver a callback: the job whose occurrence it reports
+    /// and the event. Such a job has no callbacks of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub callback_of: Option<CallbackOf>,
     /// Batch answers only: whether this job was created by the request (or already existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(ignore))]

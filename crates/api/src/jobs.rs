@@ -81,6 +81,46 @@ pub struct CreateJob {
         schema(nullable = false, value_type = Option<crate::openapi::Labels>)
     )]
     pub labels: Option<BTreeMap<String, String>>,
+    /// Told when an occurrence is dead-lettered (and, with `every_attempt`, when any attempt
+    /// fails): an `occurrence.failed` event delivered to its target as a job of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub on_failure: Option<CallbackIn>,
+    /// Told when an occurrence is delivered (for a queue target: when a worker acknowledges
+    /// it): an `occurrence.succeeded` event delivered to its target as a job of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub on_success: Option<CallbackIn>,
+}
+
+/// A callback: where a job's `occurrence.failed` or `occurrence.succeeded` events go.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        as = Callback,
+        description = "Where a job's events go: any target a job may have, checked the same way. \
+            Each event is delivered at least once, as a job of its own created with the \
+            completion that caused it, signed, retried (by `retry`) and dead-lettered like any \
+            delivery; a callback never causes another callback."
+    )
+)]
+#[serde(deny_unknown_fields)]
+pub struct CallbackIn {
+    pub target: TargetIn,
+    /// `on_failure` only: report every failed attempt, not just the dead letter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "openapi", schema(default = false))]
+    pub every_attempt: bool,
+    /// Whether the event carries the job's payload (as `payload`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "openapi", schema(default = false))]
+    pub include_payload: bool,
+    /// How the callback's delivery is retried (the defaults when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub retry: Option<RetryIn>,
 }
 
 /// A schedule: exactly one of `at`, `after`, `cron` or `every`, with `timezone` for cron and
@@ -379,6 +419,22 @@ pub struct PatchJob {
         schema(nullable = false, value_type = Option<crate::openapi::Labels>)
     )]
     pub labels: Option<BTreeMap<String, String>>,
+    /// Replaces the job's `on_failure`; `null` removes it.
+    #[serde(
+        default,
+        deserialize_with = "crate::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<CallbackIn>))]
+    pub on_failure: Option<Option<CallbackIn>>,
+    /// Replaces the job's `on_success`; `null` removes it.
+    #[serde(
+        default,
+        deserialize_with = "crate::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<CallbackIn>))]
+    pub on_success: Option<Option<CallbackIn>>,
 }
 
 /// `POST /v1/jobs/batch`.

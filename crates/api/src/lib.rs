@@ -34,15 +34,15 @@ mod summary;
 mod targets;
 
 pub use answers::{
-    BatchCreated, DeadLetter, DeadLetterList, Job, JobBrief, JobList, JobState, MisfireOut,
-    RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
+    BatchCreated, CallbackOf, CallbackOut, DeadLetter, DeadLetterList, Job, JobBrief, JobList,
+    JobState, MisfireOut, RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
 pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
 pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{
-    BackfillAccepted, BackfillRequest, BatchCreate, BulkChanged, BulkQuery, CreateJob, HeadersIn,
-    JobListQuery, MisfireIn, PageQuery, PatchJob, PreviewRequest, RetryIn, ScheduleIn,
+    BackfillAccepted, BackfillRequest, BatchCreate, BulkChanged, BulkQuery, CallbackIn, CreateJob,
+    HeadersIn, JobListQuery, MisfireIn, PageQuery, PatchJob, PreviewRequest, RetryIn, ScheduleIn,
     SchedulePreview, TargetIn, WebhookBatch, WebhookIn,
 };
 pub use queues::{

@@ -45,8 +45,8 @@ pub use hourglass_api as api;
 pub use hourglass_api::Payload;
 pub use operations::{OPERATIONS, Operation};
 pub use types::{
-    BulkAction, DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef, JobState,
-    LeaseOptions, Message, MessageStatus, Misfire, NewJob, Node, Overlap, QueueMessage,
+    BulkAction, Callback, DeadLetter, DeadLetterPage, JobFilter, JobInfo, JobPage, JobRef,
+    JobState, LeaseOptions, Message, MessageStatus, Misfire, NewJob, Node, Overlap, QueueMessage,
     QueueMessagePage, QueueStats, Receipt, ReceiptFailure, ReceiptResults, Retry, Run, RunOutcome,
     RunPage, Schedule, SigningSecret, Target,
 };

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hourglass_api::{CreateJob, JobListQuery, MisfireIn, RetryIn, ScheduleIn, TargetIn, WebhookIn};
+use hourglass_api::{
+    CallbackIn, CreateJob, JobListQuery, MisfireIn, RetryIn, ScheduleIn, TargetIn, WebhookIn,
+};
 pub use hourglass_api::{
     JobState, Node, QueueMessageStatus as MessageStatus, Receipt, ReceiptFailure, ReceiptResults,
     Run, RunList as RunPage, RunOutcome, SigningSecret,
@@ -112,6 +114,8 @@ pub struct NewJob {
     misfire: Option<Misfire>,
     overlap: Option<Overlap>,
     labels: std::collections::BTreeMap<String, String>,
+    on_failure: Option<Callback>,
+    on_success: Option<Callback>,
 }
 
 impl From<&NewJob> for CreateJob {
@@ -126,6 +130,8 @@ impl From<&NewJob> for CreateJob {
             misfire: job.misfire.map(MisfireIn::from),
             overlap: job.overlap.map(|o| o.as_str().to_owned()),
             labels: (!job.labels.is_empty()).then(|| job.labels.clone()),
+            on_failure: job.on_failure.as_ref().map(CallbackIn::from),
+            on_success: job.on_success.as_ref().map(CallbackIn::from),
         }
     }
 }
@@ -154,6 +160,8 @@ impl NewJob {
             misfire: None,
             overlap: None,
             labels: Default::default(),
+            on_failure: None,
+            on_success: None,
         }
     }
 
@@ -201,6 +209,19 @@ impl NewJob {
         self.labels.insert(key.into(), value.into());
         self
     }
+
+    /// Where an `occurrence.failed` event goes when an occurrence is dead-lettered: a
+    /// [`Target`], or a [`Callback`] with its options.
+    pub fn on_failure(mut self, callback: impl Into<Callback>) -> Self {
+        self.on_failure = Some(callback.into());
+        self
+    }
+
+    /// Where an `occurrence.succeeded` event goes when an occurrence is delivered.
+    pub fn on_success(mut self, callback: impl Into<Callback>) -> Self {
+        self.on_success = Some(callback.into());
+        self
+    }
 }
 
 /// What [`crate::Client::bulk_jobs`] does to each job its selectors pick.
@@ -220,6 +241,62 @@ impl BulkAction {
             BulkAction::Resume => "resume",
             BulkAction::Cancel => "cancel",
             BulkAction::Trigger => "trigger",
+        }
+    }
+}
+
+/// A job's callback ([`NewJob::on_failure`], [`NewJob::on_success`]): where its event goes,
+/// delivered at least once as a job of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Callback {
+    target: Target,
+    every_attempt: bool,
+    include_payload: bool,
+    retry: Option<Retry>,
+}
+
+impl Callback {
+    pub fn new(target: Target) -> Self {
+        Self {
+            target,
+            every_attempt: false,
+            include_payload: false,
+            retry: None,
+        }
+    }
+
+    /// `on_failure` only: report every failed attempt, not just the dead letter.
+    pub fn every_attempt(mut self) -> Self {
+        self.every_attempt = true;
+        self
+    }
+
+    /// The event carries the job's payload.
+    pub fn include_payload(mut self) -> Self {
+        self.include_payload = true;
+        self
+    }
+
+    /// How the callback's own delivery is retried.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+}
+
+impl From<Target> for Callback {
+    fn from(target: Target) -> Self {
+        Callback::new(target)
+    }
+}
+
+impl From<&Callback> for CallbackIn {
+    fn from(c: &Callback) -> Self {
+        CallbackIn {
+            target: (&c.target).into(),
+            every_attempt: c.every_attempt,
+            include_payload: c.include_payload,
+            retry: c.retry.as_ref().map(RetryIn::from),
         }
     }
 }

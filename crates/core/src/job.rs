@@ -84,6 +84,20 @@ pub struct JobSpec {
     /// left out when empty, so a spec without labels is stored as before.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: crate::Labels,
+    /// Where to report an occurrence that failed ([`crate::callback`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<crate::callback::Callback>,
+    /// Where to report an occurrence that was delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<crate::callback::Callback>,
+    /// Set on the jobs that deliver callbacks, by the engine, never by clients: such a job
+    /// triggers no callbacks itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_of: Option<crate::callback::CallbackOf>,
+    /// The job's key, kept here when the job has callbacks so that their events can name it:
+    /// a claim does not carry the key, and a job's key never changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_key: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@
 
 pub mod backfill;
 pub mod calendar;
+pub mod callback;
 pub mod claim;
 pub mod clock;
 pub mod cron;
@@ -22,6 +23,7 @@ pub mod schedule;
 pub mod validation;
 
 pub use calendar::{Calendar, DateRange, Roll, ScheduleCalendar};
+pub use callback::{Callback, CallbackEvent, CallbackJob, CallbackOf};
 pub use claim::{Claim, FencingToken};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use job::{

@@ -160,9 +160,22 @@ pub struct Completion {
     pub due: Timestamp,
     pub attempt: Option<AttemptRecord>,
     pub action: Action,
+    /// The callback job to create with this completion, atomically, if it is applied
+    /// ([`crate::callback`]).
+    pub callback: Option<Box<crate::CallbackJob>>,
 }
 
 impl Completion {
+    /// The soonest this completion makes something due once written: its job again (the next
+    /// occurrence or a retry), or the callback job it creates.
+    pub fn due_again(&self) -> Option<Timestamp> {
+        let callback = self.callback.as_ref().map(|c| c.due);
+        match (self.action.fire_again(), callback) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The claim this completion is written under.
     pub fn claim(&self) -> Claim {
         Claim::new(self.job_id, self.token)

@@ -15,6 +15,7 @@
 //! `Clock`.
 
 mod audit;
+mod callbacks;
 pub mod deliver;
 mod held;
 pub mod instrumented;
@@ -293,6 +294,7 @@ impl Engine {
             config.node_id.clone(),
             config.misfire_threshold,
             stop.clone(),
+            shared.clone(),
         );
         if let Some(events) = store.events() {
             // Other nodes' creates, nacks and acks wake this node's long polls.

@@ -89,6 +89,8 @@ struct Inner {
     receipt_key: ReceiptKey,
     /// Ends long polls at shutdown.
     stop: CancellationToken,
+    /// The engine's wake-ups: an ack or nack that creates a callback job wakes the planner.
+    shared: Arc<crate::Shared>,
 }
 
 /// A queue: its namespace and name.
@@ -108,6 +110,7 @@ impl Queues {
         node_id: String,
         misfire_threshold: Duration,
         stop: CancellationToken,
+        shared: Arc<crate::Shared>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -120,6 +123,7 @@ impl Queues {
                 held: Mutex::new(HashMap::new()),
                 receipt_key: ReceiptKey::default(),
                 stop,
+                shared,
             }),
         }
     }
@@ -349,6 +353,7 @@ impl Queues {
                     next: next.map(|due| Next::of(&spec.schedule, occ.job_id, due)),
                     skipped,
                 },
+                callback: None,
             });
         }
         if occ.attempt > spec.retry.max_attempts {
@@ -537,11 +542,26 @@ impl Queues {
                 Action::Retry { .. } => false,
             })
             .collect();
+        // Callback jobs the batch creates, woken for once written.
+        let callbacks: Vec<(Timestamp, Option<(String, String)>)> = batch
+            .iter()
+            .filter_map(|c| c.callback.as_ref())
+            .map(|cb| {
+                let queue = cb.spec.target.queue();
+                (cb.due, queue.map(|q| (cb.namespace.clone(), q.to_owned())))
+            })
+            .collect();
         let applied = if batch.is_empty() {
             Vec::new()
         } else {
             inner.store.complete(batch, now).await?
         };
+        for (due, queue) in callbacks {
+            match queue {
+                Some((namespace, queue)) => self.poke(&namespace, &queue),
+                None => inner.shared.wake_for(due),
+            }
+        }
         let stale = applied
             .iter()
             .filter(|a| **a == Applied::StaleLease)

@@ -49,6 +49,9 @@ pub struct JobEdit {
     pub payload: Option<Option<String>>,
     /// The new labels, replacing all the old ones (empty removes them).
     pub labels: Option<hourglass_core::Labels>,
+    /// `Some(None)` removes the callback.
+    pub on_failure: Option<Option<hourglass_core::Callback>>,
+    pub on_success: Option<Option<hourglass_core::Callback>>,
 }
 
 /// How many times an edit is made again on a job that changed under it before its answer is
@@ -83,6 +86,17 @@ impl JobEdit {
         if let Some(labels) = &self.labels {
             spec.labels = labels.clone();
         }
+        if let Some(on_failure) = &self.on_failure {
+            spec.on_failure = on_failure.clone();
+        }
+        if let Some(on_success) = &self.on_success {
+            spec.on_success = on_success.clone();
+        }
+        // The key the callbacks' events name (see `JobSpec::callback_key`).
+        spec.callback_key = job
+            .key
+            .clone()
+            .filter(|_| spec.on_failure.is_some() || spec.on_success.is_some());
         let payload = self.payload.clone().unwrap_or_else(|| job.payload.clone());
         (spec, next_due, payload)
     }
@@ -98,6 +112,8 @@ impl JobEdit {
             ("overlap", self.overlap.is_some()),
             ("payload", self.payload.is_some()),
             ("labels", self.labels.is_some()),
+            ("on_failure", self.on_failure.is_some()),
+            ("on_success", self.on_success.is_some()),
         ]
         .into_iter()
         .filter(|(_, changed)| *changed)

@@ -84,6 +84,21 @@ impl Deliverer for FakeDeliverer {
             at: self.clock.now(),
             payload: occ.payload.clone(),
         });
+        // A callback receiver that is down: every attempt fails.
+        if let Target::Webhook(w) = &occ.spec.target
+            && w.url.host_str() == Some("down.example")
+        {
+            return DeliveryResult {
+                status: Some(500),
+                latency: Duration::from_millis(1),
+                verdict: Verdict::Retry {
+                    after: None,
+                    reason: "http 500".into(),
+                },
+                response: None,
+                shared: false,
+            };
+        }
         if occ.spec.job_type.as_deref() == Some("slow") {
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
@@ -215,6 +230,10 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
             overlap: Default::default(),
             backfill: None,
             labels: Default::default(),
+            on_failure: None,
+            on_success: None,
+            callback_of: None,
+            callback_key: None,
         },
         payload: None,
         fingerprint: 0,
@@ -1795,6 +1814,8 @@ async fn an_edit_and_a_cancel_reach_occurrences_waiting_for_a_destination_slot()
         overlap: None,
         payload: Some(Some(r#"{"v":2}"#.into())),
         labels: None,
+        on_failure: None,
+        on_success: None,
     };
     rig.engine
         .scheduler()
@@ -2292,5 +2313,110 @@ async fn an_occurrence_rolled_by_its_calendar_fires_at_the_rolled_time_under_its
         "the next Sunday is not excluded"
     );
     assert_eq!(job.next_attempt, job.next_due);
+    rig.engine.shutdown().await;
+}
+
+fn callback_to(host: &str) -> hourglass_core::Callback {
+    hourglass_core::Callback {
+        target: Target::Webhook(WebhookTarget {
+            url: format!("https://{host}/callbacks").parse().unwrap(),
+            headers: Default::default(),
+            rate_limit: None,
+            batch: None,
+        }),
+        every_attempt: false,
+        include_payload: true,
+        retry: RetryPolicy {
+            max_attempts: 2,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(1),
+        },
+    }
+}
+
+/// A dead-lettered occurrence fires its `on_failure` callback once, a delivered one its
+/// `on_success` once (and never the other), each as a job of its own carrying the event; a
+/// callback that fails is retried by its own policy and dead-lettered, and starts no callback.
+#[tokio::test(start_paused = true)]
+async fn callbacks_report_each_outcome_once_and_a_failing_one_does_not_loop() {
+    let rig = rig();
+    let now = rig.now();
+    let due = now + SignedDuration::from_secs(1);
+    let with_callbacks = |job_type: &str, host: &str| {
+        let mut j = job(job_type, Schedule::at(due), due, now);
+        j.spec.on_failure = Some(callback_to(host));
+        j.spec.on_success = Some(callback_to(host));
+        j.spec.callback_key = Some(format!("key-{job_type}-{host}"));
+        j.payload = Some(r#"{"order":7}"#.into());
+        j
+    };
+    let failing = with_callbacks("gone", "hooks.example");
+    let succeeding = with_callbacks("ok", "hooks.example");
+    let unreported = with_callbacks("gone", "down.example");
+    rig.add(vec![
+        failing.clone(),
+        succeeding.clone(),
+        unreported.clone(),
+    ])
+    .await;
+    // Three deliveries, two callbacks delivered, and two attempts of the one whose receiver is
+    // down.
+    rig.run_until(|s| s.len() >= 7).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rig.store.dead_letters(None, None, 10).await.unwrap().len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dead letters not written"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // More time passes: nothing else is sent, and no callback of a callback is made.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let seen = rig.seen();
+    assert_eq!(seen.len(), 7, "{seen:?}");
+    let events: Vec<serde_json::Value> = seen
+        .iter()
+        .filter(|s| ![failing.id, succeeding.id, unreported.id].contains(&s.job_id))
+        .map(|s| serde_json::from_str(s.payload.as_deref().unwrap()).unwrap())
+        .collect();
+    let of = |id: JobId, event: &str| {
+        events
+            .iter()
+            .filter(|e| e["job_id"] == id.to_string() && e["event"] == event)
+            .count()
+    };
+    assert_eq!(of(failing.id, "occurrence.failed"), 1);
+    assert_eq!(of(failing.id, "occurrence.succeeded"), 0);
+    assert_eq!(of(succeeding.id, "occurrence.succeeded"), 1);
+    assert_eq!(of(succeeding.id, "occurrence.failed"), 0);
+    assert_eq!(of(unreported.id, "occurrence.failed"), 2, "two attempts");
+    let failed = events
+        .iter()
+        .find(|e| e["job_id"] == failing.id.to_string())
+        .unwrap();
+    assert_eq!(failed["key"], "key-gone-hooks.example");
+    assert_eq!(failed["type"], "gone");
+    assert_eq!(failed["attempts"], 1);
+    assert_eq!(failed["dead_lettered"], true);
+    assert_eq!(failed["last_error"], "http 410");
+    assert_eq!(failed["payload"], serde_json::json!({"order": 7}));
+    assert_eq!(
+        failed["delivery_id"],
+        hourglass_core::DeliveryId::new(failing.id, due).as_str()
+    );
+
+    // The callback whose receiver is down ended as a dead letter of its own, marked as a
+    // callback; the six jobs are the three and their three callbacks, nothing more.
+    let letters = rig.store.dead_letters(None, None, 10).await.unwrap();
+    let of_callback: Vec<_> = letters
+        .iter()
+        .filter(|l| l.spec.callback_of.is_some())
+        .collect();
+    assert_eq!(of_callback.len(), 1);
+    assert_eq!(
+        of_callback[0].spec.callback_of.as_ref().unwrap().job_id,
+        unreported.id
+    );
+    assert_eq!(rig.store.count_jobs(Some("t")).await.unwrap(), 6);
     rig.engine.shutdown().await;
 }

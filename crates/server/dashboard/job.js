@@ -7,6 +7,17 @@ import { el, setStatus, showError } from "./dom.js";
 import { VIEWER_ZONE, fmtRelative, fmtTime, fmtTimeIn, labelChips, scheduleSummary, stateBadge, targetText, timeCell } from "./format.js";
 import { render } from "./router.js";
 
+// A callback as a line: its target, and what it adds to the default (dead letters only, no
+// payload).
+function callbackText(callback, failure) {
+  const extras = [
+    failure && callback.every_attempt ? "every failed attempt" : null,
+    callback.include_payload ? "with the payload" : null,
+    `${callback.retry.max_attempts} attempts`,
+  ].filter(Boolean);
+  return `${targetText(callback.target)} (${extras.join(", ")})`;
+}
+
 function detail(rows) {
   return el(
     "dl",
@@ -165,6 +176,21 @@ export async function renderJob(id) {
             ? ["Overlap", job.overlap.replace("_", " "), "job-detail-overlap"]
             : null,
           ["Retry", `${job.retry.max_attempts} attempts, backoff ${job.retry.initial_backoff}–${job.retry.max_backoff}`, "job-detail-retry"],
+          // Callbacks: where the job's failures and successes are reported.
+          job.on_failure
+            ? ["On failure", callbackText(job.on_failure, true), "job-detail-on-failure"]
+            : null,
+          job.on_success
+            ? ["On success", callbackText(job.on_success, false), "job-detail-on-success"]
+            : null,
+          // A callback job: the job whose occurrence it reports.
+          job.callback_of
+            ? [
+                "Callback of",
+                el("a", { href: `#/jobs/${encodeURIComponent(job.callback_of.job_id)}`, class: "mono" }, `${job.callback_of.job_id} (${job.callback_of.event})`),
+                "job-detail-callback-of",
+              ]
+            : null,
           ["Created", fmtTime(job.created_at), "job-detail-created"],
           ["Updated", fmtTime(job.updated_at), "job-detail-updated"],
         ]),

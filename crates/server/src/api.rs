@@ -98,23 +98,38 @@ async fn validate_create(
         known,
     )
     .map_err(within)?;
-    if let hourglass_core::Target::Webhook(webhook) = &valid.spec.target {
-        let host = (
-            webhook.url.host_str().unwrap_or_default().to_string(),
-            webhook.url.port_or_known_default().unwrap_or_default(),
-        );
-        if !resolved.contains(&host) {
-            state
-                .policy
-                .check_resolved(&webhook.url, "target.webhook.url")
-                .await
-                .map_err(within)?;
-            resolved.insert(host);
+    // The job's target, then each callback's, checked the same way: a callback reaches nothing
+    // its job could not.
+    let callbacks = [
+        ("on_failure", valid.spec.on_failure.as_ref()),
+        ("on_success", valid.spec.on_success.as_ref()),
+    ];
+    let targets = std::iter::once((None, &valid.spec.target)).chain(
+        callbacks
+            .into_iter()
+            .filter_map(|(field, c)| Some((Some(field), &c?.target))),
+    );
+    for (field, target) in targets {
+        let within = |e: hourglass_core::ValidationError| match field {
+            None => within(e),
+            Some(field) => within(e.within(field)),
+        };
+        if let hourglass_core::Target::Webhook(webhook) = target {
+            let host = (
+                webhook.url.host_str().unwrap_or_default().to_string(),
+                webhook.url.port_or_known_default().unwrap_or_default(),
+            );
+            if !resolved.contains(&host) {
+                state
+                    .policy
+                    .check_resolved(&webhook.url, "target.webhook.url")
+                    .await
+                    .map_err(within)?;
+                resolved.insert(host);
+            }
         }
+        deliverable(state, target).await.map_err(within)?;
     }
-    deliverable(state, &valid.spec.target)
-        .await
-        .map_err(within)?;
     Ok(NewJob {
         id: uuid::Uuid::now_v7(),
         namespace: principal.namespace.clone(),
@@ -405,6 +420,31 @@ pub(crate) async fn patch_job(
     if let Some(labels) = patch.labels {
         hourglass_core::labels::validate(&labels)?;
         edit.labels = Some(labels);
+    }
+    for (field, given, slot) in [
+        ("on_failure", &patch.on_failure, &mut edit.on_failure),
+        ("on_success", &patch.on_success, &mut edit.on_success),
+    ] {
+        let Some(given) = given else { continue };
+        let callback = match given {
+            None => None,
+            Some(input) => {
+                let rules = state.target_rules(&principal.namespace);
+                let callback = wire::callback(input, field, rules, &state.limits)?;
+                if let hourglass_core::Target::Webhook(webhook) = &callback.target {
+                    state
+                        .policy
+                        .check_resolved(&webhook.url, "target.webhook.url")
+                        .await
+                        .map_err(|e| e.within(field))?;
+                }
+                deliverable(&state, &callback.target)
+                    .await
+                    .map_err(|e| e.within(field))?;
+                Some(callback)
+            }
+        };
+        *slot = Some(callback);
     }
     let updated = state
         .scheduler

@@ -113,6 +113,7 @@ async fn main() -> anyhow::Result<()> {
                     next: None,
                     skipped: 0,
                 },
+                callback: None,
             })
             .collect();
         let t = Instant::now();
@@ -163,6 +164,10 @@ fn message(i: usize, now: Timestamp, webhook: bool, pad: &str) -> NewJob {
             overlap: Default::default(),
             backfill: None,
             labels: Default::default(),
+            on_failure: None,
+            on_success: None,
+            callback_of: None,
+            callback_key: None,
         },
         payload: Some(if pad.is_empty() {
             format!(r#"{{"n":{i}}}"#)

@@ -97,6 +97,22 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// The job a completion's callback ([`hourglass_core::callback`]) becomes: no key, due when
+    /// the engine said, created at `now`. A backend creates it in the completion's transaction,
+    /// and only when the completion is applied.
+    pub fn callback(callback: &hourglass_core::CallbackJob, now: Timestamp) -> Self {
+        Self {
+            id: callback.id,
+            namespace: callback.namespace.clone(),
+            key: None,
+            spec: callback.spec.clone(),
+            payload: Some(callback.payload.clone()),
+            fingerprint: 0,
+            first_due: callback.due,
+            now,
+        }
+    }
+
     /// When the first occurrence fires: its due time, or later by the schedule's jitter.
     pub fn first_fire(&self) -> Timestamp {
         self.spec.schedule.fire_time(self.id, self.first_due)

@@ -467,6 +467,7 @@ mod tests {
                 response: None,
             }),
             action,
+            callback: None,
         }
     }
 

@@ -249,6 +249,7 @@ async fn reschedules_of_one_call_share_their_new_entry() {
             action: Action::Retry {
                 at: retry_at + ms(i as i64 * 100),
             },
+            callback: None,
         })
         .collect();
     let applied = store.complete(completions, t0()).await.unwrap();
@@ -318,6 +319,7 @@ async fn with_history_off_no_run_is_recorded() {
                 next: None,
                 skipped: 0,
             },
+            callback: None,
         },
         Completion {
             job_id: claimed[1].job_id,
@@ -327,6 +329,7 @@ async fn with_history_off_no_run_is_recorded() {
             action: Action::Retry {
                 at: t0() + ms(60_000),
             },
+            callback: None,
         },
     ];
     let applied = store.complete(completions, t0()).await.unwrap();
@@ -922,6 +925,7 @@ async fn requests_per_fire() {
                 next: None,
                 skipped: 0,
             },
+            callback: None,
         })
         .collect();
     for chunk in completions.chunks(100) {
@@ -1641,6 +1645,7 @@ async fn an_entry_leased_before_is_not_fired_from_its_snapshot() {
                 action: Action::Retry {
                     at: t0() + ms(5_000),
                 },
+                callback: None,
             }],
             t0(),
         )

@@ -477,6 +477,7 @@ async fn measure_batches() {
                     next: None,
                     skipped: 0,
                 },
+                callback: None,
             })
             .collect();
         let started = Instant::now();

@@ -389,6 +389,47 @@ export interface RetryOut {
 }
 
 /**
+ * Where a job's events go: any target a job may have, checked the same way. Each event is delivered
+ * at least once, as a job of its own created with the completion that caused it, signed, retried
+ * (by `retry`) and dead-lettered like any delivery; a callback never causes another callback.
+ *
+ * @schema Callback
+ */
+export interface Callback {
+  target: Target;
+  /** `on_failure` only: report every failed attempt, not just the dead letter. */
+  every_attempt?: boolean;
+  /** Whether the event carries the job's payload (as `payload`). */
+  include_payload?: boolean;
+  /** How the callback's delivery is retried (the defaults when left out). */
+  retry?: Retry;
+}
+
+/**
+ * A job's callback as stored, its defaults filled in.
+ *
+ * @schema CallbackOut
+ */
+export interface CallbackOut {
+  target: JobTarget;
+  every_attempt: boolean;
+  include_payload: boolean;
+  retry: RetryOut;
+}
+
+/**
+ * What a callback job reports.
+ *
+ * @schema CallbackOf
+ */
+export interface CallbackOf {
+  /** The job whose occurrence the callback reports. */
+  job_id: string;
+  /** `occurrence.failed` or `occurrence.succeeded`. */
+  event: string;
+}
+
+/**
  * What a recurring job does with occurrences that fall due while its previous occurrence is still
  * in flight (being delivered, waiting for a retry, or leased from a pull queue and not
  * acknowledged). `buffer_all` (the default) keeps them all: each runs in turn once the one before
@@ -458,6 +499,16 @@ export interface NewJob {
    * without control characters.
    */
   labels?: Record<string, string>;
+  /**
+   * Told when an occurrence is dead-lettered (and, with `every_attempt`, when any attempt fails):
+   * an `occurrence.failed` event delivered to its target as a job of its own.
+   */
+  on_failure?: Callback;
+  /**
+   * Told when an occurrence is delivered (for a queue target: when a worker acknowledges it): an
+   * `occurrence.succeeded` event delivered to its target as a job of its own.
+   */
+  on_success?: Callback;
 }
 
 /**
@@ -483,6 +534,8 @@ export interface JobPatch {
   overlap?: Overlap;
   /** The job's new labels, replacing all of its labels (`{}` removes them). */
   labels?: Record<string, string>;
+  on_failure?: Callback | null;
+  on_success?: Callback | null;
 }
 
 /**
@@ -651,6 +704,15 @@ export interface Job {
   skipped: number;
   created_at: string;
   updated_at: string;
+  /** Where the job's `occurrence.failed` events go; left out without one. */
+  on_failure?: CallbackOut;
+  /** Where the job's `occurrence.succeeded` events go; left out without one. */
+  on_success?: CallbackOut;
+  /**
+   * Set on a job Hourglass created to deliver a callback: the job whose occurrence it reports and
+   * the event. Such a job has no callbacks of its own.
+   */
+  callback_of?: CallbackOf;
 }
 
 /**

@@ -51,7 +51,7 @@ fn may_linger(
     !ctx.stop.is_cancelled()
         && in_flight.available_permits() > 0
         && gathered.iter().all(|f| match f {
-            Finished::Done(c) => c.action.fire_again().is_none_or(|at| at >= written_by),
+            Finished::Done(c) => c.due_again().is_none_or(|at| at >= written_by),
             Finished::Dropped(_) => true,
         })
 }
@@ -106,9 +106,9 @@ impl Stage for Completer {
                 }
             }
             let count = batch.len();
-            // The soonest a completion makes its job due again: a recurring job's next
-            // occurrence, or a retry.
-            let due_again = batch.iter().filter_map(|c| c.action.fire_again()).min();
+            // The soonest a completion makes a job due again: a recurring job's next
+            // occurrence, a retry, or a callback it creates.
+            let due_again = batch.iter().filter_map(Completion::due_again).min();
             let mut backoff = Backoff::default();
             while !batch.is_empty() {
                 match ctx.store.complete(batch.clone(), ctx.clock.now()).await {

@@ -109,6 +109,7 @@ impl Stage for Dispatcher {
                         next: next.map(|due| Next::of(&spec.schedule, occ.job_id, due)),
                         skipped,
                     },
+                    callback: None,
                 };
                 if complete_tx.send(Finished::Done(completion)).await.is_err() {
                     break;

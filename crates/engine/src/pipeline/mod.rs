@@ -248,23 +248,28 @@ pub(crate) fn quarantined(
         panic = %message,
         "handling this occurrence panicked; dead-lettered and the job quarantined (failed)"
     );
+    let attempt = AttemptRecord {
+        attempt: occ.attempt,
+        started_at: now,
+        latency_ms: 0,
+        status: None,
+        error: Some(format!("{INTERNAL_ERROR}: {message}")),
+        response: None,
+    };
+    let action = Action::DeadLetter {
+        next: None,
+        skipped: 0,
+        reason: INTERNAL_ERROR.to_string(),
+    };
+    // A quarantined occurrence is dead-lettered like any other: its on_failure hears of it.
+    let callback = crate::callbacks::callback_for(occ, &attempt, &action, now);
     Completion {
         job_id: occ.job_id,
         token: occ.token,
         due: occ.due,
-        attempt: Some(AttemptRecord {
-            attempt: occ.attempt,
-            started_at: now,
-            latency_ms: 0,
-            status: None,
-            error: Some(format!("{INTERNAL_ERROR}: {message}")),
-            response: None,
-        }),
-        action: Action::DeadLetter {
-            next: None,
-            skipped: 0,
-            reason: INTERNAL_ERROR.to_string(),
-        },
+        attempt: Some(attempt),
+        action,
+        callback,
     }
 }
 
@@ -346,6 +351,7 @@ pub(crate) fn settle(
         // a delivery).
         (next, skipped, skipped.saturating_add(overlapped))
     };
+    let withdrawn = matches!(result.verdict, Verdict::Withdrawn);
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {
             metrics.fired.get_or_create(&label("delivered")).inc();
@@ -383,12 +389,19 @@ pub(crate) fn settle(
             )
         }
     };
+    // A withdrawn occurrence is never written, so it reports nothing either.
+    let callback = if withdrawn {
+        None
+    } else {
+        crate::callbacks::callback_for(occ, &attempt, &action, now)
+    };
     Completion {
         job_id: occ.job_id,
         token: occ.token,
         due: occ.due,
         attempt: Some(attempt),
         action,
+        callback,
     }
 }
 

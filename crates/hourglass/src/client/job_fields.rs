@@ -5,15 +5,15 @@
 use anyhow::Context;
 use clap::Args;
 use hourglass_client::api::{
-    CreateJob, HeadersIn, MisfireIn, PatchJob, RetryIn, ScheduleIn, TargetIn, WebhookBatch,
-    WebhookIn,
+    CallbackIn, CreateJob, HeadersIn, MisfireIn, PatchJob, RetryIn, ScheduleIn, TargetIn,
+    WebhookBatch, WebhookIn,
 };
 use serde_json::Value;
 
 use crate::usage;
 
 /// The flags that make a `--json` body unnecessary, for `conflicts_with_all`.
-const FIELD_FLAGS: [&str; 23] = [
+const FIELD_FLAGS: [&str; 25] = [
     "webhook",
     "queue",
     "at",
@@ -37,6 +37,8 @@ const FIELD_FLAGS: [&str; 23] = [
     "rate_limit",
     "batch",
     "labels",
+    "on_failure_url",
+    "on_success_url",
 ];
 
 #[derive(Args, Debug)]
@@ -141,6 +143,12 @@ struct JobFields {
     /// 16). On update, the labels given replace all of the job's.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     labels: Vec<String>,
+    /// A webhook URL told (an `occurrence.failed` event) when an occurrence is dead-lettered.
+    #[arg(long, value_name = "URL")]
+    on_failure_url: Option<String>,
+    /// A webhook URL told (an `occurrence.succeeded` event) when an occurrence is delivered.
+    #[arg(long, value_name = "URL")]
+    on_success_url: Option<String>,
 }
 
 pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
@@ -168,6 +176,8 @@ pub(super) fn create_body(c: CreateArgs) -> anyhow::Result<CreateJob> {
         misfire: fields.misfire,
         overlap: fields.overlap,
         labels: fields.labels,
+        on_failure: fields.on_failure,
+        on_success: fields.on_success,
     })
 }
 
@@ -187,8 +197,12 @@ pub(super) fn update_body(u: UpdateArgs) -> anyhow::Result<PatchJob> {
         misfire: fields.misfire,
         overlap: fields.overlap,
         labels: fields.labels,
+        on_failure: fields.on_failure.map(Some),
+        on_success: fields.on_success.map(Some),
     };
     let nothing = patch.job_type.is_none()
+        && patch.on_failure.is_none()
+        && patch.on_success.is_none()
         && patch.schedule.is_none()
         && patch.target.is_none()
         && patch.payload.is_none()
@@ -261,6 +275,8 @@ struct Fields {
     misfire: Option<MisfireIn>,
     overlap: Option<String>,
     labels: Option<std::collections::BTreeMap<String, String>>,
+    on_failure: Option<CallbackIn>,
+    on_success: Option<CallbackIn>,
 }
 
 /// A schedule from its flags (`job create`, `job update`, `job next-fires`): `at`, `after`,
@@ -437,7 +453,27 @@ impl JobFields {
             misfire,
             overlap: c.overlap,
             labels: (!c.labels.is_empty()).then_some(labels),
+            on_failure: c.on_failure_url.map(webhook_callback),
+            on_success: c.on_success_url.map(webhook_callback),
         })
+    }
+}
+
+/// A callback to a webhook, with the defaults (`--json` gives the others).
+fn webhook_callback(url: String) -> CallbackIn {
+    CallbackIn {
+        target: TargetIn {
+            webhook: Some(WebhookIn {
+                url,
+                headers: HeadersIn::default(),
+                rate_limit: None,
+                batch: None,
+            }),
+            ..TargetIn::default()
+        },
+        every_attempt: false,
+        include_payload: false,
+        retry: None,
     }
 }
 

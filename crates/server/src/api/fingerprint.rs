@@ -37,6 +37,11 @@ struct Printed<'a> {
     /// Left out when absent or empty, as `overlap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     labels: Option<&'a std::collections::BTreeMap<String, String>>,
+    /// Left out when absent, as `overlap`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_failure: &'a Option<hourglass_api::CallbackIn>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_success: &'a Option<hourglass_api::CallbackIn>,
 }
 
 #[derive(Serialize)]
@@ -86,6 +91,8 @@ impl<'a> Printed<'a> {
             misfire: &req.misfire,
             overlap: &req.overlap,
             labels: req.labels.as_ref().filter(|l| !l.is_empty()),
+            on_failure: &req.on_failure,
+            on_success: &req.on_success,
         }
     }
 }

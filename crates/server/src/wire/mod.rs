@@ -15,9 +15,11 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
 mod calendars;
+mod callbacks;
 mod connection;
 mod convert;
 pub use calendars::{Calendars, calendar, calendar_name, calendar_out, named};
+pub use callbacks::callback;
 pub use connection::check_payload;
 pub use convert::{job_state, run_outcome};
 mod out;
@@ -518,6 +520,17 @@ pub fn job(
         .unwrap_or_default();
     let labels = input.labels.clone().unwrap_or_default();
     hourglass_core::labels::validate(&labels)?;
+    let (on_failure, on_success) = callbacks::callbacks(
+        input.on_failure.as_ref(),
+        input.on_success.as_ref(),
+        rules,
+        limits,
+    )?;
+    // A callback's event names the job's key; a claim does not carry it, and it never changes.
+    let callback_key = input
+        .key
+        .clone()
+        .filter(|_| on_failure.is_some() || on_success.is_some());
     let payload = encode_payload(input.payload.as_ref(), limits)?;
     let first_due = first_due(&schedule, now)?;
     Ok(ValidJob {
@@ -531,6 +544,10 @@ pub fn job(
             overlap,
             backfill: None,
             labels,
+            on_failure,
+            on_success,
+            callback_of: None,
+            callback_key,
         },
         payload,
         first_due,

@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 
 use hourglass_api::{
-    DeadLetter as DeadLetterOut, Job, JobBrief, MisfireOut, Payload, RetryOut, Run, ScheduleIn,
+    CallbackOf, CallbackOut, DeadLetter as DeadLetterOut, Job, JobBrief, MisfireOut, Payload,
+    RetryOut, Run, ScheduleIn,
 };
 use hourglass_core::duration::format_duration;
 use hourglass_core::{DeliveryId, JobId, MisfirePolicy, Schedule, ScheduleKind};
@@ -115,11 +116,7 @@ pub fn job_out(j: &JobRecord) -> Job<'_> {
         schedule: schedule_out(&j.spec.schedule),
         target: target_out(&j.spec.target),
         payload: Some(payload_out(j.id, j.payload.as_deref())),
-        retry: RetryOut {
-            max_attempts: j.spec.retry.max_attempts,
-            initial_backoff: format_duration(j.spec.retry.initial_backoff),
-            max_backoff: format_duration(j.spec.retry.max_backoff),
-        },
+        retry: retry_out(&j.spec.retry),
         misfire: misfire_out(j.spec.misfire),
         overlap: Cow::Borrowed(j.spec.overlap.as_str()),
         labels: Cow::Borrowed(&j.spec.labels),
@@ -132,8 +129,31 @@ pub fn job_out(j: &JobRecord) -> Job<'_> {
         skipped: j.skipped,
         created_at: j.created_at,
         updated_at: j.updated_at,
+        on_failure: j.spec.on_failure.as_ref().map(callback_out),
+        on_success: j.spec.on_success.as_ref().map(callback_out),
+        callback_of: j.spec.callback_of.as_ref().map(|of| CallbackOf {
+            job_id: of.job_id,
+            event: of.event.as_str().to_owned(),
+        }),
         created: None,
         delivery_id: None,
+    }
+}
+
+fn retry_out(retry: &hourglass_core::RetryPolicy) -> RetryOut {
+    RetryOut {
+        max_attempts: retry.max_attempts,
+        initial_backoff: format_duration(retry.initial_backoff),
+        max_backoff: format_duration(retry.max_backoff),
+    }
+}
+
+fn callback_out(c: &hourglass_core::Callback) -> CallbackOut<'_> {
+    CallbackOut {
+        target: target_out(&c.target),
+        every_attempt: c.every_attempt,
+        include_payload: c.include_payload,
+        retry: retry_out(&c.retry),
     }
 }
 

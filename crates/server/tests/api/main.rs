@@ -22,6 +22,7 @@ mod body_budget;
 mod browser_guard;
 mod by_key;
 mod calendars;
+mod callbacks;
 mod dashboard;
 mod dead_letters;
 mod delivery;

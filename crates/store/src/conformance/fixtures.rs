@@ -43,6 +43,10 @@ pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob
             overlap: Default::default(),
             backfill: None,
             labels: Default::default(),
+            on_failure: None,
+            on_success: None,
+            callback_of: None,
+            callback_key: None,
         },
         payload: None,
         fingerprint: 1,
@@ -71,5 +75,6 @@ pub fn delivered_without_run(o: &Occurrence) -> Completion {
             next: None,
             skipped: 0,
         },
+        callback: None,
     }
 }

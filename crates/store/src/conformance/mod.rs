@@ -3,6 +3,7 @@
 
 mod audit;
 mod calendars;
+mod callbacks;
 mod claims;
 mod completions;
 pub mod fixtures;
@@ -17,6 +18,7 @@ mod queues;
 
 pub use self::audit::*;
 pub use self::calendars::*;
+pub use self::callbacks::*;
 pub use self::claims::*;
 pub use self::completions::*;
 pub use self::history::*;
@@ -86,7 +88,11 @@ macro_rules! conformance_tests {
             audit_logs_are_per_namespace_and_filter_by_job,
             old_audit_entries_are_purged_oldest_first,
             labels_round_trip_and_selectors_and_together,
-            an_update_replaces_labels_and_the_index_follows);
+            an_update_replaces_labels_and_the_index_follows,
+            a_completion_creates_its_callback_job_with_it,
+            a_refused_completion_creates_no_callback,
+            a_callback_that_cannot_be_created_fails_its_completion,
+            a_delivery_or_a_retry_creates_its_callback_for_a_queue);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
@@ -128,6 +134,10 @@ fn spec(schedule: Schedule) -> JobSpec {
         overlap: Default::default(),
         backfill: None,
         labels: Default::default(),
+        on_failure: None,
+        on_success: None,
+        callback_of: None,
+        callback_key: None,
     }
 }
 
@@ -204,6 +214,7 @@ fn done(occ: &Occurrence, action: Action) -> Completion {
         due: occ.due,
         attempt: attempt(occ.attempt, occ.fire_at),
         action,
+        callback: None,
     }
 }
 

@@ -62,7 +62,9 @@ pub(super) async fn complete(
                 state: JobState::Completed,
                 ..
             }
-        ) && plan.dead_letter.is_none();
+        ) && plan.dead_letter.is_none()
+            // A callback is created in a transaction with its job's change (`complete_one`).
+            && c.callback.is_none();
         if settles && let Some(held) = inner.held(c.job_id, c.token.as_i64()) {
             settling.entry(held).or_default().push(i);
         }
@@ -106,6 +108,7 @@ pub(super) async fn complete(
 fn moves_fired(inner: &Inner, c: &Completion) -> bool {
     let plan = plan_completion(c);
     plan.dead_letter.is_none()
+        && c.callback.is_none()
         && matches!(
             plan.row,
             RowChange::Retry { .. } | RowChange::Advance { .. }
@@ -555,6 +558,14 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
     // A queue message leaves its old entry with the completion, so that queue counts never see
     // the message twice.
     let old_entry = queue_name.as_ref().map(|_| held);
+    // The callback job this completion creates, as actions of its transaction.
+    let callback = match &c.callback {
+        Some(callback) => {
+            let job = crate::NewJob::callback(callback, hourglass_core::from_ms(now));
+            super::callback::create_actions(inner, &job).await?
+        }
+        None => Vec::new(),
+    };
     if let Some(letter) = plan.dead_letter {
         let mut actions = vec![change.into_action(&inner.table)];
         if let Some(entry) = entry {
@@ -563,6 +574,7 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         if let Some(run) = run {
             actions.push(put(&inner.table, run));
         }
+        actions.extend(callback);
         let applied =
             dead_letter(inner, c, &job, actions, letter.reason, letter.attempts, now).await?;
         if applied == Applied::Yes {
@@ -576,17 +588,33 @@ async fn complete_one(inner: &Inner, c: &Completion, now: i64) -> Result<Applied
         }
         return Ok(applied);
     }
-    // The new entry first: a job item never names an entry that is not there.
-    if let Some(entry) = &entry {
-        inner.put(entry.clone()).await?;
-    }
-    if inner.update(change, false).await?.is_none() {
-        if let Some(entry) = entry {
-            inner
-                .delete_many(vec![key(entry.str("pk")?.to_owned(), entry.str("sk")?)])
-                .await?;
+    if callback.is_empty() {
+        // The new entry first: a job item never names an entry that is not there.
+        if let Some(entry) = &entry {
+            inner.put(entry.clone()).await?;
         }
-        return Ok(Applied::StaleLease);
+        if inner.update(change, false).await?.is_none() {
+            if let Some(entry) = entry {
+                inner
+                    .delete_many(vec![key(entry.str("pk")?.to_owned(), entry.str("sk")?)])
+                    .await?;
+            }
+            return Ok(Applied::StaleLease);
+        }
+    } else {
+        // The job's change, its new entry and the callback job together, or nothing.
+        let mut actions = vec![change.into_action(&inner.table)];
+        actions.extend(entry.map(|entry| put(&inner.table, entry)));
+        actions.extend(callback);
+        match inner.transact(actions).await? {
+            Ok(()) => {}
+            Err(failed) if failed.first() == Some(&true) => return Ok(Applied::StaleLease),
+            Err(_) => {
+                return Err(StoreError::Unavailable(
+                    "dynamodb: the callback job's id is already used".into(),
+                ));
+            }
+        }
     }
     if let Some(run) = run {
         inner.put(run).await?;

@@ -342,7 +342,7 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
 }
 
 /// Records queue names a namespace uses (for its queue list), once per name and process.
-async fn register_queues(inner: &Inner, queues: Vec<(String, String)>) -> Result<()> {
+pub(super) async fn register_queues(inner: &Inner, queues: Vec<(String, String)>) -> Result<()> {
     for (namespace, queue) in queues {
         let fresh = inner
             .known_queues

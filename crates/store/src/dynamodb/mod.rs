@@ -52,6 +52,7 @@
 
 mod audit;
 mod calendars;
+mod callback;
 mod claim;
 mod complete;
 mod entry;

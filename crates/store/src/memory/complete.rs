@@ -14,6 +14,19 @@ pub(super) fn complete(
     now: Timestamp,
 ) -> Result<Vec<Applied>> {
     let now = now.as_millisecond();
+    // All or nothing, as a transaction: a callback job whose id is taken fails the whole batch
+    // before anything is applied.
+    let mut callbacks = std::collections::HashSet::new();
+    for c in &batch {
+        if let Some(callback) = &c.callback
+            && (state.jobs.contains_key(&callback.id) || !callbacks.insert(callback.id))
+        {
+            return Err(crate::StoreError::Unavailable(format!(
+                "job id {} is already used",
+                callback.id
+            )));
+        }
+    }
     Ok(batch
         .into_iter()
         .map(|c| {
@@ -118,6 +131,9 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
             created_at: from_ms(now),
         };
         state.dead_letters.insert(letter.id, letter);
+    }
+    if let Some(callback) = &c.callback {
+        state.insert_job(&crate::NewJob::callback(callback, from_ms(now)));
     }
     true
 }

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 
 use super::PostgresStore;
 use super::claim::lock_in_id_order;
-use super::codec::col;
+use super::codec::{col, encode_spec};
 use super::notify::Due;
 use crate::rules::{RowChange, plan_completion, state_code};
 use crate::{Applied, Result};
@@ -212,6 +212,34 @@ pub(super) async fn complete(
                         ],
                     )
                     .await?;
+                }
+            }
+            // The callback jobs of the applied completions, in the same transaction: a crash
+            // leaves both the completion and its callback, or neither. Rare, so one statement
+            // each.
+            for (c, applied) in batch.iter().zip(&applied) {
+                if let (Applied::Yes, Some(callback)) = (applied, &c.callback) {
+                    let job = crate::NewJob::callback(callback, hourglass_core::from_ms(now));
+                    let fire = job.first_fire().as_millisecond();
+                    tx.execute(
+                        "INSERT INTO jobs (id, namespace, key, job_type, queue, state, spec,
+                                           payload, fingerprint, due_ms, fire_ms, created_ms,
+                                           updated_ms)
+                         VALUES ($1, $2, NULL, $3, $4, 0, $5, $6, 0, $7, $8, $9, $9)",
+                        &[
+                            &job.id,
+                            &job.namespace,
+                            &job.spec.job_type,
+                            &job.spec.target.queue(),
+                            &encode_spec(&job.spec),
+                            &job.payload,
+                            &job.first_due.as_millisecond(),
+                            &fire,
+                            &now,
+                        ],
+                    )
+                    .await?;
+                    due.add(&job.namespace, job.spec.target.queue(), fire);
                 }
             }
             store.notify(&tx, &due).await?;

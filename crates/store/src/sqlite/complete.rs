@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
-use super::codec::{payload_column, unavailable};
+use super::codec::{encode_spec, payload_column, unavailable};
 use crate::rules::{PlannedRun, RowChange, RunOutcome, plan_completion, state_code};
 use crate::{Applied, Result};
 
@@ -86,6 +86,7 @@ fn complete_in_tx(
     let mut out = Vec::with_capacity(batch.len());
     let mut runs = Vec::with_capacity(batch.len());
     let mut overlapped = Vec::new();
+    let mut callbacks = Vec::new();
     // Prepared once for the batch: looking a statement up in the cache hashes its text. In each,
     // the last two parameters say whether to write `last_error`, and what.
     let mut retry = conn
@@ -205,9 +206,25 @@ fn complete_in_tx(
             ])
             .map_err(unavailable)?;
         }
+        if let Some(callback) = &c.callback {
+            callbacks.push(callback);
+        }
         out.push(Applied::Yes);
     }
     insert_runs(conn, &runs)?;
+    // The callback jobs of the applied completions, in the same transaction: a crash leaves
+    // both the completion and its callback, or neither.
+    if !callbacks.is_empty() {
+        let jobs = callbacks
+            .into_iter()
+            .map(|cb| {
+                let job = crate::NewJob::callback(cb, hourglass_core::from_ms(now));
+                let spec = encode_spec(&job.spec);
+                (job, spec)
+            })
+            .collect();
+        super::jobs::create_in_tx(conn, jobs)?;
+    }
     let overlapped: Vec<RunRow<'_>> = overlapped
         .iter()
         .map(|(job_id, due_ms, attempt)| RunRow {

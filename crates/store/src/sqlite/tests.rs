@@ -29,6 +29,10 @@ fn queue_job(due: Timestamp) -> NewJob {
             overlap: Default::default(),
             backfill: None,
             labels: Default::default(),
+            on_failure: None,
+            on_success: None,
+            callback_of: None,
+            callback_key: None,
         },
         payload: None,
         fingerprint: 1,
@@ -108,6 +112,7 @@ async fn a_failed_group_commit_loses_no_lease_from_the_schedule() {
                     next: None,
                     skipped: 0,
                 },
+                callback: None,
             };
             store.complete(vec![delivered], at(2_500)).await
         }
@@ -499,6 +504,7 @@ async fn a_fired_claim_out_of_the_due_index_is_found_again_when_it_lapses() {
             next: None,
             skipped: 0,
         },
+        callback: None,
     };
     store.complete(vec![done], at(1_600)).await.unwrap();
     assert_eq!(store.leases.next_check(super::leases::FIRED), None);

@@ -690,6 +690,71 @@ class Retry:
 
 
 @dataclass(frozen=True)
+class Callback:
+    """Where a job's events go: any target a job may have, checked the same way. Each event is
+    delivered at least once, as a job of its own created with the completion that caused it,
+    signed, retried (by ``retry``) and dead-lettered like any delivery; a callback never causes
+    another callback."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Callback",)
+    target: Target
+    every_attempt: bool | None = None
+    """``on_failure`` only: report every failed attempt, not just the dead letter."""
+    include_payload: bool | None = None
+    """Whether the event carries the job's payload (as ``payload``)."""
+    retry: Retry | None = None
+    """How the callback's delivery is retried (the defaults when left out)."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"target": dump(self.target)}
+        if self.every_attempt is not None:
+            out["every_attempt"] = self.every_attempt
+        if self.include_payload is not None:
+            out["include_payload"] = self.include_payload
+        if self.retry is not None:
+            out["retry"] = dump(self.retry)
+        return out
+
+
+@dataclass(frozen=True)
+class CallbackOut:
+    """A job's callback as stored, its defaults filled in."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("CallbackOut",)
+    target: JobTarget
+    every_attempt: bool
+    include_payload: bool
+    retry: Retry
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CallbackOut:
+        return cls(
+            target=JobTarget.from_json(data["target"]),
+            every_attempt=bool(data["every_attempt"]),
+            include_payload=bool(data["include_payload"]),
+            retry=Retry.from_json(data["retry"]),
+        )
+
+
+@dataclass(frozen=True)
+class CallbackOf:
+    """What a callback job reports."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("CallbackOf",)
+    job_id: str
+    """The job whose occurrence the callback reports."""
+    event: str
+    """``occurrence.failed`` or ``occurrence.succeeded``."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CallbackOf:
+        return cls(
+            job_id=str(data["job_id"]),
+            event=str(data["event"]),
+        )
+
+
+@dataclass(frozen=True)
 class Misfire:
     """What a recurring job does with occurrences picked up more than the node's misfire threshold
     (60 s by default) late: ``once`` fires one and continues from now, ``skip`` drops the missed
@@ -746,6 +811,12 @@ class NewJob:
     """Labels to select the job by (``GET /v1/jobs?label=tenant=acme``, the bulk actions): at most
     16; a key is 1-63 bytes of ``a-z 0-9 _ . - /`` starting with a letter or digit, a value 1-255
     bytes without control characters."""
+    on_failure: Callback | None = None
+    """Told when an occurrence is dead-lettered (and, with ``every_attempt``, when any attempt
+    fails): an ``occurrence.failed`` event delivered to its target as a job of its own."""
+    on_success: Callback | None = None
+    """Told when an occurrence is delivered (for a queue target: when a worker acknowledges it): an
+    ``occurrence.succeeded`` event delivered to its target as a job of its own."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schedule": dump(self.schedule), "target": dump(self.target)}
@@ -763,6 +834,10 @@ class NewJob:
             out["overlap"] = self.overlap
         if self.labels is not None:
             out["labels"] = dump(self.labels)
+        if self.on_failure is not None:
+            out["on_failure"] = dump(self.on_failure)
+        if self.on_success is not None:
+            out["on_success"] = dump(self.on_success)
         return out
 
 
@@ -788,6 +863,8 @@ class JobPatch:
     overlap: Overlap | None = None
     labels: Mapping[str, str] | None = None
     """The job's new labels, replacing all of its labels (``{}`` removes them)."""
+    on_failure: Callback | None = None
+    on_success: Callback | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -807,6 +884,10 @@ class JobPatch:
             out["overlap"] = self.overlap
         if self.labels is not None:
             out["labels"] = dump(self.labels)
+        if self.on_failure is not None:
+            out["on_failure"] = dump(self.on_failure)
+        if self.on_success is not None:
+            out["on_success"] = dump(self.on_success)
         return out
 
 
@@ -975,6 +1056,13 @@ class Job:
     ``next_due_at`` moved by the calendar's roll, plus its jitter offset (retries come later, at
     ``next_attempt_at``). Left out without either (the occurrence fires at ``next_due_at``) and
     in a terminal state."""
+    on_failure: CallbackOut | None = None
+    """Where the job's ``occurrence.failed`` events go; left out without one."""
+    on_success: CallbackOut | None = None
+    """Where the job's ``occurrence.succeeded`` events go; left out without one."""
+    callback_of: CallbackOf | None = None
+    """Set on a job Hourglass created to deliver a callback: the job whose occurrence it reports and
+    the event. Such a job has no callbacks of its own."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -1000,6 +1088,9 @@ class Job:
             skipped=int(data["skipped"]),
             created_at=parse_instant(data["created_at"]),
             updated_at=parse_instant(data["updated_at"]),
+            on_failure=opt(CallbackOut.from_json, data.get("on_failure")),
+            on_success=opt(CallbackOut.from_json, data.get("on_success")),
+            callback_of=opt(CallbackOf.from_json, data.get("callback_of")),
         )
 
 
@@ -1071,6 +1162,9 @@ class BatchJob(Job):
             skipped=int(data["skipped"]),
             created_at=parse_instant(data["created_at"]),
             updated_at=parse_instant(data["updated_at"]),
+            on_failure=opt(CallbackOut.from_json, data.get("on_failure")),
+            on_success=opt(CallbackOut.from_json, data.get("on_success")),
+            callback_of=opt(CallbackOf.from_json, data.get("callback_of")),
             created=bool(data["created"]),
         )
 
@@ -2288,5 +2382,8 @@ class TriggeredJob(Job):
             skipped=int(data["skipped"]),
             created_at=parse_instant(data["created_at"]),
             updated_at=parse_instant(data["updated_at"]),
+            on_failure=opt(CallbackOut.from_json, data.get("on_failure")),
+            on_success=opt(CallbackOut.from_json, data.get("on_success")),
+            callback_of=opt(CallbackOf.from_json, data.get("callback_of")),
             delivery_id=str(data["delivery_id"]),
         )
