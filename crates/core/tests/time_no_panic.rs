@@ -87,6 +87,7 @@ fn schedule() -> impl Strategy<Value = Schedule> {
             max_runs,
             jitter,
             calendar: None,
+            anchor: None,
         })
 }
 

@@ -2014,6 +2014,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
             let schedule = Schedule {
                 jitter: Some(Duration::from_secs(30)),
                 calendar: None,
+                anchor: None,
                 ..Schedule::at(due)
             };
             job("ok", schedule, due, now)
@@ -2026,6 +2027,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
         Schedule {
             jitter: Some(Duration::from_secs(300)),
             calendar: None,
+            anchor: None,
             ..Schedule::unbounded(ScheduleKind::Every {
                 interval: Duration::from_secs(10),
                 anchor: due,

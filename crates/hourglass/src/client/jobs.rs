@@ -269,6 +269,7 @@ async fn next_fires(
         max_runs: args.max_runs,
         jitter: args.jitter.clone(),
         calendar: None,
+        anchor: None,
         roll: None,
     }
     .into_schedule()?

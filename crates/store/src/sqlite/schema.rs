@@ -213,6 +213,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
          fields      TEXT NOT NULL
      );
      CREATE INDEX audit_log_namespace ON audit_log(namespace, at_ms, id);",
+    // 15: reserved for the labels branch, merged beside this one; nothing here.
+    "SELECT 1;",
+    // 16: anchors (`anchors.rs`): each namespace's named instants, and each job's anchor name
+    // (copied from its spec's schedule), indexed so that a move reads only its own jobs.
+    "CREATE TABLE anchors (
+         namespace  TEXT NOT NULL,
+         name       TEXT NOT NULL,
+         at_ms      INTEGER NOT NULL,
+         updated_ms INTEGER NOT NULL,
+         PRIMARY KEY (namespace, name)
+     );
+     ALTER TABLE jobs ADD COLUMN anchor TEXT;
+     CREATE INDEX jobs_anchor ON jobs(namespace, anchor, state) WHERE anchor IS NOT NULL;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

@@ -293,6 +293,7 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         after: Some(uuid::Uuid::now_v7()),
         limit: 10,
         queue: Some("q".into()),
+        anchor: None,
     };
     let only_namespace = crate::JobQuery {
         namespace: Some("small".into()),
@@ -303,6 +304,7 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         after: None,
         limit: 10,
         queue: None,
+        anchor: None,
     };
     for query in [&every_filter, &only_namespace] {
         let found = super::jobs::with_list_statement(query, |sql, params| plan(&conn, sql, params));
