@@ -156,7 +156,10 @@ mod tests {
         assert!(check_name("flight-LH400", "name").is_ok());
         for bad in ["", ".", "..", "a/b", "a b", &"x".repeat(65)] {
             let err = check_name(bad, "schedule.anchor").unwrap_err();
-            assert_eq!((err.code, err.field.as_str()), ("invalid_anchor", "schedule.anchor"));
+            assert_eq!(
+                (err.code, err.field.as_str()),
+                ("invalid_anchor", "schedule.anchor")
+            );
         }
     }
 }

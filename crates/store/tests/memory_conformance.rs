@@ -11,3 +11,5 @@ async fn fresh_store() -> (Arc<dyn Store>, ()) {
 }
 
 hourglass_store::conformance_tests!(fresh_store);
+// A move in one transaction (DynamoDB's is not: see its `anchors.rs`).
+hourglass_store::conformance_tests!(@cases fresh_store; a_reader_never_sees_half_a_move);

@@ -48,6 +48,8 @@ async fn fresh_store() -> (Arc<dyn Store>, Schema) {
 }
 
 hourglass_store::conformance_tests!(fresh_store);
+// A move in one transaction (DynamoDB's is not: see its `anchors.rs`).
+hourglass_store::conformance_tests!(@cases fresh_store; a_reader_never_sees_half_a_move);
 
 /// The next event that is not a [`StoreEvent::Resync`], within a few seconds.
 async fn next_event(rx: &mut broadcast::Receiver<StoreEvent>) -> StoreEvent {

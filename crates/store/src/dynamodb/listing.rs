@@ -31,6 +31,10 @@ fn matches(query: &JobQuery, job: &JobRecord) -> bool {
             .queue
             .as_deref()
             .is_none_or(|q| job.spec.target.queue() == Some(q))
+        && query
+            .anchor
+            .as_deref()
+            .is_none_or(|a| crate::anchors::anchor_of(&job.spec) == Some(a))
 }
 
 /// How long before a listing's `after` id a registry item may start and still hold later ids:

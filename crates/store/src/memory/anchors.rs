@@ -8,7 +8,9 @@ use jiff::Timestamp;
 use super::jobs;
 use super::state::State;
 use crate::anchors::{anchor_of, cancel_reason, check_room, is_live, move_update, rebase_new};
-use crate::{AnchorDelete, AnchorDeleted, AnchorRecord, JobRecord, NewJob, Result, StoreError, Transition};
+use crate::{
+    AnchorDelete, AnchorDeleted, AnchorRecord, JobRecord, NewJob, Result, StoreError, Transition,
+};
 
 /// The live jobs of `namespace` referring to anchor `name`, in id order.
 fn live_jobs(state: &State, namespace: &str, name: &str) -> Vec<JobId> {
@@ -54,7 +56,12 @@ pub(super) fn put(state: &mut State, record: &AnchorRecord) -> Result<Vec<JobRec
         let Some(update) = move_update(&job, &record.name, record.at, record.updated_at) else {
             continue;
         };
-        moved.push(jobs::update_job(state, Some(&record.namespace), id, update)?);
+        moved.push(jobs::update_job(
+            state,
+            Some(&record.namespace),
+            id,
+            update,
+        )?);
     }
     Ok(moved)
 }

@@ -18,9 +18,7 @@ use super::codec::{JOB_COLUMNS, col, encode_spec, job_from_row};
 use super::notify::Due;
 use crate::anchors::{cancel_reason, check_room, move_update, rebase_new};
 use crate::rules::{plan_update, state_code};
-use crate::{
-    AnchorDelete, AnchorDeleted, AnchorRecord, JobRecord, NewJob, Result, StoreError,
-};
+use crate::{AnchorDelete, AnchorDeleted, AnchorRecord, JobRecord, NewJob, Result, StoreError};
 
 fn record(namespace: &str, name: String, at_ms: i64, updated_ms: i64) -> AnchorRecord {
     AnchorRecord {
@@ -99,7 +97,10 @@ pub(super) async fn put(store: &PostgresStore, record: &AnchorRecord) -> Result<
                      SET at_ms = EXCLUDED.at_ms, updated_ms = EXCLUDED.updated_ms",
                 )
                 .await?;
-            let (at, now) = (record.at.as_millisecond(), record.updated_at.as_millisecond());
+            let (at, now) = (
+                record.at.as_millisecond(),
+                record.updated_at.as_millisecond(),
+            );
             tx.execute(&stmt, &[&record.namespace, &record.name, &at, &now])
                 .await?;
             let live = lock_live(&tx, &record.namespace, &record.name).await?;
@@ -137,7 +138,11 @@ pub(super) async fn put(store: &PostgresStore, record: &AnchorRecord) -> Result<
             for job in &moved {
                 due.fenced.push((job.id, job.token));
                 if let Some(fire) = job.next_attempt {
-                    due.add(&job.namespace, job.spec.target.queue(), fire.as_millisecond());
+                    due.add(
+                        &job.namespace,
+                        job.spec.target.queue(),
+                        fire.as_millisecond(),
+                    );
                 }
             }
             store.notify(&tx, &due).await?;
@@ -163,7 +168,12 @@ pub(super) async fn get(
             let Some(row) = client.query_opt(&stmt, &[&namespace, &name]).await? else {
                 return Ok(None);
             };
-            Ok(Some(record(namespace, name.into(), col(&row, 0)?, col(&row, 1)?)))
+            Ok(Some(record(
+                namespace,
+                name.into(),
+                col(&row, 0)?,
+                col(&row, 1)?,
+            )))
         })
         .await
 }
@@ -229,9 +239,7 @@ pub(super) async fn delete(
                 )
                 .await?;
             let reason = cancel_reason(name);
-            let rows = tx
-                .query(&stmt, &[&ids, &cancelled, &now, &reason])
-                .await?;
+            let rows = tx.query(&stmt, &[&ids, &cancelled, &now, &reason]).await?;
             let mut due = Due::default();
             for row in &rows {
                 let token: i64 = col(row, 1)?;

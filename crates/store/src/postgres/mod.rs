@@ -21,8 +21,8 @@
 //! of its concern (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `nodes`,
 //! `audit`).
 
-mod audit;
 mod anchors;
+mod audit;
 mod calendars;
 mod claim;
 mod codec;

@@ -108,21 +108,24 @@ pub(super) fn put(conn: &Connection, record: &AnchorRecord) -> Result<Vec<JobRec
         let Some(update) = move_update(&job, &record.name, record.at, record.updated_at) else {
             continue;
         };
-        moved.push(jobs::update_in_tx(conn, Some(&record.namespace), id, update)?);
+        moved.push(jobs::update_in_tx(
+            conn,
+            Some(&record.namespace),
+            id,
+            update,
+        )?);
     }
     Ok(moved)
 }
 
 pub(super) fn get(conn: &Connection, namespace: &str, name: &str) -> Result<Option<AnchorRecord>> {
-    conn.prepare_cached(
-        "SELECT at_ms, updated_ms FROM anchors WHERE namespace = ?1 AND name = ?2",
-    )
-    .map_err(unavailable)?
-    .query_row(params![namespace, name], |r| {
-        Ok(record(namespace, name.to_owned(), r.get(0)?, r.get(1)?))
-    })
-    .optional()
-    .map_err(unavailable)
+    conn.prepare_cached("SELECT at_ms, updated_ms FROM anchors WHERE namespace = ?1 AND name = ?2")
+        .map_err(unavailable)?
+        .query_row(params![namespace, name], |r| {
+            Ok(record(namespace, name.to_owned(), r.get(0)?, r.get(1)?))
+        })
+        .optional()
+        .map_err(unavailable)
 }
 
 pub(super) fn list(conn: &Connection, namespace: &str) -> Result<Vec<AnchorRecord>> {

@@ -17,8 +17,8 @@
 //! records in `codec.rs`; the `Store` methods below hand each call to the module of its concern
 //! (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `audit`).
 
-mod audit;
 mod anchors;
+mod audit;
 mod backup;
 mod calendars;
 mod claim;
