@@ -110,6 +110,16 @@ pub struct ScheduleIn {
     /// time (dropped if that would reach another occurrence). Only with `calendar`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roll: Option<String>,
+    /// The name of an anchor of the job's namespace (`PUT /v1/anchors/{name}`): without `every`,
+    /// a one-off due at the anchor's instant plus `offset`; with `every`, an interval starting
+    /// there. Moving the anchor re-times the job. Jobs show the instant it resolved to as `at`
+    /// (or `start`) beside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// A signed duration from the anchor's instant (`"-8h"`, `"30m"`); zero when left out.
+    /// Only with `anchor`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<String>,
 }
 
 /// Where occurrences go: exactly one field (the others are left out when serialized).
@@ -397,6 +407,9 @@ pub struct JobListQuery {
     /// `true` includes each job's payload; a listing leaves payloads out by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<bool>,
+    /// Only the jobs whose schedule refers to this anchor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
 }
 
 /// The query of a listing paged by `limit` and `cursor` only (a job's runs, dead letters).

@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 
 mod answers;
 mod audit;
+mod anchors;
 mod calendars;
 mod error;
 mod jobs;
@@ -38,6 +39,7 @@ pub use answers::{
     RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
 pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
+pub use anchors::{Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList};
 pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{

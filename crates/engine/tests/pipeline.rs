@@ -731,6 +731,33 @@ impl Store for CountingStore {
     async fn delete_calendar(&self, ns: &str, name: &str) -> hourglass_store::Result<bool> {
         self.inner.delete_calendar(ns, name).await
     }
+    async fn put_anchor(
+        &self,
+        record: &hourglass_store::AnchorRecord,
+    ) -> hourglass_store::Result<Vec<hourglass_store::JobRecord>> {
+        self.inner.put_anchor(record).await
+    }
+    async fn get_anchor(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> hourglass_store::Result<Option<hourglass_store::AnchorRecord>> {
+        self.inner.get_anchor(ns, name).await
+    }
+    async fn list_anchors(
+        &self,
+        ns: &str,
+    ) -> hourglass_store::Result<Vec<hourglass_store::AnchorRecord>> {
+        self.inner.list_anchors(ns).await
+    }
+    async fn delete_anchor(
+        &self,
+        ns: &str,
+        name: &str,
+        how: hourglass_store::AnchorDelete,
+    ) -> hourglass_store::Result<hourglass_store::AnchorDeleted> {
+        self.inner.delete_anchor(ns, name, how).await
+    }
 }
 
 #[tokio::test]
