@@ -21,9 +21,9 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+mod anchors;
 mod answers;
 mod audit;
-mod anchors;
 mod calendars;
 mod error;
 mod jobs;
@@ -34,12 +34,12 @@ mod service;
 mod summary;
 mod targets;
 
+pub use anchors::{Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList};
 pub use answers::{
     BatchCreated, DeadLetter, DeadLetterList, Job, JobBrief, JobList, JobState, MisfireOut,
     RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
 pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
-pub use anchors::{Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList};
 pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use jobs::{

@@ -331,7 +331,8 @@ impl Store for InstrumentedStore {
     }
 
     async fn put_anchor(&self, record: &hourglass_store::AnchorRecord) -> Result<Vec<JobRecord>> {
-        self.timed("put_anchor", self.inner.put_anchor(record)).await
+        self.timed("put_anchor", self.inner.put_anchor(record))
+            .await
     }
 
     async fn get_anchor(

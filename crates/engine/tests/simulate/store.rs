@@ -299,8 +299,10 @@ impl Store for FaultStore {
     }
     async fn put_anchor(&self, record: &hourglass_store::AnchorRecord) -> Result<Vec<JobRecord>> {
         let op = self.inner.put_anchor(record);
-        self.write(op, |moved| moved.iter().for_each(|r| self.announce_changed(r)))
-            .await
+        self.write(op, |moved| {
+            moved.iter().for_each(|r| self.announce_changed(r))
+        })
+        .await
     }
     async fn get_anchor(
         &self,

@@ -1,7 +1,9 @@
 //! Anchor handlers: `PUT`, `GET`, `DELETE /v1/anchors/{name}` and `GET /v1/anchors`, and the fetch
 //! of the anchor a request's schedule names (before wire validation, which does no I/O).
 
-use hourglass_api::{AnchorDeleteQuery, AnchorDeleted as DeletedOut, AnchorIn, AnchorList, ScheduleIn};
+use hourglass_api::{
+    AnchorDeleteQuery, AnchorDeleted as DeletedOut, AnchorIn, AnchorList, ScheduleIn,
+};
 use hourglass_store::AnchorDeleted;
 
 use super::*;
@@ -57,7 +59,10 @@ pub(crate) async fn put_anchor(
     } else {
         StatusCode::CREATED
     };
-    Ok(typed_response(status, &wire::anchor_out(&record, Some(moved))))
+    Ok(typed_response(
+        status,
+        &wire::anchor_out(&record, Some(moved)),
+    ))
 }
 
 pub(crate) async fn get_anchor(
@@ -72,7 +77,10 @@ pub(crate) async fn get_anchor(
         .anchor(&principal.namespace, name)
         .await?
         .ok_or_else(|| ApiError::not_found("anchor"))?;
-    Ok(typed_response(StatusCode::OK, &wire::anchor_out(&record, None)))
+    Ok(typed_response(
+        StatusCode::OK,
+        &wire::anchor_out(&record, None),
+    ))
 }
 
 pub(crate) async fn list_anchors(State(state): State<AppState>, headers: HeaderMap) -> ApiResult {

@@ -21,10 +21,17 @@ pub fn named_anchor(input: &ScheduleIn) -> Option<&str> {
 }
 
 /// A `PUT /v1/anchors/{name}` body's instant: RFC 3339, within 100 years of `now` either way.
-pub fn anchor_at(input: &hourglass_api::AnchorIn, now: Timestamp) -> Result<Timestamp, ValidationError> {
+pub fn anchor_at(
+    input: &hourglass_api::AnchorIn,
+    now: Timestamp,
+) -> Result<Timestamp, ValidationError> {
     let at = truncate_ms(parse_instant(&input.at, "at")?);
     let within = |t: Timestamp| {
-        let gap = if t > now { t.duration_since(now) } else { now.duration_since(t) };
+        let gap = if t > now {
+            t.duration_since(now)
+        } else {
+            now.duration_since(t)
+        };
         gap <= MAX_FUTURE
     };
     if !within(at) {
@@ -55,7 +62,9 @@ fn offset(text: &str) -> Result<i64, ValidationError> {
     if magnitude.starts_with(['-', '+']) {
         return Err(invalid("is not a duration"));
     }
-    let parsed: SignedDuration = magnitude.parse().map_err(|_| invalid("is not a duration"))?;
+    let parsed: SignedDuration = magnitude
+        .parse()
+        .map_err(|_| invalid("is not a duration"))?;
     if parsed.is_negative() {
         return Err(invalid("is not a duration"));
     }
@@ -101,7 +110,12 @@ pub fn schedule_anchor(
              starting there: leave out at, after, cron and start",
         ));
     }
-    let offset_ms = input.offset.as_deref().map(offset).transpose()?.unwrap_or(0);
+    let offset_ms = input
+        .offset
+        .as_deref()
+        .map(offset)
+        .transpose()?
+        .unwrap_or(0);
     let at = anchors.get(name).copied().ok_or_else(|| {
         ValidationError::new(
             "unknown_anchor",
@@ -132,5 +146,9 @@ pub fn offset_out(offset_ms: i64) -> String {
     let text = hourglass_core::duration::format_duration(std::time::Duration::from_millis(
         offset_ms.unsigned_abs(),
     ));
-    if offset_ms < 0 { format!("-{text}") } else { text }
+    if offset_ms < 0 {
+        format!("-{text}")
+    } else {
+        text
+    }
 }
