@@ -320,3 +320,36 @@ pub async fn a_reader_never_sees_half_a_move(store: Arc<dyn Store>) {
     assert_eq!(moved.len(), JOBS);
     reader.await.expect("the reader saw no mix");
 }
+
+/// An anchor takes at most [`MAX_JOBS_PER_ANCHOR`] live jobs: the create past it is refused
+/// whole, and a move re-times them all. (Not run on DynamoDB, where 10,000 creates are slow and
+/// the bound counts creates.)
+pub async fn an_anchor_is_bounded_and_moves_all_its_jobs(store: Arc<dyn Store>) {
+    use hourglass_core::anchor::MAX_JOBS_PER_ANCHOR;
+    let base = t(T0);
+    let at = base + ms(3_600_000);
+    store.put_anchor(&anchor("a", "x", at, base)).await.unwrap();
+    let batch = |n: usize| {
+        (0..n)
+            .map(|i| on_anchor("a", "x", at, -(i as i64)))
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..MAX_JOBS_PER_ANCHOR / 1000 {
+        create(&*store, batch(1000)).await;
+    }
+    let over = store.create_jobs(batch(2)).await;
+    assert!(matches!(over, Err(StoreError::AnchorFull { name }) if name == "x"));
+    assert_eq!(
+        store.count_jobs(Some("a")).await.unwrap(),
+        MAX_JOBS_PER_ANCHOR,
+        "the refused batch created nothing"
+    );
+    let moved = store
+        .put_anchor(&anchor("a", "x", at + ms(60_000), base + ms(1)))
+        .await
+        .unwrap();
+    assert_eq!(moved.len() as u64, MAX_JOBS_PER_ANCHOR);
+    // Another anchor, or a finished job's place, is free.
+    store.put_anchor(&anchor("a", "y", at, base)).await.unwrap();
+    create(&*store, vec![on_anchor("a", "y", at, 0)]).await;
+}
