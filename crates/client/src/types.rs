@@ -462,6 +462,8 @@ pub struct JobFilter {
     /// Include each job's payload: listings leave it out (`JobInfo::payload` reads `null`)
     /// unless asked.
     pub payload: bool,
+    /// Only the jobs whose schedule refers to this anchor.
+    pub anchor: Option<String>,
 }
 
 impl From<&JobFilter> for JobListQuery {
@@ -474,6 +476,7 @@ impl From<&JobFilter> for JobListQuery {
             cursor: f.cursor.clone(),
             limit: f.limit,
             payload: f.payload.then_some(true),
+            anchor: f.anchor.clone(),
         }
     }
 }

@@ -16,6 +16,8 @@ export interface ListJobsQuery {
   cursor?: string;
   /** Include each job's payload; listings leave it out by default. */
   payload?: boolean;
+  /** Only the jobs whose schedule refers to this anchor. */
+  anchor?: string;
 }
 
 /** Paging of the other lists. */

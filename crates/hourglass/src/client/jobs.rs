@@ -51,6 +51,9 @@ enum JobCommand {
         /// Include each job's payload (left out of listings by default).
         #[arg(long)]
         payload: bool,
+        /// Only jobs whose schedule refers to this anchor.
+        #[arg(long)]
+        anchor: Option<String>,
     },
     /// Cancel a job: no occurrence that is not yet sent fires.
     Cancel {
@@ -189,6 +192,7 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
             limit,
             cursor,
             payload,
+            anchor,
         } => {
             // The state goes as it was given: the node judges it, as for any client.
             let query = JobListQuery {
@@ -197,6 +201,7 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
                 limit,
                 cursor,
                 payload: payload.then_some(true),
+                anchor,
                 ..JobListQuery::default()
             };
             let page = client.list_jobs(query).await.map_err(failed)?;
