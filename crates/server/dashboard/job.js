@@ -140,6 +140,18 @@ export async function renderJob(id) {
           job.next_fire_at
             ? ["Next fire", `${fmtTime(job.next_fire_at)} (${fmtRelative(job.next_fire_at)}${[job.schedule.jitter ? `, jitter ${job.schedule.jitter}` : "", job.schedule.calendar ? `, calendar ${job.schedule.calendar}` : ""].join("")})`, "job-detail-next-fire"]
             : null,
+          job.schedule && job.schedule.anchor
+            ? [
+                "Anchor",
+                el(
+                  "span",
+                  {},
+                  el("a", { href: `#/jobs?anchor=${encodeURIComponent(job.schedule.anchor)}` }, job.schedule.anchor),
+                  ` (offset ${job.schedule.offset || "0s"}; the job moves when the anchor does)`,
+                ),
+                "job-detail-anchor",
+              ]
+            : null,
           job.schedule && job.schedule.calendar
             ? ["Calendar", `${job.schedule.calendar} (roll: ${job.schedule.roll || "skip"})`, "job-detail-calendar"]
             : null,

@@ -274,8 +274,9 @@ async fn next_fires(
         max_runs: args.max_runs,
         jitter: args.jitter.clone(),
         calendar: None,
-        anchor: None,
         roll: None,
+        anchor: None,
+        offset: None,
     }
     .into_schedule()?
     .expect("a cron expression or an interval was given");
