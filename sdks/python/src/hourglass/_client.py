@@ -14,11 +14,11 @@ import httpx
 from ._errors import DecodeError, HourglassError, TransportError, error_from_answer
 from ._errors import parse_retry_after as _parse_retry_after
 from ._models import (
+    AckRequest,
     Anchor,
     AnchorDeleted,
     AnchorIn,
     AnchorList,
-    AckRequest,
     AuditList,
     BackfillAccepted,
     BackfillRequest,
