@@ -49,7 +49,12 @@ pub const OPERATIONS: &[Operation] = &[
     op("listAnchors", "GET", "/v1/anchors", "list_anchors"),
     op("getAnchor", "GET", "/v1/anchors/{name}", "get_anchor"),
     op("putAnchor", "PUT", "/v1/anchors/{name}", "put_anchor"),
-    op("deleteAnchor", "DELETE", "/v1/anchors/{name}", "delete_anchor"),
+    op(
+        "deleteAnchor",
+        "DELETE",
+        "/v1/anchors/{name}",
+        "delete_anchor",
+    ),
     op("listCalendars", "GET", "/v1/calendars", "list_calendars"),
     op("getCalendar", "GET", "/v1/calendars/{name}", "get_calendar"),
     op("putCalendar", "PUT", "/v1/calendars/{name}", "put_calendar"),

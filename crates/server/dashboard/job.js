@@ -81,7 +81,10 @@ export async function renderJob(id) {
   if (job.state === "active" || job.state === "paused") {
     try {
       // The job's id: a jittered schedule's fire times are the job's own.
-      const p = await api("POST", "/v1/schedules/preview", { schedule: job.schedule, count: 10, job_id: job.id });
+      // An anchored schedule shows the instant it resolved to beside its anchor; the preview
+      // takes the instant (a schedule gives one or the other).
+      const { anchor: _anchor, offset: _offset, ...resolved } = job.schedule;
+      const p = await api("POST", "/v1/schedules/preview", { schedule: resolved, count: 10, job_id: job.id });
       preview = { description: p.description, times: p.fire_times, nominal: p.nominal_times || null };
     } catch (err) {
       preview = { description: scheduleSummary(job.schedule), times: [], note: err.message };

@@ -7,9 +7,9 @@ use std::time::Duration;
 use reqwest::Method;
 
 use hourglass_api::{
-    Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList,
-    AuditList, AuditQuery, Breaker, BreakerList, Calendar, CalendarIn, CalendarList, Connection,
-    ConnectionList, Identity, NodeList, RotateSecret, Status, Summary,
+    Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList, AuditList, AuditQuery, Breaker,
+    BreakerList, Calendar, CalendarIn, CalendarList, Connection, ConnectionList, Identity,
+    NodeList, RotateSecret, Status, Summary,
 };
 
 use super::{Client, Request};

@@ -65,10 +65,18 @@ async fn reminders_fire_once_at_their_final_times_across_two_moves() {
         .await;
     assert_eq!(status, 201, "{answer}");
     let ids: BTreeMap<String, i64> = (answer["jobs"].as_array().unwrap().iter())
-        .map(|j| (j["id"].as_str().unwrap().to_owned(), j["key"].as_str().unwrap()[9..].parse().unwrap()))
+        .map(|j| {
+            (
+                j["id"].as_str().unwrap().to_owned(),
+                j["key"].as_str().unwrap()[9..].parse().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(ids.len() as i64, REMINDERS);
-    assert!(now_ms() < t0 + MARGIN_MS, "created after the first stretch began");
+    assert!(
+        now_ms() < t0 + MARGIN_MS,
+        "created after the first stretch began"
+    );
 
     // The anchor moves twice, each time in the gap after the stretch then due: group 0 keeps its
     // times, group 1 takes the first move's, group 2 both.
@@ -131,7 +139,9 @@ async fn reminders_fire_once_at_their_final_times_across_two_moves() {
             fires.get(&i),
             Some(&vec![expected]),
             "reminder {i} (group {g}) fired at {:?}, expected once at {} (anchor moved by {} ms)",
-            fires.get(&i).map(|v| v.iter().map(|ms| rfc3339_ms(*ms)).collect::<Vec<_>>()),
+            fires
+                .get(&i)
+                .map(|v| v.iter().map(|ms| rfc3339_ms(*ms)).collect::<Vec<_>>()),
             rfc3339_ms(expected),
             g * MOVE_MS
         );
