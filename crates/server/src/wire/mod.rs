@@ -660,6 +660,13 @@ pub fn describe_schedule(s: &Schedule, now: Timestamp) -> String {
             words
         }
     };
+    if let Some(anchor) = &s.anchor {
+        words.push_str(&format!(
+            " (anchor {:?} {}, moving with it)",
+            anchor.name,
+            offset_out(anchor.offset_ms)
+        ));
+    }
     if let Some(end) = s.end {
         words.push_str(&format!(", until {}", rfc3339(end)));
     }

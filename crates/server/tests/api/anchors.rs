@@ -323,4 +323,9 @@ async fn a_patch_can_put_a_job_on_an_anchor_and_the_move_takes_it_along() {
         preview["fire_times"],
         json!([shown(moved_to + SignedDuration::from_hours(1))])
     );
+    let words = preview["description"].as_str().unwrap();
+    assert!(
+        words.ends_with("(anchor \"launch\" 1h, moving with it)"),
+        "{words}"
+    );
 }
