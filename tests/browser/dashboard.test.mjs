@@ -624,6 +624,30 @@ step("job page: a job in backoff says it is retrying, why, and when", async () =
   await noInjection();
 });
 
+step("anchor: a job shows its anchor; the anchor's page lists its jobs and follows a move", async () => {
+  const at = new Date(Date.now() + 48 * 3600 * 1000);
+  await api("PUT", "/v1/anchors/flight-LH400", { at: at.toISOString() });
+  const target = { webhook: { url: `${HOOK}/ok` } };
+  const early = await api("POST", "/v1/jobs", { type: "reminder.flight", schedule: { anchor: "flight-LH400", offset: "-8h" }, target });
+  const late = await api("POST", "/v1/jobs", { type: "reminder.flight", schedule: { anchor: "flight-LH400", offset: "-1h" }, target });
+  await page.goto(`${BASE}/#/jobs/${early.id}`);
+  await ready("job");
+  assert.match(await testid("job-detail-anchor").textContent(), /flight-LH400 \(offset -8h;/);
+  await testid("job-detail-anchor").locator("a").click();
+  await page.waitForURL(/anchor=flight-LH400/);
+  await testid("anchor-card").waitFor();
+  await rowsAre([early.id, late.id]);
+  // Moved an hour later: the page shows the new instant and the jobs' new due times.
+  const moved = await api("PUT", "/v1/anchors/flight-LH400", { at: new Date(at.getTime() + 3600 * 1000).toISOString() });
+  assert.equal(moved.jobs_moved, 2);
+  await page.reload();
+  await testid("anchor-card").waitFor();
+  const job = await api("GET", `/v1/jobs/${early.id}`);
+  assert.equal(Date.parse(job.next_due_at), at.getTime() + 3600 * 1000 - 8 * 3600 * 1000);
+  await shot("15-anchor");
+  await noInjection();
+});
+
 step("roles: a reader key sees the 403 of what its role may not read or do", async () => {
   assert.ok(KEYED && READER_KEY && ADMIN_KEY, "HOURGLASS_KEYED_URL and the keys are set by scripts/browser-test");
   const response = await fetch(`${KEYED}/v1/jobs`, {

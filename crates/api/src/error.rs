@@ -50,6 +50,12 @@ macro_rules! error_codes {
 }
 
 error_codes! {
+    AnchorFull = "anchor_full" => 422,
+        "the anchor `schedule.anchor` names has the most jobs an anchor may have (10,000 active \
+        or paused; on DynamoDB, created)",
+    AnchorInUse = "anchor_in_use" => 409,
+        "`DELETE /v1/anchors/{name}?if_unused=true`: an active or paused job of the namespace \
+        refers to the anchor (the message names one)",
     BodyTimeout = "body_timeout" => 408,
         "the request body did not arrive whole within the body read timeout (60 s by default)",
     BodyTooLarge = "body_too_large" => 413,
@@ -82,6 +88,10 @@ error_codes! {
         (`reader`, `worker`, `writer`, `admin`)",
     Internal = "internal" => 500,
         "an internal error; nothing the client can fix",
+    InvalidAnchor = "invalid_anchor" => 422,
+        "an anchor's name (1-64 letters, digits, '-', '_' or '.', not `.` or `..`) or \
+        `schedule.offset` is not valid, or `schedule.offset` is given without `schedule.anchor`, \
+        or `schedule.anchor` with `cron`, `after` or `start`",
     InvalidBatch = "invalid_batch" => 422,
         "a batch must hold 1 to 1000 jobs",
     InvalidCalendar = "invalid_calendar" => 422,
@@ -164,6 +174,8 @@ error_codes! {
         "the store cannot serve now; nothing was changed, retry later",
     Unauthorized = "unauthorized" => 401,
         "the API key is missing, malformed or unknown",
+    UnknownAnchor = "unknown_anchor" => 422,
+        "`schedule.anchor` names no anchor of the namespace",
     UnknownCalendar = "unknown_calendar" => 422,
         "`schedule.calendar` names no calendar of the namespace",
     UnknownConnection = "unknown_connection" => 422,

@@ -159,6 +159,16 @@ pub struct ScheduleIn {
     /// time (dropped if that would reach another occurrence). Only with `calendar`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roll: Option<String>,
+    /// The name of an anchor of the job's namespace (`PUT /v1/anchors/{name}`): without `every`,
+    /// a one-off due at the anchor's instant plus `offset`; with `every`, an interval starting
+    /// there. Moving the anchor re-times the job. Jobs show the instant it resolved to as `at`
+    /// (or `start`) beside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// A signed duration from the anchor's instant (`"-8h"`, `"30m"`); zero when left out.
+    /// Only with `anchor`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<String>,
 }
 
 /// Where occurrences go: exactly one field (the others are left out when serialized).
@@ -473,6 +483,9 @@ pub struct JobListQuery {
     /// server reads them apart from the other parameters (a query string repeats them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub label: Vec<String>,
+    /// Only the jobs whose schedule refers to this anchor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
 }
 
 /// `POST /v1/jobs/bulk/{action}`'s query besides its `label` selectors (which repeat, and are

@@ -21,6 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+mod anchors;
 mod answers;
 mod audit;
 mod calendars;
@@ -33,6 +34,7 @@ mod service;
 mod summary;
 mod targets;
 
+pub use anchors::{Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList};
 pub use answers::{
     BatchCreated, CallbackOf, CallbackOut, DeadLetter, DeadLetterList, Job, JobBrief, JobList,
     JobState, MisfireOut, RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,

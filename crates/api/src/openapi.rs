@@ -85,6 +85,10 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<DateRangeIn>(),
         schema::<Calendar>(),
         schema::<CalendarList>(),
+        schema::<AnchorIn>(),
+        schema::<Anchor>(),
+        schema::<AnchorList>(),
+        schema::<AnchorDeleted>(),
     ]
 }
 

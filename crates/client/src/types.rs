@@ -572,6 +572,8 @@ pub struct JobFilter {
     pub payload: bool,
     /// Label selectors, ANDed: `tenant=acme` (equality) or `kind` (existence); at most 8.
     pub labels: Vec<String>,
+    /// Only the jobs whose schedule refers to this anchor.
+    pub anchor: Option<String>,
 }
 
 impl From<&JobFilter> for JobListQuery {
@@ -585,6 +587,7 @@ impl From<&JobFilter> for JobListQuery {
             limit: f.limit,
             payload: f.payload.then_some(true),
             label: f.labels.clone(),
+            anchor: f.anchor.clone(),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! shapes. Its serde derives describe the *storage* encoding of a job spec, which the stores persist;
 //! the API has its own wire types and converts at the edge.
 
+pub mod anchor;
 pub mod backfill;
 pub mod calendar;
 pub mod callback;
@@ -22,6 +23,7 @@ pub mod retry;
 pub mod schedule;
 pub mod validation;
 
+pub use anchor::ScheduleAnchor;
 pub use calendar::{Calendar, DateRange, Roll, ScheduleCalendar};
 pub use callback::{Callback, CallbackEvent, CallbackJob, CallbackOf};
 pub use claim::{Claim, FencingToken};

@@ -39,6 +39,10 @@ pub struct Schedule {
     /// [`Schedule::fire_time`] moves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calendar: Option<Box<crate::ScheduleCalendar>>,
+    /// The named instant a one-off is at, or an interval starts at, plus an offset
+    /// ([`crate::anchor`]): `kind` holds the instant as of the anchor's latest move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<Box<crate::anchor::ScheduleAnchor>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +73,7 @@ impl Schedule {
             max_runs: None,
             jitter: None,
             calendar: None,
+            anchor: None,
         }
     }
 

@@ -49,6 +49,7 @@ fn jittered() -> impl Strategy<Value = Schedule> {
     (kind, 1u64..=86_400_000).prop_map(|(kind, jitter)| Schedule {
         jitter: Some(Duration::from_millis(jitter)),
         calendar: None,
+        anchor: None,
         ..Schedule::unbounded(kind)
     })
 }

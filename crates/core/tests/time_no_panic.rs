@@ -128,6 +128,7 @@ fn schedule() -> impl Strategy<Value = Schedule> {
             max_runs,
             jitter,
             calendar,
+            anchor: None,
         })
 }
 

@@ -329,4 +329,36 @@ impl Store for InstrumentedStore {
         )
         .await
     }
+
+    async fn put_anchor(&self, record: &hourglass_store::AnchorRecord) -> Result<Vec<JobRecord>> {
+        self.timed("put_anchor", self.inner.put_anchor(record))
+            .await
+    }
+
+    async fn get_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<hourglass_store::AnchorRecord>> {
+        self.timed("get_anchor", self.inner.get_anchor(namespace, name))
+            .await
+    }
+
+    async fn list_anchors(&self, namespace: &str) -> Result<Vec<hourglass_store::AnchorRecord>> {
+        self.timed("list_anchors", self.inner.list_anchors(namespace))
+            .await
+    }
+
+    async fn delete_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+        how: hourglass_store::AnchorDelete,
+    ) -> Result<hourglass_store::AnchorDeleted> {
+        self.timed(
+            "delete_anchor",
+            self.inner.delete_anchor(namespace, name, how),
+        )
+        .await
+    }
 }

@@ -15,6 +15,8 @@
 
 use std::sync::Arc;
 
+mod anchors;
+
 use hourglass_core::{
     Calendar, Clock, JobId, JobSpec, JobState, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule,
     Target,

@@ -751,6 +751,33 @@ impl Store for CountingStore {
     async fn delete_calendar(&self, ns: &str, name: &str) -> hourglass_store::Result<bool> {
         self.inner.delete_calendar(ns, name).await
     }
+    async fn put_anchor(
+        &self,
+        record: &hourglass_store::AnchorRecord,
+    ) -> hourglass_store::Result<Vec<hourglass_store::JobRecord>> {
+        self.inner.put_anchor(record).await
+    }
+    async fn get_anchor(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> hourglass_store::Result<Option<hourglass_store::AnchorRecord>> {
+        self.inner.get_anchor(ns, name).await
+    }
+    async fn list_anchors(
+        &self,
+        ns: &str,
+    ) -> hourglass_store::Result<Vec<hourglass_store::AnchorRecord>> {
+        self.inner.list_anchors(ns).await
+    }
+    async fn delete_anchor(
+        &self,
+        ns: &str,
+        name: &str,
+        how: hourglass_store::AnchorDelete,
+    ) -> hourglass_store::Result<hourglass_store::AnchorDeleted> {
+        self.inner.delete_anchor(ns, name, how).await
+    }
 }
 
 #[tokio::test]
@@ -2037,6 +2064,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
             let schedule = Schedule {
                 jitter: Some(Duration::from_secs(30)),
                 calendar: None,
+                anchor: None,
                 ..Schedule::at(due)
             };
             job("ok", schedule, due, now)
@@ -2049,6 +2077,7 @@ async fn jittered_occurrences_fire_at_their_jittered_time_and_not_before() {
         Schedule {
             jitter: Some(Duration::from_secs(300)),
             calendar: None,
+            anchor: None,
             ..Schedule::unbounded(ScheduleKind::Every {
                 interval: Duration::from_secs(10),
                 anchor: due,

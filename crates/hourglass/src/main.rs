@@ -102,6 +102,9 @@ enum Command {
     SigningSecret(client::SigningSecretArgs),
     /// Named calendars of excluded days: put, get, list, delete (`schedule.calendar`).
     Calendar(client::CalendarArgs),
+    /// Named instants jobs are scheduled relative to: put (create or move), get, list, delete
+    /// (`schedule.anchor`).
+    Anchor(client::AnchorArgs),
     /// Receive webhooks on 127.0.0.1 and print each delivery (for development).
     Listen(listen::ListenArgs),
     /// Copy a running node's embedded store to a new file, consistently.
@@ -309,6 +312,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit(args) => runtime.block_on(client::audit(args, out)),
         Command::SigningSecret(args) => runtime.block_on(client::signing_secret(args, out)),
         Command::Calendar(args) => runtime.block_on(client::calendar(args, out)),
+        Command::Anchor(args) => runtime.block_on(client::anchor(args, out)),
         Command::Listen(args) => runtime.block_on(listen::run(args)),
         Command::Backup(args) => backup::run(args),
         Command::Key {

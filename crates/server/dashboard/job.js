@@ -92,7 +92,10 @@ export async function renderJob(id) {
   if (job.state === "active" || job.state === "paused") {
     try {
       // The job's id: a jittered schedule's fire times are the job's own.
-      const p = await api("POST", "/v1/schedules/preview", { schedule: job.schedule, count: 10, job_id: job.id });
+      // An anchored schedule shows the instant it resolved to beside its anchor; the preview
+      // takes the instant (a schedule gives one or the other).
+      const { anchor: _anchor, offset: _offset, ...resolved } = job.schedule;
+      const p = await api("POST", "/v1/schedules/preview", { schedule: resolved, count: 10, job_id: job.id });
       preview = { description: p.description, times: p.fire_times, nominal: p.nominal_times || null };
     } catch (err) {
       preview = { description: scheduleSummary(job.schedule), times: [], note: err.message };
@@ -151,6 +154,18 @@ export async function renderJob(id) {
           // With jitter or a calendar's roll, the pending occurrence fires away from its due time.
           job.next_fire_at
             ? ["Next fire", `${fmtTime(job.next_fire_at)} (${fmtRelative(job.next_fire_at)}${[job.schedule.jitter ? `, jitter ${job.schedule.jitter}` : "", job.schedule.calendar ? `, calendar ${job.schedule.calendar}` : ""].join("")})`, "job-detail-next-fire"]
+            : null,
+          job.schedule && job.schedule.anchor
+            ? [
+                "Anchor",
+                el(
+                  "span",
+                  {},
+                  el("a", { href: `#/jobs?anchor=${encodeURIComponent(job.schedule.anchor)}` }, job.schedule.anchor),
+                  ` (offset ${job.schedule.offset || "0s"}; the job moves when the anchor does)`,
+                ),
+                "job-detail-anchor",
+              ]
             : null,
           job.schedule && job.schedule.calendar
             ? ["Calendar", `${job.schedule.calendar} (roll: ${job.schedule.roll || "skip"})`, "job-detail-calendar"]

@@ -56,6 +56,8 @@ function filterForm(params) {
     if (type.value.trim()) q.set("type", type.value.trim());
     for (const selector of labels.value.split(/\s+/).filter(Boolean)) q.append("label", selector);
     if (upcoming.checked) q.set("upcoming", "1");
+    // An anchor's page keeps its anchor through a new search.
+    if (params.get("anchor")) q.set("anchor", params.get("anchor"));
     const s = q.toString();
     window.location.hash = `#/jobs${s ? `?${s}` : ""}`;
   });
@@ -198,9 +200,14 @@ export async function renderJobs(params) {
     type: params.get("type") || undefined,
     label: params.getAll("label"),
     due_after: params.get("upcoming") === "1" ? new Date().toISOString() : undefined,
+    anchor: params.get("anchor") || undefined,
     limit: PAGE_SIZE,
   };
-  const [upcoming, first] = await Promise.all([renderUpcoming(), api("GET", `/v1/jobs${query(filters)}`)]);
+  const [upcoming, first, anchor] = await Promise.all([
+    renderUpcoming(),
+    api("GET", `/v1/jobs${query(filters)}`),
+    filters.anchor ? api("GET", `/v1/anchors/${encodeURIComponent(filters.anchor)}`) : null,
+  ]);
   const tableBox = el("div", { id: "job-table" }, jobTable(first.jobs, "job-table", true));
   // Bulk actions on the checked rows of this page: one request per job, the failures listed.
   const bulk = (name, label, method, suffix) => {
@@ -259,13 +266,28 @@ export async function renderJobs(params) {
     pageNo -= 1;
     load(history[history.length - 1]).catch(showError);
   });
+  // With ?anchor=NAME this is the anchor's page: its instant, and the jobs that refer to it.
+  const anchorCard = anchor
+    ? el(
+        "section",
+        { class: "card", "aria-labelledby": "anchor-title", "data-testid": "anchor-card" },
+        el("h2", { id: "anchor-title" }, "Anchor ", el("span", { class: "mono" }, anchor.name)),
+        el(
+          "p",
+          { "data-testid": "anchor-at" },
+          `At ${fmtTime(anchor.at)} (${fmtRelative(anchor.at)}); last moved ${fmtTime(anchor.updated_at)}. Moving it re-times its active and paused jobs, listed below.`,
+        ),
+        el("p", {}, el("a", { href: "#/jobs" }, "All jobs")),
+      )
+    : null;
   return [
-    el("h1", {}, "Jobs"),
+    el("h1", {}, anchor ? `Jobs on anchor ${anchor.name}` : "Jobs"),
+    anchorCard,
     upcoming,
     el(
       "section",
       { class: "card", "aria-labelledby": "jobs-title" },
-      el("h2", { id: "jobs-title" }, "All jobs"),
+      el("h2", { id: "jobs-title" }, anchor ? "The anchor's jobs" : "All jobs"),
       filterForm(params),
       bulkBar,
       tableBox,

@@ -27,12 +27,14 @@ use crate::respond::{ApiResult, sized_response, typed_response};
 use crate::state::{AppState, SMALL_BODY_BYTES};
 use crate::wire::{self, Limits};
 
+mod anchors;
 mod audit;
 mod backfill;
 mod calendars;
 mod fingerprint;
 mod labels;
 mod others;
+pub(crate) use anchors::{delete_anchor, get_anchor, list_anchors, put_anchor};
 pub(crate) use audit::list_audit;
 pub(crate) use backfill::backfill_job;
 pub(crate) use calendars::{delete_calendar, get_calendar, list_calendars, put_calendar};
@@ -310,9 +312,14 @@ pub(crate) async fn list_jobs(
             })
         })
         .transpose()?;
+    if let Some(anchor) = &q.anchor {
+        wire::anchor_name(anchor, "anchor")
+            .map_err(|e| ApiError::bad_request(ErrorCode::InvalidQuery, "anchor", e.message))?;
+    }
     let limit = page_limit(q.limit)?;
     let with_payload = q.payload.unwrap_or(false);
     let query = JobQuery {
+        anchor: q.anchor,
         namespace: Some(principal.namespace),
         state: job_state,
         job_type: q.job_type,

@@ -89,6 +89,20 @@ impl From<StoreError> for ApiError {
                 Self::new(ErrorCode::KeyConflict, e.to_string()).field("key")
             }
             StoreError::NotFound => Self::not_found("job"),
+            // The anchor was deleted, or filled, between validation and the create.
+            StoreError::UnknownAnchor { name } => Self::new(
+                ErrorCode::UnknownAnchor,
+                format!("the namespace has no anchor {name:?} (PUT /v1/anchors/{name})"),
+            )
+            .field("schedule.anchor"),
+            StoreError::AnchorFull { name } => Self::new(
+                ErrorCode::AnchorFull,
+                format!(
+                    "anchor {name:?} has {} jobs, the most an anchor may have",
+                    hourglass_core::anchor::MAX_JOBS_PER_ANCHOR
+                ),
+            )
+            .field("schedule.anchor"),
             StoreError::InvalidState { .. } => Self::new(ErrorCode::InvalidState, e.to_string()),
             // The scheduler reads again and retries; still racing after that, the client may.
             StoreError::Changed | StoreError::Unavailable(_) => {

@@ -106,6 +106,11 @@ fn table() -> Routes {
         .add(Get, "/v1/calendars/{name}", Read, api::get_calendar)
         .add(Put, "/v1/calendars/{name}", Write, api::put_calendar)
         .add(Delete, "/v1/calendars/{name}", Write, api::delete_calendar)
+        // Anchors: read by readers, written (moved, deleted) by writers.
+        .add(Get, "/v1/anchors", Read, api::list_anchors)
+        .add(Get, "/v1/anchors/{name}", Read, api::get_anchor)
+        .add(Put, "/v1/anchors/{name}", Write, api::put_anchor)
+        .add(Delete, "/v1/anchors/{name}", Write, api::delete_anchor)
         // Dead letters: read by readers, replayed and purged by admins.
         .add(Get, "/v1/dead-letters", Read, api::list_dead_letters)
         .add(Get, "/v1/dead-letters/{id}", Read, api::get_dead_letter)

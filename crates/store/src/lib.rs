@@ -8,6 +8,7 @@
 //! *when* something fires: schedules and policies are evaluated by the engine (via core); a backend
 //! stores and applies decisions atomically.
 
+mod anchors;
 mod audit;
 #[cfg(feature = "testsuite")]
 pub mod conformance;
@@ -33,6 +34,7 @@ use async_trait::async_trait;
 use hourglass_core::{Claim, Completion, FencingToken, JobId, JobSpec, JobState, Occurrence};
 use jiff::Timestamp;
 
+pub use anchors::{AnchorDelete, AnchorDeleted, AnchorRecord, cancel_reason};
 pub use audit::{
     AUDIT_FIELDS, AUDIT_JOB_IDS, AuditAction, AuditCursor, AuditEntry, AuditQuery, AuditRecord,
 };
@@ -73,6 +75,13 @@ pub enum StoreError {
     /// raised only when a store is opened, and no retry mends it.
     #[error("store misconfigured: {0}")]
     Misconfigured(String),
+    /// A job being created names an anchor its namespace does not have (deleted meanwhile).
+    #[error("the namespace has no anchor {name:?}")]
+    UnknownAnchor { name: String },
+    /// A create would give the anchor more than
+    /// [`hourglass_core::anchor::MAX_JOBS_PER_ANCHOR`] active or paused jobs. Nothing was created.
+    #[error("anchor {name:?} has the most jobs an anchor may have")]
+    AnchorFull { name: String },
     /// Stored data could not be decoded. A bug or a downgrade; never user input.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -382,6 +391,8 @@ pub struct JobQuery {
     /// SQL stores answer them from their label index (`job_labels`), the others by reading the
     /// jobs. The API bounds their number ([`hourglass_core::labels::MAX_SELECTORS`]).
     pub labels: Vec<hourglass_core::Selector>,
+    /// Only jobs whose schedule refers to this anchor (of the namespace each job is in).
+    pub anchor: Option<String>,
 }
 
 /// A change of a job's lifecycle state requested through the API.
@@ -705,6 +716,24 @@ pub trait Store: Send + Sync + 'static {
     async fn list_calendars(&self, namespace: &str) -> Result<Vec<CalendarRecord>>;
     /// Whether there was such a calendar.
     async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool>;
+
+    /// Creates the namespace's anchor `record.name` at `record.at`, or moves it there, and in the
+    /// same transaction re-times every active or paused job referring to it (`anchors.rs`):
+    /// a reader sees all of them moved or none, and claims made before are stale. Answers the
+    /// jobs as moved (so that the caller can drop the stale claims it holds at once).
+    /// (DynamoDB cannot hold a move in one transaction: see its `anchors.rs`.)
+    async fn put_anchor(&self, record: &AnchorRecord) -> Result<Vec<JobRecord>>;
+    async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<AnchorRecord>>;
+    /// The namespace's anchors, in name order.
+    async fn list_anchors(&self, namespace: &str) -> Result<Vec<AnchorRecord>>;
+    /// Deletes the anchor and cancels its active or paused jobs in one transaction, or refuses
+    /// while it has any ([`AnchorDelete::IfUnused`]).
+    async fn delete_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+        how: AnchorDelete,
+    ) -> Result<AnchorDeleted>;
 }
 
 /// A namespace's named calendar ([`hourglass_core::calendar`]), stored as its JSON.

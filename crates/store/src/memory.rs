@@ -33,6 +33,7 @@
 //! `stats.rs` (queue counts and gauges), `secrets.rs` (signing secrets), `audit.rs` (the audit
 //! log); `state.rs` holds the tables and their due index.
 
+mod anchors;
 mod audit;
 mod claim;
 mod complete;
@@ -83,8 +84,10 @@ impl Store for MemoryStore {
         "memory"
     }
 
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        jobs::create_jobs(&mut *self.state()?, jobs)
+    async fn create_jobs(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+        let mut state = self.state()?;
+        anchors::prepare(&state, &mut jobs)?;
+        jobs::create_jobs(&mut state, jobs)
     }
 
     async fn claim_due(
@@ -283,6 +286,35 @@ impl Store for MemoryStore {
     async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
         let key = (namespace.to_owned(), name.to_owned());
         Ok(self.state()?.calendars.remove(&key).is_some())
+    }
+
+    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
+        anchors::put(&mut *self.state()?, record)
+    }
+
+    async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
+        let key = (namespace.to_owned(), name.to_owned());
+        Ok(self.state()?.anchors.get(&key).cloned())
+    }
+
+    async fn list_anchors(&self, namespace: &str) -> Result<Vec<crate::AnchorRecord>> {
+        let state = self.state()?;
+        let from = (namespace.to_owned(), String::new());
+        Ok(state
+            .anchors
+            .range(from..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
+    async fn delete_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+        how: crate::AnchorDelete,
+    ) -> Result<crate::AnchorDeleted> {
+        anchors::delete(&mut *self.state()?, namespace, name, how)
     }
 }
 

@@ -48,6 +48,10 @@ async fn fresh_store() -> (Arc<dyn Store>, Schema) {
 }
 
 hourglass_store::conformance_tests!(fresh_store);
+// A move in one transaction, and an anchor's bound in live jobs (DynamoDB's move is not one
+// transaction and its bound counts creates: see its `anchors.rs`).
+hourglass_store::conformance_tests!(@cases fresh_store; a_reader_never_sees_half_a_move,
+    an_anchor_is_bounded_and_moves_all_its_jobs);
 
 /// The next event that is not a [`StoreEvent::Resync`], within a few seconds.
 async fn next_event(rx: &mut broadcast::Receiver<StoreEvent>) -> StoreEvent {

@@ -15,6 +15,10 @@ import type {
   RotateOptions,
 } from "./options.js";
 import type {
+  Anchor,
+  AnchorDeleted,
+  AnchorIn,
+  AnchorList,
   AuditList,
   BackfillAccepted,
   BackfillRequest,
@@ -245,6 +249,43 @@ export class Client {
    */
   listAudit(query: AuditQuery = {}, options?: CallOptions): Promise<AuditList> {
     return this.#send({ op: "listAudit", query: { ...query }, signal: options?.signal });
+  }
+
+  /** The namespace's anchors, in name order. */
+  async listAnchors(options?: CallOptions): Promise<Anchor[]> {
+    const list: AnchorList = await this.#send({ op: "listAnchors", signal: options?.signal });
+    return list.anchors;
+  }
+
+  getAnchor(name: string, options?: CallOptions): Promise<Anchor> {
+    return this.#send({ op: "getAnchor", params: { name: encodeURIComponent(name) }, signal: options?.signal });
+  }
+
+  /**
+   * Creates an anchor at `at` (RFC 3339), or moves it there with every active or paused job that
+   * refers to it (`jobs_moved` in the answer).
+   */
+  putAnchor(name: string, at: string | Date, options?: CallOptions): Promise<Anchor> {
+    const body: AnchorIn = { at: typeof at === "string" ? at : at.toISOString() };
+    return this.#send({
+      op: "putAnchor",
+      params: { name: encodeURIComponent(name) },
+      body,
+      signal: options?.signal,
+    });
+  }
+
+  /**
+   * Deletes an anchor and cancels its active or paused jobs; with `ifUnused`, refused
+   * (`anchor_in_use`) while any refers to it.
+   */
+  deleteAnchor(name: string, ifUnused = false, options?: CallOptions): Promise<AnchorDeleted> {
+    return this.#send({
+      op: "deleteAnchor",
+      params: { name: encodeURIComponent(name) },
+      query: ifUnused ? { if_unused: "true" } : {},
+      signal: options?.signal,
+    });
   }
 
   /** The namespace's calendars, in name order. */

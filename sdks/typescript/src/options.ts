@@ -18,6 +18,8 @@ export interface ListJobsQuery {
   payload?: boolean;
   /** Label selectors, ANDed: `"tenant=acme"` (equality) or `"kind"` (existence); at most 8. */
   label?: string | string[];
+  /** Only the jobs whose schedule refers to this anchor. */
+  anchor?: string;
 }
 
 /** What `bulkJobs` does to each job it selects. */

@@ -95,6 +95,54 @@ export interface AfterSchedule {
 }
 
 /**
+ * One occurrence at an anchor's instant plus `offset`, moving whenever the anchor moves. Bounded as
+ * `at` is (at most 5 minutes in the past, else `422 instant_in_past`, field `schedule.anchor`). An
+ * anchor takes at most 10,000 active or paused jobs (`422 anchor_full`).
+ *
+ * @schema AnchorSchedule
+ */
+export interface AnchorSchedule {
+  /**
+   * An anchor of the namespace (`PUT /v1/anchors/{name}`). `422 unknown_anchor` when the namespace
+   * has none by that name. Moving the anchor re-times the job; deleting it cancels the job.
+   */
+  anchor: string;
+  /**
+   * A signed duration from the anchor's instant, millisecond precision, at most 100 years either
+   * way (else `422 invalid_anchor`, field `schedule.offset`); zero when left out.
+   */
+  offset?: string;
+  /**
+   * Fire each occurrence up to this long after its due time, at most `24h` (else `422
+   * invalid_duration`, field `schedule.jitter`). The offset is a hash of the job's id and the due
+   * time, so every node, retry and preview agree; it spreads jobs due together evenly over the
+   * window, never moves an occurrence before its due time, and never to or past the next
+   * occurrence's due time (the window is cut to the time until then, the real time for an irregular
+   * cron expression). The due time stays the occurrence's identity (its delivery id,
+   * `next_due_at`); misfire lateness counts from the fire time. A trigger fires at once, without
+   * jitter.
+   */
+  jitter?: string;
+  /**
+   * A calendar of the namespace (`PUT /v1/calendars/{name}`): occurrences on the days it excludes
+   * are skipped or rolled (`roll`). `422 unknown_calendar` when the namespace has none by that
+   * name. The job keeps a copy; replacing the calendar re-plans the job.
+   */
+  calendar?: string;
+  /**
+   * With `calendar`: `skip` (default) drops an occurrence on an excluded day; `previous` / `next`
+   * fire it on the nearest included day before / after at the same wall-clock time of the
+   * calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+   * earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+   * `next_due_at`; `next_fire_at` and the preview's `fire_times` show the move); it is dropped when
+   * the move would reach another occurrence (`previous`: one at or after the moved time; `next`:
+   * the next one at or before it), so occurrences never fire together or out of order. Jitter
+   * applies after the move.
+   */
+  roll?: Roll;
+}
+
+/**
  * Recurring, by a cron expression evaluated on the wall clock of `timezone`. A fixed local time
  * skipped by a DST gap fires at the first instant after the gap (on the next local date when the
  * gap crosses midnight; the day fields are matched against the skipped date); a fixed local time
@@ -207,6 +255,16 @@ export interface EverySchedule {
    * applies after the move.
    */
   roll?: Roll;
+  /**
+   * Start at an anchor of the namespace plus `offset` instead of `start` (not both): occurrences
+   * are at the anchor's instant + offset + k * every, realigned whenever the anchor moves.
+   */
+  anchor?: string;
+  /**
+   * A signed duration from the anchor's instant, millisecond precision, at most 100 years either
+   * way (else `422 invalid_anchor`, field `schedule.offset`); zero when left out.
+   */
+  offset?: string;
 }
 
 /**
@@ -218,16 +276,17 @@ export interface EverySchedule {
 export type Roll = "skip" | "previous" | "next";
 
 /**
- * When the job's occurrences are due: exactly one of `at`, `after`, `cron` or `every`. `timezone`
- * goes with `cron` only; `start`, `end` and `max_runs` with recurring schedules only; `jitter` with
- * any.
+ * When the job's occurrences are due: exactly one of `at`, `after`, `anchor`, `cron` or `every`
+ * (`every` may start at an `anchor`). `timezone` goes with `cron` only; `start`, `end` and
+ * `max_runs` with recurring schedules only; `jitter` with any.
  */
-export type Schedule = AtSchedule | AfterSchedule | CronSchedule | EverySchedule;
+export type Schedule = AtSchedule | AfterSchedule | AnchorSchedule | CronSchedule | EverySchedule;
 
 /**
  * A job's schedule as stored: `at` for one-off jobs (also those created with `after`); `cron` and
  * `timezone` for cron jobs; `every` and `start` (its anchor) for interval jobs. `start`, `end`,
- * `max_runs` and `jitter` appear when set.
+ * `max_runs` and `jitter` appear when set. `anchor` and `offset` appear for a schedule relative to
+ * an anchor, beside the instant it resolved to.
  *
  * @schema JobSchedule
  */
@@ -240,6 +299,13 @@ export interface JobSchedule {
   end?: string;
   max_runs?: number;
   jitter?: string;
+  /**
+   * The anchor the schedule refers to; `at` (or `start`) is its instant plus `offset` as of the
+   * anchor's latest move.
+   */
+  anchor?: string;
+  /** The signed offset from the anchor (`-8h`). */
+  offset?: string;
 }
 
 /**
@@ -911,6 +977,8 @@ export type HealthStatus = "ok" | "ready";
  *
  * | code | status | meaning |
  * |---|---|---|
+ * | `anchor_full` | 422 | the anchor `schedule.anchor` names has the most jobs an anchor may have (10,000 active or paused; on DynamoDB, created) |
+ * | `anchor_in_use` | 409 | `DELETE /v1/anchors/{name}?if_unused=true`: an active or paused job of the namespace refers to the anchor (the message names one) |
  * | `body_timeout` | 408 | the request body did not arrive whole within the body read timeout (60 s by default) |
  * | `body_too_large` | 413 | the request body exceeds its endpoint's limit (payload limit + 64 KiB for a job, 16 MiB by default for a batch, 256 KiB elsewhere) |
  * | `calendar_excludes_every_day` | 422 | the calendar excludes every day of the next 100 years |
@@ -923,6 +991,7 @@ export type HealthStatus = "ok" | "ready";
  * | `instant_too_far` | 422 | `at`, `after` or `start` lies more than 100 years ahead |
  * | `insufficient_role` | 403 | the API key's role does not allow the call; the message names the roles that do (`reader`, `worker`, `writer`, `admin`) |
  * | `internal` | 500 | an internal error; nothing the client can fix |
+ * | `invalid_anchor` | 422 | an anchor's name (1-64 letters, digits, '-', '_' or '.', not `.` or `..`) or `schedule.offset` is not valid, or `schedule.offset` is given without `schedule.anchor`, or `schedule.anchor` with `cron`, `after` or `start` |
  * | `invalid_batch` | 422 | a batch must hold 1 to 1000 jobs |
  * | `invalid_calendar` | 422 | a calendar's name (1-64 letters, digits, '-', '_' or '.'), date (`YYYY-MM-DD`), range (`to` before `from`), weekday (`MON`-`SUN`), or count of dates (1000) or ranges (100) is not valid, or `schedule.roll` is not `skip`, `previous` or `next` or is given without `schedule.calendar` |
  * | `invalid_cron` | 422 | not a 5- or 6-field cron expression, or longer than 1024 bytes |
@@ -957,6 +1026,7 @@ export type HealthStatus = "ok" | "ready";
  * | `server_busy` | 503 | the node holds as many request bodies as its memory budget allows (node-wide, or this API key's share); the body was not read and nothing was changed, retry shortly |
  * | `store_unavailable` | 503 | the store cannot serve now; nothing was changed, retry later |
  * | `unauthorized` | 401 | the API key is missing, malformed or unknown |
+ * | `unknown_anchor` | 422 | `schedule.anchor` names no anchor of the namespace |
  * | `unknown_calendar` | 422 | `schedule.calendar` names no calendar of the namespace |
  * | `unknown_connection` | 422 | a target names a connection that does not exist or that this namespace may not use, or a resource off the connection's lists (the same answer either way) |
  * | `unknown_field` | 422 | a field that the object does not have |
@@ -968,6 +1038,8 @@ export type HealthStatus = "ok" | "ready";
  * @schema ErrorCode
  */
 export type ErrorCode =
+  | "anchor_full"
+  | "anchor_in_use"
   | "body_timeout"
   | "body_too_large"
   | "calendar_excludes_every_day"
@@ -980,6 +1052,7 @@ export type ErrorCode =
   | "instant_too_far"
   | "insufficient_role"
   | "internal"
+  | "invalid_anchor"
   | "invalid_batch"
   | "invalid_calendar"
   | "invalid_cron"
@@ -1014,6 +1087,7 @@ export type ErrorCode =
   | "server_busy"
   | "store_unavailable"
   | "unauthorized"
+  | "unknown_anchor"
   | "unknown_calendar"
   | "unknown_connection"
   | "unknown_field"
@@ -1704,6 +1778,53 @@ export interface Calendar {
  */
 export interface CalendarList {
   calendars: Calendar[];
+}
+
+/**
+ * An anchor as written: its instant.
+ *
+ * @schema AnchorIn
+ */
+export interface AnchorIn {
+  /** The instant (RFC 3339 with an offset), e.g. a flight's departure. */
+  at: string;
+}
+
+/**
+ * A stored anchor.
+ *
+ * @schema Anchor
+ */
+export interface Anchor {
+  name: string;
+  /** Its instant (RFC 3339). */
+  at: string;
+  /** When it was last written (RFC 3339). */
+  updated_at: string;
+  /**
+   * In the answer to a `PUT`: how many active or paused jobs referring to the anchor were re-timed
+   * (their pending occurrence moved, older claims fenced).
+   */
+  jobs_moved?: number | null;
+}
+
+/**
+ * A namespace's anchors, in name order.
+ *
+ * @schema AnchorList
+ */
+export interface AnchorList {
+  anchors: Anchor[];
+}
+
+/**
+ * The answer to `DELETE /v1/anchors/{name}`: how many of its jobs were cancelled.
+ *
+ * @schema AnchorDeleted
+ */
+export interface AnchorDeleted {
+  name: string;
+  jobs_cancelled: number;
 }
 
 /**

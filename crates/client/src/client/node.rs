@@ -1,4 +1,4 @@
-//! The client's operations on the namespace's calendars, signing secret and audit log, the
+//! The client's operations on the namespace's anchors, calendars, signing secret and audit log, the
 //! caller's key, the node's and the cluster's state (breakers, connections, nodes, the summary),
 //! the API document, health and metrics.
 
@@ -7,8 +7,9 @@ use std::time::Duration;
 use reqwest::Method;
 
 use hourglass_api::{
-    AuditList, AuditQuery, Breaker, BreakerList, Calendar, CalendarIn, CalendarList, Connection,
-    ConnectionList, Identity, NodeList, RotateSecret, Status, Summary,
+    Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList, AuditList, AuditQuery, Breaker,
+    BreakerList, Calendar, CalendarIn, CalendarList, Connection, ConnectionList, Identity,
+    NodeList, RotateSecret, Status, Summary,
 };
 
 use super::{Client, Request};
@@ -16,6 +17,35 @@ use crate::error::Error;
 use crate::types::{Node, SigningSecret, duration_text};
 
 impl Client {
+    /// `GET /v1/anchors`: the namespace's anchors, in name order.
+    pub async fn list_anchors(&self) -> Result<Vec<Anchor>, Error> {
+        let list: AnchorList = self.get(&["v1", "anchors"]).await?;
+        Ok(list.anchors)
+    }
+
+    /// `GET /v1/anchors/{name}`: one anchor.
+    pub async fn get_anchor(&self, name: &str) -> Result<Anchor, Error> {
+        self.get(&["v1", "anchors", name]).await
+    }
+
+    /// `PUT /v1/anchors/{name}`: creates an anchor at `at` (RFC 3339), or moves it there with
+    /// every active or paused job referring to it (the answer's `jobs_moved`).
+    pub async fn put_anchor(&self, name: &str, at: &str) -> Result<Anchor, Error> {
+        let body = AnchorIn { at: at.to_owned() };
+        self.send(Request::new(Method::PUT, &["v1", "anchors", name]).json(&body)?)
+            .await
+    }
+
+    /// `DELETE /v1/anchors/{name}`: deletes an anchor and cancels its active or paused jobs;
+    /// with `if_unused`, refused (`409 anchor_in_use`) while any refers to it.
+    pub async fn delete_anchor(&self, name: &str, if_unused: bool) -> Result<AnchorDeleted, Error> {
+        let query = AnchorDeleteQuery {
+            if_unused: if_unused.then_some(true),
+        };
+        self.send(Request::new(Method::DELETE, &["v1", "anchors", name]).query(&query))
+            .await
+    }
+
     /// `GET /v1/calendars`: the namespace's calendars, in name order.
     pub async fn list_calendars(&self) -> Result<Vec<Calendar>, Error> {
         let list: CalendarList = self.get(&["v1", "calendars"]).await?;

@@ -345,4 +345,31 @@ impl Store for FaultStore {
         self.write(self.inner.delete_calendar(namespace, name), |_| {})
             .await
     }
+    async fn put_anchor(&self, record: &hourglass_store::AnchorRecord) -> Result<Vec<JobRecord>> {
+        let op = self.inner.put_anchor(record);
+        self.write(op, |moved| {
+            moved.iter().for_each(|r| self.announce_changed(r))
+        })
+        .await
+    }
+    async fn get_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<hourglass_store::AnchorRecord>> {
+        self.read(self.inner.get_anchor(namespace, name)).await
+    }
+    async fn list_anchors(&self, namespace: &str) -> Result<Vec<hourglass_store::AnchorRecord>> {
+        self.read(self.inner.list_anchors(namespace)).await
+    }
+    async fn delete_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+        how: hourglass_store::AnchorDelete,
+    ) -> Result<hourglass_store::AnchorDeleted> {
+        // The scheduler fences the cancelled jobs' claims itself, from a listing after this.
+        self.write(self.inner.delete_anchor(namespace, name, how), |_| {})
+            .await
+    }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::usage;
 
 /// The flags that make a `--json` body unnecessary, for `conflicts_with_all`.
-const FIELD_FLAGS: [&str; 25] = [
+const FIELD_FLAGS: [&str; 27] = [
     "webhook",
     "queue",
     "at",
@@ -27,6 +27,8 @@ const FIELD_FLAGS: [&str; 25] = [
     "jitter",
     "calendar",
     "roll",
+    "anchor",
+    "offset",
     "payload",
     "job_type",
     "headers",
@@ -117,6 +119,13 @@ struct JobFields {
     /// day does.
     #[arg(long, requires = "calendar")]
     roll: Option<String>,
+    /// An anchor of the namespace (`hourglass anchor put`): alone, a one-off at the anchor plus
+    /// --offset; with --every, an interval starting there. Moving the anchor moves the job.
+    #[arg(long)]
+    anchor: Option<String>,
+    /// With --anchor: a signed duration from the anchor's instant, e.g. -8h.
+    #[arg(long, requires = "anchor", allow_hyphen_values = true)]
+    offset: Option<String>,
     /// Payload JSON, or @FILE to read it from a file, or @- from standard input.
     #[arg(long)]
     payload: Option<String>,
@@ -294,11 +303,15 @@ pub(super) struct ScheduleFlags {
     pub(super) jitter: Option<String>,
     pub(super) calendar: Option<String>,
     pub(super) roll: Option<String>,
+    pub(super) anchor: Option<String>,
+    pub(super) offset: Option<String>,
 }
 
 impl ScheduleFlags {
     pub(super) fn into_schedule(self) -> anyhow::Result<Option<ScheduleIn>> {
+        let anchored_once = self.anchor.is_some() && self.every.is_none();
         let mut schedule = match (self.at, self.after, self.cron, self.every) {
+            (None, None, None, None) if anchored_once => ScheduleIn::default(),
             (Some(at), None, None, None) => ScheduleIn {
                 at: Some(at),
                 ..ScheduleIn::default()
@@ -333,10 +346,12 @@ impl ScheduleFlags {
             }
             _ => {
                 return Err(usage(
-                    "give exactly one of --at, --after, --cron or --every",
+                    "give exactly one of --at, --after, --cron or --every (or --anchor)",
                 ));
             }
         };
+        schedule.anchor = self.anchor;
+        schedule.offset = self.offset;
         schedule.start = self.start;
         schedule.end = self.end;
         schedule.max_runs = self.max_runs;
@@ -395,6 +410,8 @@ impl JobFields {
             jitter: c.jitter,
             calendar: c.calendar,
             roll: c.roll,
+            anchor: c.anchor,
+            offset: c.offset,
         }
         .into_schedule()?;
         let payload = match c.payload {

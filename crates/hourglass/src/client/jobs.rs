@@ -55,6 +55,9 @@ enum JobCommand {
         /// must match, at most 8).
         #[arg(long = "label", value_name = "SELECTOR")]
         labels: Vec<String>,
+        /// Only jobs whose schedule refers to this anchor.
+        #[arg(long)]
+        anchor: Option<String>,
     },
     /// Pause, resume, cancel or trigger every live job that the label selectors pick.
     #[command(after_help = BULK_EXAMPLES)]
@@ -243,6 +246,7 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
             cursor,
             payload,
             labels,
+            anchor,
         } => {
             // The state goes as it was given: the node judges it, as for any client.
             let query = JobListQuery {
@@ -252,6 +256,7 @@ pub async fn job(args: JobArgs, out: Output) -> anyhow::Result<()> {
                 cursor,
                 payload: payload.then_some(true),
                 label: labels,
+                anchor,
                 ..JobListQuery::default()
             };
             let page = client.list_jobs(query).await.map_err(failed)?;
@@ -364,6 +369,8 @@ async fn next_fires(
         jitter: args.jitter.clone(),
         calendar: args.calendar.clone(),
         roll: args.roll.clone(),
+        anchor: None,
+        offset: None,
     }
     .into_schedule()?
     .expect("a cron expression or an interval was given");

@@ -21,7 +21,8 @@ pub use self::audit::{AUDIT_EXAMPLES, AuditArgs, audit};
 pub use self::dead_letters::{DEAD_LETTER_EXAMPLES, DeadLetterArgs, dead_letters};
 pub use self::jobs::{JobArgs, job};
 pub use self::node::{
-    CalendarArgs, SigningSecretArgs, breakers, calendar, connections, nodes, signing_secret, whoami,
+    AnchorArgs, CalendarArgs, SigningSecretArgs, anchor, breakers, calendar, connections, nodes,
+    signing_secret, whoami,
 };
 pub use self::output::{Format, Output};
 pub use self::queues::{QUEUE_EXAMPLES, QueueArgs, queue};

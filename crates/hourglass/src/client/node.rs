@@ -60,6 +60,63 @@ pub async fn whoami(conn: Connection, out: Output) -> anyhow::Result<()> {
 }
 
 #[derive(Args, Debug)]
+pub struct AnchorArgs {
+    #[command(flatten)]
+    conn: Connection,
+    #[command(subcommand)]
+    command: AnchorCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum AnchorCommand {
+    /// Create an anchor, or move it (re-times every active or paused job on it).
+    Put {
+        /// The anchor's name (1-64 letters, digits, '-', '_' or '.').
+        name: String,
+        /// Its instant, RFC 3339.
+        #[arg(long)]
+        at: String,
+    },
+    /// Print one anchor.
+    Get {
+        /// The anchor's name.
+        name: String,
+    },
+    /// List the namespace's anchors.
+    List,
+    /// Delete an anchor, cancelling its active or paused jobs.
+    Delete {
+        /// The anchor's name.
+        name: String,
+        /// Refuse (409 anchor_in_use) instead of cancelling while jobs refer to it.
+        #[arg(long)]
+        if_unused: bool,
+    },
+}
+
+/// `hourglass anchor put|get|list|delete`; answers print as JSON. `hourglass job list --anchor`
+/// lists an anchor's jobs.
+pub async fn anchor(args: AnchorArgs, out: Output) -> anyhow::Result<()> {
+    let client = args.conn.resolve()?.api_client()?;
+    match args.command {
+        AnchorCommand::Put { name, at } => {
+            out.json(&client.put_anchor(&name, &at).await.map_err(failed)?)
+        }
+        AnchorCommand::Get { name } => out.json(&client.get_anchor(&name).await.map_err(failed)?),
+        AnchorCommand::List => {
+            let anchors = client.list_anchors().await.map_err(failed)?;
+            out.json(&hourglass_client::api::AnchorList { anchors })
+        }
+        AnchorCommand::Delete { name, if_unused } => out.json(
+            &client
+                .delete_anchor(&name, if_unused)
+                .await
+                .map_err(failed)?,
+        ),
+    }
+}
+
+#[derive(Args, Debug)]
 pub struct CalendarArgs {
     #[command(flatten)]
     conn: Connection,

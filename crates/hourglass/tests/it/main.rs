@@ -9,6 +9,7 @@
 
 mod support;
 
+mod anchors;
 mod backfill;
 mod backup;
 mod cli;

@@ -13,14 +13,16 @@ fn path_name(name: &str) -> Result<&str, ApiError> {
     Ok(name)
 }
 
-/// Adds to `calendars` the one `schedule` names, if it names a valid one that exists; wire
-/// validation then refuses a missing or malformed name, naming the field.
+/// Adds to `calendars` the one `schedule` names, if it names a valid one that exists, and the
+/// anchor it names (`anchors.rs`); wire validation then refuses a missing or malformed name,
+/// naming the field.
 pub(crate) async fn fetch_named(
     state: &AppState,
     namespace: &str,
     schedule: &ScheduleIn,
     calendars: &mut wire::Calendars,
 ) -> Result<(), ApiError> {
+    super::anchors::fetch_named(state, namespace, schedule, calendars).await?;
     let Some(name) = wire::named(schedule) else {
         return Ok(());
     };

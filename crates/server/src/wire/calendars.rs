@@ -14,9 +14,32 @@ use jiff::civil::{Date, Weekday};
 
 use super::rfc3339;
 
-/// The calendars a request's schedules name, fetched by the handler before validation (wire
-/// does no I/O): name to calendar.
-pub type Calendars = HashMap<String, Calendar>;
+/// The calendars and anchors a request's schedules name, fetched by the handler before
+/// validation (wire does no I/O): name to calendar (through `Deref`), and name to instant.
+#[derive(Debug, Default)]
+pub struct Calendars {
+    calendars: HashMap<String, Calendar>,
+    pub anchors: HashMap<String, Timestamp>,
+}
+
+impl Calendars {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl std::ops::Deref for Calendars {
+    type Target = HashMap<String, Calendar>;
+    fn deref(&self) -> &Self::Target {
+        &self.calendars
+    }
+}
+
+impl std::ops::DerefMut for Calendars {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.calendars
+    }
+}
 
 /// The calendar name a schedule gives, if any (for the handler to fetch it).
 pub fn named(input: &ScheduleIn) -> Option<&str> {

@@ -14,10 +14,12 @@ use hourglass_core::{
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
+mod anchors;
 mod calendars;
 mod callbacks;
 mod connection;
 mod convert;
+pub use anchors::{anchor_at, anchor_name, anchor_out, named_anchor, offset_out};
 pub use calendars::{Calendars, calendar, calendar_name, calendar_out, named};
 pub use callbacks::callback;
 pub use connection::check_payload;
@@ -105,7 +107,7 @@ pub const MAX_BATCH_ITEMS: u16 = 1000;
 pub const MAX_TIMEZONE_BYTES: usize = 64;
 
 /// The latest instant a job may be scheduled for.
-const MAX_FUTURE: SignedDuration = SignedDuration::from_hours(100 * 366 * 24);
+pub(crate) const MAX_FUTURE: SignedDuration = SignedDuration::from_hours(100 * 366 * 24);
 /// The longest `every` interval: one occurrence per scheduling horizon.
 const MAX_EVERY: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
 /// The longest misfire catch-up window. Past it, a missed run is an outage to look at, not a
@@ -172,12 +174,19 @@ pub fn schedule(
     calendars: &Calendars,
 ) -> Result<Schedule, ValidationError> {
     let calendar = calendars::schedule_calendar(input, calendars)?;
+    let anchored = anchors::schedule_anchor(input, &calendars.anchors)?;
+    // An anchor without `every` is a one-off at its instant.
+    let anchored_at = anchored
+        .as_ref()
+        .filter(|_| input.every.is_none())
+        .map(|(_, instant)| *instant);
     let within = |e: ValidationError| e.within("schedule");
     let kinds = [
         input.at.is_some(),
         input.after.is_some(),
         input.cron.is_some(),
         input.every.is_some(),
+        anchored_at.is_some(),
     ]
     .iter()
     .filter(|k| **k)
@@ -186,7 +195,7 @@ pub fn schedule(
         return Err(ValidationError::new(
             "invalid_schedule",
             "schedule",
-            "give exactly one of at, after, cron or every",
+            "give exactly one of at, after, cron, every or anchor",
         ));
     }
     if input.timezone.is_some() && input.cron.is_none() {
@@ -208,7 +217,7 @@ pub fn schedule(
         .map(|s| parse_instant(s, "end").map(truncate_ms))
         .transpose()
         .map_err(within)?;
-    let one_off = input.at.is_some() || input.after.is_some();
+    let one_off = input.at.is_some() || input.after.is_some() || anchored_at.is_some();
     if one_off {
         let extra = [
             ("start", input.start.is_some()),
@@ -250,7 +259,24 @@ pub fn schedule(
     if start.is_some_and(|start| start > latest) {
         return Err(too_far("start"));
     }
-    let kind = if let Some(at) = &input.at {
+    let kind = if let Some(at) = anchored_at {
+        // Where the anchor is now; it moves with it. Bounded as `at` is.
+        if at < hourglass_core::sub_saturating(now, limits.max_past) {
+            return Err(ValidationError::new(
+                "instant_in_past",
+                "schedule.anchor",
+                format!(
+                    "the anchor plus the offset, {}, is more than {} in the past",
+                    rfc3339(at),
+                    format_duration(limits.max_past)
+                ),
+            ));
+        }
+        if at > latest {
+            return Err(too_far("anchor"));
+        }
+        ScheduleKind::At(at)
+    } else if let Some(at) = &input.at {
         let at = truncate_ms(parse_instant(at, "at").map_err(within)?);
         if at < hourglass_core::sub_saturating(now, limits.max_past) {
             return Err(ValidationError::new(
@@ -318,7 +344,10 @@ pub fn schedule(
                 "the longest interval is 100 years (878400h): jobs may be scheduled at most 100 years ahead",
             ));
         }
-        let anchor = start.unwrap_or(hourglass_core::add_saturating(now, interval));
+        let anchor = match &anchored {
+            Some((_, instant)) => *instant,
+            None => start.unwrap_or(hourglass_core::add_saturating(now, interval)),
+        };
         ScheduleKind::Every { interval, anchor }
     };
     Ok(Schedule {
@@ -328,6 +357,7 @@ pub fn schedule(
         max_runs: input.max_runs,
         jitter: input.jitter.as_deref().map(jitter).transpose()?,
         calendar,
+        anchor: anchored.map(|(reference, _)| Box::new(reference)),
     })
 }
 
@@ -650,6 +680,13 @@ pub fn describe_schedule(s: &Schedule, now: Timestamp) -> String {
             words
         }
     };
+    if let Some(anchor) = &s.anchor {
+        words.push_str(&format!(
+            " (anchor {:?} {}, moving with it)",
+            anchor.name,
+            offset_out(anchor.offset_ms)
+        ));
+    }
     if let Some(end) = s.end {
         words.push_str(&format!(", until {}", rfc3339(end)));
     }

@@ -29,6 +29,8 @@ pub fn schedule_out(s: &Schedule) -> ScheduleIn {
         jitter: s.jitter.map(format_duration),
         calendar: s.calendar.as_ref().map(|c| c.name.clone()),
         roll: s.calendar.as_ref().map(|c| c.roll.as_str().to_owned()),
+        anchor: s.anchor.as_ref().map(|a| a.name.clone()),
+        offset: s.anchor.as_ref().map(|a| super::offset_out(a.offset_ms)),
         ..Default::default()
     };
     match &s.kind {

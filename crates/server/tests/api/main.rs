@@ -13,6 +13,7 @@
 
 mod support;
 
+mod anchors;
 mod answer_budget;
 mod audit;
 mod backfill;

@@ -18,6 +18,7 @@ fn jittered(namespace: &str, schedule: Schedule) -> NewJob {
     let schedule = Schedule {
         jitter: Some(JITTER),
         calendar: None,
+        anchor: None,
         ..schedule
     };
     loop {

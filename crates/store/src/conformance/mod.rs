@@ -1,6 +1,7 @@
 //! The behaviour every [`Store`] backend must show, written once. A backend's test file expands
 //! [`conformance_tests!`](crate::conformance_tests) with a factory that makes a fresh, empty store.
 
+mod anchors;
 mod audit;
 mod calendars;
 mod callbacks;
@@ -16,6 +17,7 @@ mod nodes;
 mod overlap;
 mod queues;
 
+pub use self::anchors::*;
 pub use self::audit::*;
 pub use self::calendars::*;
 pub use self::callbacks::*;
@@ -79,6 +81,10 @@ macro_rules! conformance_tests {
             payloads_of_every_size_come_back_whole,
             a_jittered_job_keeps_its_jitter_and_fires_late,
             calendars_are_kept_per_namespace,
+            moving_an_anchor_retimes_its_live_jobs_and_fences_their_claims,
+            a_move_leaves_finished_jobs_and_a_past_time_fires_at_once,
+            deleting_an_anchor_cancels_its_jobs_or_is_refused_while_used,
+            a_create_rebases_on_the_anchor_as_stored,
             a_rolled_occurrence_fires_at_its_moved_time_named_by_its_due_time,
             overlap_skips_are_counted_and_recorded_as_a_skipped_run,
             a_backfill_is_kept_with_the_spec_and_claimable_at_once,

@@ -701,6 +701,7 @@ pub(super) async fn transition(
     namespace: Option<&str>,
     id: JobId,
     transition: Transition,
+    reason: Option<&str>,
 ) -> Result<JobRecord> {
     let mut registered = false;
     for race in 0..RACES {
@@ -726,6 +727,9 @@ pub(super) async fn transition(
         let mut change = guarded(id, read.version, state, now);
         change.set_or_remove("due", due.map(n));
         change.set_or_remove("fire", fire.map(n));
+        if let Some(reason) = reason {
+            change.set("lerr", s(reason));
+        }
         let place = Placement {
             state,
             fire,

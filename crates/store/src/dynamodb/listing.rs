@@ -34,6 +34,10 @@ fn matches(query: &JobQuery, job: &JobRecord) -> bool {
         // Labels are not indexed here: a selector filters the namespace's jobs as they are read
         // (see README, "Labels": every job read costs its read units, matched or not).
         && hourglass_core::labels::matches_all(&query.labels, &job.spec.labels)
+        && query
+            .anchor
+            .as_deref()
+            .is_none_or(|a| crate::anchors::anchor_of(&job.spec) == Some(a))
 }
 
 /// How long before a listing's `after` id a registry item may start and still hold later ids:

@@ -50,6 +50,7 @@
 //! between them leaves the change without its entry. COSTS.md (deploy/aws) has each operation's
 //! cost.
 
+mod anchors;
 mod audit;
 mod calendars;
 mod callback;
@@ -549,8 +550,14 @@ impl Store for DynamoStore {
         Some(complete::SETTLE_LINGER)
     }
 
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        jobs::create_jobs(&self.inner, jobs).await
+    async fn create_jobs(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+        let read = anchors::prepare(&self.inner, &mut jobs).await?;
+        let created = jobs::create_jobs(&self.inner, jobs).await?;
+        if !read.is_empty() {
+            let records: Vec<JobRecord> = created.iter().map(|c| c.record().clone()).collect();
+            anchors::settle(&self.inner, &read, &records).await?;
+        }
+        Ok(created)
     }
 
     async fn claim_due(
@@ -628,7 +635,7 @@ impl Store for DynamoStore {
         id: JobId,
         transition: Transition,
     ) -> Result<JobRecord> {
-        jobs::transition(&self.inner, namespace, id, transition).await
+        jobs::transition(&self.inner, namespace, id, transition, None).await
     }
 
     async fn runs(
@@ -742,6 +749,27 @@ impl Store for DynamoStore {
 
     async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
         calendars::delete(&self.inner, namespace, name).await
+    }
+
+    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
+        anchors::put(&self.inner, record).await
+    }
+
+    async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
+        anchors::get(&self.inner, namespace, name).await
+    }
+
+    async fn list_anchors(&self, namespace: &str) -> Result<Vec<crate::AnchorRecord>> {
+        anchors::list(&self.inner, namespace).await
+    }
+
+    async fn delete_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+        how: crate::AnchorDelete,
+    ) -> Result<crate::AnchorDeleted> {
+        anchors::delete(&self.inner, namespace, name, how).await
     }
 }
 

@@ -123,6 +123,11 @@ pub(super) fn list_jobs(state: &State, query: JobQuery) -> Result<Vec<JobRecord>
                 .is_none_or(|q| job.spec.target.queue() == Some(q))
         })
         .filter(|job| hourglass_core::labels::matches_all(&query.labels, &job.spec.labels))
+        .filter(|job| {
+            query.anchor.as_deref().is_none_or(|a| {
+                job.spec.schedule.anchor.as_deref().map(|x| x.name.as_str()) == Some(a)
+            })
+        })
         .take(query.limit)
         .map(Job::record)
         .collect())

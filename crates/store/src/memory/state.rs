@@ -179,6 +179,8 @@ pub(super) struct State {
     pub(super) secrets: HashMap<String, Secrets>,
     /// By (namespace, name).
     pub(super) calendars: BTreeMap<(String, String), crate::CalendarRecord>,
+    /// By (namespace, name).
+    pub(super) anchors: BTreeMap<(String, String), crate::AnchorRecord>,
     pub(super) audit: super::audit::AuditLog,
 }
 

@@ -14,7 +14,10 @@ use crate::failpoint;
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
 use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
 
-pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+pub(super) async fn create_jobs(
+    store: &PostgresStore,
+    mut jobs: Vec<NewJob>,
+) -> Result<Vec<Created>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -22,6 +25,7 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
         .bounded(async {
             let mut client = store.client().await?;
             let tx = client.transaction().await?;
+            super::anchors::prepare(&tx, &mut jobs).await?;
             let n = jobs.len();
             let (mut ids, mut namespaces, mut keys, mut types, mut queues) = (
                 Vec::with_capacity(n),
@@ -38,7 +42,9 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                 Vec::with_capacity(n),
             );
             let mut fires = Vec::with_capacity(n);
+            let mut anchors = Vec::with_capacity(n);
             for job in &jobs {
+                anchors.push(crate::anchors::anchor_of(&job.spec));
                 ids.push(job.id);
                 namespaces.push(job.namespace.as_str());
                 keys.push(job.key.as_deref());
@@ -56,14 +62,14 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
             let stmt = tx
                 .prepare_cached(
                     "INSERT INTO jobs (id, namespace, key, job_type, queue, state, spec, payload,
-                                   fingerprint, due_ms, fire_ms, created_ms, updated_ms)
+                                   fingerprint, due_ms, fire_ms, created_ms, updated_ms, anchor)
                  SELECT id, namespace, key, job_type, queue, 0, spec, payload, fingerprint,
-                        due_ms, fire_ms, now_ms, now_ms
+                        due_ms, fire_ms, now_ms, now_ms, anchor
                  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
                              $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[],
-                             $11::bigint[])
+                             $11::bigint[], $12::text[])
                       AS n(id, namespace, key, job_type, queue, spec, payload, fingerprint,
-                           due_ms, now_ms, fire_ms)
+                           due_ms, now_ms, fire_ms, anchor)
                  ON CONFLICT (namespace, key) WHERE key IS NOT NULL DO NOTHING
                  RETURNING id",
                 )
@@ -83,6 +89,7 @@ pub(super) async fn create_jobs(store: &PostgresStore, jobs: Vec<NewJob>) -> Res
                         &dues,
                         &nows,
                         &fires,
+                        &anchors,
                     ],
                 )
                 .await?
@@ -236,6 +243,7 @@ pub(super) async fn list_jobs(store: &PostgresStore, query: JobQuery) -> Result<
             filters.add("due_ms <", due_before.as_ref().map(|v| v as _));
             filters.add("due_ms >=", due_after.as_ref().map(|v| v as _));
             filters.add("queue =", query.queue.as_ref().map(|v| v as _));
+            filters.add("anchor =", query.anchor.as_ref().map(|v| v as _));
             let sql = format!(
                 "SELECT {JOB_COLUMNS} FROM {source}{} ORDER BY {order} LIMIT {}",
                 filters.where_clause(),
@@ -287,7 +295,7 @@ pub(super) async fn update_job(
                     "UPDATE jobs SET spec = $2, payload = $3, job_type = $4, state = $5,
                                  due_ms = $6, fire_ms = $7, attempt = 0, lease_owner = NULL,
                                  lease_fire_ms = NULL, lease_token = lease_token + 1,
-                                 updated_ms = $8, queue = $9
+                                 updated_ms = $8, queue = $9, anchor = $10
                  WHERE id = $1
                  RETURNING {JOB_COLUMNS}"
                 ))
@@ -305,6 +313,7 @@ pub(super) async fn update_job(
                         &fire,
                         &update.now.as_millisecond(),
                         &update.spec.target.queue(),
+                        &crate::anchors::anchor_of(&update.spec),
                     ],
                 )
                 .await?;

@@ -21,6 +21,7 @@
 //! of its concern (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `nodes`,
 //! `audit`).
 
+mod anchors;
 mod audit;
 mod calendars;
 mod claim;
@@ -435,5 +436,26 @@ impl Store for PostgresStore {
 
     async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
         calendars::delete(self, namespace, name).await
+    }
+
+    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
+        anchors::put(self, record).await
+    }
+
+    async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
+        anchors::get(self, namespace, name).await
+    }
+
+    async fn list_anchors(&self, namespace: &str) -> Result<Vec<crate::AnchorRecord>> {
+        anchors::list(self, namespace).await
+    }
+
+    async fn delete_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+        how: crate::AnchorDelete,
+    ) -> Result<crate::AnchorDeleted> {
+        anchors::delete(self, namespace, name, how).await
     }
 }

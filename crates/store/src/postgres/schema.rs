@@ -135,6 +135,17 @@ const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX job_labels_pair ON job_labels (namespace, label_key, label_value, job_id);
      CREATE INDEX job_labels_key ON job_labels (namespace, label_key, job_id);",
+    // 9: anchors (`anchors.rs`): each namespace's named instants, and each job's anchor name
+    // (copied from its spec's schedule), indexed so that a move reads only its own jobs.
+    "CREATE TABLE anchors (
+         namespace  TEXT NOT NULL,
+         name       TEXT NOT NULL,
+         at_ms      BIGINT NOT NULL,
+         updated_ms BIGINT NOT NULL,
+         PRIMARY KEY (namespace, name)
+     );
+     ALTER TABLE jobs ADD COLUMN anchor TEXT;
+     CREATE INDEX jobs_anchor ON jobs (namespace, anchor, state) WHERE anchor IS NOT NULL;",
 ];
 
 /// Applies pending migrations and returns the schema the tables live in.

@@ -76,16 +76,17 @@ pub(super) fn load_job_by_key(
 /// lookup hashes the SQL text).
 pub(super) fn create_in_tx(
     conn: &Connection,
-    jobs: Vec<(NewJob, Vec<u8>)>,
+    mut jobs: Vec<(NewJob, Vec<u8>)>,
 ) -> Result<Vec<Created>> {
+    super::anchors::prepare(conn, &mut jobs)?;
     let mut out = Vec::with_capacity(jobs.len());
     let mut queue_keys = QueueKeys::default();
     let mut insert = conn
         .prepare_cached(
             "INSERT INTO jobs (id, namespace, key, job_type, state, spec, payload, fingerprint,
                                due_ms, fire_ms, created_ms, updated_ms, queue, queue_key,
-                               payload_out)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?13, ?9, ?9, ?10, ?11, ?12)",
+                               payload_out, anchor)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?8, ?13, ?9, ?9, ?10, ?11, ?12, ?14)",
         )
         .map_err(unavailable)?;
     let mut insert_payload = conn
@@ -131,6 +132,7 @@ pub(super) fn create_in_tx(
                 queue_key,
                 out_of_line.is_some(),
                 job.first_fire().as_millisecond(),
+                crate::anchors::anchor_of(&job.spec),
             ])
             .map_err(unavailable)?;
         if let Some(payload) = out_of_line {
@@ -161,7 +163,7 @@ pub(super) fn update_in_tx(
             "UPDATE jobs SET spec = ?2, payload = ?3, job_type = ?4, state = ?5, due_ms = ?6,
                              fire_ms = ?7, attempt = 0, lease_owner = NULL, lease_fire_ms = NULL,
                              lease_token = lease_token + 1, updated_ms = ?8, queue = ?9,
-                             queue_key = ?10, payload_out = ?11
+                             queue_key = ?10, payload_out = ?11, anchor = ?12
              WHERE id = ?1
              RETURNING seq",
         )
@@ -179,6 +181,7 @@ pub(super) fn update_in_tx(
                 update.spec.target.queue(),
                 queue_key,
                 out_of_line.is_some(),
+                crate::anchors::anchor_of(&update.spec),
             ],
             |row| row.get(0),
         )
@@ -304,6 +307,7 @@ pub(super) fn with_list_statement<T>(
     filters.add("due_ms <", due_before.as_ref().map(|v| v as _));
     filters.add("due_ms >=", due_after.as_ref().map(|v| v as _));
     filters.add("queue =", query.queue.as_ref().map(|v| v as _));
+    filters.add("anchor =", query.anchor.as_ref().map(|v| v as _));
     let sql = format!(
         "SELECT {JOB_COLUMNS} FROM {source}{} ORDER BY {order} LIMIT {}",
         filters.where_clause(),

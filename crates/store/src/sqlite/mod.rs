@@ -17,6 +17,7 @@
 //! records in `codec.rs`; the `Store` methods below hand each call to the module of its concern
 //! (`jobs`, `claim`, `complete`, `stats`, `history`, `secrets`, `audit`).
 
+mod anchors;
 mod audit;
 mod backup;
 mod calendars;
@@ -464,6 +465,33 @@ impl Store for SqliteStore {
     async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
         let (namespace, name) = (namespace.to_owned(), name.to_owned());
         self.write(move |conn| calendars::delete(conn, &namespace, &name))
+            .await
+    }
+
+    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
+        let record = record.clone();
+        self.write(move |conn| anchors::put(conn, &record)).await
+    }
+
+    async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        self.read(move |conn| anchors::get(conn, &namespace, &name))
+            .await
+    }
+
+    async fn list_anchors(&self, namespace: &str) -> Result<Vec<crate::AnchorRecord>> {
+        let namespace = namespace.to_owned();
+        self.read(move |conn| anchors::list(conn, &namespace)).await
+    }
+
+    async fn delete_anchor(
+        &self,
+        namespace: &str,
+        name: &str,
+        how: crate::AnchorDelete,
+    ) -> Result<crate::AnchorDeleted> {
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        self.write(move |conn| anchors::delete(conn, &namespace, &name, how))
             .await
     }
 }

@@ -232,6 +232,17 @@ pub(super) const MIGRATIONS: &[&str] = &[
      BEGIN
          DELETE FROM job_labels WHERE job_id = OLD.id;
      END;",
+    // 16: anchors (`anchors.rs`): each namespace's named instants, and each job's anchor name
+    // (copied from its spec's schedule), indexed so that a move reads only its own jobs.
+    "CREATE TABLE anchors (
+         namespace  TEXT NOT NULL,
+         name       TEXT NOT NULL,
+         at_ms      INTEGER NOT NULL,
+         updated_ms INTEGER NOT NULL,
+         PRIMARY KEY (namespace, name)
+     );
+     ALTER TABLE jobs ADD COLUMN anchor TEXT;
+     CREATE INDEX jobs_anchor ON jobs(namespace, anchor, state) WHERE anchor IS NOT NULL;",
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<()> {

@@ -300,6 +300,7 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         limit: 10,
         queue: Some("q".into()),
         labels: Vec::new(),
+        anchor: None,
     };
     let only_namespace = crate::JobQuery {
         namespace: Some("small".into()),
@@ -311,6 +312,7 @@ fn a_namespace_listing_seeks_its_namespace_and_never_walks_the_others() {
         limit: 10,
         queue: None,
         labels: Vec::new(),
+        anchor: None,
     };
     for query in [&every_filter, &only_namespace] {
         let found = super::jobs::with_list_statement(query, |sql, params| plan(&conn, sql, params));

@@ -15,6 +15,10 @@ from ._errors import DecodeError, HourglassError, TransportError, error_from_ans
 from ._errors import parse_retry_after as _parse_retry_after
 from ._models import (
     AckRequest,
+    Anchor,
+    AnchorDeleted,
+    AnchorIn,
+    AnchorList,
     AuditList,
     BackfillAccepted,
     BackfillRequest,
@@ -208,8 +212,10 @@ def _list_jobs(
     cursor: str | None,
     payload: bool = False,
     label: str | Sequence[str] | None = None,
+    anchor: str | None = None,
 ) -> _Request:
     query = {
+        "anchor": anchor,
         "state": state,
         "type": type,
         "label": _labels(label),
@@ -250,6 +256,14 @@ def _trigger(job: str, idempotency_key: str | None) -> _Request:
 
 def _calendar(op: str, name: str, body: Any = None) -> _Request:
     return _Request(op, {"name": _segment(name)}, body=body)
+
+
+def _anchor(op: str, name: str, body: Any = None, query: Any = None) -> _Request:
+    return _Request(op, {"name": _segment(name)}, body=body, query=query)
+
+
+def _delete_anchor(name: str, if_unused: bool) -> _Request:
+    return _anchor("deleteAnchor", name, query={"if_unused": "true" if if_unused else None})
 
 
 def _backfill(job: str, from_: datetime | str, to: datetime | str) -> _Request:
@@ -362,11 +376,13 @@ class Client(_Base):
         cursor: str | None = None,
         payload: bool = False,
         label: str | Sequence[str] | None = None,
+        anchor: str | None = None,
     ) -> JobList:
         """One page of jobs; pass ``next_cursor`` as ``cursor`` for the next (or use
         ``iter_jobs``). Payloads are left out unless ``payload=True``. ``label`` selects by
-        labels: ``"tenant=acme"`` (equality) or ``"kind"`` (existence), or a list of them, ANDed."""
-        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload, label)
+        labels: ``"tenant=acme"`` (equality) or ``"kind"`` (existence), or a list of them, ANDed;
+        ``anchor`` lists the jobs on an anchor."""
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload, label, anchor)
         return _decode(JobList.from_json, self._send(req))
 
     def iter_jobs(
@@ -491,6 +507,26 @@ class Client(_Base):
     def delete_calendar(self, name: str) -> None:
         """Deletes a calendar no active or paused job names (else ``calendar_in_use``)."""
         self._send(_calendar("deleteCalendar", name))
+
+    # Anchors
+
+    def list_anchors(self) -> list[Anchor]:
+        """The namespace's anchors, in name order."""
+        return _decode(AnchorList.from_json, self._send(_Request("listAnchors"))).anchors
+
+    def get_anchor(self, name: str) -> Anchor:
+        return _decode(Anchor.from_json, self._send(_anchor("getAnchor", name)))
+
+    def put_anchor(self, name: str, at: datetime | str) -> Anchor:
+        """Creates an anchor at ``at``, or moves it there with every active or paused job that
+        refers to it (``jobs_moved`` in the answer)."""
+        req = _anchor("putAnchor", name, AnchorIn(instant_text(at)).to_json())
+        return _decode(Anchor.from_json, self._send(req))
+
+    def delete_anchor(self, name: str, *, if_unused: bool = False) -> AnchorDeleted:
+        """Deletes an anchor and cancels its active or paused jobs; with ``if_unused``, refused
+        (``anchor_in_use``) while any refers to it."""
+        return _decode(AnchorDeleted.from_json, self._send(_delete_anchor(name, if_unused)))
 
     def list_open_breakers(self) -> list[Breaker]:
         return _decode(BreakerList.from_json, self._send(_Request("listOpenBreakers"))).breakers
@@ -687,8 +723,9 @@ class AsyncClient(_Base):
         cursor: str | None = None,
         payload: bool = False,
         label: str | Sequence[str] | None = None,
+        anchor: str | None = None,
     ) -> JobList:
-        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload, label)
+        req = _list_jobs(state, type, due_before, due_after, limit, cursor, payload, label, anchor)
         return _decode(JobList.from_json, await self._send(req))
 
     async def iter_jobs(
@@ -807,6 +844,23 @@ class AsyncClient(_Base):
 
     async def delete_calendar(self, name: str) -> None:
         await self._send(_calendar("deleteCalendar", name))
+
+    # Anchors
+
+    async def list_anchors(self) -> list[Anchor]:
+        data = await self._send(_Request("listAnchors"))
+        return _decode(AnchorList.from_json, data).anchors
+
+    async def get_anchor(self, name: str) -> Anchor:
+        return _decode(Anchor.from_json, await self._send(_anchor("getAnchor", name)))
+
+    async def put_anchor(self, name: str, at: datetime | str) -> Anchor:
+        req = _anchor("putAnchor", name, AnchorIn(instant_text(at)).to_json())
+        return _decode(Anchor.from_json, await self._send(req))
+
+    async def delete_anchor(self, name: str, *, if_unused: bool = False) -> AnchorDeleted:
+        data = await self._send(_delete_anchor(name, if_unused))
+        return _decode(AnchorDeleted.from_json, data)
 
     async def list_open_breakers(self) -> list[Breaker]:
         data = await self._send(_Request("listOpenBreakers"))

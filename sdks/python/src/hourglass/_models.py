@@ -59,6 +59,8 @@ and says how many, ``due_at`` is the first of them)."""
 HealthStatus = Literal["ok", "ready"]
 
 ErrorCode = Literal[
+    "anchor_full",
+    "anchor_in_use",
     "body_timeout",
     "body_too_large",
     "calendar_excludes_every_day",
@@ -71,6 +73,7 @@ ErrorCode = Literal[
     "instant_too_far",
     "insufficient_role",
     "internal",
+    "invalid_anchor",
     "invalid_batch",
     "invalid_calendar",
     "invalid_cron",
@@ -105,6 +108,7 @@ ErrorCode = Literal[
     "server_busy",
     "store_unavailable",
     "unauthorized",
+    "unknown_anchor",
     "unknown_calendar",
     "unknown_connection",
     "unknown_field",
@@ -113,6 +117,10 @@ ErrorCode = Literal[
 ]
 """Stable, machine-readable error codes and the status each comes with:
 
+- ``anchor_full`` (422): the anchor ``schedule.anchor`` names has the most jobs an anchor may
+  have (10,000 active or paused; on DynamoDB, created)
+- ``anchor_in_use`` (409): ``DELETE /v1/anchors/{name}?if_unused=true``: an active or paused job
+  of the namespace refers to the anchor (the message names one)
 - ``body_timeout`` (408): the request body did not arrive whole within the body read timeout (60
   s by default)
 - ``body_too_large`` (413): the request body exceeds its endpoint's limit (payload limit + 64 KiB
@@ -134,6 +142,9 @@ ErrorCode = Literal[
 - ``insufficient_role`` (403): the API key's role does not allow the call; the message names the
   roles that do (``reader``, ``worker``, ``writer``, ``admin``)
 - ``internal`` (500): an internal error; nothing the client can fix
+- ``invalid_anchor`` (422): an anchor's name (1-64 letters, digits, '-', '_' or '.', not ``.`` or
+  ``..``) or ``schedule.offset`` is not valid, or ``schedule.offset`` is given without
+  ``schedule.anchor``, or ``schedule.anchor`` with ``cron``, ``after`` or ``start``
 - ``invalid_batch`` (422): a batch must hold 1 to 1000 jobs
 - ``invalid_calendar`` (422): a calendar's name (1-64 letters, digits, '-', '_' or '.'), date
   (``YYYY-MM-DD``), range (``to`` before ``from``), weekday (``MON``-``SUN``), or count of dates
@@ -186,6 +197,7 @@ ErrorCode = Literal[
   shortly
 - ``store_unavailable`` (503): the store cannot serve now; nothing was changed, retry later
 - ``unauthorized`` (401): the API key is missing, malformed or unknown
+- ``unknown_anchor`` (422): ``schedule.anchor`` names no anchor of the namespace
 - ``unknown_calendar`` (422): ``schedule.calendar`` names no calendar of the namespace
 - ``unknown_connection`` (422): a target names a connection that does not exist or that this
   namespace may not use, or a resource off the connection's lists (the same answer either way)
@@ -314,6 +326,57 @@ class AfterSchedule:
 
 
 @dataclass(frozen=True)
+class AnchorSchedule:
+    """One occurrence at an anchor's instant plus ``offset``, moving whenever the anchor moves.
+    Bounded as ``at`` is (at most 5 minutes in the past, else ``422 instant_in_past``, field
+    ``schedule.anchor``). An anchor takes at most 10,000 active or paused jobs (``422
+    anchor_full``)."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AnchorSchedule",)
+    anchor: str
+    """An anchor of the namespace (``PUT /v1/anchors/{name}``). ``422 unknown_anchor`` when the
+    namespace has none by that name. Moving the anchor re-times the job; deleting it cancels the
+    job."""
+    offset: str | None = None
+    """A signed duration from the anchor's instant, millisecond precision, at most 100 years either
+    way (else ``422 invalid_anchor``, field ``schedule.offset``); zero when left out."""
+    jitter: timedelta | str | None = None
+    """Fire each occurrence up to this long after its due time, at most ``24h`` (else ``422
+    invalid_duration``, field ``schedule.jitter``). The offset is a hash of the job's id and the
+    due time, so every node, retry and preview agree; it spreads jobs due together evenly over
+    the window, never moves an occurrence before its due time, and never to or past the next
+    occurrence's due time (the window is cut to the time until then, the real time for an
+    irregular cron expression). The due time stays the occurrence's identity (its delivery id,
+    ``next_due_at``); misfire lateness counts from the fire time. A trigger fires at once,
+    without jitter."""
+    calendar: str | None = None
+    """A calendar of the namespace (``PUT /v1/calendars/{name}``): occurrences on the days it
+    excludes are skipped or rolled (``roll``). ``422 unknown_calendar`` when the namespace has
+    none by that name. The job keeps a copy; replacing the calendar re-plans the job."""
+    roll: Roll | None = None
+    """With ``calendar``: ``skip`` (default) drops an occurrence on an excluded day; ``previous`` /
+    ``next`` fire it on the nearest included day before / after at the same wall-clock time of
+    the calendar's zone (a time in a DST gap at the first instant after it, in an overlap at the
+    earlier instant). A moved occurrence keeps its due time as its identity (delivery id,
+    ``next_due_at``; ``next_fire_at`` and the preview's ``fire_times`` show the move); it is
+    dropped when the move would reach another occurrence (``previous``: one at or after the moved
+    time; ``next``: the next one at or before it), so occurrences never fire together or out of
+    order. Jitter applies after the move."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"anchor": self.anchor}
+        if self.offset is not None:
+            out["offset"] = self.offset
+        if self.jitter is not None:
+            out["jitter"] = dump(self.jitter)
+        if self.calendar is not None:
+            out["calendar"] = self.calendar
+        if self.roll is not None:
+            out["roll"] = self.roll
+        return out
+
+
+@dataclass(frozen=True)
 class CronSchedule:
     """Recurring, by a cron expression evaluated on the wall clock of ``timezone``. A fixed local
     time skipped by a DST gap fires at the first instant after the gap (on the next local date
@@ -423,6 +486,13 @@ class EverySchedule:
     dropped when the move would reach another occurrence (``previous``: one at or after the moved
     time; ``next``: the next one at or before it), so occurrences never fire together or out of
     order. Jitter applies after the move."""
+    anchor: str | None = None
+    """Start at an anchor of the namespace plus ``offset`` instead of ``start`` (not both):
+    occurrences are at the anchor's instant + offset + k * every, realigned whenever the anchor
+    moves."""
+    offset: str | None = None
+    """A signed duration from the anchor's instant, millisecond precision, at most 100 years either
+    way (else ``422 invalid_anchor``, field ``schedule.offset``); zero when left out."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"every": dump(self.every)}
@@ -438,20 +508,25 @@ class EverySchedule:
             out["calendar"] = self.calendar
         if self.roll is not None:
             out["roll"] = self.roll
+        if self.anchor is not None:
+            out["anchor"] = self.anchor
+        if self.offset is not None:
+            out["offset"] = self.offset
         return out
 
 
-Schedule: TypeAlias = AtSchedule | AfterSchedule | CronSchedule | EverySchedule
-"""When the job's occurrences are due: exactly one of ``at``, ``after``, ``cron`` or ``every``.
-``timezone`` goes with ``cron`` only; ``start``, ``end`` and ``max_runs`` with recurring
-schedules only; ``jitter`` with any."""
+Schedule: TypeAlias = AtSchedule | AfterSchedule | AnchorSchedule | CronSchedule | EverySchedule
+"""When the job's occurrences are due: exactly one of ``at``, ``after``, ``anchor``, ``cron`` or
+``every`` (``every`` may start at an ``anchor``). ``timezone`` goes with ``cron`` only;
+``start``, ``end`` and ``max_runs`` with recurring schedules only; ``jitter`` with any."""
 
 
 @dataclass(frozen=True)
 class JobSchedule:
     """A job's schedule as stored: ``at`` for one-off jobs (also those created with ``after``);
     ``cron`` and ``timezone`` for cron jobs; ``every`` and ``start`` (its anchor) for interval
-    jobs. ``start``, ``end``, ``max_runs`` and ``jitter`` appear when set."""
+    jobs. ``start``, ``end``, ``max_runs`` and ``jitter`` appear when set. ``anchor`` and
+    ``offset`` appear for a schedule relative to an anchor, beside the instant it resolved to."""
 
     __schema__: ClassVar[tuple[str, ...]] = ("JobSchedule",)
     at: datetime | None = None
@@ -462,6 +537,11 @@ class JobSchedule:
     end: datetime | None = None
     max_runs: int | None = None
     jitter: str | None = None
+    anchor: str | None = None
+    """The anchor the schedule refers to; ``at`` (or ``start``) is its instant plus ``offset`` as of
+    the anchor's latest move."""
+    offset: str | None = None
+    """The signed offset from the anchor (``-8h``)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JobSchedule:
@@ -474,6 +554,8 @@ class JobSchedule:
             end=opt(parse_instant, data.get("end")),
             max_runs=opt(int, data.get("max_runs")),
             jitter=opt(str, data.get("jitter")),
+            anchor=opt(str, data.get("anchor")),
+            offset=opt(str, data.get("offset")),
         )
 
 
@@ -2347,6 +2429,72 @@ class CalendarList:
     def from_json(cls, data: Mapping[str, Any]) -> CalendarList:
         return cls(
             calendars=[Calendar.from_json(v) for v in data["calendars"]],
+        )
+
+
+@dataclass(frozen=True)
+class AnchorIn:
+    """An anchor as written: its instant."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AnchorIn",)
+    at: str
+    """The instant (RFC 3339 with an offset), e.g. a flight's departure."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at}
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A stored anchor."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("Anchor",)
+    name: str
+    at: str
+    """Its instant (RFC 3339)."""
+    updated_at: str
+    """When it was last written (RFC 3339)."""
+    jobs_moved: int | None = None
+    """In the answer to a ``PUT``: how many active or paused jobs referring to the anchor were
+    re-timed (their pending occurrence moved, older claims fenced)."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Anchor:
+        return cls(
+            name=str(data["name"]),
+            at=str(data["at"]),
+            updated_at=str(data["updated_at"]),
+            jobs_moved=opt(int, data.get("jobs_moved")),
+        )
+
+
+@dataclass(frozen=True)
+class AnchorList:
+    """A namespace's anchors, in name order."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AnchorList",)
+    anchors: list[Anchor]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AnchorList:
+        return cls(
+            anchors=[Anchor.from_json(v) for v in data["anchors"]],
+        )
+
+
+@dataclass(frozen=True)
+class AnchorDeleted:
+    """The answer to ``DELETE /v1/anchors/{name}``: how many of its jobs were cancelled."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("AnchorDeleted",)
+    name: str
+    jobs_cancelled: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AnchorDeleted:
+        return cls(
+            name=str(data["name"]),
+            jobs_cancelled=int(data["jobs_cancelled"]),
         )
 
 

@@ -140,6 +140,17 @@ impl Change {
             .push(format!("{name} = if_not_exists({name}, {zero}) + {one}"));
     }
 
+    /// Adds `delta` to the number `attr`, counted from zero when missing.
+    pub(in crate::dynamodb) fn bump_by(&mut self, attr: &str, delta: i64) {
+        let (name, zero, delta) = (
+            self.expr.name(attr),
+            self.expr.value(n(0)),
+            self.expr.value(n(delta)),
+        );
+        self.set
+            .push(format!("{name} = if_not_exists({name}, {zero}) + {delta}"));
+    }
+
     pub(in crate::dynamodb) fn remove(&mut self, attr: &str) {
         let name = self.expr.name(attr);
         self.remove.push(name);

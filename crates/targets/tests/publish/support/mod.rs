@@ -45,6 +45,7 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
                 max_runs: None,
                 jitter: None,
                 calendar: None,
+                anchor: None,
             },
             target,
             retry: Default::default(),
