@@ -10,7 +10,7 @@ use crate::blackhole;
 
 /// Load-test a node over its HTTP API and account for every fire.
 ///
-/// Scenarios: burst, sustained, far-future, cron, noisy-neighbour. Starts its own node (the
+/// Scenarios: burst, sustained, far-future, cron, noisy-neighbour, anchor-move. Starts its own node (the
 /// `hourglass` binary beside this one, `hourglass serve`) unless given --url or --in-process.
 #[derive(Parser, Debug)]
 #[command(
@@ -164,6 +164,10 @@ pub enum Scenario {
     /// receivers that hang (or fail, or throttle): the healthy namespace's lateness both times.
     /// --destinations N spreads the noisy one-offs over N receivers on ports of their own.
     NoisyNeighbour,
+    /// N one-offs (at most 10,000, an anchor's bound) anchored before one anchor, which is then
+    /// moved: the move's answer time and jobs_moved, and every occurrence delivered once at its
+    /// new time (none at the old).
+    AnchorMove,
 }
 
 const EXAMPLES: &str = "\
@@ -215,6 +219,7 @@ impl Scenario {
             Scenario::FarFuture => "far-future",
             Scenario::Cron => "cron",
             Scenario::NoisyNeighbour => "noisy-neighbour",
+            Scenario::AnchorMove => "anchor-move",
         }
     }
 }
@@ -230,6 +235,9 @@ pub(crate) fn check_flags(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if args.jobs == Some(0) {
         bail!("--jobs must be at least 1");
+    }
+    if args.scenario == Scenario::AnchorMove && args.jobs.is_some_and(|n| n > 10_000) {
+        bail!("anchor-move: --jobs is at most 10000 (the jobs one anchor may hold)");
     }
     if args.scenario == Scenario::Sustained && args.rates.contains(&0) {
         bail!("--rates must be positive");

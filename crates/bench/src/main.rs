@@ -284,6 +284,7 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::FarFuture => scenarios::far_future(&mut bench).await,
         Scenario::Cron => scenarios::cron(&mut bench).await,
         Scenario::NoisyNeighbour => scenarios::noisy_neighbour(&mut bench).await,
+        Scenario::AnchorMove => scenarios::anchor_move(&mut bench).await,
     };
     let Bench {
         args,

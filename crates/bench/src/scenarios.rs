@@ -1,4 +1,4 @@
-//! The five workloads. Each submits through the API, waits for the fires, and accounts for them
+//! The six workloads. Each submits through the API, waits for the fires, and accounts for them
 //! from what the receiver recorded.
 
 use std::collections::HashMap;
@@ -508,6 +508,76 @@ pub async fn sustained(b: &mut Bench) -> anyhow::Result<Report> {
 }
 
 /// Fills in the accounting-derived figures shared by every scenario.
+/// `anchor-move`: N one-offs on one anchor an hour ahead, job i `1 s + i/n × spread` before it;
+/// then the anchor moves to 5 s plus the spread after the submission ended. Each job's one
+/// occurrence is expected at its new time (a delivery at an old time counts as unexpected); the
+/// move's answer time and `jobs_moved` are noted.
+pub async fn anchor_move(b: &mut Bench) -> anyhow::Result<Report> {
+    let n = b.args.jobs.unwrap_or(10_000);
+    let span = ms(b.args.spread.unwrap_or(Duration::from_secs(10)));
+    let mut report = Report::new(Scenario::AnchorMove);
+    b.recorder.reserve(n + n / 8);
+    report.start_stats = b.stats();
+    let name = format!("bench-{}", now_ms());
+    put_anchor(&b.api, &name, now_ms() + 3_600_000).await?;
+    let before = move |i: usize| 1_000 + spread(0, span, i, n);
+    let anchor = name.clone();
+    let writer = b.job_writer(move |i| {
+        format!(
+            "{{\"anchor\":\"{anchor}\",\"offset\":\"-{}ms\"}}",
+            before(i)
+        )
+    });
+    let submitted = b.submit(n, true, writer).await?;
+    report.jobs = n as u64;
+    report.submit_seconds = submitted.seconds;
+    report.submit_retries = submitted.retries;
+    let new_at = now_ms() + BURST_DELAY_MS + span + 1_000;
+    let asked = std::time::Instant::now();
+    let moved = put_anchor(&b.api, &name, new_at).await?;
+    let answered_ms = asked.elapsed().as_secs_f64() * 1000.0;
+    let due = move |i: usize| new_at - before(i);
+    let expected = expected_one_offs(&submitted, due);
+    let last_due = expected.values().copied().max().unwrap_or(new_at);
+    b.wait_until(last_due, n as u64, "wait").await?;
+    report.complete = b
+        .drain(&expected, last_due + ms(b.args.drain_timeout), |_| true)
+        .await?;
+    report.end_stats = b.stats();
+    let receipts = b.recorder.take();
+    finish(&mut report, account(&expected, &receipts), &receipts);
+    report.notes.push(format!(
+        "the move of {n} jobs answered in {answered_ms:.0} ms with jobs_moved {moved}; \
+         their new times {} to {}",
+        rfc3339_ms(new_at - before(n - 1)),
+        rfc3339_ms(new_at - before(0)),
+    ));
+    anyhow::ensure!(moved == n as u64, "the move moved {moved} jobs, not {n}");
+    Ok(report)
+}
+
+/// `PUT /v1/anchors/{name}` at `at_ms`: the answer's `jobs_moved`.
+async fn put_anchor(api: &super::submit::Api, name: &str, at_ms: i64) -> anyhow::Result<u64> {
+    let response = api
+        .request(reqwest::Method::PUT, &format!("/v1/anchors/{name}"))
+        .header("content-type", "application/json")
+        .body(format!("{{\"at\":\"{}\"}}", rfc3339_ms(at_ms)))
+        .send()
+        .await
+        .context("PUT /v1/anchors")?;
+    let status = response.status();
+    let bytes = response.bytes().await.context("the anchor's answer")?;
+    let body: serde_json::Value =
+        serde_json::from_slice(&bytes).context("the anchor's answer is not JSON")?;
+    anyhow::ensure!(
+        status.is_success(),
+        "PUT /v1/anchors/{name}: {status} {body}"
+    );
+    body["jobs_moved"]
+        .as_u64()
+        .context("the anchor's answer has no jobs_moved")
+}
+
 fn finish(report: &mut Report, acc: Accounting, receipts: &[super::accounting::Receipt]) {
     report.lateness = acc.lateness;
     report.fire_rate_per_s = acc.fire_rate_per_s();
