@@ -335,6 +335,7 @@ impl Engine {
                     clock,
                     metrics,
                     shared: shared.clone(),
+                    queues: queues.clone(),
                     stop: stop.clone(),
                 },
                 forget_rx,

@@ -113,6 +113,19 @@ impl Stage for Completer {
             while !batch.is_empty() {
                 match ctx.store.complete(batch.clone(), ctx.clock.now()).await {
                     Ok(applied) => {
+                        // A callback created for a pull queue is a message its long polls on
+                        // this node wait for (other nodes hear of it from the store, where
+                        // it has events).
+                        for (completion, applied) in batch.iter().zip(&applied) {
+                            let queue = completion.callback.as_ref().and_then(|callback| {
+                                Some((&callback.namespace, callback.spec.target.queue()?))
+                            });
+                            if let (Some((namespace, queue)), hourglass_store::Applied::Yes) =
+                                (queue, applied)
+                            {
+                                ctx.queues.poke(namespace, queue);
+                            }
+                        }
                         let stale = applied
                             .iter()
                             .filter(|a| **a == hourglass_store::Applied::StaleLease)

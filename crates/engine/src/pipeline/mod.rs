@@ -68,6 +68,8 @@ pub(crate) struct Context {
     pub clock: Arc<dyn Clock>,
     pub metrics: Metrics,
     pub shared: Arc<Shared>,
+    /// This node's pull queues: a completion that creates a callback to one wakes its long polls.
+    pub queues: crate::Queues,
     /// Cancelled at shutdown. The planner and timer watch it, and so do occurrences parked for a
     /// destination at its cap (they are released, like the timer's); later stages drain what
     /// they were given and exit when their input channel closes (see `spawn`).

@@ -296,3 +296,41 @@ async fn an_acked_queue_message_reports_its_success() {
     assert_eq!(event["delivery_id"], message["delivery_id"]);
     node.shutdown().await;
 }
+
+/// A callback to a pull queue wakes the long polls waiting on it: a worker polling before the
+/// job fails gets the `occurrence.failed` event when the completion creates it. An unwoken poll
+/// would look again only when its (longest allowed) wait ran out, so what tells them apart is
+/// that the poll returned before then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_to_a_pull_queue_wakes_its_long_polls() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node(dir.path()).await;
+    let api = Api::new(node.addr());
+    let receiver = Receiver::start().await;
+    let job = api
+        .create(json!({
+            "schedule": {"after": "500ms"},
+            "target": {"webhook": {"url": format!("http://{}/status/410", receiver.addr())}},
+            "on_failure": {"target": {"queue": "alerts"}},
+        }))
+        .await;
+    let wait = Duration::from_millis(hourglass_server::queues::MAX_WAIT_MS);
+    let started = std::time::Instant::now();
+    let (status, leased) = api
+        .call(
+            "POST",
+            "/v1/queues/alerts/lease",
+            Some(json!({"wait_ms": wait.as_millis() as u64})),
+        )
+        .await;
+    assert_eq!(status, 200, "{leased}");
+    assert!(
+        started.elapsed() < wait,
+        "the long poll ran out its wait ({:?}) instead of waking for the callback",
+        started.elapsed()
+    );
+    let message = &leased["messages"][0];
+    assert_eq!(message["type"], "occurrence.failed", "{leased}");
+    assert_eq!(message["payload"]["job_id"], job["id"], "{leased}");
+    node.shutdown().await;
+}
