@@ -400,6 +400,7 @@ impl Scheduler {
             Ok(rewritten) => rewritten,
             Err(unchanged) => return Ok(Some(*unchanged)),
         };
+        let updated = self.onto_anchor_as_stored(namespace, updated).await?;
         let mut entry = by.entry(namespace, AuditAction::Change, &[updated.id], now);
         entry.fields = fields;
         self.store.append_audit(entry).await?;

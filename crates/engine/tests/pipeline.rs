@@ -2449,3 +2449,59 @@ async fn callbacks_report_each_outcome_once_and_a_failing_one_does_not_loop() {
     assert_eq!(rig.store.count_jobs(Some("t")).await.unwrap(), 6);
     rig.engine.shutdown().await;
 }
+
+/// Issue 38: an edit that puts a job on an anchor, racing a move of that anchor. The API read
+/// the anchor before the move committed and computed the job's time from the old instant; the
+/// move, committing before the edit's write, did not see the job on the anchor. After the write
+/// the scheduler reads the anchor again and re-bases the job on the instant stored now, so no
+/// job is left at an instant its anchor no longer has.
+#[tokio::test(start_paused = true)]
+async fn an_edit_onto_an_anchor_that_moved_meanwhile_lands_on_the_moved_instant() {
+    let rig = rig();
+    let now = rig.now();
+    let scheduler = rig.engine.scheduler();
+    let old_at = now + SignedDuration::from_secs(3600);
+    let new_at = now + SignedDuration::from_secs(7200);
+    scheduler.put_anchor("t", "flight", old_at).await.unwrap();
+    let plain = job(
+        "ok",
+        Schedule::at(now + SignedDuration::from_secs(600)),
+        now,
+        now,
+    );
+    let id = plain.id;
+    rig.add(vec![plain]).await;
+    // What the API computed from its reading of the anchor, before the move.
+    let mut onto = Schedule::at(old_at - SignedDuration::from_secs(60));
+    onto.anchor = Some(Box::new(hourglass_core::anchor::ScheduleAnchor {
+        name: "flight".into(),
+        offset_ms: -60_000,
+    }));
+    let first_due = old_at - SignedDuration::from_secs(60);
+    // The move commits first: the job is not on the anchor yet, so it is not moved.
+    let (_, moved) = scheduler.put_anchor("t", "flight", new_at).await.unwrap();
+    assert_eq!(moved, 0);
+    let edit = hourglass_engine::JobEdit {
+        schedule: Some((onto, first_due)),
+        ..Default::default()
+    };
+    let edited = scheduler
+        .edit(
+            "t",
+            &hourglass_engine::JobRef::Id(id),
+            edit,
+            &hourglass_engine::Actor::new("test"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let moved_due = new_at - SignedDuration::from_secs(60);
+    assert_eq!(edited.next_due, Some(moved_due), "{edited:?}");
+    let stored = rig.store.get_job(None, id).await.unwrap().unwrap();
+    assert_eq!(stored.next_due, Some(moved_due));
+    assert_eq!(
+        stored.spec.schedule.kind,
+        hourglass_core::ScheduleKind::At(moved_due)
+    );
+    rig.engine.shutdown().await;
+}

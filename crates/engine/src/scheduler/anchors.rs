@@ -3,12 +3,49 @@
 //! job it changed: claims made before are dropped unfired, and the new due times announced.
 
 use hourglass_core::JobState;
-use hourglass_store::{AnchorDelete, AnchorDeleted, AnchorRecord, JobQuery, Result};
+use hourglass_store::{AnchorDelete, AnchorDeleted, AnchorRecord, JobQuery, JobRecord, Result};
 use jiff::Timestamp;
 
 use super::Scheduler;
 
 impl Scheduler {
+    /// After an edit that put `job` on an anchor (its times computed from the anchor as the API
+    /// read it): the anchor read again. A move that committed between that read and the edit's
+    /// write did not see the job on the anchor and left it at the old instant, so the job is
+    /// re-based on the instant stored now, as a move would have re-based it. A move committing
+    /// after the write moved the job itself, and the re-base then changes nothing.
+    pub(super) async fn onto_anchor_as_stored(
+        &self,
+        namespace: &str,
+        job: JobRecord,
+    ) -> Result<JobRecord> {
+        let Some(name) = job.spec.schedule.anchor.as_ref().map(|a| a.name.clone()) else {
+            return Ok(job);
+        };
+        let Some(anchor) = self.store.get_anchor(namespace, &name).await? else {
+            return Ok(job);
+        };
+        if job.spec.schedule.anchored_at(anchor.at) == job.spec.schedule {
+            return Ok(job);
+        }
+        let rebased = self
+            .rewrite(namespace, job, |job, now| {
+                let mut spec = job.spec.clone();
+                spec.schedule = spec.schedule.anchored_at(anchor.at);
+                if spec == job.spec {
+                    // Moved meanwhile by the move itself.
+                    return Err(Box::new(job.clone()));
+                }
+                let next_due = hourglass_core::anchor::moved_due(&spec.schedule, job.runs, now);
+                Ok((spec, next_due, job.payload.clone()))
+            })
+            .await?;
+        Ok(match rebased {
+            Ok((job, _)) => job,
+            Err(unchanged) => *unchanged,
+        })
+    }
+
     /// The namespace's anchor `name`.
     pub async fn anchor(&self, namespace: &str, name: &str) -> Result<Option<AnchorRecord>> {
         self.store.get_anchor(namespace, name).await
