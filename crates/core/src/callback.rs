@@ -104,6 +104,7 @@ mod tests {
             misfire: Default::default(),
             overlap: Default::default(),
             backfill: None,
+            labels: Default::default(),
             on_failure: Some(Callback {
                 target: target.clone(),
                 every_attempt: false,

@@ -114,6 +114,7 @@ mod tests {
                 on_success: Some(callback),
                 callback_of: None,
                 callback_key: Some("k1".into()),
+                labels: Default::default(),
             }),
             payload: Some(Arc::from(r#"{"a":[1,2]}"#)),
             lapsed_owner: None,
