@@ -1,4 +1,4 @@
-//! Reminders on a moving anchor through a real node (issue 38): 200 one-offs relative to one
+//! Reminders on a moving anchor through a real node (issue 38): 1,000 one-offs relative to one
 //! anchor, which is moved twice while they fire. Each third of them falls due in its own stretch
 //! of the run: the first before the first move (and keeps its time), the second between the
 //! moves (fired at the time the first move gave it), the last after both. The receiver checks
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::support::{NodeOptions, Nodes, Receiver, now_ms, rfc3339_ms, sleep_until_ms};
 
-const REMINDERS: i64 = 200;
+const REMINDERS: i64 = 1_000;
 /// A third of them each: before, between and after the moves.
 const GROUPS: i64 = 3;
 /// The seconds between one stretch and the next move, and around each stretch of due times.
