@@ -428,6 +428,17 @@ pub(crate) async fn patch_job(
         hourglass_core::labels::validate(&labels)?;
         edit.labels = Some(labels);
     }
+    // A callback job reports another job's occurrence; callbacks of its own would never fire
+    // (callbacks never cause callbacks), so giving it some is refused rather than ignored.
+    let adds_callbacks = [&patch.on_failure, &patch.on_success]
+        .iter()
+        .any(|given| matches!(given, Some(Some(_))));
+    let reports_another = adds_callbacks
+        && state
+            .scheduler
+            .get(&principal.namespace, &job)
+            .await?
+            .is_some_and(|job| job.spec.callback_of.is_some());
     for (field, given, slot) in [
         ("on_failure", &patch.on_failure, &mut edit.on_failure),
         ("on_success", &patch.on_success, &mut edit.on_success),
@@ -435,6 +446,15 @@ pub(crate) async fn patch_job(
         let Some(given) = given else { continue };
         let callback = match given {
             None => None,
+            Some(_) if reports_another => {
+                return Err(hourglass_core::ValidationError::new(
+                    "invalid_field",
+                    field,
+                    "a callback job (one with callback_of) reports another job's occurrence and \
+                     cannot have callbacks of its own",
+                )
+                .into());
+            }
             Some(input) => {
                 let rules = state.target_rules(&principal.namespace);
                 let callback = wire::callback(input, field, rules, &state.limits)?;

@@ -242,6 +242,16 @@ async fn callbacks_are_delivered_signed_with_the_event() {
         json!({"job_id": failing["id"], "event": "occurrence.failed"})
     );
     assert!(callback_job.get("on_failure").is_none());
+    // It cannot be given callbacks of its own: they would never fire.
+    let (status, refused) = api
+        .call(
+            "PATCH",
+            &format!("/v1/jobs/{}", failed.job_id()),
+            Some(json!({"on_failure": {"target": {"queue": "alerts"}}})),
+        )
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"]["field"], "on_failure", "{refused}");
     // Each callback once: more time passes and nothing more arrives on their paths.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let deliveries = receiver.deliveries();
