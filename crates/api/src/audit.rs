@@ -28,12 +28,13 @@ pub const AUDIT_ACTIONS: [&str; 9] = [
 )]
 pub struct AuditEntry {
     /// `create`, `change` (a `PATCH`), `pause`, `resume`, `cancel`, `trigger`, `replay` (a dead
-    /// letter replayed), `purge` (a dead letter deleted) or `rotate_secret`.
+    /// letter replayed), `purge` (a dead letter deleted), `rotate_secret`, `put_calendar`,
+    /// `delete_calendar`, `put_anchor` (created or moved) or `delete_anchor`.
     #[cfg_attr(
         feature = "openapi",
         schema(
             example = "change",
-            pattern = "^(create|change|pause|resume|cancel|trigger|replay|purge|rotate_secret)$"
+            pattern = "^(create|change|pause|resume|cancel|trigger|replay|purge|rotate_secret|put_calendar|delete_calendar|put_anchor|delete_anchor)$"
         )
     )]
     pub action: String,
@@ -49,14 +50,22 @@ pub struct AuditEntry {
     /// For a `change`, the fields it changed (`type`, `schedule`, `target`, `retry`,
     /// `misfire`, `payload`); empty otherwise.
     pub fields: Vec<String>,
-    /// How many jobs it concerns: a batch create's jobs, of which `jobs` lists the first 20.
+    /// How many jobs it concerns: a batch create's jobs, of which `jobs` lists the first 20; a
+    /// calendar put's re-planned jobs, an anchor put's moved ones, an anchor delete's cancelled
+    /// ones.
     pub job_count: u32,
-    /// The jobs it concerns (created, changed, or made by a replay); a batch's first 20.
+    /// The jobs it concerns (created, changed, made by a replay, re-planned by a calendar put,
+    /// moved by an anchor put); the first 20. An anchor delete lists none (`job_count` counts
+    /// them; `GET /v1/jobs?anchor=` finds them).
     pub jobs: Vec<Uuid>,
     /// The id of the API key that made the request: the first 12 hex digits of its SHA-256
     /// (`sha256` in its `[[api_keys]]` entry), `open` on a node without keys. Never the key.
     #[cfg_attr(feature = "openapi", schema(example = "3f9a1c0d2b7e"))]
     pub key_id: String,
+    /// The calendar or anchor a `put_calendar`, `delete_calendar`, `put_anchor` or
+    /// `delete_anchor` concerns; `null` otherwise.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub name: Option<String>,
     pub namespace: String,
 }
 

@@ -37,6 +37,7 @@ impl Actor {
             count: u32::try_from(jobs.len()).unwrap_or(u32::MAX),
             dead_letter: None,
             fields: Vec::new(),
+            name: None,
         }
     }
 }

@@ -641,6 +641,7 @@ impl Scheduler {
         namespace: &str,
         name: &str,
         calendar: Calendar,
+        by: &Actor,
     ) -> Result<(CalendarRecord, usize)> {
         let record = CalendarRecord {
             namespace: namespace.to_owned(),
@@ -649,7 +650,7 @@ impl Scheduler {
             updated_at: self.clock.now(),
         };
         self.store.put_calendar(&record).await?;
-        let mut replanned = 0;
+        let mut replanned = Vec::new();
         for job in self.jobs_using(namespace, name, usize::MAX).await? {
             let replan = |job: &JobRecord, now| {
                 let mut spec = job.spec.clone();
@@ -663,13 +664,21 @@ impl Scheduler {
                 Ok((spec, next_due, job.payload.clone()))
             };
             match self.rewrite(namespace, job, replan).await {
-                Ok(Ok(_)) => replanned += 1,
+                Ok(Ok((job, _))) => replanned.push(job.id),
                 // Finished or deleted meanwhile: nothing left to re-plan.
                 Ok(Err(())) | Err(StoreError::InvalidState { .. } | StoreError::NotFound) => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok((record, replanned))
+        let mut entry = by.entry(
+            namespace,
+            AuditAction::PutCalendar,
+            &replanned,
+            record.updated_at,
+        );
+        entry.name = Some(name.to_owned());
+        self.store.append_audit(entry).await?;
+        Ok((record, replanned.len()))
     }
 
     /// Deletes a calendar no active or paused job uses: `Ok(Err(job))` names one that does.
@@ -678,11 +687,23 @@ impl Scheduler {
         &self,
         namespace: &str,
         name: &str,
+        by: &Actor,
     ) -> Result<std::result::Result<bool, JobId>> {
         if let Some(job) = self.jobs_using(namespace, name, 1).await?.first() {
             return Ok(Err(job.id));
         }
-        Ok(Ok(self.store.delete_calendar(namespace, name).await?))
+        let deleted = self.store.delete_calendar(namespace, name).await?;
+        if deleted {
+            let mut entry = by.entry(
+                namespace,
+                AuditAction::DeleteCalendar,
+                &[],
+                self.clock.now(),
+            );
+            entry.name = Some(name.to_owned());
+            self.store.append_audit(entry).await?;
+        }
+        Ok(Ok(deleted))
     }
 
     /// Up to `limit` active or paused jobs of the namespace whose schedule names calendar

@@ -2462,7 +2462,10 @@ async fn an_edit_onto_an_anchor_that_moved_meanwhile_lands_on_the_moved_instant(
     let scheduler = rig.engine.scheduler();
     let old_at = now + SignedDuration::from_secs(3600);
     let new_at = now + SignedDuration::from_secs(7200);
-    scheduler.put_anchor("t", "flight", old_at).await.unwrap();
+    scheduler
+        .put_anchor("t", "flight", old_at, &hourglass_engine::Actor::new("test"))
+        .await
+        .unwrap();
     let plain = job(
         "ok",
         Schedule::at(now + SignedDuration::from_secs(600)),
@@ -2479,7 +2482,10 @@ async fn an_edit_onto_an_anchor_that_moved_meanwhile_lands_on_the_moved_instant(
     }));
     let first_due = old_at - SignedDuration::from_secs(60);
     // The move commits first: the job is not on the anchor yet, so it is not moved.
-    let (_, moved) = scheduler.put_anchor("t", "flight", new_at).await.unwrap();
+    let (_, moved) = scheduler
+        .put_anchor("t", "flight", new_at, &hourglass_engine::Actor::new("test"))
+        .await
+        .unwrap();
     assert_eq!(moved, 0);
     let edit = hourglass_engine::JobEdit {
         schedule: Some((onto, first_due)),

@@ -39,10 +39,17 @@ pub enum AuditAction {
     Purge,
     /// The namespace's webhook signing secret rotated.
     RotateSecret,
+    /// A calendar written (created, or replaced with its jobs re-planned): the entry names it.
+    PutCalendar,
+    DeleteCalendar,
+    /// An anchor written (created, or moved with its jobs): the entry names it.
+    PutAnchor,
+    /// An anchor deleted (its jobs cancelled): the entry names it.
+    DeleteAnchor,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 9] = [
+    pub const ALL: [AuditAction; 13] = [
         AuditAction::Create,
         AuditAction::Change,
         AuditAction::Pause,
@@ -52,6 +59,10 @@ impl AuditAction {
         AuditAction::Replay,
         AuditAction::Purge,
         AuditAction::RotateSecret,
+        AuditAction::PutCalendar,
+        AuditAction::DeleteCalendar,
+        AuditAction::PutAnchor,
+        AuditAction::DeleteAnchor,
     ];
 
     /// The stored and wire name.
@@ -66,6 +77,10 @@ impl AuditAction {
             AuditAction::Replay => "replay",
             AuditAction::Purge => "purge",
             AuditAction::RotateSecret => "rotate_secret",
+            AuditAction::PutCalendar => "put_calendar",
+            AuditAction::DeleteCalendar => "delete_calendar",
+            AuditAction::PutAnchor => "put_anchor",
+            AuditAction::DeleteAnchor => "delete_anchor",
         }
     }
 
@@ -91,6 +106,8 @@ pub struct AuditRecord {
     pub dead_letter: Option<i64>,
     /// For a change, the names of the fields it changed.
     pub fields: Vec<String>,
+    /// The calendar or anchor a put or delete concerns.
+    pub name: Option<String>,
 }
 
 impl AuditRecord {

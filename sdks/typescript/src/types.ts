@@ -1325,7 +1325,8 @@ export interface Breaker {
 export interface AuditEntry {
   /**
    * `create`, `change` (a `PATCH`), `pause`, `resume`, `cancel`, `trigger`, `replay` (a dead letter
-   * replayed), `purge` (a dead letter deleted) or `rotate_secret`.
+   * replayed), `purge` (a dead letter deleted), `rotate_secret`, `put_calendar`, `delete_calendar`,
+   * `put_anchor` (created or moved) or `delete_anchor`.
    */
   action: string;
   /** When the change was made. */
@@ -1339,15 +1340,27 @@ export interface AuditEntry {
    * `payload`); empty otherwise.
    */
   fields: string[];
-  /** How many jobs it concerns: a batch create's jobs, of which `jobs` lists the first 20. */
+  /**
+   * How many jobs it concerns: a batch create's jobs, of which `jobs` lists the first 20; a
+   * calendar put's re-planned jobs, an anchor put's moved ones, an anchor delete's cancelled ones.
+   */
   job_count: number;
-  /** The jobs it concerns (created, changed, or made by a replay); a batch's first 20. */
+  /**
+   * The jobs it concerns (created, changed, made by a replay, re-planned by a calendar put, moved
+   * by an anchor put); the first 20. An anchor delete lists none (`job_count` counts them; `GET
+   * /v1/jobs?anchor=` finds them).
+   */
   jobs: string[];
   /**
    * The id of the API key that made the request: the first 12 hex digits of its SHA-256 (`sha256`
    * in its `[[api_keys]]` entry), `open` on a node without keys. Never the key.
    */
   key_id: string;
+  /**
+   * The calendar or anchor a `put_calendar`, `delete_calendar`, `put_anchor` or `delete_anchor`
+   * concerns; `null` otherwise.
+   */
+  name: string | null;
   namespace: string;
 }
 

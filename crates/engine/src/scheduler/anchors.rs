@@ -6,7 +6,7 @@ use hourglass_core::JobState;
 use hourglass_store::{AnchorDelete, AnchorDeleted, AnchorRecord, JobQuery, JobRecord, Result};
 use jiff::Timestamp;
 
-use super::Scheduler;
+use super::{Actor, AuditAction, Scheduler};
 
 impl Scheduler {
     /// After an edit that put `job` on an anchor (its times computed from the anchor as the API
@@ -63,6 +63,7 @@ impl Scheduler {
         namespace: &str,
         name: &str,
         at: Timestamp,
+        by: &Actor,
     ) -> Result<(AnchorRecord, u64)> {
         let record = AnchorRecord {
             namespace: namespace.to_owned(),
@@ -74,6 +75,10 @@ impl Scheduler {
         for job in &moved {
             self.changed(job);
         }
+        let ids: Vec<_> = moved.iter().map(|job| job.id).collect();
+        let mut entry = by.entry(namespace, AuditAction::PutAnchor, &ids, record.updated_at);
+        entry.name = Some(name.to_owned());
+        self.store.append_audit(entry).await?;
         Ok((record, moved.len() as u64))
     }
 
@@ -84,6 +89,7 @@ impl Scheduler {
         namespace: &str,
         name: &str,
         if_unused: bool,
+        by: &Actor,
     ) -> Result<AnchorDeleted> {
         let how = if if_unused {
             AnchorDelete::IfUnused
@@ -119,6 +125,12 @@ impl Scheduler {
                 }
                 after = page.last().map(|j| j.id);
             }
+        }
+        if let AnchorDeleted::Deleted { cancelled } = deleted {
+            let mut entry = by.entry(namespace, AuditAction::DeleteAnchor, &[], self.clock.now());
+            entry.name = Some(name.to_owned());
+            entry.count = u32::try_from(cancelled).unwrap_or(u32::MAX);
+            self.store.append_audit(entry).await?;
         }
         Ok(deleted)
     }

@@ -52,7 +52,7 @@ pub(crate) async fn put_anchor(
         .is_some();
     let (record, moved) = state
         .scheduler
-        .put_anchor(&principal.namespace, name, at)
+        .put_anchor(&principal.namespace, name, at, &principal.actor())
         .await?;
     let status = if existed {
         StatusCode::OK
@@ -103,7 +103,12 @@ pub(crate) async fn delete_anchor(
     let q: AnchorDeleteQuery = parse_query(query)?;
     match state
         .scheduler
-        .delete_anchor(&principal.namespace, name, q.if_unused.unwrap_or(false))
+        .delete_anchor(
+            &principal.namespace,
+            name,
+            q.if_unused.unwrap_or(false),
+            &principal.actor(),
+        )
         .await?
     {
         AnchorDeleted::Deleted { cancelled } => Ok(typed_response(

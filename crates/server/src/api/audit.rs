@@ -56,6 +56,7 @@ fn entry_out(entry: &hourglass_store::AuditEntry) -> AuditEntry {
         job_count: record.count,
         jobs: record.jobs.clone(),
         key_id: record.key_id.clone(),
+        name: record.name.clone(),
         namespace: record.namespace.clone(),
     }
 }

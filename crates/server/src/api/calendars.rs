@@ -52,7 +52,7 @@ pub(crate) async fn put_calendar(
         .is_some();
     let (record, replanned) = state
         .scheduler
-        .put_calendar(&principal.namespace, name, calendar)
+        .put_calendar(&principal.namespace, name, calendar, &principal.actor())
         .await?;
     let status = if existed {
         StatusCode::OK
@@ -104,7 +104,7 @@ pub(crate) async fn delete_calendar(
     let name = path_name(&name)?;
     match state
         .scheduler
-        .delete_calendar(&principal.namespace, name)
+        .delete_calendar(&principal.namespace, name, &principal.actor())
         .await?
     {
         Ok(true) => Ok(StatusCode::NO_CONTENT.into_response()),

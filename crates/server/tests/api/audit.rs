@@ -282,3 +282,100 @@ async fn without_keys_changes_are_recorded_as_open() {
     assert_eq!(page["next_cursor"], Value::Null);
     node.shutdown().await;
 }
+
+/// Calendars and anchors written and deleted leave one entry each, naming the calendar or
+/// anchor, with the jobs a calendar put re-planned or an anchor put moved (an anchor delete
+/// counts the jobs it cancelled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calendar_and_anchor_changes_leave_entries_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start_node_with(test_config(dir.path())).await;
+    let api = Api::new(node.addr());
+    let put = |path: &'static str, body: Value| {
+        let api = &api;
+        async move {
+            let (status, answer) = api.call("PUT", path, Some(body)).await;
+            assert!(status == 200 || status == 201, "{path}: {answer}");
+            answer
+        }
+    };
+    let saturdays = json!({"timezone": "UTC", "exclude": {"weekdays": ["SAT"]}});
+    put("/v1/calendars/business", saturdays).await;
+    let daily = api
+        .create(json!({
+            "schedule": {"cron": "0 0 9 * * *", "calendar": "business"},
+            "target": {"queue": "q"},
+        }))
+        .await;
+    let weekends = json!({"timezone": "UTC", "exclude": {"weekdays": ["SAT", "SUN"]}});
+    assert_eq!(
+        put("/v1/calendars/business", weekends).await["replanned"],
+        1
+    );
+    let at = |days: i64| {
+        (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days)).to_string()
+    };
+    put("/v1/anchors/flight", json!({"at": at(10)})).await;
+    let reminder = api
+        .create(json!({
+            "schedule": {"anchor": "flight", "offset": "-8h"},
+            "target": {"queue": "q"},
+        }))
+        .await;
+    assert_eq!(
+        put("/v1/anchors/flight", json!({"at": at(11)})).await["jobs_moved"],
+        1
+    );
+    let (status, deleted) = api.call("DELETE", "/v1/anchors/flight", None).await;
+    assert_eq!(status, 200, "{deleted}");
+    let (status, body) = api
+        .call(
+            "DELETE",
+            &format!("/v1/jobs/{}", daily["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = api.call("DELETE", "/v1/calendars/business", None).await;
+    assert_eq!(status, 204, "{body}");
+
+    let entries = all_entries(&api, "", 100).await;
+    assert_eq!(
+        actions(&entries),
+        [
+            "delete_calendar",
+            "cancel",
+            "delete_anchor",
+            "put_anchor",
+            "create",
+            "put_anchor",
+            "put_calendar",
+            "create",
+            "put_calendar"
+        ],
+        "{entries:#?}"
+    );
+    let names: Vec<&Value> = entries.iter().map(|e| &e["name"]).collect();
+    assert_eq!(
+        names,
+        [
+            &json!("business"),
+            &Value::Null,
+            &json!("flight"),
+            &json!("flight"),
+            &Value::Null,
+            &json!("flight"),
+            &json!("business"),
+            &Value::Null,
+            &json!("business"),
+        ]
+    );
+    // The anchor's delete cancelled the reminder; its move moved it; its creation, nothing.
+    assert_eq!(entries[2]["job_count"], 1);
+    assert_eq!(entries[3]["jobs"], json!([reminder["id"]]));
+    assert_eq!(entries[5]["jobs"], json!([]));
+    // The calendar's second put re-planned the daily job; its first, nothing.
+    assert_eq!(entries[6]["jobs"], json!([daily["id"]]));
+    assert_eq!(entries[8]["job_count"], 0);
+    node.shutdown().await;
+}

@@ -21,6 +21,7 @@ fn record(namespace: &str, at: Timestamp, action: AuditAction, jobs: Vec<JobId>)
         jobs,
         dead_letter: None,
         fields: Vec::new(),
+        name: None,
     }
 }
 
@@ -61,6 +62,14 @@ fn every_kind(namespace: &str) -> Vec<AuditRecord> {
                 AuditAction::RotateSecret => {
                     entry.jobs = Vec::new();
                     entry.count = 0;
+                }
+                AuditAction::PutCalendar | AuditAction::DeleteCalendar => {
+                    entry.name = Some("de-holidays".into());
+                }
+                AuditAction::PutAnchor | AuditAction::DeleteAnchor => {
+                    entry.jobs = batch.clone();
+                    entry.count = 3;
+                    entry.name = Some("flight-LH400".into());
                 }
                 _ => {}
             }

@@ -43,6 +43,9 @@ pub(super) async fn append(inner: &Inner, record: AuditRecord) -> Result<()> {
     if !record.fields.is_empty() {
         item.insert("fields".into(), s(record.fields_text()));
     }
+    if let Some(name) = &record.name {
+        item.insert("name".into(), s(name));
+    }
     if let Some(ttl) = inner.finished_ttl(at) {
         item.insert("ttl".into(), n(ttl));
     }
@@ -67,6 +70,7 @@ fn entry_from_item(namespace: &str, item: &Item) -> Result<AuditEntry> {
             count: u32::try_from(item.num("count")?).unwrap_or(u32::MAX),
             dead_letter: item.opt_num("dl")?,
             fields: AuditRecord::fields_from_text(item.opt_str("fields")?.unwrap_or_default()),
+            name: item.opt_str("name")?.map(str::to_owned),
         },
     })
 }

@@ -16,8 +16,9 @@ pub(super) async fn append(store: &PostgresStore, record: AuditRecord) -> Result
             let stmt = client
                 .prepare_cached(
                     "INSERT INTO audit_log
-                         (namespace, at_ms, key_id, action, jobs, job_count, dead_letter, fields)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                         (namespace, at_ms, key_id, action, jobs, job_count, dead_letter, fields,
+                          name)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 )
                 .await?;
             client
@@ -32,6 +33,7 @@ pub(super) async fn append(store: &PostgresStore, record: AuditRecord) -> Result
                         &i64::from(record.count),
                         &record.dead_letter,
                         &record.fields_text(),
+                        &record.name,
                     ],
                 )
                 .await?;
@@ -48,7 +50,7 @@ pub(super) async fn read(store: &PostgresStore, query: AuditQuery) -> Result<Vec
             let client = store.client().await?;
             let stmt = client
                 .prepare_cached(
-                    "SELECT id, at_ms, key_id, action, jobs, job_count, dead_letter, fields
+                    "SELECT id, at_ms, key_id, action, jobs, job_count, dead_letter, fields, name
                      FROM audit_log
                      WHERE namespace = $1 AND (at_ms, id) < ($2, $3)
                        AND ($4::text IS NULL OR strpos(jobs, $4::text) > 0)
@@ -85,6 +87,7 @@ pub(super) async fn read(store: &PostgresStore, query: AuditQuery) -> Result<Vec
                         count: u32::try_from(col::<i64>(row, 5)?).unwrap_or(u32::MAX),
                         dead_letter: col(row, 6)?,
                         fields: AuditRecord::fields_from_text(&col::<String>(row, 7)?),
+                        name: col(row, 8)?,
                     };
                     Ok(AuditEntry { cursor, record })
                 })

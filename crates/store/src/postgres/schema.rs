@@ -146,6 +146,9 @@ const MIGRATIONS: &[&str] = &[
      );
      ALTER TABLE jobs ADD COLUMN anchor TEXT;
      CREATE INDEX jobs_anchor ON jobs (namespace, anchor, state) WHERE anchor IS NOT NULL;",
+    // 10: the calendar or anchor an audit entry's put or delete concerns (`audit.rs`); empty
+    // for the entries written before, none of which concerned one.
+    "ALTER TABLE audit_log ADD COLUMN name TEXT;",
 ];
 
 /// Applies pending migrations and returns the schema the tables live in.

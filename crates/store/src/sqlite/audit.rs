@@ -10,8 +10,9 @@ use crate::{AuditAction, AuditCursor, AuditEntry, AuditQuery, AuditRecord, Resul
 
 pub(super) fn append(conn: &Connection, record: &AuditRecord) -> Result<()> {
     conn.prepare_cached(
-        "INSERT INTO audit_log (namespace, at_ms, key_id, action, jobs, job_count, dead_letter, fields)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO audit_log
+             (namespace, at_ms, key_id, action, jobs, job_count, dead_letter, fields, name)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )
     .map_err(unavailable)?
     .execute(params![
@@ -23,6 +24,7 @@ pub(super) fn append(conn: &Connection, record: &AuditRecord) -> Result<()> {
         record.count,
         record.dead_letter,
         record.fields_text(),
+        record.name,
     ])
     .map_err(unavailable)?;
     Ok(())
@@ -33,7 +35,7 @@ pub(super) fn append(conn: &Connection, record: &AuditRecord) -> Result<()> {
 pub(super) fn read(conn: &Connection, query: &AuditQuery) -> Result<Vec<AuditEntry>> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT id, at_ms, key_id, action, jobs, job_count, dead_letter, fields
+            "SELECT id, at_ms, key_id, action, jobs, job_count, dead_letter, fields, name
              FROM audit_log
              WHERE namespace = ?1 AND (at_ms, id) < (?2, ?3)
                AND (?4 IS NULL OR instr(jobs, ?4) > 0)
@@ -68,6 +70,7 @@ pub(super) fn read(conn: &Connection, query: &AuditQuery) -> Result<Vec<AuditEnt
             count: row.get(5).map_err(corrupt)?,
             dead_letter: row.get(6).map_err(corrupt)?,
             fields: AuditRecord::fields_from_text(&row.get::<_, String>(7).map_err(corrupt)?),
+            name: row.get(8).map_err(corrupt)?,
         };
         out.push(AuditEntry { cursor, record });
     }

@@ -1770,7 +1770,9 @@ class AuditEntry:
     __schema__: ClassVar[tuple[str, ...]] = ("AuditEntry",)
     action: str
     """``create``, ``change`` (a ``PATCH``), ``pause``, ``resume``, ``cancel``, ``trigger``,
-    ``replay`` (a dead letter replayed), ``purge`` (a dead letter deleted) or ``rotate_secret``."""
+    ``replay`` (a dead letter replayed), ``purge`` (a dead letter deleted), ``rotate_secret``,
+    ``put_calendar``, ``delete_calendar``, ``put_anchor`` (created or moved) or
+    ``delete_anchor``."""
     at: datetime
     """When the change was made."""
     cursor: str
@@ -1781,12 +1783,19 @@ class AuditEntry:
     """For a ``change``, the fields it changed (``type``, ``schedule``, ``target``, ``retry``,
     ``misfire``, ``payload``); empty otherwise."""
     job_count: int
-    """How many jobs it concerns: a batch create's jobs, of which ``jobs`` lists the first 20."""
+    """How many jobs it concerns: a batch create's jobs, of which ``jobs`` lists the first 20; a
+    calendar put's re-planned jobs, an anchor put's moved ones, an anchor delete's cancelled
+    ones."""
     jobs: list[str]
-    """The jobs it concerns (created, changed, or made by a replay); a batch's first 20."""
+    """The jobs it concerns (created, changed, made by a replay, re-planned by a calendar put, moved
+    by an anchor put); the first 20. An anchor delete lists none (``job_count`` counts them;
+    ``GET /v1/jobs?anchor=`` finds them)."""
     key_id: str
     """The id of the API key that made the request: the first 12 hex digits of its SHA-256
     (``sha256`` in its ``[[api_keys]]`` entry), ``open`` on a node without keys. Never the key."""
+    name: str | None
+    """The calendar or anchor a ``put_calendar``, ``delete_calendar``, ``put_anchor`` or
+    ``delete_anchor`` concerns; ``null`` otherwise."""
     namespace: str
 
     @classmethod
@@ -1800,6 +1809,7 @@ class AuditEntry:
             job_count=int(data["job_count"]),
             jobs=[str(v) for v in data["jobs"]],
             key_id=str(data["key_id"]),
+            name=opt(str, data.get("name")),
             namespace=str(data["namespace"]),
         )
 
