@@ -15,6 +15,7 @@ from hourglass import (
     ApiError,
     AsyncClient,
     CalendarIn,
+    Callback,
     Client,
     ExcludeIn,
     JobPatch,
@@ -25,6 +26,7 @@ from hourglass import (
     TransportError,
     Webhook,
     after,
+    anchored,
     at,
     cron,
     every,
@@ -281,6 +283,32 @@ def test_calendars_put_get_list_roll_and_refuse_a_delete_in_use(client: Client) 
         client.get_calendar("business")
     assert gone.value.status == 404
     assert client.list_calendars() == []
+
+
+def test_anchors_move_their_jobs_and_a_callback_is_kept(client: Client) -> None:
+    departs = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(days=10)
+    put = client.put_anchor("flight-LH400", departs)
+    assert (put.name, put.jobs_moved) == ("flight-LH400", 0)
+    reminder = client.create_job(
+        NewJob(
+            anchored("flight-LH400", timedelta(hours=-8)),
+            Target.to_queue("reminders"),
+            on_failure=Callback(Target.to_queue("alerts")),
+        )
+    )
+    assert reminder.next_due_at == departs - timedelta(hours=8)
+    assert reminder.on_failure is not None
+    assert reminder.on_failure.target.queue == "alerts"
+    later = departs + timedelta(hours=3)
+    assert client.put_anchor("flight-LH400", later).jobs_moved == 1
+    assert client.get_job(reminder.id).next_due_at == later - timedelta(hours=8)
+    assert [j.id for j in client.list_jobs(anchor="flight-LH400").jobs] == [reminder.id]
+    assert [a.name for a in client.list_anchors()] == ["flight-LH400"]
+    with pytest.raises(ApiError) as in_use:
+        client.delete_anchor("flight-LH400", if_unused=True)
+    assert (in_use.value.status, in_use.value.code) == (409, "anchor_in_use")
+    assert client.delete_anchor("flight-LH400").jobs_cancelled == 1
+    assert client.get_job(reminder.id).state == "cancelled"
 
 
 def test_queue_messages_waiting_and_leased(client: Client) -> None:

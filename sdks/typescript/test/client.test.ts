@@ -372,6 +372,36 @@ describe("the rest", () => {
     assert.equal((await rejectsWith(client.getCalendar("business"))).status, 404);
   });
 
+  it("moves an anchor's jobs, lists them, refuses an if_unused delete, and keeps a callback", async () => {
+    const client = clientFor(node, namespace());
+    const departs = new Date(Date.now() + 10 * 86_400_000);
+    departs.setUTCMilliseconds(0);
+    const put = await client.putAnchor("flight-LH400", departs);
+    assert.equal(put.jobs_moved, 0);
+    const reminder = await client.createJob({
+      schedule: { anchor: "flight-LH400", offset: "-8h" },
+      target: { queue: "reminders" },
+      on_failure: { target: { queue: "alerts" } },
+    });
+    const eightHours = 8 * 3_600_000;
+    assert.equal(Date.parse(reminder.next_due_at ?? ""), departs.getTime() - eightHours);
+    assert.equal(reminder.on_failure?.target.queue, "alerts");
+    const later = new Date(departs.getTime() + 3 * 3_600_000);
+    assert.equal((await client.putAnchor("flight-LH400", later)).jobs_moved, 1);
+    const moved = await client.getJob(reminder.id);
+    assert.equal(Date.parse(moved.next_due_at ?? ""), later.getTime() - eightHours);
+    const listed = await client.listJobs({ anchor: "flight-LH400" });
+    assert.deepEqual(
+      listed.jobs.map((j) => j.id),
+      [reminder.id],
+    );
+    const inUse = await rejectsWith(client.deleteAnchor("flight-LH400", true));
+    assert.equal(inUse.status, 409);
+    assert.equal(inUse.code, "anchor_in_use");
+    assert.equal((await client.deleteAnchor("flight-LH400")).jobs_cancelled, 1);
+    assert.equal((await client.getJob(reminder.id)).state, "cancelled");
+  });
+
   it("says what the key may do", async () => {
     // The test node has no keys: development, an admin of every namespace.
     const who = await clientFor(node).whoami();

@@ -9,6 +9,7 @@ from typing import TypeAlias
 from ._models import (
     AfterSchedule,
     AmqpTarget,
+    AnchorSchedule,
     AtSchedule,
     CronSchedule,
     EventBridgeTarget,
@@ -43,6 +44,22 @@ def at(
     """``Schedule`` shorthand: once at ``instant`` (up to ``jitter`` later), skipped or rolled
     (``roll``) if ``calendar`` excludes its day."""
     return AtSchedule(instant, jitter, calendar, roll)
+
+
+def anchored(
+    anchor: str,
+    offset: timedelta | str | None = None,
+    *,
+    jitter: timedelta | str | None = None,
+    calendar: str | None = None,
+    roll: Roll | None = None,
+) -> AnchorSchedule:
+    """``Schedule`` shorthand: once at the namespace's anchor ``anchor`` plus ``offset`` (``"-8h"``
+    or a ``timedelta``; negative is before it), re-timed whenever the anchor moves."""
+    if isinstance(offset, timedelta):
+        ms = round(offset.total_seconds() * 1000)
+        offset = f"{ms}ms"
+    return AnchorSchedule(anchor, offset, jitter, calendar, roll)
 
 
 def after(
