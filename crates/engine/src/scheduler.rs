@@ -382,6 +382,9 @@ impl Scheduler {
         let Some(record) = self.get(namespace, job).await? else {
             return Ok(None);
         };
+        if let Some((schedule, _)) = &edit.schedule {
+            self.room_on_anchor(namespace, &record, schedule).await?;
+        }
         let rewritten = self
             .rewrite(namespace, record, |job, _| {
                 let (spec, next_due, payload) = edit.apply(job);

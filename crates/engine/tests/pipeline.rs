@@ -2511,3 +2511,59 @@ async fn an_edit_onto_an_anchor_that_moved_meanwhile_lands_on_the_moved_instant(
     );
     rig.engine.shutdown().await;
 }
+
+/// Issue 38: an anchor holds at most 10,000 live jobs, and an edit that would put one more on
+/// it is refused as a create is (`AnchorFull`), while an edit of a job already on it is not.
+#[tokio::test(start_paused = true)]
+async fn an_edit_onto_a_full_anchor_is_refused() {
+    let rig = rig();
+    let now = rig.now();
+    let scheduler = rig.engine.scheduler();
+    let by = hourglass_engine::Actor::new("test");
+    let at = now + SignedDuration::from_secs(86_400);
+    scheduler.put_anchor("t", "full", at, &by).await.unwrap();
+    let anchored = || {
+        let mut schedule = Schedule::at(at - SignedDuration::from_secs(60));
+        schedule.anchor = Some(Box::new(hourglass_core::anchor::ScheduleAnchor {
+            name: "full".into(),
+            offset_ms: -60_000,
+        }));
+        schedule
+    };
+    let on_anchor: Vec<NewJob> = (0..10_000)
+        .map(|_| job("ok", anchored(), at - SignedDuration::from_secs(60), now))
+        .collect();
+    let first = on_anchor[0].id;
+    rig.add(on_anchor).await;
+    let plain = job(
+        "ok",
+        Schedule::at(now + SignedDuration::from_secs(600)),
+        now,
+        now,
+    );
+    let id = plain.id;
+    rig.add(vec![plain]).await;
+    let onto = || hourglass_engine::JobEdit {
+        schedule: Some((anchored(), at - SignedDuration::from_secs(60))),
+        ..Default::default()
+    };
+    let refused = scheduler
+        .edit("t", &hourglass_engine::JobRef::Id(id), onto(), &by)
+        .await;
+    assert!(
+        matches!(refused, Err(hourglass_store::StoreError::AnchorFull { .. })),
+        "{refused:?}"
+    );
+    // A job already on the anchor may be edited (here, moved by an hour on it).
+    let mut again = onto();
+    if let Some((schedule, due)) = &mut again.schedule {
+        *schedule = schedule.anchored_at(at - SignedDuration::from_secs(3600));
+        *due -= SignedDuration::from_secs(3600);
+    }
+    scheduler
+        .edit("t", &hourglass_engine::JobRef::Id(first), again, &by)
+        .await
+        .unwrap()
+        .unwrap();
+    rig.engine.shutdown().await;
+}

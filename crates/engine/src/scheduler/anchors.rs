@@ -2,13 +2,63 @@
 //! anchor's jobs in the store's transaction), followed by what an edit is followed by for every
 //! job it changed: claims made before are dropped unfired, and the new due times announced.
 
-use hourglass_core::JobState;
-use hourglass_store::{AnchorDelete, AnchorDeleted, AnchorRecord, JobQuery, JobRecord, Result};
+use hourglass_core::anchor::MAX_JOBS_PER_ANCHOR;
+use hourglass_core::{JobState, Schedule};
+use hourglass_store::{
+    AnchorDelete, AnchorDeleted, AnchorRecord, JobQuery, JobRecord, Result, StoreError,
+};
 use jiff::Timestamp;
 
 use super::{Actor, AuditAction, Scheduler};
 
 impl Scheduler {
+    /// Before an edit puts `job` on an anchor it was not on: refused with
+    /// [`StoreError::AnchorFull`] when the anchor already has its most active or paused jobs, as
+    /// a create is. (Read before the write, so two such edits at once may pass it together; the
+    /// bound keeps a move's transaction small, and that stays true.)
+    pub(super) async fn room_on_anchor(
+        &self,
+        namespace: &str,
+        job: &JobRecord,
+        schedule: &Schedule,
+    ) -> Result<()> {
+        let Some(name) = schedule.anchor.as_ref().map(|a| a.name.as_str()) else {
+            return Ok(());
+        };
+        let already = job.spec.schedule.anchor.as_ref().map(|a| a.name.as_str());
+        if already == Some(name) {
+            return Ok(());
+        }
+        let mut live = 0;
+        for state in [JobState::Active, JobState::Paused] {
+            let mut after = None;
+            loop {
+                let page = self
+                    .store
+                    .list_jobs(JobQuery {
+                        namespace: Some(namespace.to_owned()),
+                        state: Some(state),
+                        anchor: Some(name.to_owned()),
+                        after,
+                        limit: 1000,
+                        ..JobQuery::default()
+                    })
+                    .await?;
+                live += page.len() as u64;
+                if live >= MAX_JOBS_PER_ANCHOR {
+                    return Err(StoreError::AnchorFull {
+                        name: name.to_owned(),
+                    });
+                }
+                if page.len() < 1000 {
+                    break;
+                }
+                after = page.last().map(|j| j.id);
+            }
+        }
+        Ok(())
+    }
+
     /// After an edit that put `job` on an anchor (its times computed from the anchor as the API
     /// read it): the anchor read again. A move that committed between that read and the edit's
     /// write did not see the job on the anchor and left it at the old instant, so the job is
