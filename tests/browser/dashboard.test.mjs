@@ -624,15 +624,23 @@ step("job page: a job in backoff says it is retrying, why, and when", async () =
   await noInjection();
 });
 
-step("anchor: a job shows its anchor; the anchor's page lists its jobs and follows a move", async () => {
+step("anchor: a job shows its anchor and its callback; the anchor's page lists its jobs and follows a move", async () => {
   const at = new Date(Date.now() + 48 * 3600 * 1000);
   await api("PUT", "/v1/anchors/flight-LH400", { at: at.toISOString() });
   const target = { webhook: { url: `${HOOK}/ok` } };
-  const early = await api("POST", "/v1/jobs", { type: "reminder.flight", schedule: { anchor: "flight-LH400", offset: "-8h" }, target });
+  const early = await api("POST", "/v1/jobs", {
+    type: "reminder.flight",
+    schedule: { anchor: "flight-LH400", offset: "-8h" },
+    target,
+    on_failure: { target: { queue: "alerts" }, every_attempt: true },
+  });
   const late = await api("POST", "/v1/jobs", { type: "reminder.flight", schedule: { anchor: "flight-LH400", offset: "-1h" }, target });
   await page.goto(`${BASE}/#/jobs/${early.id}`);
   await ready("job");
   assert.match(await testid("job-detail-anchor").textContent(), /flight-LH400 \(offset -8h;/);
+  const onFailure = await testid("job-detail-on-failure").textContent();
+  assert.match(onFailure, /alerts/, onFailure);
+  assert.match(onFailure, /every failed attempt/, onFailure);
   await testid("job-detail-anchor").locator("a").click();
   await page.waitForURL(/anchor=flight-LH400/);
   await testid("anchor-card").waitFor();
