@@ -624,6 +624,23 @@ impl Scheduler {
         self.store.gauges(self.clock.now()).await
     }
 
+    /// Walks the jobs `query` selects in id order, `query.limit` a page, handing each page to
+    /// `each` until it breaks or the jobs run out.
+    async fn in_pages(
+        &self,
+        mut query: JobQuery,
+        mut each: impl FnMut(Vec<JobRecord>) -> std::ops::ControlFlow<()>,
+    ) -> Result<()> {
+        loop {
+            let page = self.store.list_jobs(query.clone()).await?;
+            let full = page.len() == query.limit;
+            query.after = page.last().map(|j| j.id);
+            if each(page).is_break() || !full {
+                return Ok(());
+            }
+        }
+    }
+
     /// After a job's definition or state changed: claims made before the change (a token below
     /// the job's new one) are dropped unfired, and its next occurrence, if any, is announced.
     fn changed(&self, job: &JobRecord) {

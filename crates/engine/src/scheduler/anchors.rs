@@ -2,6 +2,8 @@
 //! anchor's jobs in the store's transaction), followed by what an edit is followed by for every
 //! job it changed: claims made before are dropped unfired, and the new due times announced.
 
+use std::ops::ControlFlow;
+
 use hourglass_core::anchor::MAX_JOBS_PER_ANCHOR;
 use hourglass_core::{JobState, Schedule};
 use hourglass_store::{
@@ -31,30 +33,21 @@ impl Scheduler {
         }
         let mut live = 0;
         for state in [JobState::Active, JobState::Paused] {
-            let mut after = None;
-            loop {
-                let page = self
-                    .store
-                    .list_jobs(JobQuery {
-                        namespace: Some(namespace.to_owned()),
-                        state: Some(state),
-                        anchor: Some(name.to_owned()),
-                        after,
-                        limit: 1000,
-                        ..JobQuery::default()
-                    })
-                    .await?;
+            let query = on_anchor(namespace, name, state);
+            self.in_pages(query, |page| {
                 live += page.len() as u64;
                 if live >= MAX_JOBS_PER_ANCHOR {
-                    return Err(StoreError::AnchorFull {
-                        name: name.to_owned(),
-                    });
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
                 }
-                if page.len() < 1000 {
-                    break;
-                }
-                after = page.last().map(|j| j.id);
-            }
+            })
+            .await?;
+        }
+        if live >= MAX_JOBS_PER_ANCHOR {
+            return Err(StoreError::AnchorFull {
+                name: name.to_owned(),
+            });
         }
         Ok(())
     }
@@ -154,27 +147,12 @@ impl Scheduler {
         {
             // The claims this node holds on the cancelled jobs are dropped unfired. A cancelled
             // job is never claimed again, so its token as read now is final.
-            let mut after = None;
-            loop {
-                let page = self
-                    .store
-                    .list_jobs(JobQuery {
-                        namespace: Some(namespace.to_owned()),
-                        state: Some(JobState::Cancelled),
-                        anchor: Some(name.to_owned()),
-                        after,
-                        limit: 1000,
-                        ..JobQuery::default()
-                    })
-                    .await?;
-                for job in &page {
-                    self.changed(job);
-                }
-                if page.len() < 1000 {
-                    break;
-                }
-                after = page.last().map(|j| j.id);
-            }
+            let query = on_anchor(namespace, name, JobState::Cancelled);
+            self.in_pages(query, |page| {
+                page.iter().for_each(|job| self.changed(job));
+                ControlFlow::Continue(())
+            })
+            .await?;
         }
         if let AnchorDeleted::Deleted { cancelled } = deleted {
             let mut entry = by.entry(namespace, AuditAction::DeleteAnchor, &[], self.clock.now());
@@ -183,5 +161,16 @@ impl Scheduler {
             self.store.append_audit(entry).await?;
         }
         Ok(deleted)
+    }
+}
+
+/// The jobs of `namespace` in `state` whose schedule refers to anchor `name`, a page of 1,000.
+fn on_anchor(namespace: &str, name: &str, state: JobState) -> JobQuery {
+    JobQuery {
+        namespace: Some(namespace.to_owned()),
+        state: Some(state),
+        anchor: Some(name.to_owned()),
+        limit: 1000,
+        ..JobQuery::default()
     }
 }

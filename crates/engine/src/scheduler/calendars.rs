@@ -4,6 +4,8 @@
 
 use hourglass_core::{Calendar, JobId, Schedule};
 use hourglass_store::{AuditAction, CalendarRecord, JobQuery, JobRecord, Result, StoreError};
+use std::ops::ControlFlow;
+
 use jiff::Timestamp;
 
 use super::{Actor, Scheduler};
@@ -103,19 +105,12 @@ impl Scheduler {
         limit: usize,
     ) -> Result<Vec<JobRecord>> {
         let mut found = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self
-                .store
-                .list_jobs(JobQuery {
-                    namespace: Some(namespace.to_owned()),
-                    after,
-                    limit: CALENDAR_SCAN_PAGE,
-                    ..JobQuery::default()
-                })
-                .await?;
-            let full = page.len() == CALENDAR_SCAN_PAGE;
-            after = page.last().map(|j| j.id);
+        let query = JobQuery {
+            namespace: Some(namespace.to_owned()),
+            limit: CALENDAR_SCAN_PAGE,
+            ..JobQuery::default()
+        };
+        self.in_pages(query, |page| {
             for job in page {
                 let uses = job
                     .spec
@@ -126,14 +121,14 @@ impl Scheduler {
                 if uses && !job.state.is_terminal() {
                     found.push(job);
                     if found.len() >= limit {
-                        return Ok(found);
+                        return ControlFlow::Break(());
                     }
                 }
             }
-            if !full {
-                return Ok(found);
-            }
-        }
+            ControlFlow::Continue(())
+        })
+        .await?;
+        Ok(found)
     }
 }
 
