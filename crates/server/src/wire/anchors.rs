@@ -97,10 +97,8 @@ pub fn schedule_anchor(
     };
     anchor_name(name, "schedule.anchor")?;
     let misplaced = [
-        ("at", input.at.is_some()),
         ("after", input.after.is_some()),
         ("cron", input.cron.is_some()),
-        ("start", input.start.is_some()),
     ];
     if let Some((field, _)) = misplaced.iter().find(|(_, given)| *given) {
         return Err(ValidationError::new(
@@ -128,6 +126,24 @@ pub fn schedule_anchor(
         offset_ms,
     };
     let instant = reference.instant(at);
+    // A schedule read back from a job shows the instant it resolved to (`at`, or `start` for an
+    // interval) beside its anchor, so that instant may be sent back with it; any other is
+    // refused, as is one the anchor has moved away from since.
+    for (field, given) in [("at", &input.at), ("start", &input.start)] {
+        let Some(text) = given else { continue };
+        let field = format!("schedule.{field}");
+        if truncate_ms(parse_instant(text, &field)?) != instant {
+            return Err(ValidationError::new(
+                "invalid_anchor",
+                field,
+                format!(
+                    "an anchored schedule is at its anchor plus its offset, now {}: leave out \
+                     at, after, cron and start, or give that instant",
+                    rfc3339(instant)
+                ),
+            ));
+        }
+    }
     Ok(Some((reference, instant)))
 }
 

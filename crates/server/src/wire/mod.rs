@@ -175,6 +175,19 @@ pub fn schedule(
 ) -> Result<Schedule, ValidationError> {
     let calendar = calendars::schedule_calendar(input, calendars)?;
     let anchored = anchors::schedule_anchor(input, &calendars.anchors)?;
+    // A schedule read back from a job shows its anchor's instant as `at` (or `start`), which
+    // `schedule_anchor` checked; it is the anchor's, not a time or bound of its own.
+    let read_back;
+    let input = if anchored.is_some() && (input.at.is_some() || input.start.is_some()) {
+        read_back = ScheduleIn {
+            at: None,
+            start: None,
+            ..input.clone()
+        };
+        &read_back
+    } else {
+        input
+    };
     // An anchor without `every` is a one-off at its instant.
     let anchored_at = anchored
         .as_ref()

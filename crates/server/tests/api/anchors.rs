@@ -221,7 +221,8 @@ async fn every_bad_anchor_or_anchored_schedule_is_refused_naming_its_field() {
             "schedule.offset",
         ),
         (
-            json!({"anchor": "x", "at": soon}),
+            // Not the instant the anchor resolves to (that one may be sent back with it).
+            json!({"anchor": "x", "offset": "-1h", "at": soon}),
             "invalid_anchor",
             "schedule.at",
         ),
@@ -236,7 +237,7 @@ async fn every_bad_anchor_or_anchored_schedule_is_refused_naming_its_field() {
             "schedule.cron",
         ),
         (
-            json!({"anchor": "x", "every": "1h", "start": soon}),
+            json!({"anchor": "x", "offset": "-1h", "every": "1h", "start": soon}),
             "invalid_anchor",
             "schedule.start",
         ),
@@ -310,6 +311,29 @@ async fn a_patch_can_put_a_job_on_an_anchor_and_the_move_takes_it_along() {
     assert_eq!(moved["jobs_moved"], 1);
     let (_, got) = api.call("GET", &format!("/v1/jobs/{id}"), None).await;
     assert_eq!(got["schedule"]["at"], shown(moved_to - half_hour));
+    // The schedule as read (its resolved `at` beside the anchor) may be sent back as is; an
+    // `at` the anchor does not resolve to is refused naming it.
+    let (status, same) = api
+        .call(
+            "PATCH",
+            &format!("/v1/jobs/{id}"),
+            Some(json!({"schedule": got["schedule"].clone()})),
+        )
+        .await;
+    assert_eq!(status, 200, "{same}");
+    assert_eq!(same["schedule"], got["schedule"]);
+    assert_eq!(same["next_due_at"], got["next_due_at"]);
+    let mut elsewhere = got["schedule"].clone();
+    elsewhere["at"] = json!(shown(moved_to));
+    let (status, refused) = api
+        .call(
+            "PATCH",
+            &format!("/v1/jobs/{id}"),
+            Some(json!({"schedule": elsewhere})),
+        )
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(error(&refused), ("invalid_anchor", "schedule.at"));
     // The preview of an anchored schedule answers its instant now.
     let (status, preview) = api
         .call(
