@@ -748,6 +748,7 @@ async fn dead_letter(
         }
         put_attr("cr", n(now));
         let mut attempt = actions.clone();
+        let letter_at = attempt.len();
         attempt.push(put_new(&inner.table, item));
         // The namespace's list of letters, and the list of all of them (both in id order).
         for list in letter_lists(inner, job.str("ns")?, id) {
@@ -756,7 +757,16 @@ async fn dead_letter(
         match inner.transact(attempt).await? {
             Ok(()) => return Ok(Applied::Yes),
             Err(failed) if failed.first() == Some(&true) => return Ok(Applied::StaleLease),
-            Err(_) => continue,
+            // The letter's id was taken: another tail.
+            Err(failed) if failed.get(letter_at) == Some(&true) => continue,
+            // Another item's condition: the callback job this completion creates exists.
+            Err(_) => {
+                return Err(StoreError::Unavailable(
+                    "dynamodb: the dead letter's callback job could not be created (its id is \
+                     taken); nothing was changed"
+                        .into(),
+                ));
+            }
         }
     }
     Err(StoreError::Unavailable(
