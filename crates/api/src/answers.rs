@@ -124,6 +124,23 @@ pub struct CallbackOf {
     pub event: String,
 }
 
+/// The occurrence a job delivers for an `overlap: "allow"` job, which handed it off when it fell
+/// due.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OccurrenceOf {
+    /// The `allow` job whose occurrence this is; the runs and the dead letter are recorded
+    /// under it.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = Uuid))]
+    pub job_id: Uuid,
+    /// The occurrence's nominal time.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::InstantOut))]
+    pub due_at: Timestamp,
+    /// The occurrence's delivery id, which this job's deliveries carry.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::DeliveryId))]
+    pub delivery_id: String,
+}
+
 /// The misfire policy as the API shows it: `"skip"`, `"once"`, or
 /// `{"policy": "all", "window": "1h"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,6 +294,10 @@ pub struct Job<'a> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub callback_of: Option<CallbackOf>,
+    /// Set on a job Hourglass created to deliver one occurrence of an `overlap: "allow"` job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub occurrence_of: Option<OccurrenceOf>,
     /// Batch answers only: whether this job was created by the request (or already existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(ignore))]

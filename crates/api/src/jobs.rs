@@ -65,7 +65,7 @@ pub struct CreateJob {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub misfire: Option<MisfireIn>,
     /// What a recurring job does with occurrences that fall due while the previous one is still
-    /// in flight: `"skip"`, `"buffer_one"` or `"buffer_all"` (the default).
+    /// in flight: `"skip"`, `"buffer_one"`, `"buffer_all"` (the default) or `"allow"`.
     #[cfg_attr(
         feature = "openapi",
         schema(nullable = false, value_type = Option<crate::openapi::Overlap>)

@@ -36,7 +36,7 @@ mod targets;
 
 pub use anchors::{Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList};
 pub use answers::{
-    BatchCreated, CallbackOf, CallbackOut, DeadLetter, DeadLetterList, Job, JobBrief, JobList,
+    BatchCreated, CallbackOf, CallbackOut, OccurrenceOf, DeadLetter, DeadLetterList, Job, JobBrief, JobList,
     JobState, MisfireOut, RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
 pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};

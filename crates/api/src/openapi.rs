@@ -38,6 +38,7 @@ fn derived() -> Vec<(Cow<'static, str>, RefOr<Schema>)> {
         schema::<CallbackIn>(),
         schema::<CallbackOut<'static>>(),
         schema::<CallbackOf>(),
+        schema::<OccurrenceOf>(),
         schema::<CreateJob>(),
         schema::<PatchJob>(),
         schema::<BatchCreate>(),

@@ -509,6 +509,9 @@ pub enum Overlap {
     BufferOne,
     /// Keep them all; each runs once the one before it ends.
     BufferAll,
+    /// Run each at its time, whatever is still in flight (each is handed to a one-off job of
+    /// its own, delivered under the occurrence's delivery id).
+    Allow,
 }
 
 impl Overlap {
@@ -518,6 +521,7 @@ impl Overlap {
             Overlap::Skip => "skip",
             Overlap::BufferOne => "buffer_one",
             Overlap::BufferAll => "buffer_all",
+            Overlap::Allow => "allow",
         }
     }
 }

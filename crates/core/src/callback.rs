@@ -58,16 +58,16 @@ pub struct CallbackOf {
     pub event: CallbackEvent,
 }
 
-/// A callback job a completion creates, in its namespace and in the same transaction, when the
-/// completion is applied (never when it is refused as stale). Its one occurrence is due at
-/// `due`.
+/// A job a completion creates, in its namespace and in the same transaction, when the
+/// completion is applied (never when it is refused as stale): a callback, or the job an `allow`
+/// job hands an occurrence to ([`crate::overlap`]). Its one occurrence is due at `due`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallbackJob {
     pub id: JobId,
     pub namespace: String,
     pub spec: JobSpec,
-    /// The event, as JSON text.
-    pub payload: String,
+    /// As JSON text: a callback's event, or the handed-off occurrence's payload.
+    pub payload: Option<String>,
     pub due: Timestamp,
 }
 
@@ -119,6 +119,7 @@ mod tests {
             }),
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::{MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule};
@@ -98,6 +99,20 @@ pub struct JobSpec {
     /// a claim does not carry the key, and a job's key never changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_key: Option<String>,
+    /// Set, by the engine and never by clients, on the job an `allow` job hands one occurrence
+    /// to ([`crate::overlap`]): the job and occurrence it delivers, which name its delivery id
+    /// and under which its runs are recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurrence_of: Option<OccurrenceOf>,
+}
+
+/// The mark of a job that delivers one occurrence of another (an `allow` job's,
+/// [`crate::overlap`]): that job, and the occurrence's nominal due time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OccurrenceOf {
+    pub job_id: JobId,
+    pub due: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -24,6 +24,10 @@ pub const MAX_VALUE_BYTES: usize = 255;
 /// The most selectors one request may give.
 pub const MAX_SELECTORS: usize = 8;
 
+/// Label keys under this prefix are set by Hourglass only (such as
+/// [`crate::overlap::OCCURRENCE_OF_LABEL`]); a client's are refused.
+pub const RESERVED_PREFIX: &str = "hourglass/";
+
 /// The validation code of every label refusal.
 const CODE: &str = "invalid_label";
 
@@ -70,6 +74,13 @@ pub fn validate(labels: &Labels) -> Result<(), ValidationError> {
                 "labels".to_owned()
             };
             return Err(ValidationError::new(CODE, field, KEY_RULE));
+        }
+        if key.starts_with(RESERVED_PREFIX) {
+            return Err(ValidationError::new(
+                CODE,
+                format!("labels.{key}"),
+                format!("label keys starting with {RESERVED_PREFIX} are set by Hourglass only"),
+            ));
         }
         if !valid_value(value) {
             return Err(ValidationError::new(

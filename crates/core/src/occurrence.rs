@@ -34,8 +34,21 @@ pub struct Occurrence {
 }
 
 impl Occurrence {
+    /// The delivery id receivers deduplicate by: the job's and the due time's, or, for a job
+    /// that delivers another's occurrence (an `allow` job's), that occurrence's.
     pub fn delivery_id(&self) -> DeliveryId {
-        DeliveryId::new(self.job_id, self.due)
+        let (job_id, due) = self.origin();
+        DeliveryId::new(job_id, due)
+    }
+
+    /// The job and nominal time this occurrence is one of, as targets and the run history name
+    /// it: its own, or those of the occurrence it delivers for another job
+    /// ([`JobSpec::occurrence_of`]).
+    pub fn origin(&self) -> (JobId, Timestamp) {
+        match &self.spec.occurrence_of {
+            Some(of) => (of.job_id, of.due),
+            None => (self.job_id, self.due),
+        }
     }
 
     /// The claim this occurrence was handed out under.
@@ -138,6 +151,10 @@ pub enum Action {
     },
     /// Not delivered because the misfire policy dropped it.
     Skipped { next: Option<Next>, skipped: u64 },
+    /// Handed off to a job of its own, created with this completion ([`crate::overlap`]'s
+    /// `allow`): it counts as one of the job's runs, and the job moves to `next` at once, or
+    /// completes when there is none. Its outcome is recorded by the job it was handed to.
+    HandedOff { next: Option<Next>, skipped: u64 },
 }
 
 impl Action {
@@ -146,7 +163,8 @@ impl Action {
         match self {
             Action::Delivered { next, .. }
             | Action::DeadLetter { next, .. }
-            | Action::Skipped { next, .. } => next.map(|next| next.fire),
+            | Action::Skipped { next, .. }
+            | Action::HandedOff { next, .. } => next.map(|next| next.fire),
             Action::Retry { at } => Some(*at),
         }
     }
@@ -160,12 +178,41 @@ pub struct Completion {
     pub due: Timestamp,
     pub attempt: Option<AttemptRecord>,
     pub action: Action,
-    /// The callback job to create with this completion, atomically, if it is applied
-    /// ([`crate::callback`]).
+    /// The job to create with this completion, atomically, if it is applied: a callback
+    /// ([`crate::callback`]), or the job an occurrence is handed off to ([`Action::HandedOff`]).
     pub callback: Option<Box<crate::CallbackJob>>,
+    /// The occurrence the attempt's run is recorded under, when the job delivers another's
+    /// ([`JobSpec::occurrence_of`]); `None` records it under `job_id` and `due`.
+    pub origin: Option<crate::OccurrenceOf>,
 }
 
 impl Completion {
+    /// A completion of `occ`'s claim, its run recorded under the occurrence's origin.
+    pub fn of(
+        occ: &Occurrence,
+        attempt: Option<AttemptRecord>,
+        action: Action,
+        callback: Option<Box<crate::CallbackJob>>,
+    ) -> Self {
+        Self {
+            job_id: occ.job_id,
+            token: occ.token,
+            due: occ.due,
+            attempt,
+            action,
+            callback,
+            origin: occ.spec.occurrence_of,
+        }
+    }
+
+    /// The job and nominal time the attempt's run is recorded under.
+    pub fn run_of(&self) -> (JobId, Timestamp) {
+        match &self.origin {
+            Some(of) => (of.job_id, of.due),
+            None => (self.job_id, self.due),
+        }
+    }
+
     /// The soonest this completion makes something due once written: its job again (the next
     /// occurrence or a retry), or the callback job it creates.
     pub fn due_again(&self) -> Option<Timestamp> {

@@ -7,13 +7,24 @@
 //! ([`crate::misfire::next_after_run`]); an occurrence this leaves waiting is then late, and the
 //! misfire policy judges its lateness when it is picked up like any other's.
 //!
-//! `allow` (firing occurrences concurrently) is not offered: a job row holds one pending
-//! occurrence under one fencing token, so two occurrences of one job cannot be in flight at once.
+//! `allow` runs occurrences concurrently. A job row holds one pending occurrence under one
+//! fencing token, so an `allow` job never keeps an occurrence in flight on its own row: when one
+//! falls due, its claim is completed at once by *handing it off* ([`crate::Action::HandedOff`])
+//! to a one-off job of its own ([`crate::JobSpec::occurrence_of`]), created in the same
+//! transaction, and the row moves on to its next occurrence. The child is delivered, retried,
+//! leased and dead-lettered like any job, under the parent's delivery id, and its runs are
+//! recorded as the parent's; the parent is never in flight, so nothing ever waits or is dropped.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::{JobId, Schedule, ScheduleKind};
+
+/// The label each job an `allow` job hands an occurrence to carries, valued with that job's id:
+/// it lists them (`GET /v1/jobs?label=hourglass/occurrence-of=<id>`), and cancelling the job
+/// cancels those still live. Keys under `hourglass/` are set by Hourglass only
+/// ([`crate::labels::RESERVED_PREFIX`]).
+pub const OCCURRENCE_OF_LABEL: &str = "hourglass/occurrence-of";
 
 /// How many waiting occurrences of a cron schedule one completion walks to find the last that
 /// waited (`every` schedules are counted by arithmetic). Past it the rest are handled at the next
@@ -34,11 +45,21 @@ pub enum OverlapPolicy {
     /// 30 days). Hourglass's behaviour before overlap policies existed, hence the default.
     #[default]
     BufferAll,
+    /// Run each occurrence at its time whatever is still in flight: each is handed off to a
+    /// one-off job of its own when it falls due (see the module's comment).
+    Allow,
 }
 
 impl OverlapPolicy {
     pub fn is_default(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// Whether an occurrence of a job with this policy and `schedule` is handed off to a job of
+    /// its own when it falls due: `allow` on a recurring schedule (a one-off has nothing to
+    /// overlap with).
+    pub fn hands_off(self, schedule: &Schedule) -> bool {
+        self == OverlapPolicy::Allow && schedule.is_recurring()
     }
 
     /// The name the API and the stored spec use.
@@ -47,6 +68,7 @@ impl OverlapPolicy {
             OverlapPolicy::Skip => "skip",
             OverlapPolicy::BufferOne => "buffer_one",
             OverlapPolicy::BufferAll => "buffer_all",
+            OverlapPolicy::Allow => "allow",
         }
     }
 }
@@ -77,7 +99,10 @@ pub fn after_run(
         return (None, None);
     };
     let waited = |due: Timestamp| schedule.fire_time(job, due) <= now;
-    if policy == OverlapPolicy::BufferAll || !schedule.is_recurring() || !waited(first) {
+    // `allow` never has a run in flight on its row (its occurrences are handed off), so nothing
+    // waited behind one.
+    let keeps_all = matches!(policy, OverlapPolicy::BufferAll | OverlapPolicy::Allow);
+    if keeps_all || !schedule.is_recurring() || !waited(first) {
         return (next, None);
     }
     let (last, after_first) = last_waiting(schedule, first, now, runs_done, &waited);
@@ -96,7 +121,7 @@ pub fn after_run(
                 count: after_first,
             }),
         ),
-        OverlapPolicy::BufferOne | OverlapPolicy::BufferAll => (next, None),
+        OverlapPolicy::BufferOne | OverlapPolicy::BufferAll | OverlapPolicy::Allow => (next, None),
     }
 }
 

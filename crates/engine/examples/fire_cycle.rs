@@ -154,6 +154,7 @@ fn job(url: &url::Url, now: Timestamp, payload: &str) -> NewJob {
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         },
         payload: Some(payload.to_owned()),
         fingerprint: 0,

@@ -22,20 +22,22 @@ pub(crate) fn callback_for(
         Action::Delivered { .. } => (CallbackEvent::Succeeded, false),
         Action::DeadLetter { .. } => (CallbackEvent::Failed, true),
         Action::Retry { .. } => (CallbackEvent::Failed, false),
-        Action::Skipped { .. } => return None,
+        Action::Skipped { .. } | Action::HandedOff { .. } => return None,
     };
     let spec = &occ.spec;
     let callback = spec.callback_for(event, dead_lettered)?;
+    // The occurrence as its job knows it: a handed-off `allow` occurrence reports its parent's.
+    let (job_id, nominal) = occ.origin();
     // The event as documented in the README. `payload` is spliced in below as the job's raw
     // JSON text when the callback asks for it. `dead_lettered` tells a failure that ended the
     // occurrence from a failed attempt that will be retried (reported with `every_attempt`).
     let body = serde_json::json!({
         "event": event.as_str(),
-        "job_id": occ.job_id.to_string(),
+        "job_id": job_id.to_string(),
         "key": spec.callback_key,
         "type": spec.job_type,
         "delivery_id": occ.delivery_id().to_string(),
-        "nominal_at": occ.due.to_string(),
+        "nominal_at": nominal.to_string(),
         "fired_at": attempt.started_at.to_string(),
         "attempts": attempt.attempt,
         "dead_lettered": dead_lettered,
@@ -65,15 +67,13 @@ pub(crate) fn callback_for(
             backfill: None,
             on_failure: None,
             on_success: None,
-            callback_of: Some(CallbackOf {
-                job_id: occ.job_id,
-                event,
-            }),
+            callback_of: Some(CallbackOf { job_id, event }),
             callback_key: None,
+            occurrence_of: None,
             // A callback job reports one job's occurrence; it is not selected with that job.
             labels: Default::default(),
         },
-        payload,
+        payload: Some(payload),
         due: now,
     }))
 }
@@ -114,6 +114,7 @@ mod tests {
                 on_success: Some(callback),
                 callback_of: None,
                 callback_key: Some("k1".into()),
+                occurrence_of: None,
                 labels: Default::default(),
             }),
             payload: Some(Arc::from(r#"{"a":[1,2]}"#)),
@@ -140,7 +141,7 @@ mod tests {
             reason: "http 503".into(),
         };
         let job = callback_for(&occurrence(false), &attempt(), &dead, from_ms(2_000)).unwrap();
-        let event: serde_json::Value = serde_json::from_str(&job.payload).unwrap();
+        let event: serde_json::Value = serde_json::from_str(job.payload.as_deref().unwrap()).unwrap();
         assert_eq!(
             event,
             serde_json::json!({
@@ -171,7 +172,7 @@ mod tests {
             skipped: 0,
         };
         let job = callback_for(&occurrence(true), &attempt(), &delivered, from_ms(2_000)).unwrap();
-        let event: serde_json::Value = serde_json::from_str(&job.payload).unwrap();
+        let event: serde_json::Value = serde_json::from_str(job.payload.as_deref().unwrap()).unwrap();
         assert_eq!(event["event"], "occurrence.succeeded");
         assert_eq!(event["payload"], serde_json::json!({"a": [1, 2]}));
 
@@ -184,6 +185,6 @@ mod tests {
         }
         occ.spec = Arc::new(spec);
         let job = callback_for(&occ, &attempt(), &retry, from_ms(2_000)).unwrap();
-        assert!(job.payload.contains("\"dead_lettered\":false"));
+        assert!(job.payload.as_deref().unwrap().contains("\"dead_lettered\":false"));
     }
 }

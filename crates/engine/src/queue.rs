@@ -261,6 +261,7 @@ impl Queues {
             let exhausted = claimed.len() < want;
             let visible_until = hourglass_core::add_saturating(now, req.visibility);
             let mut settled = Vec::new();
+            let mut handed_off = false;
             for occ in claimed {
                 // A panic deciding one message quarantines that message (dead letter, job
                 // failed) instead of failing every lease on the queue while it stays claimable.
@@ -272,11 +273,12 @@ impl Queues {
                     Some(crate::pipeline::quarantined(&occ, now, &*panic))
                 });
                 if let Some(completion) = refused {
+                    handed_off |= matches!(completion.action, Action::HandedOff { .. });
                     settled.push(completion);
                     continue;
                 }
                 if occ.attempt == 1 {
-                    let late_ms = (now.as_millisecond() - occ.due.as_millisecond()).max(0);
+                    let late_ms = (now.as_millisecond() - occ.origin().1.as_millisecond()).max(0);
                     inner.metrics.lateness.observe(late_ms as f64 / 1000.0);
                 }
                 let receipt = seal(inner.receipt_key.get(&*inner.store).await?, occ.claim());
@@ -294,7 +296,8 @@ impl Queues {
                     .count();
                 inner.metrics.stale_completions.inc_by(stale as u64);
             }
-            if exhausted {
+            // Messages handed off just now are claimable at once: claim again for them.
+            if exhausted && !handed_off {
                 break;
             }
         }
@@ -344,17 +347,26 @@ impl Queues {
         {
             inner.metrics.skipped_occurrences.inc_by(skipped);
             inner.metrics.fired.get_or_create(&label("skipped")).inc();
-            return Some(Completion {
-                job_id: occ.job_id,
-                token: occ.token,
-                due: occ.due,
-                attempt: None,
-                action: Action::Skipped {
+            return Some(Completion::of(
+                occ,
+                None,
+                Action::Skipped {
                     next: next.map(|due| Next::of(&spec.schedule, occ.job_id, due)),
                     skipped,
                 },
-                callback: None,
-            });
+                None,
+            ));
+        }
+        // An `allow` job's occurrence goes out as a message of its own, created with this
+        // completion and leased by the next claim; the job's next occurrence is available at
+        // its time whether or not this one is acknowledged.
+        if spec.overlap.hands_off(&spec.schedule) {
+            return Some(crate::pipeline::hand_off(
+                &inner.metrics,
+                inner.misfire_threshold,
+                now,
+                occ,
+            ));
         }
         if occ.attempt > spec.retry.max_attempts {
             // Every attempt was leased and never acked: the last lease lapsed too.
@@ -538,7 +550,8 @@ impl Queues {
             .map(|c| match &c.action {
                 Action::Delivered { next, .. }
                 | Action::DeadLetter { next, .. }
-                | Action::Skipped { next, .. } => next.is_some(),
+                | Action::Skipped { next, .. }
+                | Action::HandedOff { next, .. } => next.is_some(),
                 Action::Retry { .. } => false,
             })
             .collect();

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 mod anchors;
 mod calendars;
+mod handed_off;
 
 use hourglass_core::{
     Clock, JobId, JobSpec, JobState, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule, Target,
@@ -527,6 +528,7 @@ impl Scheduler {
             .transition(Some(namespace), id, transition)
             .await?;
         self.changed(&job);
+        self.cancel_handed_off(&job, now).await?;
         if !repeated {
             let entry = by.entry(namespace, action, &[id], now);
             self.store.append_audit(entry).await?;
@@ -594,6 +596,9 @@ impl Scheduler {
         let now = self.clock.now();
         let mut spec = letter.spec;
         spec.schedule = Schedule::at(now);
+        // A replay is an occurrence of its own: a letter of an `allow` job's handed-off
+        // occurrence is no longer sent under that occurrence's delivery id.
+        spec.occurrence_of = None;
         let key = format!("replay-{id}");
         let job = NewJob {
             id: uuid::Uuid::now_v7(),

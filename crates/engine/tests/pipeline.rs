@@ -58,6 +58,7 @@ impl Clock for TokioClock {
 struct Seen {
     job_id: JobId,
     due: Timestamp,
+    delivery_id: String,
     attempt: u32,
     at: Timestamp,
     payload: Option<Arc<str>>,
@@ -77,9 +78,13 @@ struct FakeDeliverer {
 #[async_trait]
 impl Deliverer for FakeDeliverer {
     async fn deliver(&self, occ: &Occurrence, _claim: &ClaimCheck) -> DeliveryResult {
+        // The occurrence as its job knows it (a handed-off `allow` occurrence is its parent's),
+        // as a receiver sees it in the delivery's id and headers.
+        let (job_id, due) = occ.origin();
         self.seen.lock().unwrap().push(Seen {
-            job_id: occ.job_id,
-            due: occ.due,
+            job_id,
+            due,
+            delivery_id: occ.delivery_id().to_string(),
             attempt: occ.attempt,
             at: self.clock.now(),
             payload: occ.payload.clone(),
@@ -234,6 +239,7 @@ fn job(job_type: &str, schedule: Schedule, first_due: Timestamp, now: Timestamp)
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         },
         payload: None,
         fingerprint: 0,
@@ -2218,6 +2224,116 @@ async fn skip_drops_every_occurrence_that_fell_due_during_a_run_and_records_why(
         "{overlap:?}"
     );
     assert!(rig.metrics.overlap_skipped.get() >= 4);
+    rig.engine.shutdown().await;
+}
+
+/// `allow`: with the receiver holding each delivery open for two seconds, every occurrence of an
+/// every-900 ms job still goes out at its own time, beside the ones in flight, under the job's
+/// id and its own delivery id; each was handed to a one-off job of its own, and the runs are
+/// recorded under the job.
+#[tokio::test(start_paused = true)]
+async fn allow_fires_each_occurrence_at_its_time_while_earlier_ones_are_in_flight() {
+    let (rig, id, dues) = dues_under_overlap(OverlapPolicy::Allow, 5).await;
+    assert_eq!(dues, [0, 900, 1800, 2700, 3600]);
+    let seen = rig.seen();
+    let first = seen[0].due;
+    for s in seen.iter().take(5) {
+        assert_eq!(s.job_id, id, "sent under the job's id");
+        assert_eq!(
+            s.delivery_id,
+            hourglass_core::DeliveryId::new(id, s.due).to_string()
+        );
+        // Sent at its own time (not after the one before it ended, two seconds later).
+        let late = s.at.as_millisecond() - s.due.as_millisecond();
+        assert!((0..200).contains(&late), "{} sent {late} ms late", s.due);
+    }
+    // The second went out while the first was still open (it ends two seconds after it began).
+    assert!(seen[1].at < seen[0].at + SignedDuration::from_secs(2));
+    assert_eq!(seen[0].due, first);
+    // Each delivered run is the job's, once its delivery ended.
+    rig.run_until(|s| s.len() >= 8).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let runs = rig.store.runs(Some("t"), id, None, 100).await.unwrap();
+    let mut delivered: Vec<i64> = runs
+        .iter()
+        .filter(|r| r.outcome == hourglass_store::RunOutcome::Delivered)
+        .map(|r| r.due.as_millisecond() - first.as_millisecond())
+        .collect();
+    delivered.sort();
+    assert_eq!(delivered[..5], [0, 900, 1800, 2700, 3600], "{delivered:?}");
+    let job = rig.store.get_job(None, id).await.unwrap().unwrap();
+    assert_eq!(job.skipped, 0);
+    assert!(job.runs >= 8, "each hand-off counts as a run: {}", job.runs);
+    // The one-off jobs that delivered them name the occurrence they delivered.
+    let children: Vec<_> = rig
+        .store
+        .list_jobs(hourglass_store::JobQuery {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|j| j.spec.occurrence_of)
+        .collect();
+    assert!(children.len() >= 8, "{}", children.len());
+    assert!(children.iter().all(|of| of.job_id == id));
+    assert!(children.iter().any(|of| of.due == first));
+    rig.engine.shutdown().await;
+}
+
+/// Cancelling an `allow` job cancels the jobs it handed occurrences to that are still live (here
+/// retrying against a receiver that always fails): nothing of it is sent once the cancel is
+/// answered.
+#[tokio::test(start_paused = true)]
+async fn cancelling_an_allow_job_stops_the_occurrences_it_handed_off() {
+    let rig = rig();
+    let now = rig.now();
+    let anchor = now + SignedDuration::from_secs(1);
+    let mut failing = job(
+        "fail",
+        Schedule::unbounded(ScheduleKind::Every {
+            interval: Duration::from_millis(900),
+            anchor,
+        }),
+        anchor,
+        now,
+    );
+    failing.spec.overlap = OverlapPolicy::Allow;
+    let id = failing.id;
+    rig.add(vec![failing]).await;
+    // Several occurrences handed off, some of them retried.
+    rig.run_until(|s| s.len() >= 6 && s.iter().any(|s| s.attempt > 1))
+        .await;
+    rig.transition(id, |now| hourglass_store::Transition::Cancel { now })
+        .await;
+    let cancelled_at = rig.now();
+    let handed_off = rig
+        .store
+        .list_jobs(hourglass_store::JobQuery {
+            labels: vec![hourglass_core::Selector {
+                key: hourglass_core::overlap::OCCURRENCE_OF_LABEL.into(),
+                value: Some(id.to_string()),
+            }],
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(handed_off.len() >= 2, "{}", handed_off.len());
+    assert!(
+        handed_off.iter().all(|j| j.state.is_terminal()),
+        "{:?}",
+        handed_off.iter().map(|j| j.state).collect::<Vec<_>>()
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let late: Vec<_> = rig
+        .seen()
+        .into_iter()
+        .filter(|s| s.at > cancelled_at)
+        .map(|s| (s.due, s.attempt))
+        .collect();
+    assert!(late.is_empty(), "sent after the cancel: {late:?}");
     rig.engine.shutdown().await;
 }
 

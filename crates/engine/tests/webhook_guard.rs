@@ -44,6 +44,7 @@ fn occurrence(url: &str) -> Occurrence {
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         }),
         payload: None,
         lapsed_owner: None,

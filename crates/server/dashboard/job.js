@@ -206,6 +206,19 @@ export async function renderJob(id) {
                 "job-detail-callback-of",
               ]
             : null,
+          // A job delivering one occurrence of an `overlap: allow` job (its runs are that job's).
+          job.occurrence_of
+            ? [
+                "Occurrence of",
+                el(
+                  "span",
+                  {},
+                  el("a", { href: `#/jobs/${encodeURIComponent(job.occurrence_of.job_id)}`, class: "mono" }, job.occurrence_of.job_id),
+                  ` due ${fmtTime(job.occurrence_of.due_at)} (runs recorded there)`,
+                ),
+                "job-detail-occurrence-of",
+              ]
+            : null,
           ["Created", fmtTime(job.created_at), "job-detail-created"],
           ["Updated", fmtTime(job.updated_at), "job-detail-updated"],
         ]),

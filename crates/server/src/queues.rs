@@ -59,14 +59,17 @@ impl Serialize for Messages<'_> {
         for l in self.0 {
             let occ = &l.occurrence;
             let delivery_id = occ.delivery_id();
+            // The occurrence as its job knows it: a handed-off `allow` occurrence is its
+            // parent's (the receipt names the job that holds it).
+            let (job_id, due_at) = occ.origin();
             seq.serialize_element(&Message {
-                job_id: occ.job_id,
+                job_id,
                 job_type: occ.spec.job_type.as_deref().map(Cow::Borrowed),
                 payload: wire::payload_out(occ.job_id, occ.payload.as_deref()),
                 delivery_id: Cow::Borrowed(delivery_id.as_str()),
                 attempt: occ.attempt,
                 max_attempts: occ.spec.retry.max_attempts,
-                due_at: occ.due,
+                due_at,
                 visible_until: l.visible_until,
                 receipt: ApiReceipt(l.receipt.to_string()),
             })?;

@@ -117,6 +117,7 @@ fn job(namespace: &str, i: usize, now: Timestamp) -> NewJob {
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         },
         payload: Some(format!(r#"{{"n":{i}}}"#)),
         fingerprint: 0,

@@ -114,6 +114,7 @@ async fn main() -> anyhow::Result<()> {
                     skipped: 0,
                 },
                 callback: None,
+                origin: None,
             })
             .collect();
         let t = Instant::now();
@@ -168,6 +169,7 @@ fn message(i: usize, now: Timestamp, webhook: bool, pad: &str) -> NewJob {
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         },
         payload: Some(if pad.is_empty() {
             format!(r#"{{"n":{i}}}"#)

@@ -106,7 +106,8 @@ pub struct NewJob {
 }
 
 impl NewJob {
-    /// The job a completion's callback ([`hourglass_core::callback`]) becomes: no key, due when
+    /// The job a completion creates ([`hourglass_core::CallbackJob`]: a callback, or the job an
+    /// `allow` job hands an occurrence to) becomes: no key, due when
     /// the engine said, created at `now`. A backend creates it in the completion's transaction,
     /// and only when the completion is applied.
     pub fn callback(callback: &hourglass_core::CallbackJob, now: Timestamp) -> Self {
@@ -115,7 +116,7 @@ impl NewJob {
             namespace: callback.namespace.clone(),
             key: None,
             spec: callback.spec.clone(),
-            payload: Some(callback.payload.clone()),
+            payload: callback.payload.clone(),
             fingerprint: 0,
             first_due: callback.due,
             now,

@@ -347,6 +347,7 @@ mod tests {
                 on_success: None,
                 callback_of: None,
                 callback_key: None,
+                occurrence_of: None,
             },
             payload: None,
             fingerprint,

@@ -281,10 +281,21 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
             RunOutcome::Retry,
             None,
         ),
-        Action::Delivered { next, skipped }
-        | Action::DeadLetter { next, skipped, .. }
-        | Action::Skipped { next, skipped } => {
+        Action::Delivered { next, .. }
+        | Action::DeadLetter { next, .. }
+        | Action::Skipped { next, .. }
+        | Action::HandedOff { next, .. } => {
+            let skipped = match &c.action {
+                Action::Delivered { skipped, .. }
+                | Action::DeadLetter { skipped, .. }
+                | Action::Skipped { skipped, .. }
+                | Action::HandedOff { skipped, .. } => *skipped,
+                Action::Retry { .. } => 0,
+            };
             let (ran, finished, outcome, dead_letter) = match &c.action {
+                // Counted as a run here; its outcome is recorded by the job it was handed to,
+                // under this job's id (`Completion::origin`), so this completion records none.
+                Action::HandedOff { .. } => (1, JobState::Completed, RunOutcome::Skipped, None),
                 Action::Delivered { .. } => (1, JobState::Completed, RunOutcome::Delivered, None),
                 Action::DeadLetter { reason, .. } => (
                     1,
@@ -302,12 +313,12 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
                     due: next.due.as_millisecond(),
                     fire: next.fire.as_millisecond(),
                     ran,
-                    skipped: *skipped,
+                    skipped,
                 },
                 None => RowChange::Finish {
                     state: finished,
                     ran,
-                    skipped: *skipped,
+                    skipped,
                     attempt: dead_letter.and(c.attempt.as_ref()).map(|a| a.attempt),
                 },
             };
@@ -342,7 +353,8 @@ pub(crate) fn overlap_run(c: &Completion) -> Option<(i64, AttemptRecord)> {
     let next = match &c.action {
         Action::Delivered { next, .. }
         | Action::DeadLetter { next, .. }
-        | Action::Skipped { next, .. } => next.as_ref()?,
+        | Action::Skipped { next, .. }
+        | Action::HandedOff { next, .. } => next.as_ref()?,
         Action::Retry { .. } => return None,
     };
     let skip = next.overlap?;
@@ -468,6 +480,7 @@ mod tests {
             }),
             action,
             callback: None,
+            origin: None,
         }
     }
 

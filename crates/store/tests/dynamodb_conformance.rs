@@ -250,6 +250,7 @@ async fn reschedules_of_one_call_share_their_new_entry() {
                 at: retry_at + ms(i as i64 * 100),
             },
             callback: None,
+            origin: None,
         })
         .collect();
     let applied = store.complete(completions, t0()).await.unwrap();
@@ -320,6 +321,7 @@ async fn with_history_off_no_run_is_recorded() {
                 skipped: 0,
             },
             callback: None,
+            origin: None,
         },
         Completion {
             job_id: claimed[1].job_id,
@@ -330,6 +332,7 @@ async fn with_history_off_no_run_is_recorded() {
                 at: t0() + ms(60_000),
             },
             callback: None,
+            origin: None,
         },
     ];
     let applied = store.complete(completions, t0()).await.unwrap();
@@ -926,6 +929,7 @@ async fn requests_per_fire() {
                 skipped: 0,
             },
             callback: None,
+            origin: None,
         })
         .collect();
     for chunk in completions.chunks(100) {
@@ -1646,6 +1650,7 @@ async fn an_entry_leased_before_is_not_fired_from_its_snapshot() {
                     at: t0() + ms(5_000),
                 },
                 callback: None,
+                origin: None,
             }],
             t0(),
         )

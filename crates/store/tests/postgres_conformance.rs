@@ -482,6 +482,7 @@ async fn measure_batches() {
                     skipped: 0,
                 },
                 callback: None,
+                origin: None,
             })
             .collect();
         let started = Instant::now();

@@ -16,11 +16,13 @@ pub struct Meta {
 
 impl Meta {
     pub fn of(occ: &Occurrence) -> Self {
+        // The occurrence as its job knows it: a handed-off `allow` occurrence is its parent's.
+        let (job_id, due) = occ.origin();
         Self {
             delivery_id: occ.delivery_id().to_string(),
-            job_id: occ.job_id.to_string(),
+            job_id: job_id.to_string(),
             job_type: occ.spec.job_type.clone(),
-            due_at: format!("{:.3}", occ.due),
+            due_at: format!("{due:.3}"),
             attempt: occ.attempt.to_string(),
         }
     }

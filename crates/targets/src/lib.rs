@@ -352,6 +352,7 @@ mod tests {
                 on_success: None,
                 callback_of: None,
                 callback_key: None,
+                occurrence_of: None,
             }),
             payload: None,
             lapsed_owner: None,

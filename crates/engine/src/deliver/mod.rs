@@ -473,8 +473,10 @@ fn sign_metadata(
     body: &[u8],
     occ: &Occurrence,
 ) {
-    let job_id = occ.job_id.to_string();
-    let due_at = format!("{:.3}", occ.due);
+    // The occurrence as its job knows it: a handed-off `allow` occurrence is its parent's.
+    let (job_id, due) = occ.origin();
+    let job_id = job_id.to_string();
+    let due_at = format!("{due:.3}");
     let attempt = itoa::Buffer::new().format(occ.attempt).to_owned();
     let job_type = occ
         .spec

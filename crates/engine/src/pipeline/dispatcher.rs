@@ -100,17 +100,26 @@ impl Stage for Dispatcher {
                         outcome: "skipped",
                     })
                     .inc();
-                let completion = Completion {
-                    job_id: occ.job_id,
-                    token: occ.token,
-                    due: occ.due,
-                    attempt: None,
-                    action: Action::Skipped {
+                let completion = Completion::of(&occ, None, Action::Skipped {
                         next: next.map(|due| Next::of(&spec.schedule, occ.job_id, due)),
                         skipped,
-                    },
-                    callback: None,
-                };
+                    }, None);
+                if complete_tx.send(Finished::Done(completion)).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            // An `allow` job's occurrence is handed to a job of its own, delivered like any
+            // other, and the job moves on at once: nothing of it is ever in flight to overlap.
+            if spec.overlap.hands_off(&spec.schedule) {
+                let threshold = ctx.config.misfire_threshold;
+                let completion = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    super::hand_off(&ctx.metrics, threshold, now, &occ)
+                }))
+                .unwrap_or_else(|panic| {
+                    ctx.metrics.quarantined.inc();
+                    quarantined(&occ, now, &*panic)
+                });
                 if complete_tx.send(Finished::Done(completion)).await.is_err() {
                     break;
                 }
@@ -343,7 +352,8 @@ async fn deliver(
         return;
     }
     if occ.attempt == 1 {
-        let late_ms = (ctx.clock.now().as_millisecond() - occ.due.as_millisecond()).max(0);
+        // Late against the nominal time, the parent's for a handed-off `allow` occurrence.
+        let late_ms = (ctx.clock.now().as_millisecond() - occ.origin().1.as_millisecond()).max(0);
         ctx.metrics.lateness.observe(late_ms as f64 / 1000.0);
     }
     let attempt = async {

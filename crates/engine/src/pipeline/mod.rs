@@ -265,14 +265,7 @@ pub(crate) fn quarantined(
     };
     // A quarantined occurrence is dead-lettered like any other: its on_failure hears of it.
     let callback = crate::callbacks::callback_for(occ, &attempt, &action, now);
-    Completion {
-        job_id: occ.job_id,
-        token: occ.token,
-        due: occ.due,
-        attempt: Some(attempt),
-        action,
-        callback,
-    }
+    Completion::of(&occ, Some(attempt), action, callback)
 }
 
 /// The planner wakes this long before the next fire time and then claims everything due within
@@ -320,39 +313,7 @@ pub(crate) fn settle(
         target: spec.target.kind(),
         outcome,
     };
-    let moved_on = || {
-        if let Some(backfill) = spec.backfill.as_ref().filter(|b| b.covers(occ.due)) {
-            let (next, overlapped) = after_backfilled(occ, backfill, started_at, now, metrics);
-            return (next, 0, overlapped);
-        }
-        let (next, skipped) = misfire::next_after_run(
-            &spec.schedule,
-            spec.misfire,
-            occ.due,
-            spec.schedule.fire_time(occ.job_id, occ.due),
-            now,
-            misfire_threshold,
-            occ.runs_done + 1,
-        );
-        // Then the overlap policy, over the successors that fell due while this one ran.
-        let (next, overlapped) = overlap::after_run(
-            &spec.schedule,
-            spec.overlap,
-            occ.job_id,
-            next,
-            now,
-            occ.runs_done + 1,
-        );
-        let next = next.map(|due| Next {
-            overlap: overlapped,
-            ..Next::of(&spec.schedule, occ.job_id, due)
-        });
-        let overlapped = overlapped.map_or(0, |o| o.count);
-        metrics.overlap_skipped.inc_by(overlapped);
-        // The misfire counter counts the misfire policy's drops only (as it always did, after
-        // a delivery).
-        (next, skipped, skipped.saturating_add(overlapped))
-    };
+    let moved_on = || moved_on(metrics, misfire_threshold, now, occ, started_at);
     let withdrawn = matches!(result.verdict, Verdict::Withdrawn);
     let (attempt, action) = match result.verdict {
         Verdict::Delivered => {
@@ -397,14 +358,100 @@ pub(crate) fn settle(
     } else {
         crate::callbacks::callback_for(occ, &attempt, &action, now)
     };
-    Completion {
-        job_id: occ.job_id,
-        token: occ.token,
-        due: occ.due,
-        attempt: Some(attempt),
-        action,
-        callback,
+    Completion::of(&occ, Some(attempt), action, callback)
+}
+
+/// Where `occ`'s job goes after the occurrence ran (or was handed off) at `started_at`, seen at
+/// `now`: its next occurrence under the misfire and overlap policies (or a backfill's next),
+/// with the occurrences the misfire policy dropped and all that were dropped.
+fn moved_on(
+    metrics: &Metrics,
+    misfire_threshold: Duration,
+    now: Timestamp,
+    occ: &Occurrence,
+    started_at: Timestamp,
+) -> (Option<Next>, u64, u64) {
+    let spec = &occ.spec;
+    if let Some(backfill) = spec.backfill.as_ref().filter(|b| b.covers(occ.due)) {
+        let (next, overlapped) = after_backfilled(occ, backfill, started_at, now, metrics);
+        return (next, 0, overlapped);
     }
+    let (next, skipped) = misfire::next_after_run(
+        &spec.schedule,
+        spec.misfire,
+        occ.due,
+        spec.schedule.fire_time(occ.job_id, occ.due),
+        now,
+        misfire_threshold,
+        occ.runs_done + 1,
+    );
+    // Then the overlap policy, over the successors that fell due while this one ran.
+    let (next, overlapped) = overlap::after_run(
+        &spec.schedule,
+        spec.overlap,
+        occ.job_id,
+        next,
+        now,
+        occ.runs_done + 1,
+    );
+    let next = next.map(|due| Next {
+        overlap: overlapped,
+        ..Next::of(&spec.schedule, occ.job_id, due)
+    });
+    let overlapped = overlapped.map_or(0, |o| o.count);
+    metrics.overlap_skipped.inc_by(overlapped);
+    // The misfire counter counts the misfire policy's drops only (as it always did, after
+    // a delivery).
+    (next, skipped, skipped.saturating_add(overlapped))
+}
+
+/// The completion that hands `occ`, an occurrence of an `allow` job falling due at `now`, to a
+/// one-off job of its own ([`hourglass_core::overlap`]), created with it: the child fires at
+/// once under the occurrence's delivery id, and the job moves on to its next occurrence as
+/// after a run, however long the child's delivery takes.
+pub(crate) fn hand_off(
+    metrics: &Metrics,
+    misfire_threshold: Duration,
+    now: Timestamp,
+    occ: &Occurrence,
+) -> Completion {
+    let (next, missed, skipped) = moved_on(metrics, misfire_threshold, now, occ, now);
+    metrics.skipped_occurrences.inc_by(missed);
+    let parent = &*occ.spec;
+    // The job's labels, so that its selectors reach the occurrences it handed off, and the
+    // mark that lists them and lets its cancel reach them.
+    let mut labels = parent.labels.clone();
+    labels.insert(
+        hourglass_core::overlap::OCCURRENCE_OF_LABEL.to_owned(),
+        occ.job_id.to_string(),
+    );
+    let spec = hourglass_core::JobSpec {
+        labels,
+        // It is this one occurrence, firing now; it was judged late or not by the parent's
+        // misfire policy already, and has nothing to overlap with or backfill.
+        schedule: hourglass_core::Schedule::at(now),
+        misfire: hourglass_core::MisfirePolicy::default(),
+        overlap: hourglass_core::OverlapPolicy::default(),
+        backfill: None,
+        occurrence_of: Some(hourglass_core::OccurrenceOf {
+            job_id: occ.job_id,
+            due: occ.due,
+        }),
+        ..parent.clone()
+    };
+    let child = hourglass_core::CallbackJob {
+        id: uuid::Uuid::now_v7(),
+        namespace: occ.namespace.to_string(),
+        spec,
+        payload: occ.payload.as_deref().map(str::to_owned),
+        due: now,
+    };
+    Completion::of(
+        occ,
+        None,
+        Action::HandedOff { next, skipped },
+        Some(Box::new(child)),
+    )
 }
 
 /// Where a job goes after a backfilled occurrence ran ([`hourglass_core::backfill`]): the

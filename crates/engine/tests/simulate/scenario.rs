@@ -211,6 +211,7 @@ fn new_job(world: &World, now: Timestamp) -> (NewJob, bool) {
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         },
         payload: Some("v0".into()),
         fingerprint: bits as i64,

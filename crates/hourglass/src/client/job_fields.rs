@@ -145,7 +145,7 @@ struct JobFields {
     #[arg(long)]
     misfire: Option<String>,
     /// What a recurring occurrence that falls due while the previous one is still in flight
-    /// does: skip, buffer_one or buffer_all (the default).
+    /// does: skip, buffer_one, buffer_all (the default), or allow (run it at once too).
     #[arg(long)]
     overlap: Option<String>,
     /// A label to select the job by, KEY=VALUE (e.g. tenant=acme); repeat for more (at most

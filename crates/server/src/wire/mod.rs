@@ -506,23 +506,17 @@ pub fn backfill_range(
     Ok((from, to))
 }
 
-/// `overlap`: a policy's name. `allow` (concurrent occurrences of one job) is named apart: it
-/// is a known policy that Hourglass does not offer (`hourglass_core::overlap`).
+/// `overlap`: a policy's name (`hourglass_core::overlap`).
 pub fn overlap(name: &str) -> Result<OverlapPolicy, ValidationError> {
     match name {
         "skip" => Ok(OverlapPolicy::Skip),
         "buffer_one" => Ok(OverlapPolicy::BufferOne),
         "buffer_all" => Ok(OverlapPolicy::BufferAll),
-        "allow" => Err(ValidationError::new(
-            "invalid_field",
-            "overlap",
-            "overlap \"allow\" is not supported: a job runs one occurrence at a time; \
-             use \"skip\", \"buffer_one\" or \"buffer_all\"",
-        )),
+        "allow" => Ok(OverlapPolicy::Allow),
         _ => Err(ValidationError::new(
             "invalid_field",
             "overlap",
-            "overlap is \"skip\", \"buffer_one\" or \"buffer_all\"",
+            "overlap is \"skip\", \"buffer_one\", \"buffer_all\" or \"allow\"",
         )),
     }
 }
@@ -591,6 +585,7 @@ pub fn job(
             on_success,
             callback_of: None,
             callback_key,
+            occurrence_of: None,
         },
         payload,
         first_due,

@@ -137,6 +137,11 @@ pub fn job_out(j: &JobRecord) -> Job<'_> {
             job_id: of.job_id,
             event: of.event.as_str().to_owned(),
         }),
+        occurrence_of: j.spec.occurrence_of.map(|of| hourglass_api::OccurrenceOf {
+            job_id: of.job_id,
+            due_at: of.due,
+            delivery_id: DeliveryId::new(of.job_id, of.due).to_string(),
+        }),
         created: None,
         delivery_id: None,
     }

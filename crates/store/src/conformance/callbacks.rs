@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use hourglass_core::{
-    Action, CallbackEvent, CallbackJob, CallbackOf, Completion, JobState, Occurrence, Schedule,
+    Action, CallbackEvent, CallbackJob, CallbackOf, Completion, JobState, Next, Occurrence,
+    OccurrenceOf, OverlapPolicy, Schedule,
 };
 use jiff::Timestamp;
 
-use super::{T0, claim, create, done, ms, one_off, spec, t, webhook};
+use super::{T0, claim, create, done, every_second, ms, one_off, spec, t, webhook};
 use crate::{ClaimScope, Store};
 
 fn callback_of(occ: &Occurrence, at: Timestamp) -> Box<CallbackJob> {
@@ -23,10 +24,10 @@ fn callback_of(occ: &Occurrence, at: Timestamp) -> Box<CallbackJob> {
         id: uuid::Uuid::now_v7(),
         namespace: occ.namespace.to_string(),
         spec,
-        payload: format!(
+        payload: Some(format!(
             r#"{{"event":"occurrence.failed","job_id":"{}"}}"#,
             occ.job_id
-        ),
+        )),
         due: at,
     })
 }
@@ -72,7 +73,7 @@ pub async fn a_completion_creates_its_callback_job_with_it(store: Arc<dyn Store>
     assert_eq!(created.namespace, "ns-cb");
     assert_eq!(created.key, None);
     assert_eq!(created.spec.callback_of, callback.spec.callback_of);
-    assert_eq!(created.payload.as_deref(), Some(callback.payload.as_str()));
+    assert_eq!(created.payload.as_deref(), callback.payload.as_deref());
     assert_eq!(created.next_due, Some(now));
     assert_eq!(
         store.get_job(Some("other"), callback.id).await.unwrap(),
@@ -84,7 +85,7 @@ pub async fn a_completion_creates_its_callback_job_with_it(store: Arc<dyn Store>
     let fired = claim(store, ClaimScope::Fired, now, 10, "node-a").await;
     assert_eq!(fired.len(), 1);
     assert_eq!(fired[0].job_id, callback.id);
-    assert_eq!(fired[0].payload.as_deref(), Some(callback.payload.as_str()));
+    assert_eq!(fired[0].payload.as_deref(), callback.payload.as_deref());
     assert!(fired[0].spec.callback_of.is_some());
 }
 
@@ -104,10 +105,17 @@ pub async fn a_refused_completion_creates_no_callback(store: Arc<dyn Store>) {
         first.callback.as_ref().unwrap().id,
         again.callback.as_ref().unwrap().id,
     );
-    let applied = store.complete(vec![first], now).await.expect("complete");
+    let applied = store
+        .complete(vec![first.clone()], now)
+        .await
+        .expect("complete");
     assert_eq!(applied, vec![crate::Applied::Yes]);
     let refused = store.complete(vec![again], now).await.expect("complete");
     assert_eq!(refused, vec![crate::Applied::StaleLease]);
+    // The same batch written again (its answer was lost): stale, not failed because its
+    // callback job exists, or the completer would retry it forever.
+    let repeated = store.complete(vec![first], now).await.expect("complete");
+    assert_eq!(repeated, vec![crate::Applied::StaleLease]);
     assert!(store.get_job(None, first_id).await.unwrap().is_some());
     assert_eq!(store.get_job(None, again_id).await.unwrap(), None);
     assert_eq!(store.count_jobs(Some("ns-cb")).await.unwrap(), 2);
@@ -215,4 +223,125 @@ pub async fn a_delivery_or_a_retry_creates_its_callback_for_a_queue(store: Arc<d
             .await
             .is_empty()
     );
+}
+
+/// `allow` ([`hourglass_core::overlap`]): a completion that hands an occurrence off creates the
+/// job that delivers it in its transaction and moves its job on (a run counted, none recorded).
+/// That job fires under the occurrence's delivery id, and its runs and dead letter are recorded
+/// under the job and occurrence it delivers, not its own.
+pub async fn a_handed_off_occurrence_is_delivered_and_recorded_as_its_jobs(store: Arc<dyn Store>) {
+    let store = &*store;
+    let mut job = every_second("ns-allow", t(T0));
+    job.spec.overlap = OverlapPolicy::Allow;
+    create(store, vec![job.clone()]).await;
+    let occ = claim(store, ClaimScope::Fired, t(T0), 10, "node-a")
+        .await
+        .pop()
+        .expect("the job is due");
+    let now = t(T0) + ms(5);
+    let child_id = uuid::Uuid::now_v7();
+    let mut child_spec = spec(Schedule::at(now));
+    child_spec.occurrence_of = Some(OccurrenceOf {
+        job_id: job.id,
+        due: occ.due,
+    });
+    child_spec.labels.insert(
+        hourglass_core::overlap::OCCURRENCE_OF_LABEL.into(),
+        job.id.to_string(),
+    );
+    let next = Next::at(t(T0) + ms(1_000));
+    let child = CallbackJob {
+        id: child_id,
+        namespace: "ns-allow".into(),
+        spec: child_spec,
+        payload: occ.payload.as_deref().map(str::to_owned),
+        due: now,
+    };
+    let handoff = Completion::of(
+        &occ,
+        None,
+        Action::HandedOff {
+            next: Some(next),
+            skipped: 0,
+        },
+        Some(Box::new(child)),
+    );
+    let applied = store.complete(vec![handoff], now).await.expect("complete");
+    assert_eq!(applied, vec![crate::Applied::Yes]);
+    let parent = store.get_job(None, job.id).await.unwrap().expect("the job");
+    assert_eq!(
+        (parent.state, parent.runs, parent.next_due, parent.attempt),
+        (JobState::Active, 1, Some(next.due), 0),
+        "moved on at once, the hand-off counted as a run"
+    );
+    let runs = store.runs(Some("ns-allow"), job.id, None, 10).await.unwrap();
+    assert!(runs.is_empty(), "the hand-off records no run: {runs:?}");
+    // Listed by its mark, as a cancel of the job finds it.
+    let marked = store
+        .list_jobs(crate::JobQuery {
+            namespace: Some("ns-allow".into()),
+            labels: vec![hourglass_core::Selector {
+                key: hourglass_core::overlap::OCCURRENCE_OF_LABEL.into(),
+                value: Some(job.id.to_string()),
+            }],
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(marked.iter().map(|j| j.id).collect::<Vec<_>>(), [child_id]);
+
+    // Only the child is due now (the job's next occurrence is a second away).
+    let fired = claim(store, ClaimScope::Fired, now, 10, "node-a").await;
+    assert_eq!(fired.len(), 1);
+    let delivering = &fired[0];
+    assert_eq!(delivering.job_id, child_id);
+    assert_eq!(delivering.origin(), (job.id, occ.due));
+    assert_eq!(delivering.delivery_id(), occ.delivery_id());
+    // It fails once, then for good: both runs and the letter are the job's occurrence's.
+    let retry_at = now + ms(100);
+    let retry = done(delivering, Action::Retry { at: retry_at });
+    assert_eq!(
+        store.complete(vec![retry], now).await.expect("complete"),
+        vec![crate::Applied::Yes]
+    );
+    let again = claim(store, ClaimScope::Fired, retry_at, 10, "node-a")
+        .await
+        .pop()
+        .expect("the retry is due");
+    assert_eq!(again.job_id, child_id);
+    let dead = done(
+        &again,
+        Action::DeadLetter {
+            next: None,
+            skipped: 0,
+            reason: "http 500".into(),
+        },
+    );
+    assert_eq!(
+        store.complete(vec![dead], retry_at).await.expect("complete"),
+        vec![crate::Applied::Yes]
+    );
+    let runs = store.runs(Some("ns-allow"), job.id, None, 10).await.unwrap();
+    let recorded: Vec<_> = runs.iter().map(|r| (r.due, r.attempt, r.outcome)).collect();
+    assert_eq!(
+        recorded,
+        vec![
+            (occ.due, 2, crate::RunOutcome::DeadLetter),
+            (occ.due, 1, crate::RunOutcome::Retry),
+        ],
+        "newest first, under the job"
+    );
+    let own = store.runs(Some("ns-allow"), child_id, None, 10).await.unwrap();
+    assert!(own.is_empty(), "{own:?}");
+    let letters = store
+        .dead_letters(Some("ns-allow"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!((letters[0].job_id, letters[0].due), (job.id, occ.due));
+    let child = store.get_job(None, child_id).await.unwrap().expect("child");
+    assert_eq!(child.state, JobState::Failed);
+    let parent = store.get_job(None, job.id).await.unwrap().expect("the job");
+    assert_eq!((parent.state, parent.runs), (JobState::Active, 1));
 }

@@ -47,6 +47,7 @@ pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         },
         payload: None,
         fingerprint: 1,
@@ -76,5 +77,6 @@ pub fn delivered_without_run(o: &Occurrence) -> Completion {
             skipped: 0,
         },
         callback: None,
+        origin: None,
     }
 }

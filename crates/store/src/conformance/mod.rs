@@ -98,6 +98,7 @@ macro_rules! conformance_tests {
             a_completion_creates_its_callback_job_with_it,
             a_refused_completion_creates_no_callback,
             a_callback_that_cannot_be_created_fails_its_completion,
+            a_handed_off_occurrence_is_delivered_and_recorded_as_its_jobs,
             a_delivery_or_a_retry_creates_its_callback_for_a_queue);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
@@ -144,6 +145,7 @@ fn spec(schedule: Schedule) -> JobSpec {
         on_success: None,
         callback_of: None,
         callback_key: None,
+        occurrence_of: None,
     }
 }
 
@@ -214,14 +216,7 @@ fn delivered(occ: &Occurrence) -> Completion {
 }
 
 fn done(occ: &Occurrence, action: Action) -> Completion {
-    Completion {
-        job_id: occ.job_id,
-        token: occ.token,
-        due: occ.due,
-        attempt: attempt(occ.attempt, occ.fire_at),
-        action,
-        callback: None,
-    }
+    Completion::of(occ, attempt(occ.attempt, occ.fire_at), action, None)
 }
 
 async fn create(store: &dyn Store, jobs: Vec<NewJob>) -> Vec<Created> {

@@ -64,7 +64,10 @@ pub(super) async fn complete(
             }
         ) && plan.dead_letter.is_none()
             // A callback is created in a transaction with its job's change (`complete_one`).
-            && c.callback.is_none();
+            && c.callback.is_none()
+            // A settlement lists runs under the settled job's id; the run of a job delivering
+            // an `allow` job's occurrence is that job's (`attempt_item`).
+            && c.origin.is_none();
         if settles && let Some(held) = inner.held(c.job_id, c.token.as_i64()) {
             settling.entry(held).or_default().push(i);
         }
@@ -437,7 +440,7 @@ fn run_item(
     Some(attempt_item(
         inner,
         c,
-        c.due.as_millisecond(),
+        c.run_of().1.as_millisecond(),
         run.attempt,
         run.outcome,
     ))
@@ -456,7 +459,8 @@ fn overlap_item(inner: &Inner, c: &Completion) -> Option<Item> {
     ))
 }
 
-/// A run item: `attempt` of the occurrence of `c`'s job due at `due`.
+/// A run item: `attempt` of the occurrence of `c`'s job due at `due`, under the job its runs are
+/// recorded as (`Completion::run_of`).
 fn attempt_item(
     inner: &Inner,
     c: &Completion,
@@ -464,15 +468,27 @@ fn attempt_item(
     attempt: &hourglass_core::AttemptRecord,
     outcome: crate::rules::RunOutcome,
 ) -> Item {
+    // The token orders one job's runs that start in the same millisecond. Runs recorded under
+    // another job (its `allow` occurrences, each delivered by a job of its own) come from many
+    // jobs' tokens, so theirs also carry 36 bits of the delivering job's id: below 2^53.
+    let own_seq = c.token.as_i64() + 1;
+    let seq = match c.origin {
+        None => own_seq,
+        Some(_) => {
+            let id_bits = (c.job_id.as_u128() & 0xF_FFFF_FFFF) as i64;
+            (id_bits << 16) | (own_seq & 0xFFFF)
+        }
+    };
     let cursor = RunCursor {
         started_ms: attempt.started_at.as_millisecond(),
-        seq: c.token.as_i64() + 1,
+        seq,
     };
-    let mut item = key(run_pk(c.job_id), &run_sk(cursor));
+    let job_id = c.run_of().0;
+    let mut item = key(run_pk(job_id), &run_sk(cursor));
     let mut put_attr = |name: &str, value| {
         item.insert(name.to_owned(), value);
     };
-    put_attr("job", s(c.job_id.to_string()));
+    put_attr("job", s(job_id.to_string()));
     put_attr("seq", n(cursor.seq));
     put_attr("due", n(due));
     put_attr("att", n(i64::from(attempt.attempt)));
@@ -738,8 +754,10 @@ async fn dead_letter(
         };
         put_attr("id", n(id));
         put_attr("ns", s(job.str("ns")?));
-        put_attr("job", s(c.job_id.to_string()));
-        put_attr("due", n(c.due.as_millisecond()));
+        // Under the occurrence's origin, as its runs: its delivery id is the parent's.
+        let (letter_job, letter_due) = c.run_of();
+        put_attr("job", s(letter_job.to_string()));
+        put_attr("due", n(letter_due.as_millisecond()));
         put_attr("atts", n(i64::from(attempts)));
         put_attr("reason", s(reason));
         put_attr("spec", s(job.str("spec")?));

@@ -471,6 +471,7 @@ mod tests {
                 on_success: None,
                 callback_of: None,
                 callback_key: None,
+                occurrence_of: None,
             },
             payload: payload.map(str::to_owned),
             fingerprint: 1,

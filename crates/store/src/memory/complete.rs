@@ -15,10 +15,16 @@ pub(super) fn complete(
 ) -> Result<Vec<Applied>> {
     let now = now.as_millisecond();
     // All or nothing, as a transaction: a callback job whose id is taken fails the whole batch
-    // before anything is applied.
+    // before anything is applied. Only an applied completion creates its job, so a stale one
+    // (such as a batch written again after its answer was lost, whose jobs exist) is refused
+    // as stale, not failed.
     let mut callbacks = std::collections::HashSet::new();
     for c in &batch {
-        if let Some(callback) = &c.callback
+        let applies = state
+            .jobs
+            .get(&c.job_id)
+            .is_some_and(|job| job.fenced_by(c.token));
+        if let Some(callback) = c.callback.as_ref().filter(|_| applies)
             && (state.jobs.contains_key(&callback.id) || !callbacks.insert(callback.id))
         {
             return Err(crate::StoreError::Unavailable(format!(
@@ -90,9 +96,12 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
         }
     });
     if let Some(run) = &plan.run {
+        // Under the occurrence's origin: a job delivering an `allow` job's occurrence records
+        // its runs as that job's.
+        let (run_job, run_due) = c.run_of();
         state.record_run(Run {
-            job_id: c.job_id,
-            due: c.due.as_millisecond(),
+            job_id: run_job,
+            due: run_due.as_millisecond(),
             attempt: run.attempt.attempt,
             started: run.attempt.started_at.as_millisecond(),
             latency_ms: run.attempt.latency_ms,
@@ -119,11 +128,13 @@ fn complete_one(state: &mut State, c: Completion, now: i64) -> bool {
         && let Some(job) = state.jobs.get(&c.job_id)
     {
         state.letters_recorded += 1;
+        // Under the occurrence's origin, as its runs: its delivery id is the parent's.
+        let (job_id, due) = c.run_of();
         let letter = DeadLetter {
             id: state.letters_recorded,
             namespace: job.namespace.clone(),
-            job_id: c.job_id,
-            due: c.due,
+            job_id,
+            due,
             attempts: letter.attempts,
             reason: letter.reason.to_string(),
             spec: (*job.spec).clone(),

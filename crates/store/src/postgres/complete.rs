@@ -29,6 +29,8 @@ pub(super) async fn complete(
             let mut ids = Vec::with_capacity(n);
             let mut tokens = Vec::with_capacity(n);
             let mut dues = Vec::with_capacity(n);
+            let mut run_ids = Vec::with_capacity(n);
+            let mut run_dues: Vec<i64> = Vec::with_capacity(n);
             let mut kinds: Vec<i16> = Vec::with_capacity(n);
             let mut ats: Vec<Option<i64>> = Vec::with_capacity(n);
             let mut next_dues: Vec<Option<i64>> = Vec::with_capacity(n);
@@ -55,6 +57,11 @@ pub(super) async fn complete(
                 ids.push(c.job_id);
                 tokens.push(c.token.as_i64());
                 dues.push(c.due.as_millisecond());
+                // A run is recorded under the occurrence's origin (an `allow` job's, for the
+                // job it handed one to).
+                let (run_job, run_due) = c.run_of();
+                run_ids.push(run_job);
+                run_dues.push(run_due.as_millisecond());
                 let mut next_due = None;
                 let (kind, runs, skipped, state, final_attempt) = match plan.row {
                     RowChange::Retry { .. } => (0, 0, 0, JobState::Active, None),
@@ -103,12 +110,13 @@ pub(super) async fn complete(
                                           $10::bigint[], $11::bigint[], $12::bigint[],
                                           $13::text[], $14::text[], $15::text[],
                                           $17::bigint[], $18::bigint[], $19::text[],
-                                          $20::boolean[], $21::text[], $22::bigint[])
+                                          $20::boolean[], $21::text[], $22::bigint[],
+                                          $23::uuid[], $24::bigint[])
                          WITH ORDINALITY
                          AS c(id, token, due_ms, kind, at_ms, ran, skipped, final_state,
                               attempt, started_ms, latency_ms, status, error, outcome,
                               reason, final_attempt, letter_attempts, response,
-                              write_error, last_error, next_due_ms, ord)
+                              write_error, last_error, next_due_ms, run_id, run_due_ms, ord)
                  ),
                  done AS (
                      UPDATE jobs j SET
@@ -131,15 +139,15 @@ pub(super) async fn complete(
                  recorded AS (
                      INSERT INTO runs (job_id, due_ms, attempt, started_ms, latency_ms, status,
                                        error, outcome, response)
-                     SELECT c.id, c.due_ms, c.attempt, c.started_ms, c.latency_ms, c.status,
-                            c.error, c.outcome, c.response
+                     SELECT c.run_id, c.run_due_ms, c.attempt, c.started_ms, c.latency_ms,
+                            c.status, c.error, c.outcome, c.response
                      FROM c JOIN done ON done.ord = c.ord
                      WHERE c.attempt IS NOT NULL
                  ),
                  lettered AS (
                      INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason,
                                                spec, payload, created_ms)
-                     SELECT done.namespace, c.id, c.due_ms, c.letter_attempts, c.reason,
+                     SELECT done.namespace, c.run_id, c.run_due_ms, c.letter_attempts, c.reason,
                             done.spec, done.payload, $16
                      FROM c JOIN done ON done.ord = c.ord
                      WHERE c.reason IS NOT NULL
@@ -173,6 +181,8 @@ pub(super) async fn complete(
                         &write_errors,
                         &last_errors,
                         &next_dues,
+                        &run_ids,
+                        &run_dues,
                     ],
                 )
                 .await?;
@@ -239,6 +249,14 @@ pub(super) async fn complete(
                         ],
                     )
                     .await?;
+                    // A handed-off `allow` occurrence carries its job's labels and its mark.
+                    let labels = job
+                        .spec
+                        .labels
+                        .iter()
+                        .map(|(k, v)| (job.id, job.namespace.as_str(), k.as_str(), v.as_str()))
+                        .collect();
+                    super::jobs::insert_labels(&tx, labels).await?;
                     due.add(&job.namespace, job.spec.target.queue(), fire);
                 }
             }

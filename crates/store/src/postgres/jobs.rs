@@ -337,7 +337,7 @@ pub(super) async fn update_job(
 
 /// Indexes labels (`job_labels`, migration 8), each as its job, the job's namespace, its key and
 /// its value, in the transaction that writes the jobs' specs: one statement for a whole batch.
-async fn insert_labels(
+pub(super) async fn insert_labels(
     tx: &deadpool_postgres::Transaction<'_>,
     labels: Vec<(JobId, &str, &str, &str)>,
 ) -> Result<()> {

@@ -180,9 +180,11 @@ fn complete_in_tx(
             continue;
         }
         if let Some(run) = plan.run {
+            // Under the occurrence's origin (an `allow` job's, for the job it handed one to).
+            let (job_id, due) = c.run_of();
             runs.push(RunRow {
-                job_id: c.job_id,
-                due_ms: c.due.as_millisecond(),
+                job_id,
+                due_ms: due.as_millisecond(),
                 run,
             });
         }
@@ -190,19 +192,22 @@ fn complete_in_tx(
             overlapped.push((c.job_id, due_ms, attempt));
         }
         if let Some(letter) = plan.dead_letter {
+            // Under the occurrence's origin, as its runs: its delivery id is the parent's.
+            let (letter_job, letter_due) = c.run_of();
             conn.prepare_cached(concat!(
                 "INSERT INTO dead_letters (namespace, job_id, due_ms, attempts, reason, spec, payload, created_ms)
-                 SELECT namespace, id, ?2, ?3, ?4, spec, ",
+                 SELECT namespace, ?6, ?2, ?3, ?4, spec, ",
                 payload_column!(),
                 ", ?5 FROM jobs WHERE id = ?1"
             ))
             .map_err(unavailable)?
             .execute(params![
                 id,
-                c.due.as_millisecond(),
+                letter_due.as_millisecond(),
                 letter.attempts,
                 letter.reason,
-                now
+                now,
+                letter_job.as_bytes().as_slice(),
             ])
             .map_err(unavailable)?;
         }

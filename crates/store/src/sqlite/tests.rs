@@ -33,6 +33,7 @@ fn queue_job(due: Timestamp) -> NewJob {
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         },
         payload: None,
         fingerprint: 1,
@@ -113,6 +114,7 @@ async fn a_failed_group_commit_loses_no_lease_from_the_schedule() {
                     skipped: 0,
                 },
                 callback: None,
+                origin: None,
             };
             store.complete(vec![delivered], at(2_500)).await
         }
@@ -507,6 +509,7 @@ async fn a_fired_claim_out_of_the_due_index_is_found_again_when_it_lapses() {
             skipped: 0,
         },
         callback: None,
+        origin: None,
     };
     store.complete(vec![done], at(1_600)).await.unwrap();
     assert_eq!(store.leases.next_check(super::leases::FIRED), None);

@@ -57,6 +57,7 @@ pub fn occurrence(target: Target, payload: &str, attempt: u32) -> Occurrence {
             on_success: None,
             callback_of: None,
             callback_key: None,
+            occurrence_of: None,
         }),
         payload: Some(Arc::from(payload)),
         lapsed_owner: None,
