@@ -7,6 +7,8 @@
 //! - `/status/NNN` answers NNN;
 //! - `/flaky/N` answers 500 to the first N requests of each delivery (same `webhook-id`), then
 //!   204; `/flaky` answers 503 to the first request of each delivery, then 204;
+//! - `/slow/MS` is recorded on arrival and answers 204 after holding the request open MS
+//!   milliseconds (a receiver whose work takes a while);
 //! - any other path answers 204.
 //!
 //! Every answer's body is `answered NNN` (a 204's is dropped on the wire).
@@ -250,6 +252,9 @@ async fn receive(
     let received_ms = jiff::Timestamp::now().as_millisecond();
     let path = uri.path().to_string();
     let status = answer(&record, &path, &headers);
+    let hold = path
+        .strip_prefix("/slow/")
+        .and_then(|ms| ms.parse::<u64>().ok());
     record.deliveries.lock().unwrap().push(Delivery {
         path,
         headers,
@@ -259,6 +264,9 @@ async fn receive(
     });
     record.count.fetch_add(1, Ordering::AcqRel);
     record.arrived.notify_waiters();
+    if let Some(hold) = hold {
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+    }
     (status, format!("answered {}", status.as_u16()))
 }
 

@@ -17,6 +17,7 @@ mod crash;
 mod listen;
 mod logs;
 mod multinode;
+mod overlap;
 mod pg_outage;
 mod sealed;
 mod serverless;
