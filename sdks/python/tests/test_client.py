@@ -247,6 +247,35 @@ def test_trigger_runs_and_queues(client: Client) -> None:
     assert runs.runs[0].outcome == "delivered"
 
 
+def test_allow_hands_each_occurrence_to_a_message_of_its_own(client: Client) -> None:
+    job = client.create_job(
+        NewJob(every("1h"), Target.to_queue("allowed"), overlap="allow", payload={"n": 1})
+    )
+    assert job.overlap == "allow"
+    first_trigger = client.trigger_job(job.id)
+    [first] = client.lease("allowed", wait_ms=5000, visibility_ms=60_000)
+    assert (first.job_id, first.delivery_id, first.payload) == (
+        job.id,
+        first_trigger.delivery_id,
+        {"n": 1},
+    )
+    # The first is leased and not acknowledged: the next occurrence still goes out.
+    second_trigger = client.trigger_job(job.id)
+    [second] = client.lease("allowed", wait_ms=5000, visibility_ms=60_000)
+    assert second.delivery_id == second_trigger.delivery_id != first.delivery_id
+    handed_off = client.list_jobs(label=f"hourglass/occurrence-of={job.id}").jobs
+    assert len(handed_off) == 2
+    delivering = [client.get_job(j.id).occurrence_of for j in handed_off]
+    assert {o.delivery_id for o in delivering if o} == {first.delivery_id, second.delivery_id}
+    acked = client.ack("allowed", [first.receipt, second.receipt])
+    assert sorted(acked.succeeded) == sorted([first.receipt, second.receipt])
+    runs = client.list_job_runs(job.id).runs
+    assert {r.delivery_id for r in runs if r.outcome == "delivered"} == {
+        first.delivery_id,
+        second.delivery_id,
+    }
+
+
 def test_backfill_runs_a_past_range_once(client: Client) -> None:
     start = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(hours=10)
     job = client.create_job(NewJob(every("1h", start=start), Target.to_queue("backfilled")))

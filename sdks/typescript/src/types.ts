@@ -496,16 +496,37 @@ export interface CallbackOf {
 }
 
 /**
+ * The occurrence a job delivers for an `overlap: "allow"` job, which handed it off when it fell
+ * due.
+ *
+ * @schema OccurrenceOf
+ */
+export interface OccurrenceOf {
+  /**
+   * The `allow` job whose occurrence this is; the runs and the dead letter are recorded under it.
+   */
+  job_id: string;
+  /** The occurrence's nominal time. */
+  due_at: string;
+  /** The occurrence's delivery id, which this job's deliveries carry. */
+  delivery_id: string;
+}
+
+/**
  * What a recurring job does with occurrences that fall due while its previous occurrence is still
  * in flight (being delivered, waiting for a retry, or leased from a pull queue and not
  * acknowledged). `buffer_all` (the default) keeps them all: each runs in turn once the one before
  * it ends, and the misfire policy judges those that waited past its threshold. `buffer_one` keeps
  * only the most recent one that fell due and `skip` none; the dropped ones are counted in the job's
  * `skipped` and recorded as one run with outcome `skipped` whose error opens with `overlap`.
+ * `allow` runs each occurrence at its time whatever is still in flight: when one falls due it is
+ * handed to a one-off job of its own (its `occurrence_of` names the job and the occurrence),
+ * delivered, retried and dead-lettered like any job under the occurrence's delivery id, with its
+ * runs and dead letter recorded under this job.
  *
  * @schema Overlap
  */
-export type Overlap = "skip" | "buffer_one" | "buffer_all";
+export type Overlap = "skip" | "buffer_one" | "buffer_all" | "allow";
 
 /**
  * What a recurring job does with occurrences picked up more than the node's misfire threshold (60 s
@@ -556,7 +577,7 @@ export interface NewJob {
   misfire?: Misfire;
   /**
    * What a recurring job does with occurrences that fall due while the previous one is still in
-   * flight: `"skip"`, `"buffer_one"` or `"buffer_all"` (the default).
+   * flight: `"skip"`, `"buffer_one"`, `"buffer_all"` (the default) or `"allow"`.
    */
   overlap?: Overlap;
   /**
@@ -779,6 +800,8 @@ export interface Job {
    * the event. Such a job has no callbacks of its own.
    */
   callback_of?: CallbackOf;
+  /** Set on a job Hourglass created to deliver one occurrence of an `overlap: "allow"` job. */
+  occurrence_of?: OccurrenceOf;
 }
 
 /**

@@ -210,6 +210,30 @@ describe("queues", () => {
     assert.equal(runs.runs[0]!.outcome, "delivered");
   });
 
+  it("hands each occurrence of an allow job to a message of its own", async () => {
+    const client = clientFor(node);
+    const job = await client.createJob({ schedule: { every: "1h" }, target: { queue: "allowed" }, overlap: "allow" });
+    assert.equal(job.overlap, "allow");
+    const firstTrigger = await client.triggerJob(job.id);
+    const [first] = await client.lease("allowed", { wait_ms: 5000, visibility_ms: 60_000 });
+    assert.ok(first);
+    assert.deepEqual([first.job_id, first.delivery_id], [job.id, firstTrigger.delivery_id]);
+    // The first is leased and not acknowledged: the next occurrence still goes out.
+    const secondTrigger = await client.triggerJob(job.id);
+    const [second] = await client.lease("allowed", { wait_ms: 5000, visibility_ms: 60_000 });
+    assert.ok(second);
+    assert.equal(second.delivery_id, secondTrigger.delivery_id);
+    assert.notEqual(second.delivery_id, first.delivery_id);
+    const handedOff = (await client.listJobs({ label: `hourglass/occurrence-of=${job.id}` })).jobs;
+    assert.equal(handedOff.length, 2);
+    const marks = await Promise.all(handedOff.map(async (j) => (await client.getJob(j.id)).occurrence_of?.delivery_id));
+    assert.deepEqual(marks.sort(), [first.delivery_id, second.delivery_id].sort());
+    await client.ack("allowed", [first.receipt, second.receipt]);
+    const runs = await client.listJobRuns(job.id);
+    const delivered = runs.runs.filter((r) => r.outcome === "delivered").map((r) => r.delivery_id);
+    assert.deepEqual(delivered.sort(), [first.delivery_id, second.delivery_id].sort());
+  });
+
   it("lists a queue's messages, waiting and leased, and a job's last error", async () => {
     const client = clientFor(node);
     const first = await client.createJob({ schedule: { after: "1h" }, target: { queue: "outbox" }, key: "m1" });

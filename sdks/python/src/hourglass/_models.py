@@ -37,14 +37,17 @@ Roll = Literal["skip", "previous", "next"]
 """What an occurrence on a day its calendar excludes does: ``skip`` it, or move it to the
 ``previous`` or ``next`` included day at the same wall-clock time."""
 
-Overlap = Literal["skip", "buffer_one", "buffer_all"]
+Overlap = Literal["skip", "buffer_one", "buffer_all", "allow"]
 """What a recurring job does with occurrences that fall due while its previous occurrence is still
 in flight (being delivered, waiting for a retry, or leased from a pull queue and not
 acknowledged). ``buffer_all`` (the default) keeps them all: each runs in turn once the one before
 it ends, and the misfire policy judges those that waited past its threshold. ``buffer_one`` keeps
 only the most recent one that fell due and ``skip`` none; the dropped ones are counted in the
 job's ``skipped`` and recorded as one run with outcome ``skipped`` whose error opens with
-``overlap``."""
+``overlap``. ``allow`` runs each occurrence at its time whatever is still in flight: when one
+falls due it is handed to a one-off job of its own (its ``occurrence_of`` names the job and the
+occurrence), delivered, retried and dead-lettered like any job under the occurrence's delivery
+id, with its runs and dead letter recorded under this job."""
 
 MisfirePolicy = Literal["skip", "once", "all"]
 
@@ -837,6 +840,29 @@ class CallbackOf:
 
 
 @dataclass(frozen=True)
+class OccurrenceOf:
+    """The occurrence a job delivers for an ``overlap: "allow"`` job, which handed it off when it
+    fell due."""
+
+    __schema__: ClassVar[tuple[str, ...]] = ("OccurrenceOf",)
+    job_id: str
+    """The ``allow`` job whose occurrence this is; the runs and the dead letter are recorded under
+    it."""
+    due_at: datetime
+    """The occurrence's nominal time."""
+    delivery_id: str
+    """The occurrence's delivery id, which this job's deliveries carry."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OccurrenceOf:
+        return cls(
+            job_id=str(data["job_id"]),
+            due_at=parse_instant(data["due_at"]),
+            delivery_id=str(data["delivery_id"]),
+        )
+
+
+@dataclass(frozen=True)
 class Misfire:
     """What a recurring job does with occurrences picked up more than the node's misfire threshold
     (60 s by default) late: ``once`` fires one and continues from now, ``skip`` drops the missed
@@ -888,7 +914,7 @@ class NewJob:
     misfire: Misfire | MisfirePolicy | None = None
     overlap: Overlap | None = None
     """What a recurring job does with occurrences that fall due while the previous one is still in
-    flight: ``"skip"``, ``"buffer_one"`` or ``"buffer_all"`` (the default)."""
+    flight: ``"skip"``, ``"buffer_one"``, ``"buffer_all"`` (the default) or ``"allow"``."""
     labels: Mapping[str, str] | None = None
     """Labels to select the job by (``GET /v1/jobs?label=tenant=acme``, the bulk actions): at most
     16; a key is 1-63 bytes of ``a-z 0-9 _ . - /`` starting with a letter or digit, a value 1-255
@@ -1145,6 +1171,8 @@ class Job:
     callback_of: CallbackOf | None = None
     """Set on a job Hourglass created to deliver a callback: the job whose occurrence it reports and
     the event. Such a job has no callbacks of its own."""
+    occurrence_of: OccurrenceOf | None = None
+    """Set on a job Hourglass created to deliver one occurrence of an ``overlap: "allow"`` job."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -1173,6 +1201,7 @@ class Job:
             on_failure=opt(CallbackOut.from_json, data.get("on_failure")),
             on_success=opt(CallbackOut.from_json, data.get("on_success")),
             callback_of=opt(CallbackOf.from_json, data.get("callback_of")),
+            occurrence_of=opt(OccurrenceOf.from_json, data.get("occurrence_of")),
         )
 
 
@@ -1247,6 +1276,7 @@ class BatchJob(Job):
             on_failure=opt(CallbackOut.from_json, data.get("on_failure")),
             on_success=opt(CallbackOut.from_json, data.get("on_success")),
             callback_of=opt(CallbackOf.from_json, data.get("callback_of")),
+            occurrence_of=opt(OccurrenceOf.from_json, data.get("occurrence_of")),
             created=bool(data["created"]),
         )
 
@@ -2543,5 +2573,6 @@ class TriggeredJob(Job):
             on_failure=opt(CallbackOut.from_json, data.get("on_failure")),
             on_success=opt(CallbackOut.from_json, data.get("on_success")),
             callback_of=opt(CallbackOf.from_json, data.get("callback_of")),
+            occurrence_of=opt(OccurrenceOf.from_json, data.get("occurrence_of")),
             delivery_id=str(data["delivery_id"]),
         )
