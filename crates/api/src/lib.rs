@@ -36,8 +36,8 @@ mod targets;
 
 pub use anchors::{Anchor, AnchorDeleteQuery, AnchorDeleted, AnchorIn, AnchorList};
 pub use answers::{
-    BatchCreated, CallbackOf, CallbackOut, OccurrenceOf, DeadLetter, DeadLetterList, Job, JobBrief, JobList,
-    JobState, MisfireOut, RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
+    BatchCreated, CallbackOf, CallbackOut, DeadLetter, DeadLetterList, Job, JobBrief, JobList,
+    JobState, MisfireOut, OccurrenceOf, RetryOut, Run, RunList, RunOutcome, TargetOut, WebhookOut,
 };
 pub use audit::{AUDIT_ACTIONS, AuditEntry, AuditList, AuditQuery};
 pub use calendars::{Calendar, CalendarIn, CalendarList, DateRangeIn, ExcludeIn};

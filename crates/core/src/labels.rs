@@ -190,6 +190,18 @@ mod tests {
     }
 
     #[test]
+    fn keys_under_hourglass_slash_are_reserved_but_selectable() {
+        let e = validate(&labels(&[("hourglass/occurrence-of", "x")])).unwrap_err();
+        assert_eq!(
+            (e.code, e.field.as_str()),
+            ("invalid_label", "labels.hourglass/occurrence-of")
+        );
+        assert!(e.message.contains("set by Hourglass"), "{}", e.message);
+        assert!(validate(&labels(&[("hourglass-team", "x")])).is_ok());
+        assert!(Selector::parse("hourglass/occurrence-of=x").is_ok());
+    }
+
+    #[test]
     fn selectors_parse_equality_and_existence_and_and_together() {
         let eq = Selector::parse("tenant=acme").unwrap();
         assert_eq!(eq.value.as_deref(), Some("acme"));

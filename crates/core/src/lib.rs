@@ -29,9 +29,9 @@ pub use callback::{Callback, CallbackEvent, CallbackJob, CallbackOf};
 pub use claim::{Claim, FencingToken};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use job::{
-    AmqpTarget, EventBridgeTarget, JobId, JobSpec, JobState, LambdaTarget, NatsTarget, OccurrenceOf,
-    QueueTarget,
-    RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookBatch, WebhookTarget,
+    AmqpTarget, EventBridgeTarget, JobId, JobSpec, JobState, LambdaTarget, NatsTarget,
+    OccurrenceOf, QueueTarget, RedisStreamTarget, SnsTarget, SqsTarget, Target, WebhookBatch,
+    WebhookTarget,
 };
 pub use labels::{Labels, Selector};
 pub use misfire::MisfirePolicy;

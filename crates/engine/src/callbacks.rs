@@ -141,7 +141,8 @@ mod tests {
             reason: "http 503".into(),
         };
         let job = callback_for(&occurrence(false), &attempt(), &dead, from_ms(2_000)).unwrap();
-        let event: serde_json::Value = serde_json::from_str(job.payload.as_deref().unwrap()).unwrap();
+        let event: serde_json::Value =
+            serde_json::from_str(job.payload.as_deref().unwrap()).unwrap();
         assert_eq!(
             event,
             serde_json::json!({
@@ -172,7 +173,8 @@ mod tests {
             skipped: 0,
         };
         let job = callback_for(&occurrence(true), &attempt(), &delivered, from_ms(2_000)).unwrap();
-        let event: serde_json::Value = serde_json::from_str(job.payload.as_deref().unwrap()).unwrap();
+        let event: serde_json::Value =
+            serde_json::from_str(job.payload.as_deref().unwrap()).unwrap();
         assert_eq!(event["event"], "occurrence.succeeded");
         assert_eq!(event["payload"], serde_json::json!({"a": [1, 2]}));
 
@@ -185,6 +187,11 @@ mod tests {
         }
         occ.spec = Arc::new(spec);
         let job = callback_for(&occ, &attempt(), &retry, from_ms(2_000)).unwrap();
-        assert!(job.payload.as_deref().unwrap().contains("\"dead_lettered\":false"));
+        assert!(
+            job.payload
+                .as_deref()
+                .unwrap()
+                .contains("\"dead_lettered\":false")
+        );
     }
 }

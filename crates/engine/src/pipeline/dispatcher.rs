@@ -100,10 +100,15 @@ impl Stage for Dispatcher {
                         outcome: "skipped",
                     })
                     .inc();
-                let completion = Completion::of(&occ, None, Action::Skipped {
+                let completion = Completion::of(
+                    &occ,
+                    None,
+                    Action::Skipped {
                         next: next.map(|due| Next::of(&spec.schedule, occ.job_id, due)),
                         skipped,
-                    }, None);
+                    },
+                    None,
+                );
                 if complete_tx.send(Finished::Done(completion)).await.is_err() {
                     break;
                 }

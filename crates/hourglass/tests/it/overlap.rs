@@ -30,7 +30,9 @@ async fn allow_sends_each_occurrence_beside_the_ones_still_open() {
     let id = job["id"].as_str().unwrap().to_owned();
     let simple = id.replace('-', "");
     let delivered = hooks
-        .wait_for(Duration::from_secs(30), "five occurrences", |d| d.len() >= 5)
+        .wait_for(Duration::from_secs(30), "five occurrences", |d| {
+            d.len() >= 5
+        })
         .await;
     let mut ids = BTreeSet::new();
     for d in &delivered[..5] {
@@ -44,7 +46,10 @@ async fn allow_sends_each_occurrence_beside_the_ones_still_open() {
         .windows(2)
         .filter(|w| w[1].received_ms < w[0].received_ms + HOLD_MS)
         .count();
-    assert!(overlapped >= 1, "no occurrence was sent while another was open");
+    assert!(
+        overlapped >= 1,
+        "no occurrence was sent while another was open"
+    );
 
     // The delivering jobs are listed by their mark, carry the job's labels and name the
     // occurrence they deliver; their runs are the job's.
@@ -73,9 +78,18 @@ async fn allow_sends_each_occurrence_beside_the_ones_still_open() {
         }
     })
     .await;
-    assert!(recorded, "{:?}", server.api.call("GET", &runs_path, None).await);
+    assert!(
+        recorded,
+        "{:?}",
+        server.api.call("GET", &runs_path, None).await
+    );
     let (_, runs) = server.api.call("GET", &runs_path, None).await;
-    for run in runs["runs"].as_array().unwrap().iter().filter(|r| delivered_run(r)) {
+    for run in runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| delivered_run(r))
+    {
         let delivery = run["delivery_id"].as_str().unwrap();
         assert!(delivery.starts_with(&simple), "{run}");
     }
@@ -95,7 +109,9 @@ async fn allow_sends_each_occurrence_beside_the_ones_still_open() {
         .map(|j| j["state"].as_str().unwrap_or_default())
         .collect();
     assert!(
-        states.iter().all(|s| *s == "completed" || *s == "cancelled"),
+        states
+            .iter()
+            .all(|s| *s == "completed" || *s == "cancelled"),
         "{states:?}"
     );
     // A request sent just before the answer may still be on its way; nothing sent after it.

@@ -274,7 +274,10 @@ pub async fn a_handed_off_occurrence_is_delivered_and_recorded_as_its_jobs(store
         (JobState::Active, 1, Some(next.due), 0),
         "moved on at once, the hand-off counted as a run"
     );
-    let runs = store.runs(Some("ns-allow"), job.id, None, 10).await.unwrap();
+    let runs = store
+        .runs(Some("ns-allow"), job.id, None, 10)
+        .await
+        .unwrap();
     assert!(runs.is_empty(), "the hand-off records no run: {runs:?}");
     // Listed by its mark, as a cancel of the job finds it.
     let marked = store
@@ -319,10 +322,16 @@ pub async fn a_handed_off_occurrence_is_delivered_and_recorded_as_its_jobs(store
         },
     );
     assert_eq!(
-        store.complete(vec![dead], retry_at).await.expect("complete"),
+        store
+            .complete(vec![dead], retry_at)
+            .await
+            .expect("complete"),
         vec![crate::Applied::Yes]
     );
-    let runs = store.runs(Some("ns-allow"), job.id, None, 10).await.unwrap();
+    let runs = store
+        .runs(Some("ns-allow"), job.id, None, 10)
+        .await
+        .unwrap();
     let recorded: Vec<_> = runs.iter().map(|r| (r.due, r.attempt, r.outcome)).collect();
     assert_eq!(
         recorded,
@@ -332,7 +341,10 @@ pub async fn a_handed_off_occurrence_is_delivered_and_recorded_as_its_jobs(store
         ],
         "newest first, under the job"
     );
-    let own = store.runs(Some("ns-allow"), child_id, None, 10).await.unwrap();
+    let own = store
+        .runs(Some("ns-allow"), child_id, None, 10)
+        .await
+        .unwrap();
     assert!(own.is_empty(), "{own:?}");
     let letters = store
         .dead_letters(Some("ns-allow"), None, 10)

@@ -66,6 +66,7 @@ mod listing;
 mod nodes;
 mod parts;
 mod payload;
+mod run_items;
 mod settled;
 mod snapshot;
 mod table;
