@@ -182,8 +182,9 @@ pub struct Completion {
     /// ([`crate::callback`]), or the job an occurrence is handed off to ([`Action::HandedOff`]).
     pub callback: Option<Box<crate::CallbackJob>>,
     /// The occurrence the attempt's run is recorded under, when the job delivers another's
-    /// ([`JobSpec::occurrence_of`]); `None` records it under `job_id` and `due`.
-    pub origin: Option<crate::OccurrenceOf>,
+    /// ([`JobSpec::occurrence_of`]); `None` records it under `job_id` and `due`. Boxed: only
+    /// those jobs' completions carry one, and completions are passed around by value.
+    pub origin: Option<Box<crate::OccurrenceOf>>,
 }
 
 impl Completion {
@@ -201,7 +202,7 @@ impl Completion {
             attempt,
             action,
             callback,
-            origin: occ.spec.occurrence_of,
+            origin: occ.spec.occurrence_of.map(Box::new),
         }
     }
 

@@ -265,7 +265,7 @@ pub(crate) fn quarantined(
     };
     // A quarantined occurrence is dead-lettered like any other: its on_failure hears of it.
     let callback = crate::callbacks::callback_for(occ, &attempt, &action, now);
-    Completion::of(&occ, Some(attempt), action, callback)
+    Completion::of(occ, Some(attempt), action, callback)
 }
 
 /// The planner wakes this long before the next fire time and then claims everything due within
@@ -277,6 +277,10 @@ pub(crate) fn wake_lead(lookahead: Duration) -> Duration {
 }
 
 /// What the completer receives: a completion to write, or a claim that ended without one.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "nearly every value is a completion, and boxing one would allocate per occurrence"
+)]
 pub(crate) enum Finished {
     Done(Completion),
     /// Released, superseded or forgotten: only its in-flight permit is returned (and the claim
@@ -358,7 +362,7 @@ pub(crate) fn settle(
     } else {
         crate::callbacks::callback_for(occ, &attempt, &action, now)
     };
-    Completion::of(&occ, Some(attempt), action, callback)
+    Completion::of(occ, Some(attempt), action, callback)
 }
 
 /// Where `occ`'s job goes after the occurrence ran (or was handed off) at `started_at`, seen at
