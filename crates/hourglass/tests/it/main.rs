@@ -19,6 +19,7 @@ mod logs;
 mod multinode;
 mod pg_outage;
 mod sealed;
+mod sealed_kms;
 mod serverless;
 mod targets;
 mod tls;
