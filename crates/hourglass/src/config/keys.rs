@@ -53,7 +53,8 @@ struct Source {
 
 #[derive(Debug)]
 enum Given {
-    Key(SecretsKey),
+    /// Boxed: a ring key is some 500 bytes, the other variant a pointer.
+    Key(Box<SecretsKey>),
     /// A data key wrapped by KMS.
     Kms(Vec<u8>),
 }
@@ -187,7 +188,7 @@ fn source(
 
 fn hex(text: &str, from: &str) -> anyhow::Result<Given> {
     match SecretsKey::parse(text) {
-        Some(key) => Ok(Given::Key(key)),
+        Some(key) => Ok(Given::Key(Box::new(key))),
         None => bail!("{from}: a secrets key is 64 hex digits (`hourglass key secrets` makes one)"),
     }
 }
@@ -208,7 +209,7 @@ async fn unwrap(source: Option<Source>) -> anyhow::Result<Option<SecretsKey>> {
         Some(Source {
             given: Given::Key(key),
             ..
-        }) => return Ok(Some(key)),
+        }) => return Ok(Some(*key)),
         Some(Source {
             given: Given::Kms(blob),
             setting,
@@ -250,7 +251,7 @@ mod tests {
     }
 
     fn error(env: &[(&str, &str)], file: &str) -> String {
-        format!("{:#}", keys(env, file).err().expect("refused"))
+        format!("{:#}", keys(env, file).expect_err("refused"))
     }
 
     /// base64 of a few bytes: what the settings take for a wrapped key (KMS is not asked here).
@@ -406,7 +407,7 @@ mod tests {
             "",
         )
         .unwrap();
-        let text = format!("{:#}", keys.open().await.err().expect("refused"));
+        let text = format!("{:#}", keys.open().await.expect_err("refused"));
         assert!(
             text.contains("HOURGLASS_SECRETS_PREVIOUS_KEY: the previous secrets key is the one"),
             "{text}"
