@@ -36,17 +36,22 @@ impl SecretsKey {
     /// A key as the operator writes it: 64 hex digits, surrounding whitespace ignored. `None`
     /// for anything else.
     pub fn parse(text: &str) -> Option<Self> {
-        let bytes = hex::decode(text.trim()).ok()?;
+        Self::from_bytes(&hex::decode(text.trim()).ok()?)
+    }
+
+    /// A key of 32 bytes as they are (a data key AWS KMS unwrapped, say); `None` for any other
+    /// length. The same bytes make the same key, with the same id, as their hex does.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
         if bytes.len() != KEY_BYTES {
             return None;
         }
         let mut id = hex::encode(
             Sha256::new_with_prefix(b"hourglass secrets key id\0")
-                .chain_update(&bytes)
+                .chain_update(bytes)
                 .finalize(),
         );
         id.truncate(8);
-        let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &bytes).ok()?);
+        let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, bytes).ok()?);
         Some(Self { key, id })
     }
 
@@ -247,5 +252,13 @@ mod tests {
         for bad in ["", "zz", &text[..62], &format!("{text}00")] {
             assert!(SecretsKey::parse(bad).is_none(), "{bad}");
         }
+        // Raw bytes (a data key from KMS) make the key their hex makes.
+        let bytes = hex::decode(&text).unwrap();
+        assert_eq!(
+            SecretsKey::from_bytes(&bytes).unwrap().id(),
+            SecretsKey::parse(&text).unwrap().id()
+        );
+        assert!(SecretsKey::from_bytes(&bytes[..31]).is_none());
+        assert!(SecretsKey::from_bytes(&[bytes.clone(), vec![0]].concat()).is_none());
     }
 }

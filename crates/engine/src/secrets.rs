@@ -76,13 +76,14 @@ impl std::fmt::Display for SealingError {
             SealingError::KeyRequired { sealed_with } => write!(
                 f,
                 "the store's signing secrets are encrypted with secrets key {sealed_with}: give \
-                 the key with secrets_key_file in the config file or HOURGLASS_SECRETS_KEY"
+                 the key with secrets_key_file in the config file or HOURGLASS_SECRETS_KEY, or \
+                 wrapped by AWS KMS with secrets_key_kms or HOURGLASS_SECRETS_KEY_KMS"
             ),
             SealingError::WrongKey { sealed_with, given } => write!(
                 f,
                 "the store's signing secrets are encrypted with secrets key {sealed_with}, not \
                  with the given key {given}: give that key (to change keys, give the new one \
-                 and the old one as secrets_previous_key_file)"
+                 and the old one as secrets_previous_key_file or secrets_previous_key_kms)"
             ),
             SealingError::Store(e) => write!(f, "reading the signing secrets: {e}"),
         }

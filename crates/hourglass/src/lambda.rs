@@ -11,7 +11,9 @@
 //!
 //! Settings are `hourglass serve`'s environment variables (`HOURGLASS_STORE`, ...), and the
 //! config file's content in `HOURGLASS_CONFIG_TOML` (API keys, connections, quotas), written to
-//! /tmp at start (the only writable place in a function).
+//! /tmp at start (the only writable place in a function). A secrets key wrapped by AWS KMS
+//! (`HOURGLASS_SECRETS_KEY_KMS`) is unwrapped once per execution environment, at its cold start,
+//! with the function's role.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +47,7 @@ struct FunctionSettings {
     serve: config::ServeArgs,
 }
 
-fn settings() -> anyhow::Result<config::Settings> {
+async fn settings() -> anyhow::Result<config::Settings> {
     let mut args = vec!["bootstrap".to_owned()];
     if let Ok(toml) = std::env::var("HOURGLASS_CONFIG_TOML") {
         let path = std::env::temp_dir().join("hourglass.toml");
@@ -53,12 +55,12 @@ fn settings() -> anyhow::Result<config::Settings> {
         args.extend(["--config".to_owned(), path.display().to_string()]);
     }
     let parsed = FunctionSettings::try_parse_from(args).context("function settings")?;
-    config::resolve(parsed.serve)
+    config::resolve(parsed.serve).await
 }
 
 pub async fn run() -> anyhow::Result<()> {
     let handler = std::env::var("_HANDLER").unwrap_or_default();
-    let settings = settings()?;
+    let settings = settings().await?;
     crate::init_logging(&config::LogFormat::Json);
     match handler.as_str() {
         "api" => api(settings).await,

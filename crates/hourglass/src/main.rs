@@ -19,6 +19,7 @@ macro_rules! outln {
 mod backup;
 mod client;
 mod config;
+mod kms;
 mod lambda;
 mod listen;
 mod profile;
@@ -144,8 +145,19 @@ struct TickArgs {
 enum KeyCommand {
     /// Print a new random API key and the config block that lets it in (only its hash is stored).
     Generate(KeyArgs),
-    /// Print a new random secrets key, which seals the store's signing secrets at rest.
-    Secrets,
+    /// Print a new random secrets key, which seals the store's signing secrets at rest; with
+    /// --kms-key-id, a new one wrapped by AWS KMS instead.
+    Secrets(SecretsKeyArgs),
+}
+
+#[derive(clap::Args)]
+struct SecretsKeyArgs {
+    /// Have AWS KMS make the key under this KMS key (key id, key ARN, alias/NAME or alias ARN)
+    /// and print it wrapped, as base64, for secrets_key_kms or HOURGLASS_SECRETS_KEY_KMS; the key
+    /// itself is never shown (GenerateDataKeyWithoutPlaintext, KeySpec AES_256). Region,
+    /// endpoint and credentials from the standard AWS chain (AWS_REGION, AWS_PROFILE, ...).
+    #[arg(long, value_name = "KEY")]
+    kms_key_id: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -246,6 +258,16 @@ impl std::fmt::Display for Misconfigured {
     }
 }
 
+/// A settings error marked [`Misconfigured`], unless AWS KMS could not be asked for the secrets
+/// key: a later start may find it (exit 1, restarted).
+fn misconfigured(e: anyhow::Error) -> anyhow::Error {
+    if e.downcast_ref::<config::KmsUnavailable>().is_some() {
+        e
+    } else {
+        e.context(Misconfigured)
+    }
+}
+
 /// Marks an error as a usage error: `main` exits 2 on it, as README documents.
 pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     profile::Usage(message.into()).into()
@@ -342,7 +364,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Key {
-            command: KeyCommand::Secrets,
+            command:
+                KeyCommand::Secrets(SecretsKeyArgs {
+                    kms_key_id: Some(key_id),
+                }),
+        } => {
+            let wrapped = runtime
+                .block_on(kms::new_data_key(&key_id))
+                .with_context(|| format!("--kms-key-id {key_id}"))?;
+            outln!("{wrapped}");
+            eprintln!(
+                "A secrets key wrapped by AWS KMS key {key_id}: give it as secrets_key_kms = \"...\" \
+                 in the config file, or in HOURGLASS_SECRETS_KEY_KMS. The node has KMS unwrap it \
+                 at start (kms:Decrypt on that key); without the KMS key it cannot read the \
+                 signing secrets it seals."
+            );
+            Ok(())
+        }
+        Command::Key {
+            command: KeyCommand::Secrets(SecretsKeyArgs { kms_key_id: None }),
         } => {
             let key = hourglass_engine::sealing::SecretsKey::generate();
             outln!("{key}");
@@ -369,7 +409,7 @@ async fn serve(args: config::ServeArgs) -> anyhow::Result<()> {
     if args.log_format() == Some(config::LogFormat::Json) {
         init_logging(&config::LogFormat::Json);
     }
-    let settings = config::resolve(args).map_err(|e| e.context(Misconfigured))?;
+    let settings = config::resolve(args).await.map_err(misconfigured)?;
     init_logging(&settings.log_format);
     let json = matches!(settings.log_format, config::LogFormat::Json);
     let node = hourglass_server::Node::start(settings.node, Arc::new(hourglass_core::SystemClock))
@@ -418,7 +458,7 @@ async fn tick(args: TickArgs) -> anyhow::Result<()> {
     }
     let window = hourglass_core::duration::parse_duration(&args.window, "for")
         .map_err(|e| usage(format!("--for: {}", e.message)))?;
-    let settings = config::resolve(args.serve).map_err(|e| e.context(Misconfigured))?;
+    let settings = config::resolve(args.serve).await.map_err(misconfigured)?;
     init_logging(&settings.log_format);
     let json = matches!(settings.log_format, config::LogFormat::Json);
     // SIGTERM or Ctrl-C ends the tick as its window's end would: what is in flight is

@@ -89,9 +89,14 @@ pub(super) struct FileConfig {
     /// A file holding the secrets key that seals signing secrets at rest (64 hex digits);
     /// `HOURGLASS_SECRETS_KEY` gives the key itself instead.
     pub(super) secrets_key_file: Option<PathBuf>,
+    /// Or the secrets key as a data key wrapped by AWS KMS: its CiphertextBlob in base64
+    /// (`HOURGLASS_SECRETS_KEY_KMS` in the environment), unwrapped by KMS at start.
+    pub(super) secrets_key_kms: Option<String>,
     /// While changing secrets keys, a file holding the one in use before
     /// (`HOURGLASS_SECRETS_PREVIOUS_KEY` gives the key itself).
     pub(super) secrets_previous_key_file: Option<PathBuf>,
+    /// Or the one in use before wrapped by AWS KMS (`HOURGLASS_SECRETS_PREVIOUS_KEY_KMS`).
+    pub(super) secrets_previous_key_kms: Option<String>,
 }
 
 /// Where a config file puts the embedded store, for `hourglass backup`.

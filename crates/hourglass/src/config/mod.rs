@@ -3,30 +3,32 @@
 //!
 //! This file holds the flags and their merge over the file into a `NodeConfig`, with the parsers
 //! of durations, retentions and the store URL; `file.rs` the config file's keys; `quotas.rs` its
-//! `[quotas]` tables.
+//! `[quotas]` tables; `keys.rs` the secrets keys' settings (and AWS KMS for those it wraps).
 
 mod file;
+mod keys;
 mod quotas;
 #[cfg(test)]
 mod tests;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use hourglass_core::duration::parse_duration;
-use hourglass_engine::sealing::{Sealing, SecretsKey};
 use hourglass_server::{NodeConfig, StoreBackend};
 use hourglass_store::{DynamoOptions, PostgresOptions};
 use ipnet::IpNet;
 use serde::Deserialize;
 
 use self::file::{FileConfig, read_file};
+use self::keys::SecretsKeys;
 use self::quotas::quotas;
 
 pub use self::file::StoreLocation;
+pub use self::keys::KmsUnavailable;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -119,54 +121,22 @@ fn duration(value: Option<&str>, name: &str, default: Duration) -> anyhow::Resul
     }
 }
 
-/// A secrets key from the environment variable `env` (the key itself), or else from the file the
-/// config file's `setting` names.
-fn secrets_key(
-    env: &str,
-    file: Option<&Path>,
-    setting: &str,
-) -> anyhow::Result<Option<SecretsKey>> {
-    let (text, from) = match (
-        std::env::var(env).ok().filter(|v| !v.trim().is_empty()),
-        file,
-    ) {
-        (Some(text), _) => (text, env.to_owned()),
-        (None, Some(path)) => (
-            std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("config {setting}: cannot read {}: {e}", path.display())
-            })?,
-            format!("config {setting}"),
-        ),
-        (None, None) => return Ok(None),
-    };
-    match SecretsKey::parse(&text) {
-        Some(key) => Ok(Some(key)),
-        None => bail!("{from}: a secrets key is 64 hex digits (`hourglass key secrets` makes one)"),
-    }
+/// The node's settings from the flags, the environment and the config file. A secrets key
+/// wrapped by AWS KMS is unwrapped here, with one KMS request; an error then carries
+/// [`KmsUnavailable`] when KMS could not be asked, rather than refused.
+pub async fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
+    let (mut settings, keys) = read(args)?;
+    settings.node.sealing = keys.open().await?;
+    Ok(settings)
 }
 
-fn sealing(
-    current: Option<SecretsKey>,
-    previous: Option<SecretsKey>,
-) -> anyhow::Result<Option<Sealing>> {
-    match (current, previous) {
-        (None, None) => Ok(None),
-        (None, Some(_)) => bail!(
-            "config secrets_previous_key_file: a previous secrets key needs the one in use \
-             (secrets_key_file or HOURGLASS_SECRETS_KEY)"
-        ),
-        (Some(current), Some(previous)) if current.id() == previous.id() => {
-            bail!("config secrets_previous_key_file: the previous secrets key is the one in use")
-        }
-        (Some(current), previous) => Ok(Some(Sealing::new(current, previous))),
-    }
-}
-
-pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
+/// The settings, and the secrets keys as given (those KMS wraps not yet unwrapped).
+fn read(args: ServeArgs) -> anyhow::Result<(Settings, SecretsKeys)> {
     let file: FileConfig = match &args.config {
         Some(path) => read_file(path)?,
         None => FileConfig::default(),
     };
+    let keys = SecretsKeys::read(&|name| std::env::var(name).ok(), &file)?;
     let mut node = NodeConfig::default();
     if let Some(listen) = args.listen.or(file.listen) {
         node.listen = listen;
@@ -241,18 +211,6 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     node.quotas = quotas(file.quotas)?;
     node.connections = hourglass_targets::Connections::new(file.connections)
         .map_err(|e| anyhow::anyhow!("config {e}"))?;
-    node.sealing = sealing(
-        secrets_key(
-            "HOURGLASS_SECRETS_KEY",
-            file.secrets_key_file.as_deref(),
-            "secrets_key_file",
-        )?,
-        secrets_key(
-            "HOURGLASS_SECRETS_PREVIOUS_KEY",
-            file.secrets_previous_key_file.as_deref(),
-            "secrets_previous_key_file",
-        )?,
-    )?;
     node.delivery_timeout = duration(
         file.delivery_timeout.as_deref(),
         "delivery_timeout",
@@ -355,10 +313,11 @@ pub fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
     if let StoreBackend::Dynamo(options) = &mut node.store {
         options.retention = engine.retention;
     }
-    Ok(Settings {
+    let settings = Settings {
         node,
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
-    })
+    };
+    Ok((settings, keys))
 }
 
 /// A retention setting: `off`, whole days ("30d", the usual unit), or any duration ("36h").

@@ -28,6 +28,16 @@ fn args(config: Option<PathBuf>) -> ServeArgs {
     }
 }
 
+/// `resolve` on a runtime of its own. No test here gives a key AWS KMS wraps, so it asks nothing
+/// of KMS (`keys.rs` tests those settings without KMS; `tests/it/sealed_kms.rs` with it).
+fn resolve(args: ServeArgs) -> anyhow::Result<Settings> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(super::resolve(args))
+}
+
 /// The field names serde knows for `T`: a deserializer that only records the names
 /// `deserialize_struct` is given (every derived struct passes its own), then gives up.
 fn serde_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
@@ -122,8 +132,21 @@ fn the_example_config_has_every_key_at_its_default() {
         std::fs::write(&file, hourglass_engine::sealing::SecretsKey::generate()).unwrap();
         enabled = enabled.replace(example, file.to_str().unwrap());
     }
+    // The example's wrapped key stands for a real one, which is base64.
+    assert!(enabled.contains("\"AQIDAHh...==\""));
+    enabled = enabled.replace("\"AQIDAHh...==\"", "\"AQIDAHhzZWNyZXQ=\"");
+    // The keys wrapped by AWS KMS are the other way to give the same two keys: read alone (KMS
+    // is not asked), and left out of the rest, which gives them as files.
+    let (kms, files): (Vec<&str>, Vec<&str>) = enabled.lines().partition(|l| {
+        l.starts_with("secrets_key_kms =") || l.starts_with("secrets_previous_key_kms =")
+    });
+    assert_eq!(kms.len(), 2, "{kms:?}");
+    let path = dir.path().join("kms.toml");
+    std::fs::write(&path, kms.join("\n")).unwrap();
+    let (_, wrapped) = read(args(Some(path))).expect("the wrapped keys read");
+    assert_eq!(wrapped.wrapped(), (true, true));
     let path = dir.path().join("enabled.toml");
-    std::fs::write(&path, &enabled).unwrap();
+    std::fs::write(&path, files.join("\n")).unwrap();
     let on = resolve(args(Some(path))).expect("every example switched on resolves");
     assert_eq!(on.node.api_keys.len(), 2, "both example keys are read");
     let sealing = on.node.sealing.as_ref().expect("a secrets key");

@@ -20,6 +20,7 @@ mod multinode;
 mod overlap;
 mod pg_outage;
 mod sealed;
+mod sealed_kms;
 mod serverless;
 mod targets;
 mod tls;

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::support::{NodeOptions, Nodes};
 
 /// Every file under `dir`, read whole (the SQLite database, its WAL, payload files).
-fn every_byte(dir: &Path) -> Vec<u8> {
+pub(crate) fn every_byte(dir: &Path) -> Vec<u8> {
     let mut bytes = Vec::new();
     for entry in std::fs::read_dir(dir).expect("read data dir") {
         let path = entry.expect("dir entry").path();
@@ -23,7 +23,7 @@ fn every_byte(dir: &Path) -> Vec<u8> {
     bytes
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
