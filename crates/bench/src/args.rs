@@ -91,6 +91,10 @@ pub struct BenchArgs {
     /// occurrence's fire time, its `next_fire_at`).
     #[arg(long, value_parser = duration_arg)]
     pub(crate) jitter: Option<Duration>,
+    /// cron: the every-second jobs' `overlap` policy (the node's default, `buffer_all`, when left
+    /// out); `allow` hands each occurrence to a one-off job of its own, which is what it costs.
+    #[arg(long, value_parser = ["skip", "buffer_one", "buffer_all", "allow"])]
+    pub(crate) overlap: Option<String>,
     /// Also print the figures as one JSON object, on the last line of stdout.
     #[arg(long)]
     pub(crate) json: bool,
@@ -250,6 +254,9 @@ pub(crate) fn check_flags(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if args.scenario == Scenario::NoisyNeighbour && args.target != Target::Webhook {
         bail!("noisy-neighbour runs with webhook targets only");
+    }
+    if args.overlap.is_some() && (args.scenario != Scenario::Cron || args.jitter.is_some()) {
+        bail!("--overlap is for the cron scenario's every-second jobs (without --jitter)");
     }
     if args.jitter.is_some() && args.scenario != Scenario::Cron {
         bail!("--jitter applies to cron only");

@@ -210,7 +210,12 @@ pub async fn cron(b: &mut Bench) -> anyhow::Result<Report> {
     // Fires go on while the bench drains; leave room for ten more seconds of them.
     b.recorder.reserve(n * (per_job + 10));
     report.start_stats = b.stats();
-    let writer = b.job_writer(|_| "{\"cron\":\"* * * * * *\"}".to_string());
+    // The overlap policy rides after the schedule object, as a field of the job beside it.
+    let overlap = match &b.args.overlap {
+        Some(policy) => format!(",\"overlap\":\"{policy}\""),
+        None => String::new(),
+    };
+    let writer = b.job_writer(move |_| format!("{{\"cron\":\"* * * * * *\"}}{overlap}"));
     let submitted = b.submit(n, true, writer).await?;
     report.jobs = n as u64;
     report.submit_seconds = submitted.seconds;
