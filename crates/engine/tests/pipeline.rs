@@ -527,8 +527,9 @@ impl Store for CountingStore {
     async fn create_jobs(
         &self,
         jobs: Vec<NewJob>,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<Vec<hourglass_store::Created>> {
-        self.inner.create_jobs(jobs).await
+        self.inner.create_jobs(jobs, audit).await
     }
     async fn claim_due(
         &self,
@@ -642,16 +643,18 @@ impl Store for CountingStore {
         ns: Option<&str>,
         id: JobId,
         u: hourglass_store::JobUpdate,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<hourglass_store::JobRecord> {
-        self.inner.update_job(ns, id, u).await
+        self.inner.update_job(ns, id, u, audit).await
     }
     async fn transition(
         &self,
         ns: Option<&str>,
         id: JobId,
         t: hourglass_store::Transition,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<hourglass_store::JobRecord> {
-        self.inner.transition(ns, id, t).await
+        self.inner.transition(ns, id, t, audit).await
     }
     async fn runs(
         &self,
@@ -677,8 +680,13 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Option<hourglass_store::DeadLetter>> {
         self.inner.get_dead_letter(ns, id).await
     }
-    async fn delete_dead_letter(&self, ns: Option<&str>, id: i64) -> hourglass_store::Result<bool> {
-        self.inner.delete_dead_letter(ns, id).await
+    async fn delete_dead_letter(
+        &self,
+        ns: Option<&str>,
+        id: i64,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> hourglass_store::Result<bool> {
+        self.inner.delete_dead_letter(ns, id, audit).await
     }
     async fn heartbeat(&self, beat: &hourglass_store::NodeBeat) -> hourglass_store::Result<()> {
         self.inner.heartbeat(beat).await
@@ -713,8 +721,11 @@ impl Store for CountingStore {
         ns: &str,
         secret: &str,
         until: Option<Timestamp>,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<()> {
-        self.inner.rotate_signing_secret(ns, secret, until).await
+        self.inner
+            .rotate_signing_secret(ns, secret, until, audit)
+            .await
     }
     async fn signing_namespaces(&self) -> hourglass_store::Result<Vec<String>> {
         self.inner.signing_namespaces().await
@@ -732,8 +743,9 @@ impl Store for CountingStore {
     async fn put_calendar(
         &self,
         record: &hourglass_store::CalendarRecord,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<()> {
-        self.inner.put_calendar(record).await
+        self.inner.put_calendar(record, audit).await
     }
     async fn get_calendar(
         &self,
@@ -748,14 +760,20 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Vec<hourglass_store::CalendarRecord>> {
         self.inner.list_calendars(ns).await
     }
-    async fn delete_calendar(&self, ns: &str, name: &str) -> hourglass_store::Result<bool> {
-        self.inner.delete_calendar(ns, name).await
+    async fn delete_calendar(
+        &self,
+        ns: &str,
+        name: &str,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> hourglass_store::Result<bool> {
+        self.inner.delete_calendar(ns, name, audit).await
     }
     async fn put_anchor(
         &self,
         record: &hourglass_store::AnchorRecord,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<Vec<hourglass_store::JobRecord>> {
-        self.inner.put_anchor(record).await
+        self.inner.put_anchor(record, audit).await
     }
     async fn get_anchor(
         &self,
@@ -775,8 +793,9 @@ impl Store for CountingStore {
         ns: &str,
         name: &str,
         how: hourglass_store::AnchorDelete,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<hourglass_store::AnchorDeleted> {
-        self.inner.delete_anchor(ns, name, how).await
+        self.inner.delete_anchor(ns, name, how, audit).await
     }
 }
 
@@ -860,7 +879,7 @@ async fn an_idle_engine_makes_no_store_calls() {
     let now = clock.now();
     let due = now + SignedDuration::from_hours(24);
     counting
-        .create_jobs(vec![job("ok", Schedule::at(due), due, now)])
+        .create_jobs(vec![job("ok", Schedule::at(due), due, now)], None)
         .await
         .unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
@@ -946,7 +965,7 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
     };
     let new = job("ok", Schedule::at(due), due, base);
     let (id, spec) = (new.id, new.spec.clone());
-    counting.create_jobs(vec![new]).await.unwrap();
+    counting.create_jobs(vec![new], None).await.unwrap();
     announce();
     // Waits until the planner's claims have handed out `n` occurrences. The planner sends a
     // claim on to the timer in the poll that gets the store's answer; a few more yields let the
@@ -979,6 +998,7 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
                 next_due: Some(due),
                 now: base,
             },
+            None,
         )
         .await
         .unwrap();
@@ -1111,6 +1131,7 @@ async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
             None,
             id,
             hourglass_store::Transition::Pause { now: rig.now() },
+            None,
         )
         .await
         .unwrap();
@@ -1141,6 +1162,7 @@ async fn a_lost_claim_is_not_renewed_again() {
             None,
             id,
             hourglass_store::Transition::Pause { now: rig.now() },
+            None,
         )
         .await
         .unwrap();
@@ -1978,7 +2000,7 @@ async fn a_resync_claims_only_when_something_is_due_within_the_lookahead() {
     // Written by "another node" an hour ahead, unannounced: the planner sleeps past it.
     let later = base + SignedDuration::from_secs(3600);
     counting
-        .create_jobs(vec![job("ok", Schedule::at(later), later, base)])
+        .create_jobs(vec![job("ok", Schedule::at(later), later, base)], None)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1993,7 +2015,7 @@ async fn a_resync_claims_only_when_something_is_due_within_the_lookahead() {
     let soon = base + SignedDuration::from_millis(500);
     let new = job("ok", Schedule::at(soon), soon, base);
     let id = new.id;
-    counting.create_jobs(vec![new]).await.unwrap();
+    counting.create_jobs(vec![new], None).await.unwrap();
     events.send(StoreEvent::Resync).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(load(&counting.claimed), 1, "claimed on the resync");
