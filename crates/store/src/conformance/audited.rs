@@ -332,3 +332,37 @@ async fn dead_letter(store: &dyn Store, at: Timestamp) -> i64 {
         .expect("its dead letter")
         .id
 }
+
+/// A namespace's anchors and its audit entries never read as each other: the anchors list only
+/// anchors (whatever their names), the log only entries, and the log's retention sweep leaves
+/// the anchors alone.
+pub async fn anchors_and_audit_entries_stay_apart(store: Arc<dyn Store>) {
+    let base = t(T0);
+    let s = &*store;
+    let names = ["0-first", "x"];
+    for (i, name) in names.into_iter().enumerate() {
+        let put = AuditRecord {
+            name: Some(name.into()),
+            ..entry(AuditAction::PutAnchor, &[], base + ms(i as i64))
+        };
+        let record = anchor("a", name, base + ms(60_000), base + ms(i as i64));
+        s.put_anchor(&record, Some(put)).await.unwrap();
+    }
+    let listed: Vec<String> = s
+        .list_anchors("a")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.name)
+        .collect();
+    assert_eq!(listed, names);
+    let logged: Vec<Option<String>> = log(s).await.into_iter().map(|e| e.name).collect();
+    assert_eq!(logged, names.map(|n| Some(n.to_owned())));
+    // The sweep takes entries older than the cutoff (none kept by a store whose entries expire
+    // by themselves), and never an anchor.
+    s.purge_audit(base + ms(3_600_000), 100).await.unwrap();
+    for name in names {
+        assert!(s.get_anchor("a", name).await.unwrap().is_some(), "{name}");
+    }
+    assert_eq!(s.list_anchors("a").await.unwrap().len(), 2);
+}

@@ -96,6 +96,7 @@ macro_rules! conformance_tests {
             audit_logs_are_per_namespace_and_filter_by_job,
             old_audit_entries_are_purged_oldest_first,
             an_entry_commits_with_its_change_and_never_with_a_refusal,
+            anchors_and_audit_entries_stay_apart,
             labels_round_trip_and_selectors_and_together,
             an_update_replaces_labels_and_the_index_follows,
             a_completion_creates_its_callback_job_with_it,

@@ -2,7 +2,10 @@
 //!
 //! | item | `pk` | `sk` |
 //! |---|---|---|
-//! | anchor | `a#<namespace>` | `<name>` |
+//! | anchor | `an#<namespace>` | `<name>` |
+//!
+//! (Not `a#`: that is the namespace's audit log, whose entries a listing of anchors would read,
+//! and whose retention sweep would take anchors for old entries.)
 //!
 //! **Not atomic.** A DynamoDB transaction holds at most 100 items and an anchor may have 10,000
 //! jobs, so a move writes the anchor item first, then re-times its jobs one edit each (the edit
@@ -34,7 +37,7 @@ use crate::{
 };
 
 fn anchors_pk(namespace: &str) -> String {
-    format!("a#{namespace}")
+    format!("an#{namespace}")
 }
 
 /// Times a job is edited again when it changes under a move (a completion, a claim).
