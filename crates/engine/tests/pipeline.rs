@@ -497,6 +497,11 @@ struct CountingStore {
     linger: Option<Duration>,
     /// The size of each completion call.
     completions: Mutex<Vec<usize>>,
+    /// A job that another request cancels just before a transition carrying an audit entry
+    /// reaches it (so that transition is refused, or changes nothing).
+    cancel_under_audited: Mutex<Option<JobId>>,
+    /// Audit entries appended on their own (`append_audit`), not with a change.
+    appended: std::sync::atomic::AtomicUsize,
 }
 
 impl CountingStore {
@@ -512,6 +517,8 @@ impl CountingStore {
             secrets_down: Default::default(),
             linger: None,
             completions: Default::default(),
+            cancel_under_audited: Default::default(),
+            appended: Default::default(),
         }
     }
 }
@@ -571,6 +578,8 @@ impl Store for CountingStore {
         &self,
         record: hourglass_store::AuditRecord,
     ) -> hourglass_store::Result<()> {
+        self.appended
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.append_audit(record).await
     }
     async fn audit_entries(
@@ -654,6 +663,17 @@ impl Store for CountingStore {
         t: hourglass_store::Transition,
         audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<hourglass_store::JobRecord> {
+        let interfere = *self.cancel_under_audited.lock().unwrap() == Some(id);
+        if interfere && audit.is_some() {
+            let now = match &t {
+                hourglass_store::Transition::Pause { now }
+                | hourglass_store::Transition::Resume { now }
+                | hourglass_store::Transition::Cancel { now }
+                | hourglass_store::Transition::Trigger { now, .. } => *now,
+            };
+            let cancel = hourglass_store::Transition::Cancel { now };
+            self.inner.transition(ns, id, cancel, None).await?;
+        }
         self.inner.transition(ns, id, t, audit).await
     }
     async fn runs(
@@ -2587,5 +2607,77 @@ async fn an_edit_onto_a_full_anchor_is_refused() {
         .await
         .unwrap()
         .unwrap();
+    rig.engine.shutdown().await;
+}
+
+/// A bulk action's one audit entry rides in the write of its last selected job: with nothing in
+/// the way, no entry is appended on its own. When that last job changed under the request (here
+/// another request cancels it first, so the pause is refused), the entry naming the jobs it did
+/// change is appended on its own afterwards: still one entry, naming exactly them.
+#[tokio::test(start_paused = true)]
+async fn a_bulk_actions_entry_rides_with_its_last_write_or_follows_a_refusal() {
+    let counting = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
+    let rig = rig_on(counting.clone(), None, quiet());
+    let now = rig.now();
+    let later = now + SignedDuration::from_secs(3600);
+    let jobs: Vec<NewJob> = (0..3)
+        .map(|_| {
+            let mut job = job("bulk", Schedule::at(later), later, now);
+            job.spec.labels = [("team".to_owned(), "a".to_owned())].into_iter().collect();
+            job
+        })
+        .collect();
+    // In id order, as a bulk action walks them.
+    let mut ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+    ids.sort();
+    rig.add(jobs).await;
+    let scheduler = rig.engine.scheduler();
+    let by = hourglass_engine::Actor::new("test");
+    let selected = || hourglass_store::JobQuery {
+        labels: vec![hourglass_core::Selector::parse("team=a").unwrap()],
+        ..Default::default()
+    };
+    let entries = |action: hourglass_store::AuditAction| {
+        let scheduler = scheduler.clone();
+        async move {
+            let log = scheduler.audit("t", None, None, 100).await.unwrap();
+            log.into_iter()
+                .map(|e| e.record)
+                .filter(|r| r.action == action)
+                .collect::<Vec<_>>()
+        }
+    };
+
+    let paused = scheduler
+        .bulk("t", selected(), hourglass_engine::BulkAction::Pause, &by)
+        .await
+        .unwrap();
+    assert_eq!(paused.changed, 3);
+    let pauses = entries(hourglass_store::AuditAction::Pause).await;
+    assert_eq!(pauses.len(), 1);
+    assert_eq!((pauses[0].jobs.clone(), pauses[0].count), (ids.clone(), 3));
+    assert_eq!(
+        counting.appended.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "rode with a write"
+    );
+
+    *counting.cancel_under_audited.lock().unwrap() = Some(ids[2]);
+    let resumed = scheduler
+        .bulk("t", selected(), hourglass_engine::BulkAction::Resume, &by)
+        .await
+        .unwrap();
+    assert_eq!(resumed.changed, 2);
+    let resumes = entries(hourglass_store::AuditAction::Resume).await;
+    assert_eq!(resumes.len(), 1);
+    assert_eq!(
+        (resumes[0].jobs.clone(), resumes[0].count),
+        (ids[..2].to_vec(), 2)
+    );
+    assert_eq!(
+        counting.appended.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "appended on its own"
+    );
     rig.engine.shutdown().await;
 }

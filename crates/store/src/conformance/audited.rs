@@ -163,7 +163,7 @@ pub async fn an_entry_commits_with_its_change_and_never_with_a_refusal(store: Ar
     )
     .await
     .unwrap();
-    n = grew_by(s, n, &[cancel.clone()], "a cancel").await;
+    n = grew_by(s, n, std::slice::from_ref(&cancel), "a cancel").await;
     s.transition(
         Some("a"),
         job,
