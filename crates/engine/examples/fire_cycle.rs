@@ -81,7 +81,7 @@ async fn run(n: usize, fire: bool, payload: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
         let jobs = chunk.iter().map(|_| job(&url, now, payload)).collect();
-        store.create_jobs(jobs).await?;
+        store.create_jobs(jobs, None).await?;
     }
     println!(
         "create  {:>6.2} µs a job",

@@ -1,9 +1,10 @@
 //! Who asks the [`crate::Scheduler`] for a change, as the audit log records it: the id of the
 //! API key that made the request (never the key). Each change the scheduler makes for an
-//! [`Actor`] appends one entry (`hourglass_store`'s `AuditRecord`) naming it.
+//! [`Actor`] hands the store one entry (`hourglass_store`'s `AuditRecord`) naming it, which the
+//! store writes in the change's transaction.
 
 use hourglass_core::JobId;
-use hourglass_store::{AUDIT_JOB_IDS, AuditAction, AuditRecord};
+use hourglass_store::{AuditAction, AuditRecord};
 use jiff::Timestamp;
 
 /// The caller of a change: the API key's id (see the server's `auth.rs`).
@@ -20,7 +21,7 @@ impl Actor {
     }
 
     /// The entry recording that this actor did `action` to `jobs` (their count, and the first
-    /// [`AUDIT_JOB_IDS`] of them) in `namespace` at `at`.
+    /// [`hourglass_store::AUDIT_JOB_IDS`] of them) in `namespace` at `at`.
     pub(crate) fn entry(
         &self,
         namespace: &str,
@@ -33,11 +34,12 @@ impl Actor {
             namespace: namespace.to_owned(),
             key_id: self.key_id.clone(),
             action,
-            jobs: jobs.iter().take(AUDIT_JOB_IDS).copied().collect(),
-            count: u32::try_from(jobs.len()).unwrap_or(u32::MAX),
+            jobs: Vec::new(),
+            count: 0,
             dead_letter: None,
             fields: Vec::new(),
             name: None,
         }
+        .naming(jobs.iter().copied())
     }
 }

@@ -73,8 +73,12 @@ impl Store for InstrumentedStore {
         self.inner.completion_linger()
     }
 
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        self.timed("create_jobs", self.inner.create_jobs(jobs))
+    async fn create_jobs(
+        &self,
+        jobs: Vec<NewJob>,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<Vec<Created>> {
+        self.timed("create_jobs", self.inner.create_jobs(jobs, audit))
             .await
     }
 
@@ -153,9 +157,13 @@ impl Store for InstrumentedStore {
         namespace: Option<&str>,
         id: JobId,
         update: JobUpdate,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<JobRecord> {
-        self.timed("update_job", self.inner.update_job(namespace, id, update))
-            .await
+        self.timed(
+            "update_job",
+            self.inner.update_job(namespace, id, update, audit),
+        )
+        .await
     }
 
     async fn transition(
@@ -163,10 +171,11 @@ impl Store for InstrumentedStore {
         namespace: Option<&str>,
         id: JobId,
         transition: Transition,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<JobRecord> {
         self.timed(
             "transition",
-            self.inner.transition(namespace, id, transition),
+            self.inner.transition(namespace, id, transition, audit),
         )
         .await
     }
@@ -204,10 +213,15 @@ impl Store for InstrumentedStore {
             .await
     }
 
-    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
+    async fn delete_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<bool> {
         self.timed(
             "delete_dead_letter",
-            self.inner.delete_dead_letter(namespace, id),
+            self.inner.delete_dead_letter(namespace, id, audit),
         )
         .await
     }
@@ -272,11 +286,12 @@ impl Store for InstrumentedStore {
         namespace: &str,
         secret: &str,
         previous_until: Option<Timestamp>,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<()> {
         self.timed(
             "rotate_signing_secret",
             self.inner
-                .rotate_signing_secret(namespace, secret, previous_until),
+                .rotate_signing_secret(namespace, secret, previous_until, audit),
         )
         .await
     }
@@ -300,8 +315,12 @@ impl Store for InstrumentedStore {
         .await
     }
 
-    async fn put_calendar(&self, record: &hourglass_store::CalendarRecord) -> Result<()> {
-        self.timed("put_calendar", self.inner.put_calendar(record))
+    async fn put_calendar(
+        &self,
+        record: &hourglass_store::CalendarRecord,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<()> {
+        self.timed("put_calendar", self.inner.put_calendar(record, audit))
             .await
     }
 
@@ -322,16 +341,25 @@ impl Store for InstrumentedStore {
             .await
     }
 
-    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+    async fn delete_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<bool> {
         self.timed(
             "delete_calendar",
-            self.inner.delete_calendar(namespace, name),
+            self.inner.delete_calendar(namespace, name, audit),
         )
         .await
     }
 
-    async fn put_anchor(&self, record: &hourglass_store::AnchorRecord) -> Result<Vec<JobRecord>> {
-        self.timed("put_anchor", self.inner.put_anchor(record))
+    async fn put_anchor(
+        &self,
+        record: &hourglass_store::AnchorRecord,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<Vec<JobRecord>> {
+        self.timed("put_anchor", self.inner.put_anchor(record, audit))
             .await
     }
 
@@ -354,10 +382,11 @@ impl Store for InstrumentedStore {
         namespace: &str,
         name: &str,
         how: hourglass_store::AnchorDelete,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<hourglass_store::AnchorDeleted> {
         self.timed(
             "delete_anchor",
-            self.inner.delete_anchor(namespace, name, how),
+            self.inner.delete_anchor(namespace, name, how, audit),
         )
         .await
     }

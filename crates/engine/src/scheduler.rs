@@ -7,11 +7,12 @@
 //! The scheduler decides nothing about *what* a change does to a job: validation belongs to the
 //! API's wire types, and how an edit or transition changes a row to the store's shared rules.
 //!
-//! Every change it makes on a client's behalf takes the [`Actor`] asking for it and appends one
-//! entry to the namespace's audit log (`audit.rs`) before it answers: one per request, so a batch
-//! create is one entry. The entry is written right after the change, not in its transaction, so
-//! a store that fails in between answers an error for a change that was made (see
-//! `hourglass_store`'s `audit.rs`).
+//! Every change it makes on a client's behalf takes the [`Actor`] asking for it and hands the
+//! store one entry for the namespace's audit log (`audit.rs`) with the change itself: one per
+//! request, so a batch create is one entry. The store writes the entry in the change's own
+//! transaction, and only if the change is applied (see `hourglass_store`'s `audit.rs`), so no
+//! change is left without its entry, nor an entry without its change. A bulk action, many
+//! writes, attaches its one entry to its last (`bulk.rs`).
 
 use std::sync::Arc;
 
@@ -23,8 +24,8 @@ use hourglass_core::{
     Clock, JobId, JobSpec, JobState, MisfirePolicy, OverlapPolicy, RetryPolicy, Schedule, Target,
 };
 use hourglass_store::{
-    AuditAction, AuditCursor, AuditEntry, Created, DeadLetter, JobQuery, JobRecord, JobUpdate,
-    NewJob, Result, RunCursor, RunRecord, Store, StoreError, StoreGauges, Transition,
+    AuditAction, AuditCursor, AuditEntry, AuditRecord, Created, DeadLetter, JobQuery, JobRecord,
+    JobUpdate, NewJob, Result, RunCursor, RunRecord, Store, StoreError, StoreGauges, Transition,
 };
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
@@ -257,30 +258,22 @@ impl Scheduler {
 
     /// Stores jobs in one transaction (see [`Store::create_jobs`]) and wakes whoever waits for
     /// the new ones: the planner once for the earliest fired job, each queue's polls once.
-    /// One entry in the audit log records the request: the jobs it created (not those an
-    /// idempotent repeat found), or none when it created nothing.
+    /// One entry in the audit log, written in the same transaction, records the request: the
+    /// jobs it created (not those an idempotent repeat found), or none when it created nothing.
     pub async fn create(&self, jobs: Vec<NewJob>, by: &Actor) -> Result<Vec<Created>> {
-        // The request's time, as its validation read it.
-        let first = jobs.first().map(|job| (job.namespace.clone(), job.now));
-        let created = self.create_unaudited(jobs).await?;
-        let new: Vec<JobId> = created
-            .iter()
-            .filter_map(|c| match c {
-                Created::New(record) => Some(record.id),
-                Created::Existing(_) => None,
-            })
-            .collect();
-        if let Some((namespace, at)) = first
-            && !new.is_empty()
-        {
-            let entry = by.entry(&namespace, AuditAction::Create, &new, at);
-            self.store.append_audit(entry).await?;
-        }
-        Ok(created)
+        // The request's time, as its validation read it; the store names the jobs it creates.
+        let entry = jobs
+            .first()
+            .map(|job| by.entry(&job.namespace, AuditAction::Create, &[], job.now));
+        self.create_audited(jobs, entry).await
     }
 
-    async fn create_unaudited(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        let created = self.store.create_jobs(jobs).await?;
+    async fn create_audited(
+        &self,
+        jobs: Vec<NewJob>,
+        entry: Option<AuditRecord>,
+    ) -> Result<Vec<Created>> {
+        let created = self.store.create_jobs(jobs, entry).await?;
         let mut earliest: Option<Timestamp> = None;
         let mut queues = std::collections::HashSet::new();
         for record in created.iter().filter_map(|c| match c {
@@ -386,8 +379,14 @@ impl Scheduler {
         if let Some((schedule, _)) = &edit.schedule {
             self.room_on_anchor(namespace, &record, schedule).await?;
         }
+        // Written with the edit that lands (not with a try the store refused), at its time.
+        let entry = |id, now| {
+            let mut entry = by.entry(namespace, AuditAction::Change, &[id], now);
+            entry.fields = fields.clone();
+            entry
+        };
         let rewritten = self
-            .rewrite(namespace, record, |job, _| {
+            .rewrite(namespace, record, Some(&entry), |job, _| {
                 let (spec, next_due, payload) = edit.apply(job);
                 // An edit that would change nothing writes nothing: no fence, no attempts
                 // started over. So a PATCH a client sends again, because the answer to one that
@@ -400,14 +399,11 @@ impl Scheduler {
                 Ok((spec, next_due, payload))
             })
             .await?;
-        let (updated, now) = match rewritten {
+        let (updated, _) = match rewritten {
             Ok(rewritten) => rewritten,
             Err(unchanged) => return Ok(Some(*unchanged)),
         };
         let updated = self.onto_anchor_as_stored(namespace, updated).await?;
-        let mut entry = by.entry(namespace, AuditAction::Change, &[updated.id], now);
-        entry.fields = fields;
-        self.store.append_audit(entry).await?;
         Ok(Some(updated))
     }
 
@@ -430,7 +426,7 @@ impl Scheduler {
         // Planned on the job as read, and planned again if a completion moved its pending
         // occurrence (the one the backfill resumes at) before the write.
         let planned = self
-            .rewrite(namespace, job, |job, now| {
+            .rewrite(namespace, job, None, |job, now| {
                 let (first, planned) = plan_backfill(job, from, to, now)?;
                 occurrences = planned.occurrences;
                 let mut spec = job.spec.clone();
@@ -456,10 +452,12 @@ impl Scheduler {
     /// read again and `change` asked again on what it became, up to [`EDIT_RACES`] times, after
     /// which the refusal is the answer (a 503: nothing changed). `Ok(Err(stop))` when `change`
     /// stopped with nothing written. Answers the job as written and the time `change` was given.
+    /// `entry` makes the audit entry (of the job's id and that time) that the write carries.
     async fn rewrite<S>(
         &self,
         namespace: &str,
         mut job: JobRecord,
+        entry: Option<&(dyn Fn(JobId, Timestamp) -> AuditRecord + Sync)>,
         mut change: impl FnMut(&JobRecord, Timestamp) -> std::result::Result<Rewrite, S>,
     ) -> Result<std::result::Result<(JobRecord, Timestamp), S>> {
         let mut races = 0;
@@ -476,7 +474,12 @@ impl Scheduler {
                 now,
                 read_token: Some(job.token),
             };
-            match self.store.update_job(Some(namespace), job.id, update).await {
+            let audit = entry.map(|entry| entry(job.id, now));
+            match self
+                .store
+                .update_job(Some(namespace), job.id, update, audit)
+                .await
+            {
                 Err(StoreError::Changed) if races < EDIT_RACES => {
                     races += 1;
                     job = self
@@ -512,27 +515,15 @@ impl Scheduler {
             Transition::Cancel { .. } => AuditAction::Cancel,
             Transition::Trigger { .. } => AuditAction::Trigger,
         };
-        // A keyed trigger whose key the job already holds is a retry and changes nothing, so it
-        // leaves no audit entry. (Two first tries with one key at once may both leave one.)
-        let repeated = match &transition {
-            Transition::Trigger { key: Some(key), .. } => self
-                .store
-                .get_job(Some(namespace), id)
-                .await?
-                .and_then(|job| job.last_trigger)
-                .is_some_and(|last| last.key == *key),
-            _ => false,
-        };
+        // Written with the change; a transition that changes nothing (a keyed trigger whose key
+        // the job already holds, a cancel of a cancelled job) leaves none.
+        let entry = by.entry(namespace, action, &[id], now);
         let job = self
             .store
-            .transition(Some(namespace), id, transition)
+            .transition(Some(namespace), id, transition, Some(entry))
             .await?;
         self.changed(&job);
         self.cancel_handed_off(&job, now).await?;
-        if !repeated {
-            let entry = by.entry(namespace, action, &[id], now);
-            self.store.append_audit(entry).await?;
-        }
         Ok(job)
     }
 
@@ -549,22 +540,13 @@ impl Scheduler {
         self.store.get_dead_letter(Some(namespace), id).await
     }
 
-    /// True when it existed (and then the audit log records it).
+    /// True when it existed (and then the audit log records it, in the delete's transaction).
     pub async fn delete_dead_letter(&self, namespace: &str, id: i64, by: &Actor) -> Result<bool> {
-        let deleted = self.store.delete_dead_letter(Some(namespace), id).await?;
-        if deleted {
-            let mut entry = by.entry(namespace, AuditAction::Purge, &[], self.now());
-            entry.dead_letter = Some(id);
-            self.store.append_audit(entry).await?;
-        }
-        Ok(deleted)
-    }
-
-    /// Records in the audit log that `by` rotated the namespace's signing secret (the engine's
-    /// `Secrets` rotates it; this is called after it did).
-    pub async fn secret_rotated(&self, namespace: &str, by: &Actor) -> Result<()> {
-        let entry = by.entry(namespace, AuditAction::RotateSecret, &[], self.now());
-        self.store.append_audit(entry).await
+        let mut entry = by.entry(namespace, AuditAction::Purge, &[], self.now());
+        entry.dead_letter = Some(id);
+        self.store
+            .delete_dead_letter(Some(namespace), id, Some(entry))
+            .await
     }
 
     /// The namespace's audit log, newest first: up to `limit` entries older than `before`, only
@@ -588,7 +570,9 @@ impl Scheduler {
 
     /// Replays a dead letter as a new one-off job due now (so its delivery id is new), then
     /// removes the dead letter. The job's key `replay-<id>` makes a repeated or concurrent replay
-    /// of one letter create one job. `Ok(None)` when there is no such dead letter.
+    /// of one letter create one job. `Ok(None)` when there is no such dead letter. The audit
+    /// entry is written with the job's creation, so only by the replay that created it: one
+    /// repeated after a crash between the create and the delete finds the job and leaves none.
     pub async fn replay(&self, namespace: &str, id: i64, by: &Actor) -> Result<Option<Created>> {
         let Some(letter) = self.store.get_dead_letter(Some(namespace), id).await? else {
             return Ok(None);
@@ -610,12 +594,16 @@ impl Scheduler {
             first_due: now,
             now,
         };
-        let created = self.create_unaudited(vec![job]).await?.into_iter().next();
-        self.store.delete_dead_letter(Some(namespace), id).await?;
-        let jobs: Vec<JobId> = created.iter().map(|c| c.record().id).collect();
-        let mut entry = by.entry(namespace, AuditAction::Replay, &jobs, now);
+        let mut entry = by.entry(namespace, AuditAction::Replay, &[], now);
         entry.dead_letter = Some(id);
-        self.store.append_audit(entry).await?;
+        let created = self
+            .create_audited(vec![job], Some(entry))
+            .await?
+            .into_iter()
+            .next();
+        self.store
+            .delete_dead_letter(Some(namespace), id, None)
+            .await?;
         Ok(created)
     }
 

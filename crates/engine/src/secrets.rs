@@ -318,13 +318,30 @@ impl Secrets {
     }
 
     /// Replaces a namespace's secret and returns the new one ([`Secrets::current`] reads it
-    /// again). The replaced secret keeps signing (beside the new one) for `overlap`.
-    pub async fn rotate(&self, namespace: &str, overlap: Duration) -> Result<String, StoreError> {
+    /// again). The replaced secret keeps signing (beside the new one) for `overlap`. The audit
+    /// entry saying that `by` rotated it is written in the rotation's transaction.
+    pub async fn rotate(
+        &self,
+        namespace: &str,
+        overlap: Duration,
+        by: &crate::Actor,
+    ) -> Result<String, StoreError> {
         let secret = generate_secret();
-        let until =
-            (!overlap.is_zero()).then(|| hourglass_core::add_saturating(self.clock.now(), overlap));
+        let now = self.clock.now();
+        let until = (!overlap.is_zero()).then(|| hourglass_core::add_saturating(now, overlap));
+        let entry = by.entry(
+            namespace,
+            hourglass_store::AuditAction::RotateSecret,
+            &[],
+            now,
+        );
         self.store
-            .rotate_signing_secret(namespace, &self.seal(namespace, &secret), until)
+            .rotate_signing_secret(
+                namespace,
+                &self.seal(namespace, &secret),
+                until,
+                Some(entry),
+            )
             .await?;
         self.cache.write().expect("secrets lock").remove(namespace);
         Ok(secret)
@@ -411,7 +428,10 @@ mod tests {
         assert_eq!(resealed, 0);
         let (a, _) = plain.current("a").await.unwrap();
         plain.current("b").await.unwrap();
-        plain.rotate("b", Duration::from_secs(3600)).await.unwrap();
+        plain
+            .rotate("b", Duration::from_secs(3600), &crate::Actor::new("test"))
+            .await
+            .unwrap();
         let (b, _) = plain.current("b").await.unwrap();
         assert!(
             stored(&store, &["a", "b"])

@@ -503,6 +503,11 @@ struct CountingStore {
     linger: Option<Duration>,
     /// The size of each completion call.
     completions: Mutex<Vec<usize>>,
+    /// A job that another request cancels just before a transition carrying an audit entry
+    /// reaches it (so that transition is refused, or changes nothing).
+    cancel_under_audited: Mutex<Option<JobId>>,
+    /// Audit entries appended on their own (`append_audit`), not with a change.
+    appended: std::sync::atomic::AtomicUsize,
 }
 
 impl CountingStore {
@@ -518,6 +523,8 @@ impl CountingStore {
             secrets_down: Default::default(),
             linger: None,
             completions: Default::default(),
+            cancel_under_audited: Default::default(),
+            appended: Default::default(),
         }
     }
 }
@@ -533,8 +540,9 @@ impl Store for CountingStore {
     async fn create_jobs(
         &self,
         jobs: Vec<NewJob>,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<Vec<hourglass_store::Created>> {
-        self.inner.create_jobs(jobs).await
+        self.inner.create_jobs(jobs, audit).await
     }
     async fn claim_due(
         &self,
@@ -576,6 +584,8 @@ impl Store for CountingStore {
         &self,
         record: hourglass_store::AuditRecord,
     ) -> hourglass_store::Result<()> {
+        self.appended
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.append_audit(record).await
     }
     async fn audit_entries(
@@ -648,16 +658,29 @@ impl Store for CountingStore {
         ns: Option<&str>,
         id: JobId,
         u: hourglass_store::JobUpdate,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<hourglass_store::JobRecord> {
-        self.inner.update_job(ns, id, u).await
+        self.inner.update_job(ns, id, u, audit).await
     }
     async fn transition(
         &self,
         ns: Option<&str>,
         id: JobId,
         t: hourglass_store::Transition,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<hourglass_store::JobRecord> {
-        self.inner.transition(ns, id, t).await
+        let interfere = *self.cancel_under_audited.lock().unwrap() == Some(id);
+        if interfere && audit.is_some() {
+            let now = match &t {
+                hourglass_store::Transition::Pause { now }
+                | hourglass_store::Transition::Resume { now }
+                | hourglass_store::Transition::Cancel { now }
+                | hourglass_store::Transition::Trigger { now, .. } => *now,
+            };
+            let cancel = hourglass_store::Transition::Cancel { now };
+            self.inner.transition(ns, id, cancel, None).await?;
+        }
+        self.inner.transition(ns, id, t, audit).await
     }
     async fn runs(
         &self,
@@ -683,8 +706,13 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Option<hourglass_store::DeadLetter>> {
         self.inner.get_dead_letter(ns, id).await
     }
-    async fn delete_dead_letter(&self, ns: Option<&str>, id: i64) -> hourglass_store::Result<bool> {
-        self.inner.delete_dead_letter(ns, id).await
+    async fn delete_dead_letter(
+        &self,
+        ns: Option<&str>,
+        id: i64,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> hourglass_store::Result<bool> {
+        self.inner.delete_dead_letter(ns, id, audit).await
     }
     async fn heartbeat(&self, beat: &hourglass_store::NodeBeat) -> hourglass_store::Result<()> {
         self.inner.heartbeat(beat).await
@@ -719,8 +747,11 @@ impl Store for CountingStore {
         ns: &str,
         secret: &str,
         until: Option<Timestamp>,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<()> {
-        self.inner.rotate_signing_secret(ns, secret, until).await
+        self.inner
+            .rotate_signing_secret(ns, secret, until, audit)
+            .await
     }
     async fn signing_namespaces(&self) -> hourglass_store::Result<Vec<String>> {
         self.inner.signing_namespaces().await
@@ -738,8 +769,9 @@ impl Store for CountingStore {
     async fn put_calendar(
         &self,
         record: &hourglass_store::CalendarRecord,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<()> {
-        self.inner.put_calendar(record).await
+        self.inner.put_calendar(record, audit).await
     }
     async fn get_calendar(
         &self,
@@ -754,14 +786,20 @@ impl Store for CountingStore {
     ) -> hourglass_store::Result<Vec<hourglass_store::CalendarRecord>> {
         self.inner.list_calendars(ns).await
     }
-    async fn delete_calendar(&self, ns: &str, name: &str) -> hourglass_store::Result<bool> {
-        self.inner.delete_calendar(ns, name).await
+    async fn delete_calendar(
+        &self,
+        ns: &str,
+        name: &str,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> hourglass_store::Result<bool> {
+        self.inner.delete_calendar(ns, name, audit).await
     }
     async fn put_anchor(
         &self,
         record: &hourglass_store::AnchorRecord,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<Vec<hourglass_store::JobRecord>> {
-        self.inner.put_anchor(record).await
+        self.inner.put_anchor(record, audit).await
     }
     async fn get_anchor(
         &self,
@@ -781,8 +819,9 @@ impl Store for CountingStore {
         ns: &str,
         name: &str,
         how: hourglass_store::AnchorDelete,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> hourglass_store::Result<hourglass_store::AnchorDeleted> {
-        self.inner.delete_anchor(ns, name, how).await
+        self.inner.delete_anchor(ns, name, how, audit).await
     }
 }
 
@@ -866,7 +905,7 @@ async fn an_idle_engine_makes_no_store_calls() {
     let now = clock.now();
     let due = now + SignedDuration::from_hours(24);
     counting
-        .create_jobs(vec![job("ok", Schedule::at(due), due, now)])
+        .create_jobs(vec![job("ok", Schedule::at(due), due, now)], None)
         .await
         .unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
@@ -952,7 +991,7 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
     };
     let new = job("ok", Schedule::at(due), due, base);
     let (id, spec) = (new.id, new.spec.clone());
-    counting.create_jobs(vec![new]).await.unwrap();
+    counting.create_jobs(vec![new], None).await.unwrap();
     announce();
     // Waits until the planner's claims have handed out `n` occurrences. The planner sends a
     // claim on to the timer in the poll that gets the store's answer; a few more yields let the
@@ -985,6 +1024,7 @@ async fn a_claim_made_after_an_edit_survives_the_edits_fence() {
                 next_due: Some(due),
                 now: base,
             },
+            None,
         )
         .await
         .unwrap();
@@ -1117,6 +1157,7 @@ async fn a_claim_fenced_elsewhere_is_dropped_at_renewal() {
             None,
             id,
             hourglass_store::Transition::Pause { now: rig.now() },
+            None,
         )
         .await
         .unwrap();
@@ -1147,6 +1188,7 @@ async fn a_lost_claim_is_not_renewed_again() {
             None,
             id,
             hourglass_store::Transition::Pause { now: rig.now() },
+            None,
         )
         .await
         .unwrap();
@@ -1984,7 +2026,7 @@ async fn a_resync_claims_only_when_something_is_due_within_the_lookahead() {
     // Written by "another node" an hour ahead, unannounced: the planner sleeps past it.
     let later = base + SignedDuration::from_secs(3600);
     counting
-        .create_jobs(vec![job("ok", Schedule::at(later), later, base)])
+        .create_jobs(vec![job("ok", Schedule::at(later), later, base)], None)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1999,7 +2041,7 @@ async fn a_resync_claims_only_when_something_is_due_within_the_lookahead() {
     let soon = base + SignedDuration::from_millis(500);
     let new = job("ok", Schedule::at(soon), soon, base);
     let id = new.id;
-    counting.create_jobs(vec![new]).await.unwrap();
+    counting.create_jobs(vec![new], None).await.unwrap();
     events.send(StoreEvent::Resync).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(load(&counting.claimed), 1, "claimed on the resync");
@@ -2681,5 +2723,77 @@ async fn an_edit_onto_a_full_anchor_is_refused() {
         .await
         .unwrap()
         .unwrap();
+    rig.engine.shutdown().await;
+}
+
+/// A bulk action's one audit entry rides in the write of its last selected job: with nothing in
+/// the way, no entry is appended on its own. When that last job changed under the request (here
+/// another request cancels it first, so the pause is refused), the entry naming the jobs it did
+/// change is appended on its own afterwards: still one entry, naming exactly them.
+#[tokio::test(start_paused = true)]
+async fn a_bulk_actions_entry_rides_with_its_last_write_or_follows_a_refusal() {
+    let counting = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
+    let rig = rig_on(counting.clone(), None, quiet());
+    let now = rig.now();
+    let later = now + SignedDuration::from_secs(3600);
+    let jobs: Vec<NewJob> = (0..3)
+        .map(|_| {
+            let mut job = job("bulk", Schedule::at(later), later, now);
+            job.spec.labels = [("team".to_owned(), "a".to_owned())].into_iter().collect();
+            job
+        })
+        .collect();
+    // In id order, as a bulk action walks them.
+    let mut ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+    ids.sort();
+    rig.add(jobs).await;
+    let scheduler = rig.engine.scheduler();
+    let by = hourglass_engine::Actor::new("test");
+    let selected = || hourglass_store::JobQuery {
+        labels: vec![hourglass_core::Selector::parse("team=a").unwrap()],
+        ..Default::default()
+    };
+    let entries = |action: hourglass_store::AuditAction| {
+        let scheduler = scheduler.clone();
+        async move {
+            let log = scheduler.audit("t", None, None, 100).await.unwrap();
+            log.into_iter()
+                .map(|e| e.record)
+                .filter(|r| r.action == action)
+                .collect::<Vec<_>>()
+        }
+    };
+
+    let paused = scheduler
+        .bulk("t", selected(), hourglass_engine::BulkAction::Pause, &by)
+        .await
+        .unwrap();
+    assert_eq!(paused.changed, 3);
+    let pauses = entries(hourglass_store::AuditAction::Pause).await;
+    assert_eq!(pauses.len(), 1);
+    assert_eq!((pauses[0].jobs.clone(), pauses[0].count), (ids.clone(), 3));
+    assert_eq!(
+        counting.appended.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "rode with a write"
+    );
+
+    *counting.cancel_under_audited.lock().unwrap() = Some(ids[2]);
+    let resumed = scheduler
+        .bulk("t", selected(), hourglass_engine::BulkAction::Resume, &by)
+        .await
+        .unwrap();
+    assert_eq!(resumed.changed, 2);
+    let resumes = entries(hourglass_store::AuditAction::Resume).await;
+    assert_eq!(resumes.len(), 1);
+    assert_eq!(
+        (resumes[0].jobs.clone(), resumes[0].count),
+        (ids[..2].to_vec(), 2)
+    );
+    assert_eq!(
+        counting.appended.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "appended on its own"
+    );
     rig.engine.shutdown().await;
 }

@@ -31,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
     for namespace in ["bench", "other"] {
         for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
             let jobs = chunk.iter().map(|&i| job(namespace, i, now)).collect();
-            store.create_jobs(jobs).await?;
+            store.create_jobs(jobs, None).await?;
         }
     }
     println!(

@@ -56,7 +56,7 @@ async fn main() -> anyhow::Result<()> {
             .iter()
             .map(|&i| message(i, now, webhook, &pad))
             .collect();
-        store.create_jobs(jobs).await?;
+        store.create_jobs(jobs, None).await?;
     }
     let created = started.elapsed();
     if phases == "none" {

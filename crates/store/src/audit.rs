@@ -2,19 +2,33 @@
 //! which key (its id, never the key), in which namespace, what it did, to which jobs or dead
 //! letter, and for an edit the names of the fields it changed.
 //!
-//! The log is append-only: [`crate::Store::append_audit`] adds an entry, `audit_entries` pages
+//! The log is append-only: an entry is added with the change it records, `audit_entries` pages
 //! through a namespace's newest first, and only retention (`purge_audit`, or DynamoDB's TTL)
 //! deletes. One entry per request, not per job: a batch create of a thousand jobs is one entry
 //! with its count and its first [`AUDIT_JOB_IDS`] ids, so creates stay cheap.
 //!
-//! The engine's `Scheduler` appends the entry right after the change it records and answers the
-//! request only once the entry is stored too: an acknowledged change always has its entry. The
-//! entry is a write of its own, not part of the change's transaction (the store contract stays
-//! one method wider, the same on every backend): a crash or a store failure between the two
-//! leaves a change without its entry, and the request unacknowledged (answered 503 or not at all).
+//! **An entry commits with its change.** Every store method that makes a change the API asks for
+//! (`create_jobs`, `update_job`, `transition`, `delete_dead_letter`, `rotate_signing_secret`,
+//! `put_calendar`/`delete_calendar`, `put_anchor`/`delete_anchor`) takes the entry as an
+//! `audit: Option<AuditRecord>` and writes it in the change's own transaction (the memory store:
+//! under the same lock; SQLite: in the same savepoint of the writer's group commit; PostgreSQL:
+//! the same transaction), and only when the change is applied: a refusal (a stale read token,
+//! an invalid state, a key conflict), a no-op (cancelling a cancelled job, a keyed trigger
+//! repeated) or an idempotent repeat (a keyed create finding its job) writes none. So a crash or
+//! a failed write can never leave a change without its entry, or an entry without its change.
+//! Where the change's result decides what the entry names, the store fills it in: the jobs a
+//! create made (`of_created`), the jobs an anchor's move moved, the count its delete
+//! cancelled ([`AuditRecord::naming`]).
+//!
+//! Exceptions, each said where it lives: DynamoDB holds neither a create batch nor an anchor's
+//! move or delete in one transaction (see its `audit.rs`); a bulk action is many writes with one
+//! entry (the engine's `scheduler/bulk.rs`); and [`crate::Store::append_audit`] still appends an
+//! entry on its own, for the one the engine cannot attach to a change.
 
 use hourglass_core::JobId;
 use jiff::Timestamp;
+
+use crate::Created;
 
 /// The most job ids an entry lists; a larger batch lists its first ones and its count.
 pub const AUDIT_JOB_IDS: usize = 20;
@@ -111,6 +125,20 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
+    /// This entry naming `jobs`: their count, and the first [`AUDIT_JOB_IDS`] of them.
+    pub fn naming(mut self, jobs: impl IntoIterator<Item = JobId>) -> Self {
+        self.jobs.clear();
+        let mut count: u64 = 0;
+        for id in jobs {
+            if self.jobs.len() < AUDIT_JOB_IDS {
+                self.jobs.push(id);
+            }
+            count += 1;
+        }
+        self.count = u32::try_from(count).unwrap_or(u32::MAX);
+        self
+    }
+
     /// The stored form of `jobs`: ids separated by spaces (a job filter looks for one in it).
     pub fn jobs_text(&self) -> String {
         let mut out = String::with_capacity(self.jobs.len() * 37);
@@ -199,4 +227,15 @@ pub struct AuditQuery {
     pub before: Option<AuditCursor>,
     pub job: Option<JobId>,
     pub limit: usize,
+}
+
+/// The entry a create batch writes: `audit` naming the jobs it created, or none when it created
+/// none (every job was found by its key: an idempotent repeat).
+pub(crate) fn of_created(audit: Option<AuditRecord>, created: &[Created]) -> Option<AuditRecord> {
+    let new = created.iter().filter_map(|c| match c {
+        Created::New(record) => Some(record.id),
+        Created::Existing(_) => None,
+    });
+    let entry = audit?.naming(new);
+    (entry.count > 0).then_some(entry)
 }

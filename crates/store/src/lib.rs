@@ -548,7 +548,14 @@ pub trait Store: Send + Sync + 'static {
     /// Creates jobs in one transaction: all or none. A job whose namespace and key already exist
     /// with the same fingerprint returns the existing job; with another fingerprint the whole batch
     /// fails with [`StoreError::KeyConflict`].
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>>;
+    /// `audit` (as in every method that makes an API change): the entry recording it, written in
+    /// its transaction only when it is applied (`audit.rs`). Here the store fills in the jobs it
+    /// created, and writes none when every job was an existing one (an idempotent repeat).
+    async fn create_jobs(
+        &self,
+        jobs: Vec<NewJob>,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<Created>>;
 
     /// Claims up to `limit` active occurrences whose fire time is at or before `horizon`, earliest
     /// first, under `lease`. Each returned occurrence carries a fresh fencing token. A store whose
@@ -616,20 +623,25 @@ pub trait Store: Send + Sync + 'static {
     async fn list_jobs(&self, query: JobQuery) -> Result<Vec<JobRecord>>;
     async fn count_jobs(&self, namespace: Option<&str>) -> Result<u64>;
 
-    /// Replaces an active or paused job's definition; any claim on it becomes stale.
+    /// Replaces an active or paused job's definition; any claim on it becomes stale. `audit` is
+    /// written with the update (see [`Store::create_jobs`]); a refused update writes none.
     async fn update_job(
         &self,
         namespace: Option<&str>,
         id: JobId,
         update: JobUpdate,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord>;
 
-    /// Moves a job through its state machine; any claim on it becomes stale.
+    /// Moves a job through its state machine; any claim on it becomes stale. `audit` is written
+    /// with the change (see [`Store::create_jobs`]), and not when nothing changes (cancelling a
+    /// cancelled job, a keyed trigger repeated) or the transition is refused.
     async fn transition(
         &self,
         namespace: Option<&str>,
         id: JobId,
         transition: Transition,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord>;
 
     /// Delivery attempts of a job, newest first: up to `limit` of those older than `before`
@@ -651,8 +663,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<DeadLetter>>;
     async fn get_dead_letter(&self, namespace: Option<&str>, id: i64)
     -> Result<Option<DeadLetter>>;
-    /// True when it existed.
-    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool>;
+    /// True when it existed; `audit` is written with the delete, only then.
+    async fn delete_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool>;
 
     /// Retention: deletes up to `limit` finished jobs (completed, failed, cancelled) last changed
     /// before `before`, with their run history, and up to `limit` runs of any job that started
@@ -663,7 +680,9 @@ pub trait Store: Send + Sync + 'static {
     /// `limit` oldest; answers how many it deleted.
     async fn purge_dead_letters(&self, before: Timestamp, limit: usize) -> Result<u64>;
 
-    /// Appends an entry to its namespace's audit log (see `audit.rs`): one durable write.
+    /// Appends an entry to its namespace's audit log on its own (see `audit.rs`): one durable
+    /// write. For the rare entry no single change carries (a bulk action that stopped early);
+    /// every other entry rides in its change's `audit`.
     async fn append_audit(&self, record: AuditRecord) -> Result<()>;
 
     /// A namespace's audit log, newest first: see [`AuditQuery`]. A `job` filter reads past
@@ -690,12 +709,13 @@ pub trait Store: Send + Sync + 'static {
     /// may try at once), and answers the secret that is current afterwards.
     async fn init_signing_secret(&self, namespace: &str, secret: &str) -> Result<String>;
     /// Makes `secret` the namespace's current secret. The one it replaces stays valid until
-    /// `previous_until`, or stops at once when that is `None`.
+    /// `previous_until`, or stops at once when that is `None`. `audit` is written with it.
     async fn rotate_signing_secret(
         &self,
         namespace: &str,
         secret: &str,
         previous_until: Option<Timestamp>,
+        audit: Option<AuditRecord>,
     ) -> Result<()>;
     /// The namespaces that have a signing secret, in name order.
     async fn signing_namespaces(&self) -> Result<Vec<String>>;
@@ -709,31 +729,45 @@ pub trait Store: Send + Sync + 'static {
         replacement: &SigningSecrets,
     ) -> Result<bool>;
 
-    /// Creates or replaces the namespace's calendar `name`. Re-planning the jobs that use it is
-    /// the engine's (it computes their due times through core).
-    async fn put_calendar(&self, record: &CalendarRecord) -> Result<()>;
+    /// Creates or replaces the namespace's calendar `name`, with `audit` as given. Re-planning
+    /// the jobs that use it is the engine's (it computes their due times through core).
+    async fn put_calendar(&self, record: &CalendarRecord, audit: Option<AuditRecord>)
+    -> Result<()>;
     async fn get_calendar(&self, namespace: &str, name: &str) -> Result<Option<CalendarRecord>>;
     /// The namespace's calendars, in name order.
     async fn list_calendars(&self, namespace: &str) -> Result<Vec<CalendarRecord>>;
-    /// Whether there was such a calendar.
-    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool>;
+    /// Whether there was such a calendar; `audit` is written with the delete, only then.
+    async fn delete_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool>;
 
     /// Creates the namespace's anchor `record.name` at `record.at`, or moves it there, and in the
     /// same transaction re-times every active or paused job referring to it (`anchors.rs`):
     /// a reader sees all of them moved or none, and claims made before are stale. Answers the
-    /// jobs as moved (so that the caller can drop the stale claims it holds at once).
-    /// (DynamoDB cannot hold a move in one transaction: see its `anchors.rs`.)
-    async fn put_anchor(&self, record: &AnchorRecord) -> Result<Vec<JobRecord>>;
+    /// jobs as moved (so that the caller can drop the stale claims it holds at once). `audit`
+    /// is written in the same transaction, naming the jobs moved (the store fills its `jobs`
+    /// and `count`). (DynamoDB cannot hold a move in one transaction: see its `anchors.rs`.)
+    async fn put_anchor(
+        &self,
+        record: &AnchorRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<JobRecord>>;
     async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<AnchorRecord>>;
     /// The namespace's anchors, in name order.
     async fn list_anchors(&self, namespace: &str) -> Result<Vec<AnchorRecord>>;
     /// Deletes the anchor and cancels its active or paused jobs in one transaction, or refuses
-    /// while it has any ([`AnchorDelete::IfUnused`]).
+    /// while it has any ([`AnchorDelete::IfUnused`]). `audit` is written with a delete, its
+    /// `count` the jobs cancelled (the store's to fill); a refusal or a missing anchor writes
+    /// none.
     async fn delete_anchor(
         &self,
         namespace: &str,
         name: &str,
         how: AnchorDelete,
+        audit: Option<AuditRecord>,
     ) -> Result<AnchorDeleted>;
 }
 

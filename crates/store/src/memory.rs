@@ -84,10 +84,18 @@ impl Store for MemoryStore {
         "memory"
     }
 
-    async fn create_jobs(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+    async fn create_jobs(
+        &self,
+        mut jobs: Vec<NewJob>,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<Created>> {
         let mut state = self.state()?;
         anchors::prepare(&state, &mut jobs)?;
-        jobs::create_jobs(&mut state, jobs)
+        let created = jobs::create_jobs(&mut state, jobs)?;
+        if let Some(entry) = crate::audit::of_created(audit, &created) {
+            state.audit.append(entry)?;
+        }
+        Ok(created)
     }
 
     async fn claim_due(
@@ -151,8 +159,14 @@ impl Store for MemoryStore {
         namespace: Option<&str>,
         id: JobId,
         update: JobUpdate,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
-        jobs::update_job(&mut *self.state()?, namespace, id, update)
+        let mut state = self.state()?;
+        let updated = jobs::update_job(&mut state, namespace, id, update)?;
+        if let Some(entry) = audit {
+            state.audit.append(entry)?;
+        }
+        Ok(updated)
     }
 
     async fn transition(
@@ -160,8 +174,9 @@ impl Store for MemoryStore {
         namespace: Option<&str>,
         id: JobId,
         transition: Transition,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
-        jobs::transition(&mut *self.state()?, namespace, id, transition)
+        jobs::transition(&mut *self.state()?, namespace, id, transition, audit)
     }
 
     async fn runs(
@@ -191,8 +206,18 @@ impl Store for MemoryStore {
         history::get_dead_letter(&*self.state()?, namespace, id)
     }
 
-    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
-        history::delete_dead_letter(&mut *self.state()?, namespace, id)
+    async fn delete_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
+        let mut state = self.state()?;
+        let deleted = history::delete_dead_letter(&mut state, namespace, id)?;
+        if let Some(entry) = audit.filter(|_| deleted) {
+            state.audit.append(entry)?;
+        }
+        Ok(deleted)
     }
 
     async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
@@ -240,8 +265,14 @@ impl Store for MemoryStore {
         namespace: &str,
         secret: &str,
         previous_until: Option<Timestamp>,
+        audit: Option<AuditRecord>,
     ) -> Result<()> {
-        secrets::rotate_signing_secret(&mut *self.state()?, namespace, secret, previous_until)
+        let mut state = self.state()?;
+        secrets::rotate_signing_secret(&mut state, namespace, secret, previous_until)?;
+        if let Some(entry) = audit {
+            state.audit.append(entry)?;
+        }
+        Ok(())
     }
 
     async fn signing_namespaces(&self) -> Result<Vec<String>> {
@@ -257,9 +288,17 @@ impl Store for MemoryStore {
         secrets::replace_signing_secrets(&mut *self.state()?, namespace, expected, replacement)
     }
 
-    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
+    async fn put_calendar(
+        &self,
+        record: &crate::CalendarRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<()> {
         let key = (record.namespace.clone(), record.name.clone());
-        self.state()?.calendars.insert(key, record.clone());
+        let mut state = self.state()?;
+        state.calendars.insert(key, record.clone());
+        if let Some(entry) = audit {
+            state.audit.append(entry)?;
+        }
         Ok(())
     }
 
@@ -283,13 +322,34 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+    async fn delete_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
         let key = (namespace.to_owned(), name.to_owned());
-        Ok(self.state()?.calendars.remove(&key).is_some())
+        let mut state = self.state()?;
+        let deleted = state.calendars.remove(&key).is_some();
+        if let Some(entry) = audit.filter(|_| deleted) {
+            state.audit.append(entry)?;
+        }
+        Ok(deleted)
     }
 
-    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
-        anchors::put(&mut *self.state()?, record)
+    async fn put_anchor(
+        &self,
+        record: &crate::AnchorRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<JobRecord>> {
+        let mut state = self.state()?;
+        let moved = anchors::put(&mut state, record)?;
+        if let Some(entry) = audit {
+            state
+                .audit
+                .append(entry.naming(moved.iter().map(|job| job.id)))?;
+        }
+        Ok(moved)
     }
 
     async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
@@ -313,8 +373,15 @@ impl Store for MemoryStore {
         namespace: &str,
         name: &str,
         how: crate::AnchorDelete,
+        audit: Option<AuditRecord>,
     ) -> Result<crate::AnchorDeleted> {
-        anchors::delete(&mut *self.state()?, namespace, name, how)
+        let mut state = self.state()?;
+        let deleted = anchors::delete(&mut state, namespace, name, how)?;
+        if let (crate::AnchorDeleted::Deleted { cancelled }, Some(mut entry)) = (&deleted, audit) {
+            entry.count = u32::try_from(*cancelled).unwrap_or(u32::MAX);
+            state.audit.append(entry)?;
+        }
+        Ok(deleted)
     }
 }
 
@@ -363,14 +430,14 @@ mod tests {
         let store = MemoryStore::new();
         let (first, again) = (keyed("k", 1), keyed("k", 1));
         let first_id = first.id;
-        let created = store.create_jobs(vec![first, again]).await.unwrap();
+        let created = store.create_jobs(vec![first, again], None).await.unwrap();
         assert!(matches!(&created[0], Created::New(r) if r.id == first_id));
         assert!(matches!(&created[1], Created::Existing(r) if r.id == first_id));
         assert_eq!(store.count_jobs(None).await.unwrap(), 1);
 
         let (fresh, other) = (keyed("j", 1), keyed("j", 2));
         let fresh_id = fresh.id;
-        match store.create_jobs(vec![fresh, other]).await {
+        match store.create_jobs(vec![fresh, other], None).await {
             Err(StoreError::KeyConflict {
                 index: 1, existing, ..
             }) => assert_eq!(existing, fresh_id),

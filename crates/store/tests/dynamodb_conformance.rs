@@ -58,7 +58,7 @@ async fn a_claim_takes_an_entrys_window_whole() {
         .iter()
         .map(|d| job("ns", t0() + ms(*d), None))
         .collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let before = store.request_counts().snapshot();
     let claimed = store
         .claim_due(ClaimScope::Fired, t0(), 10, &lease("n1", t0()))
@@ -96,7 +96,7 @@ async fn a_claim_after_a_probe_reads_only_the_shards_with_work_due() {
     .unwrap();
     assert_eq!(store.shards(), 4);
     store
-        .create_jobs(vec![job("ns", t0(), None)])
+        .create_jobs(vec![job("ns", t0(), None)], None)
         .await
         .unwrap();
     let queries = || store.request_counts().snapshot()[3];
@@ -118,7 +118,7 @@ async fn a_claim_after_a_probe_reads_only_the_shards_with_work_due() {
     assert_eq!(queries() - before, 1, "the one shard with work due");
     // A job this store writes after the probe is found by the next claim, wherever it went.
     store
-        .create_jobs(vec![job("ns", t0() + ms(100), None)])
+        .create_jobs(vec![job("ns", t0() + ms(100), None)], None)
         .await
         .unwrap();
     let before = queries();
@@ -146,7 +146,7 @@ async fn concurrent_pulls_of_one_process_do_not_race_for_a_message() {
     // Each created alone: an entry each (a batch's messages would share entries).
     for i in 0..40 {
         let message = job("ns", t0() + ms(i * 10), Some("q"));
-        store.create_jobs(vec![message]).await.unwrap();
+        store.create_jobs(vec![message], None).await.unwrap();
     }
     let scope = ClaimScope::Queue {
         namespace: "ns",
@@ -189,12 +189,12 @@ async fn changes_of_many_jobs_of_one_entry_at_once_all_land() {
     let store = DynamoStore::open(options(&table_name())).await.unwrap();
     let jobs: Vec<NewJob> = (0..24).map(|i| job("ns", t0() + ms(i), None)).collect();
     let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let cancels = ids[..20].iter().map(|id| {
         let store = &store;
         async move {
             store
-                .transition(Some("ns"), *id, Transition::Cancel { now: t0() })
+                .transition(Some("ns"), *id, Transition::Cancel { now: t0() }, None)
                 .await
         }
     });
@@ -224,7 +224,7 @@ async fn reschedules_of_one_call_share_their_new_entry() {
     let store = DynamoStore::open(options(&table)).await.unwrap();
     let client = raw_client().await;
     let jobs: Vec<NewJob> = (0..3).map(|i| job("ns", t0() + ms(i), None)).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let claimed = store
         .claim_due(ClaimScope::Fired, t0(), 10, &lease("n1", t0()))
         .await
@@ -295,7 +295,7 @@ async fn with_history_off_no_run_is_recorded() {
     .unwrap();
     let jobs: Vec<NewJob> = (0..2).map(|i| job("ns", t0() + ms(i), None)).collect();
     let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let claimed = store
         .claim_due(ClaimScope::Fired, t0(), 10, &lease("n1", t0()))
         .await
@@ -368,7 +368,7 @@ async fn concurrent_claims_never_share_an_occurrence() {
         stores.push(Arc::new(DynamoStore::open(options(&table)).await.unwrap()));
     }
     let jobs: Vec<NewJob> = (0..150).map(|i| job("ns", t0() + ms(i), None)).collect();
-    stores[0].create_jobs(jobs).await.unwrap();
+    stores[0].create_jobs(jobs, None).await.unwrap();
     let mut tasks = Vec::new();
     for (n, store) in stores.iter().enumerate() {
         for worker in 0..2 {
@@ -409,7 +409,7 @@ async fn the_table_keeps_its_shard_count() {
     let first = DynamoStore::open(options(&table)).await.unwrap();
     assert_eq!(first.shards(), 4);
     let jobs: Vec<NewJob> = (0..40).map(|i| job("ns", t0() + ms(i), None)).collect();
-    first.create_jobs(jobs).await.unwrap();
+    first.create_jobs(jobs, None).await.unwrap();
     let second = DynamoStore::open(DynamoOptions {
         shards: 16,
         ..options(&table)
@@ -432,7 +432,10 @@ async fn edits_on_one_node_fence_claims_on_another() {
     let a = DynamoStore::open(options(&table)).await.unwrap();
     let b = DynamoStore::open(options(&table)).await.unwrap();
     let mut events = b.events().expect("the DynamoDB store announces events");
-    let created = a.create_jobs(vec![job("ns", t0(), None)]).await.unwrap();
+    let created = a
+        .create_jobs(vec![job("ns", t0(), None)], None)
+        .await
+        .unwrap();
     let id = created[0].record().id;
     let claimed = b
         .claim_due(ClaimScope::Fired, t0(), 10, &lease("b", t0()))
@@ -440,7 +443,7 @@ async fn edits_on_one_node_fence_claims_on_another() {
         .unwrap();
     assert_eq!(claimed.len(), 1);
     let paused = a
-        .transition(Some("ns"), id, Transition::Pause { now: t0() })
+        .transition(Some("ns"), id, Transition::Pause { now: t0() }, None)
         .await
         .unwrap();
     let fenced = tokio::time::timeout(Duration::from_secs(10), async {
@@ -570,7 +573,7 @@ async fn with_a_retention_items_expire_by_themselves() {
     let client = raw_client().await;
     let jobs: Vec<NewJob> = (0..2).map(|_| job("ns", t0(), None)).collect();
     let (delivered_id, edited_id) = (jobs[0].id, jobs[1].id);
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let due_s = t0().as_second();
     let ttl_of = |item: &RawItem| item["ttl"].as_n().unwrap().parse::<i64>().unwrap();
     let home = raw_item(&client, &table, &format!("j#{delivered_id}"), "j")
@@ -623,6 +626,7 @@ async fn with_a_retention_items_expire_by_themselves() {
                 next_due: Some(later),
                 now: t0(),
             },
+            None,
         )
         .await
         .unwrap();
@@ -734,8 +738,11 @@ async fn large_payloads_live_in_an_item_of_their_own() {
         job.payload = Some(big.clone());
     }
     let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
-    store.create_jobs(vec![jobs[0].clone()]).await.unwrap();
-    store.create_jobs(jobs[1..].to_vec()).await.unwrap();
+    store
+        .create_jobs(vec![jobs[0].clone()], None)
+        .await
+        .unwrap();
+    store.create_jobs(jobs[1..].to_vec(), None).await.unwrap();
     let job_item = |id| {
         let client = &client;
         let table = &table;
@@ -782,14 +789,20 @@ async fn large_payloads_live_in_an_item_of_their_own() {
         next_due: Some(t0()),
         now: t0(),
     };
-    store.update_job(None, ids[1], edit("[1]")).await.unwrap();
+    store
+        .update_job(None, ids[1], edit("[1]"), None)
+        .await
+        .unwrap();
     assert!(
         payload_item(ids[1]).await.is_none(),
         "left behind by an edit"
     );
     assert!(job_item(ids[1]).await.unwrap().contains_key("payload"));
     let other = big.replace('x', "y");
-    let edited = store.update_job(None, ids[1], edit(&other)).await.unwrap();
+    let edited = store
+        .update_job(None, ids[1], edit(&other), None)
+        .await
+        .unwrap();
     assert_eq!(edited.payload.as_deref(), Some(other.as_str()));
 
     // The first one delivered and purged: its payload item goes with it.
@@ -887,7 +900,7 @@ async fn requests_per_fire() {
             })
             .collect();
         first = first.or(Some(jobs[0].id));
-        store.create_jobs(jobs).await.unwrap();
+        store.create_jobs(jobs, None).await.unwrap();
     }
     let first = first.expect("a job");
     let created = store.request_counts().snapshot();
@@ -1060,7 +1073,7 @@ impl LosesOneAnswer {
         let proxy = Self::start().await;
         let store = proxy.store().await;
         store
-            .create_jobs(vec![job("ns", t0(), None)])
+            .create_jobs(vec![job("ns", t0(), None)], None)
             .await
             .unwrap();
         (proxy, store)
@@ -1135,7 +1148,7 @@ async fn a_create_whose_answer_was_lost_succeeds() {
     let id = new.id;
     proxy.arm("DynamoDB_20120810.BatchWriteItem", "PutRequest");
     store
-        .create_jobs(vec![new])
+        .create_jobs(vec![new], None)
         .await
         .expect("the lone create is applied once and reported so");
     assert_eq!(proxy.lost(), 1, "the proxy lost the create's answer");
@@ -1170,7 +1183,7 @@ async fn a_batchs_queue_messages_share_entries_leased_whole() {
     };
     let mut jobs: Vec<NewJob> = (0..30).map(|_| typed("x")).collect();
     jobs.extend((0..2).map(|_| typed("y")));
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
 
     let before = store.request_counts().snapshot();
     let leased = store
@@ -1218,7 +1231,7 @@ async fn a_batchs_queue_messages_share_entries_leased_whole() {
 
     // A pull of one splits its entry: the rest stays available, of its type.
     let jobs: Vec<NewJob> = (0..3).map(|_| typed("z")).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let before = store.request_counts().snapshot();
     let one = store
         .claim_due(queue_scope("q"), t0(), 1, &lease("w", t0()))
@@ -1252,7 +1265,7 @@ async fn a_batchs_queue_messages_share_entries_leased_whole() {
 async fn shortening_one_claims_lease_keeps_its_entrys_others_leased() {
     let store = DynamoStore::open(options(&table_name())).await.unwrap();
     let jobs: Vec<NewJob> = (0..3).map(|_| job("ns", t0(), Some("q"))).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let leased = store
         .claim_due(queue_scope("q"), t0(), 10, &lease("w1", t0()))
         .await
@@ -1314,7 +1327,7 @@ async fn an_ack_through_another_store_ends_only_its_message() {
     let first = DynamoStore::open(options(&table)).await.unwrap();
     let second = DynamoStore::open(options(&table)).await.unwrap();
     let jobs: Vec<NewJob> = (0..3).map(|_| job("ns", t0(), Some("q"))).collect();
-    first.create_jobs(jobs).await.unwrap();
+    first.create_jobs(jobs, None).await.unwrap();
     let leased = first
         .claim_due(queue_scope("q"), t0(), 10, &lease("w1", t0()))
         .await
@@ -1377,7 +1390,7 @@ async fn a_fresh_entry_fires_from_its_snapshot_as_its_job_items_say() {
         job.spec.job_type = Some("typed".into());
     }
     let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let before = store.request_counts().snapshot();
     let claimed = store
         .claim_due(ClaimScope::Fired, t0() + ms(200), 200, &lease("n1", t0()))
@@ -1422,7 +1435,7 @@ async fn jittered_jobs_fire_with_their_own_due_times_beside_a_snapshot() {
     for job in &mut jobs[40..] {
         job.spec.schedule.jitter = Some(Duration::from_secs(1));
     }
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let claimed = store
         .claim_due(ClaimScope::Fired, t0() + ms(3_000), 200, &lease("n1", t0()))
         .await
@@ -1463,7 +1476,7 @@ async fn changes_between_create_and_claim_beat_the_snapshot() {
     let mut jobs: Vec<NewJob> = (0..30).map(|i| job("ns", t0() + ms(i), None)).collect();
     jobs[4].spec.schedule = hourglass_core::Schedule::at(t0() + ms(5_000));
     let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
-    store.create_jobs(jobs.clone()).await.unwrap();
+    store.create_jobs(jobs.clone(), None).await.unwrap();
     // The entry of the jobs due at once has its snapshot.
     let home = raw_item(&client, &table, &format!("j#{}", ids[0]), "j")
         .await
@@ -1488,15 +1501,16 @@ async fn changes_between_create_and_claim_beat_the_snapshot() {
                 next_due: Some(t0()),
                 now: t0(),
             },
+            None,
         )
         .await
         .unwrap();
     store
-        .transition(Some("ns"), ids[1], Transition::Cancel { now: t0() })
+        .transition(Some("ns"), ids[1], Transition::Cancel { now: t0() }, None)
         .await
         .unwrap();
     store
-        .transition(Some("ns"), ids[2], Transition::Pause { now: t0() })
+        .transition(Some("ns"), ids[2], Transition::Pause { now: t0() }, None)
         .await
         .unwrap();
     let triggered = store
@@ -1507,6 +1521,7 @@ async fn changes_between_create_and_claim_beat_the_snapshot() {
                 now: t0() + ms(3),
                 key: None,
             },
+            None,
         )
         .await
         .unwrap();
@@ -1562,7 +1577,7 @@ async fn an_edit_waits_for_a_create_still_writing_its_entries() {
     let client = raw_client().await;
     let jobs: Vec<NewJob> = (0..12).map(|i| job("ns", t0() + ms(i), None)).collect();
     let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     // As if the create had written the job items only: its entry and registry item taken away.
     let home = raw_item(&client, &table, &format!("j#{}", ids[0]), "j")
         .await
@@ -1586,7 +1601,7 @@ async fn an_edit_waits_for_a_create_still_writing_its_entries() {
     }
     // Within the minute a create may take.
     let refused = store
-        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() })
+        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() }, None)
         .await
         .unwrap_err();
     assert!(
@@ -1604,7 +1619,7 @@ async fn an_edit_waits_for_a_create_still_writing_its_entries() {
             .unwrap();
     }
     store
-        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() })
+        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() }, None)
         .await
         .unwrap();
     let claimed = store
@@ -1625,7 +1640,7 @@ async fn an_entry_leased_before_is_not_fired_from_its_snapshot() {
     let table = table_name();
     let store = DynamoStore::open(options(&table)).await.unwrap();
     let jobs: Vec<NewJob> = (0..12).map(|i| job("ns", t0() + ms(i), None)).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let claimed = store
         .claim_due(ClaimScope::Fired, t0() + ms(100), 100, &lease("n1", t0()))
         .await
@@ -1728,7 +1743,7 @@ async fn an_entry_of_a_hundred_jobs_is_a_write_unit_and_older_entries_still_fire
     let jobs: Vec<NewJob> = (0..100)
         .map(|i| job("ns", t0() + ms(i * 9), None))
         .collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let entries = raw_entries(&client, &table).await;
     assert_eq!(entries.len(), 1, "one entry for the batch's second");
     assert!(
@@ -1761,7 +1776,7 @@ async fn an_entry_of_a_hundred_jobs_is_a_write_unit_and_older_entries_still_fire
     let due = t0() + ms(10_000);
     let jobs: Vec<NewJob> = (0..3).map(|i| job("ns", due + ms(i), None)).collect();
     let ids: Vec<_> = jobs.iter().map(|j| j.id).collect();
-    store.create_jobs(jobs).await.unwrap();
+    store.create_jobs(jobs, None).await.unwrap();
     let mut entry = raw_entries(&client, &table).await.remove(0);
     entry.remove("jl").expect("a packed listing");
     let mut fixed = Vec::new();
@@ -1783,7 +1798,7 @@ async fn an_entry_of_a_hundred_jobs_is_a_write_unit_and_older_entries_still_fire
         .unwrap();
     // A cancel marks its job gone in it; a claim of one splits the other off.
     store
-        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() })
+        .transition(Some("ns"), ids[0], Transition::Cancel { now: t0() }, None)
         .await
         .unwrap();
     let first = store

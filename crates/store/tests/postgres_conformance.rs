@@ -78,7 +78,7 @@ async fn events_reach_every_store_on_the_database() {
 
     let early = job("ns", t0() + ms(200), None);
     let early_id = early.id;
-    a.create_jobs(vec![job("ns", t0() + ms(900), None), early])
+    a.create_jobs(vec![job("ns", t0() + ms(900), None), early], None)
         .await
         .unwrap();
     assert_eq!(
@@ -91,7 +91,7 @@ async fn events_reach_every_store_on_the_database() {
         "one event per transaction, with its earliest due time"
     );
 
-    a.create_jobs(vec![job("ns", t0() + ms(50), Some("emails"))])
+    a.create_jobs(vec![job("ns", t0() + ms(50), Some("emails"))], None)
         .await
         .unwrap();
     assert_eq!(
@@ -103,7 +103,7 @@ async fn events_reach_every_store_on_the_database() {
         })
     );
 
-    a.transition(Some("ns"), early_id, Transition::Pause { now: t0() })
+    a.transition(Some("ns"), early_id, Transition::Pause { now: t0() }, None)
         .await
         .unwrap();
     assert!(matches!(
@@ -114,17 +114,17 @@ async fn events_reach_every_store_on_the_database() {
     // A rolled-back transaction announces nothing: a conflicting batch, then a marker.
     let mut keyed = job("ns", t0(), None);
     keyed.key = Some("k".into());
-    a.create_jobs(vec![keyed.clone()]).await.unwrap();
+    a.create_jobs(vec![keyed.clone()], None).await.unwrap();
     assert!(matches!(next_event(&mut rx).await, StoreEvent::Due(_)));
     let mut conflicting = keyed.clone();
     conflicting.id = uuid::Uuid::now_v7();
     conflicting.fingerprint = 2;
     let fresh = job("ns", t0() - ms(1), None);
     assert!(matches!(
-        a.create_jobs(vec![fresh, conflicting]).await,
+        a.create_jobs(vec![fresh, conflicting], None).await,
         Err(StoreError::KeyConflict { index: 1, .. })
     ));
-    a.create_jobs(vec![job("other", t0() + ms(7), None)])
+    a.create_jobs(vec![job("other", t0() + ms(7), None)], None)
         .await
         .unwrap();
     assert_eq!(
@@ -148,7 +148,7 @@ async fn concurrent_claims_never_share_an_occurrence() {
         Arc::new(schema.open().await),
     ];
     let jobs: Vec<NewJob> = (0..300).map(|i| job("ns", t0() + ms(i), None)).collect();
-    stores[0].create_jobs(jobs).await.unwrap();
+    stores[0].create_jobs(jobs, None).await.unwrap();
     let mut tasks = Vec::new();
     for (n, store) in stores.iter().enumerate() {
         for worker in 0..2 {
@@ -200,7 +200,7 @@ async fn a_stalled_nodes_stale_claims_never_wait_for_the_new_owner() {
         now,
     };
     let jobs: Vec<NewJob> = (0..3).map(|i| job("ns", t0() + ms(i), None)).collect();
-    stalled.create_jobs(jobs).await.unwrap();
+    stalled.create_jobs(jobs, None).await.unwrap();
     let old = stalled
         .claim_due(
             ClaimScope::Fired,
@@ -325,7 +325,7 @@ async fn encrypted_sessions(host: &str, tls: &str) -> Result<bool, String> {
         .await
         .map_err(|e| e.to_string())?;
     store
-        .create_jobs(vec![job("ns", t0(), None)])
+        .create_jobs(vec![job("ns", t0(), None)], None)
         .await
         .unwrap();
     let row = admin()
@@ -453,7 +453,7 @@ async fn measure_batches() {
             .map(|i| job("ns", t0() + ms(round * 10_000 + i), None))
             .collect();
         let started = Instant::now();
-        store.create_jobs(jobs).await.unwrap();
+        store.create_jobs(jobs, None).await.unwrap();
         let created = started.elapsed();
         let now = t0() + ms(round * 10_000 + 5_000);
         let started = Instant::now();

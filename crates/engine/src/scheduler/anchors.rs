@@ -1,6 +1,7 @@
 //! The scheduler's anchors: reads, moves and deletes, each one store call (a move re-times the
-//! anchor's jobs in the store's transaction), followed by what an edit is followed by for every
-//! job it changed: claims made before are dropped unfired, and the new due times announced.
+//! anchor's jobs in the store's transaction, with the audit entry naming them), followed by what
+//! an edit is followed by for every job it changed: claims made before are dropped unfired, and
+//! the new due times announced.
 
 use std::ops::ControlFlow;
 
@@ -72,7 +73,7 @@ impl Scheduler {
             return Ok(job);
         }
         let rebased = self
-            .rewrite(namespace, job, |job, now| {
+            .rewrite(namespace, job, None, |job, now| {
                 let mut spec = job.spec.clone();
                 spec.schedule = spec.schedule.anchored_at(anchor.at);
                 if spec == job.spec {
@@ -114,14 +115,13 @@ impl Scheduler {
             at,
             updated_at: self.clock.now(),
         };
-        let moved = self.store.put_anchor(&record).await?;
+        // The store names the jobs the move moved.
+        let mut entry = by.entry(namespace, AuditAction::PutAnchor, &[], record.updated_at);
+        entry.name = Some(name.to_owned());
+        let moved = self.store.put_anchor(&record, Some(entry)).await?;
         for job in &moved {
             self.changed(job);
         }
-        let ids: Vec<_> = moved.iter().map(|job| job.id).collect();
-        let mut entry = by.entry(namespace, AuditAction::PutAnchor, &ids, record.updated_at);
-        entry.name = Some(name.to_owned());
-        self.store.append_audit(entry).await?;
         Ok((record, moved.len() as u64))
     }
 
@@ -141,7 +141,13 @@ impl Scheduler {
                 now: self.clock.now(),
             }
         };
-        let deleted = self.store.delete_anchor(namespace, name, how).await?;
+        // The store counts the jobs the delete cancelled.
+        let mut entry = by.entry(namespace, AuditAction::DeleteAnchor, &[], self.clock.now());
+        entry.name = Some(name.to_owned());
+        let deleted = self
+            .store
+            .delete_anchor(namespace, name, how, Some(entry))
+            .await?;
         if let AnchorDeleted::Deleted { cancelled } = deleted
             && cancelled > 0
         {
@@ -153,12 +159,6 @@ impl Scheduler {
                 ControlFlow::Continue(())
             })
             .await?;
-        }
-        if let AnchorDeleted::Deleted { cancelled } = deleted {
-            let mut entry = by.entry(namespace, AuditAction::DeleteAnchor, &[], self.clock.now());
-            entry.name = Some(name.to_owned());
-            entry.count = u32::try_from(cancelled).unwrap_or(u32::MAX);
-            self.store.append_audit(entry).await?;
         }
         Ok(deleted)
     }

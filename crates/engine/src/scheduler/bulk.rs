@@ -6,6 +6,18 @@
 //! jobs, in id order from its cursor, so it stays bounded whatever the selection holds; when it
 //! read that many, its answer carries the cursor to go on from. The request leaves one audit
 //! entry with the jobs it changed, as a batch create does.
+//!
+//! That entry and the changes are not one transaction: a request is up to [`BULK_MAX`] writes,
+//! one a job. The rule: the request first reads the ids of the jobs it selects, then changes
+//! them in order, and the entry (naming every job changed) rides in the write of the *last*
+//! selected job, committing with it. If that last write is refused (the job changed state or
+//! went away after it was read) or the request stops early on a store failure, the entry for
+//! the jobs changed so far is appended on its own afterwards ([`Store::append_audit`]). A crash
+//! part way leaves the jobs changed before it without an entry; repeating the request finds
+//! them changed already (a pause or resume selects only the jobs it has yet to change) and
+//! records only the ones it changes then.
+//!
+//! [`Store::append_audit`]: hourglass_store::Store::append_audit
 
 use hourglass_core::{JobId, JobState};
 use hourglass_store::{AuditAction, JobQuery, Result, StoreError, Transition};
@@ -111,47 +123,68 @@ impl Scheduler {
         query.namespace = Some(namespace.to_owned());
         query.state = action.only_state();
         let now = self.clock.now();
-        let mut changed: Vec<JobId> = Vec::new();
+        // The selection first (ids only: a page holds payloads), so that its last job is known.
+        let mut selected: Vec<JobId> = Vec::new();
         let mut read = 0;
         let mut last = None;
-        let outcome = async {
-            while read < BULK_MAX {
-                query.limit = PAGE.min(BULK_MAX - read);
-                let page = self.store.list_jobs(query.clone()).await?;
-                read += page.len();
-                let full = page.len() == query.limit;
-                for job in page {
-                    query.after = Some(job.id);
-                    last = Some(job.id);
-                    if !action.applies_to(job.state) {
-                        continue;
-                    }
-                    let transition = action.transition(now);
-                    match self
-                        .store
-                        .transition(Some(namespace), job.id, transition)
-                        .await
-                    {
-                        Ok(job) => {
-                            self.changed(&job);
-                            changed.push(job.id);
-                        }
-                        Err(StoreError::NotFound | StoreError::InvalidState { .. }) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                if !full {
-                    return Ok(false);
+        let more = loop {
+            if read >= BULK_MAX {
+                break true;
+            }
+            query.limit = PAGE.min(BULK_MAX - read);
+            let page = self.store.list_jobs(query.clone()).await?;
+            read += page.len();
+            let full = page.len() == query.limit;
+            for job in page {
+                query.after = Some(job.id);
+                last = Some(job.id);
+                if action.applies_to(job.state) {
+                    selected.push(job.id);
                 }
             }
-            Ok(true)
+            if !full {
+                break false;
+            }
+        };
+        let mut changed: Vec<JobId> = Vec::with_capacity(selected.len());
+        let mut recorded = false;
+        let mut outcome = Ok(());
+        for (i, id) in selected.iter().enumerate() {
+            // The last job's write carries the request's entry, naming it and those before it.
+            let entry = (i + 1 == selected.len()).then(|| {
+                let jobs: Vec<JobId> = changed.iter().copied().chain([*id]).collect();
+                by.entry(namespace, action.audit(), &jobs, now)
+            });
+            let carries = entry.is_some();
+            let transition = action.transition(now);
+            match self
+                .store
+                .transition(Some(namespace), *id, transition, entry)
+                .await
+            {
+                // A cancel of a job cancelled meanwhile changes nothing (and records nothing): the
+                // job comes back as that other cancel left it.
+                Ok(job)
+                    if action == BulkAction::Cancel
+                        && job.updated_at.as_millisecond() != now.as_millisecond() => {}
+                Ok(job) => {
+                    self.changed(&job);
+                    changed.push(job.id);
+                    recorded = carries;
+                }
+                Err(StoreError::NotFound | StoreError::InvalidState { .. }) => {}
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
         }
-        .await;
-        if !changed.is_empty() {
+        // Stopped early, or the last job's write was refused: the entry on its own.
+        if !recorded && !changed.is_empty() {
             let entry = by.entry(namespace, action.audit(), &changed, now);
             self.store.append_audit(entry).await?;
         }
-        let more = outcome?;
+        outcome?;
         Ok(Bulked {
             changed: changed.len() as u64,
             next: if more { last } else { None },

@@ -1,6 +1,9 @@
 //! The scheduler's calendars: reads, and writes that re-plan the jobs naming the calendar (each
 //! job's copy of the rules replaced through the read-token rewrite, as an edit is), and deletes
-//! refused while a job names it. Each write leaves an audit entry naming the calendar.
+//! refused while a job names it. Each write leaves an audit entry naming the calendar, written
+//! in the calendar's own write: a put's entry lists the jobs it is about to re-plan (those that
+//! used the calendar with other rules when it was written; the re-plan's edits carry no entry
+//! of their own).
 
 use hourglass_core::{Calendar, JobId, Schedule};
 use hourglass_store::{AuditAction, CalendarRecord, JobQuery, JobRecord, Result, StoreError};
@@ -26,6 +29,10 @@ impl Scheduler {
     /// recomputed through core, older claims fenced). Answers the record and how many jobs
     /// were re-planned. A job created with the old calendar while this runs may keep the old
     /// copy: putting the calendar again re-plans it.
+    ///
+    /// The jobs to re-plan are found before the calendar is written, so that its audit entry,
+    /// written with it, names them (their count and first ids); one that finishes before its
+    /// turn is named but not re-planned (the answer counts only those re-planned).
     pub async fn put_calendar(
         &self,
         namespace: &str,
@@ -39,9 +46,21 @@ impl Scheduler {
             calendar,
             updated_at: self.clock.now(),
         };
-        self.store.put_calendar(&record).await?;
+        let stale: Vec<JobRecord> = self
+            .jobs_using(namespace, name, usize::MAX)
+            .await?
+            .into_iter()
+            .filter(|job| {
+                let copy = job.spec.schedule.calendar.as_ref();
+                copy.is_some_and(|copy| copy.rules != record.calendar)
+            })
+            .collect();
+        let ids: Vec<JobId> = stale.iter().map(|job| job.id).collect();
+        let mut entry = by.entry(namespace, AuditAction::PutCalendar, &ids, record.updated_at);
+        entry.name = Some(name.to_owned());
+        self.store.put_calendar(&record, Some(entry)).await?;
         let mut replanned = Vec::new();
-        for job in self.jobs_using(namespace, name, usize::MAX).await? {
+        for job in stale {
             let replan = |job: &JobRecord, now| {
                 let mut spec = job.spec.clone();
                 // Gone off the calendar, or re-planned by a newer put already: nothing to do.
@@ -53,21 +72,13 @@ impl Scheduler {
                 let next_due = replanned_due(&spec.schedule, job, now);
                 Ok((spec, next_due, job.payload.clone()))
             };
-            match self.rewrite(namespace, job, replan).await {
+            match self.rewrite(namespace, job, None, replan).await {
                 Ok(Ok((job, _))) => replanned.push(job.id),
                 // Finished or deleted meanwhile: nothing left to re-plan.
                 Ok(Err(())) | Err(StoreError::InvalidState { .. } | StoreError::NotFound) => {}
                 Err(e) => return Err(e),
             }
         }
-        let mut entry = by.entry(
-            namespace,
-            AuditAction::PutCalendar,
-            &replanned,
-            record.updated_at,
-        );
-        entry.name = Some(name.to_owned());
-        self.store.append_audit(entry).await?;
         Ok((record, replanned.len()))
     }
 
@@ -82,17 +93,17 @@ impl Scheduler {
         if let Some(job) = self.jobs_using(namespace, name, 1).await?.first() {
             return Ok(Err(job.id));
         }
-        let deleted = self.store.delete_calendar(namespace, name).await?;
-        if deleted {
-            let mut entry = by.entry(
-                namespace,
-                AuditAction::DeleteCalendar,
-                &[],
-                self.clock.now(),
-            );
-            entry.name = Some(name.to_owned());
-            self.store.append_audit(entry).await?;
-        }
+        let mut entry = by.entry(
+            namespace,
+            AuditAction::DeleteCalendar,
+            &[],
+            self.clock.now(),
+        );
+        entry.name = Some(name.to_owned());
+        let deleted = self
+            .store
+            .delete_calendar(namespace, name, Some(entry))
+            .await?;
         Ok(Ok(deleted))
     }
 

@@ -28,7 +28,8 @@ impl Scheduler {
         for id in live {
             match self
                 .store
-                .transition(Some(&job.namespace), id, Transition::Cancel { now })
+                // Part of the job's cancel, which its own audit entry records.
+                .transition(Some(&job.namespace), id, Transition::Cancel { now }, None)
                 .await
             {
                 Ok(child) => {

@@ -106,8 +106,12 @@ impl Store for FaultStore {
     fn events(&self) -> Option<tokio::sync::broadcast::Receiver<StoreEvent>> {
         Some(self.world.events.subscribe())
     }
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        self.write(self.inner.create_jobs(jobs), |created| {
+    async fn create_jobs(
+        &self,
+        jobs: Vec<NewJob>,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<Vec<Created>> {
+        self.write(self.inner.create_jobs(jobs, audit), |created| {
             let earliest = created
                 .iter()
                 .filter_map(|c| match c {
@@ -231,8 +235,9 @@ impl Store for FaultStore {
         namespace: Option<&str>,
         id: JobId,
         update: JobUpdate,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<JobRecord> {
-        let op = self.inner.update_job(namespace, id, update);
+        let op = self.inner.update_job(namespace, id, update, audit);
         self.write(op, |r| self.announce_changed(r)).await
     }
     async fn transition(
@@ -240,8 +245,9 @@ impl Store for FaultStore {
         namespace: Option<&str>,
         id: JobId,
         transition: Transition,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<JobRecord> {
-        let op = self.inner.transition(namespace, id, transition);
+        let op = self.inner.transition(namespace, id, transition, audit);
         self.write(op, |r| self.announce_changed(r)).await
     }
     async fn runs(
@@ -270,8 +276,13 @@ impl Store for FaultStore {
     ) -> Result<Option<DeadLetter>> {
         self.read(self.inner.get_dead_letter(namespace, id)).await
     }
-    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
-        let op = self.inner.delete_dead_letter(namespace, id);
+    async fn delete_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<bool> {
+        let op = self.inner.delete_dead_letter(namespace, id, audit);
         self.write(op, |_| {}).await
     }
     async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
@@ -302,10 +313,11 @@ impl Store for FaultStore {
         namespace: &str,
         secret: &str,
         previous_until: Option<Timestamp>,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<()> {
         let op = self
             .inner
-            .rotate_signing_secret(namespace, secret, previous_until);
+            .rotate_signing_secret(namespace, secret, previous_until, audit);
         self.write(op, |_| {}).await
     }
     async fn signing_namespaces(&self) -> Result<Vec<String>> {
@@ -332,8 +344,13 @@ impl Store for FaultStore {
         self.write(self.inner.purge_audit(before, limit), |_| {})
             .await
     }
-    async fn put_calendar(&self, record: &CalendarRecord) -> Result<()> {
-        self.write(self.inner.put_calendar(record), |_| {}).await
+    async fn put_calendar(
+        &self,
+        record: &CalendarRecord,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<()> {
+        self.write(self.inner.put_calendar(record, audit), |_| {})
+            .await
     }
     async fn get_calendar(&self, namespace: &str, name: &str) -> Result<Option<CalendarRecord>> {
         self.read(self.inner.get_calendar(namespace, name)).await
@@ -341,12 +358,21 @@ impl Store for FaultStore {
     async fn list_calendars(&self, namespace: &str) -> Result<Vec<CalendarRecord>> {
         self.read(self.inner.list_calendars(namespace)).await
     }
-    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
-        self.write(self.inner.delete_calendar(namespace, name), |_| {})
+    async fn delete_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<bool> {
+        self.write(self.inner.delete_calendar(namespace, name, audit), |_| {})
             .await
     }
-    async fn put_anchor(&self, record: &hourglass_store::AnchorRecord) -> Result<Vec<JobRecord>> {
-        let op = self.inner.put_anchor(record);
+    async fn put_anchor(
+        &self,
+        record: &hourglass_store::AnchorRecord,
+        audit: Option<hourglass_store::AuditRecord>,
+    ) -> Result<Vec<JobRecord>> {
+        let op = self.inner.put_anchor(record, audit);
         self.write(op, |moved| {
             moved.iter().for_each(|r| self.announce_changed(r))
         })
@@ -367,9 +393,13 @@ impl Store for FaultStore {
         namespace: &str,
         name: &str,
         how: hourglass_store::AnchorDelete,
+        audit: Option<hourglass_store::AuditRecord>,
     ) -> Result<hourglass_store::AnchorDeleted> {
         // The scheduler fences the cancelled jobs' claims itself, from a listing after this.
-        self.write(self.inner.delete_anchor(namespace, name, how), |_| {})
-            .await
+        self.write(
+            self.inner.delete_anchor(namespace, name, how, audit),
+            |_| {},
+        )
+        .await
     }
 }

@@ -215,10 +215,9 @@ pub(crate) async fn rotate_signing_secret(
         )
         .field("overlap"));
     }
-    let secret = state.secrets.rotate(&principal.namespace, overlap).await?;
-    state
-        .scheduler
-        .secret_rotated(&principal.namespace, &principal.actor())
+    let secret = state
+        .secrets
+        .rotate(&principal.namespace, overlap, &principal.actor())
         .await?;
     let previous_valid_until = (!overlap.is_zero()).then(|| {
         state.scheduler.now() + jiff::SignedDuration::try_from(overlap).unwrap_or_default()

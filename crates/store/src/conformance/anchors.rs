@@ -13,7 +13,7 @@ use crate::{
     StoreError,
 };
 
-fn anchor(namespace: &str, name: &str, at: Timestamp, now: Timestamp) -> AnchorRecord {
+pub(super) fn anchor(namespace: &str, name: &str, at: Timestamp, now: Timestamp) -> AnchorRecord {
     AnchorRecord {
         namespace: namespace.into(),
         name: name.into(),
@@ -23,7 +23,7 @@ fn anchor(namespace: &str, name: &str, at: Timestamp, now: Timestamp) -> AnchorR
 }
 
 /// A one-off of `namespace` due `offset_ms` from anchor `name`, which is at `at`.
-fn on_anchor(namespace: &str, name: &str, at: Timestamp, offset_ms: i64) -> NewJob {
+pub(super) fn on_anchor(namespace: &str, name: &str, at: Timestamp, offset_ms: i64) -> NewJob {
     let due = at + ms(offset_ms);
     let mut job = one_off(namespace, due);
     job.spec.schedule = Schedule {
@@ -52,7 +52,7 @@ pub async fn moving_an_anchor_retimes_its_live_jobs_and_fences_their_claims(stor
     let base = t(T0);
     let flight = base + ms(3_600_000);
     store
-        .put_anchor(&anchor("a", "flight", flight, base))
+        .put_anchor(&anchor("a", "flight", flight, base), None)
         .await
         .unwrap();
     // Three reminders on the anchor (one due now, claimed below), one on another namespace's
@@ -62,14 +62,19 @@ pub async fn moving_an_anchor_retimes_its_live_jobs_and_fences_their_claims(stor
     let paused = on_anchor("a", "flight", flight, -120_000);
     let (early_id, late_id, paused_id) = (early.id, late.id, paused.id);
     store
-        .put_anchor(&anchor("b", "flight", flight, base))
+        .put_anchor(&anchor("b", "flight", flight, base), None)
         .await
         .unwrap();
     let other = on_anchor("b", "flight", flight, -60_000);
     let plain = one_off("a", base + ms(1_000));
     create(&*store, vec![early, late, paused, other.clone(), plain]).await;
     store
-        .transition(Some("a"), paused_id, crate::Transition::Pause { now: base })
+        .transition(
+            Some("a"),
+            paused_id,
+            crate::Transition::Pause { now: base },
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(on(&*store, "a", "flight").await.len(), 3);
@@ -82,7 +87,7 @@ pub async fn moving_an_anchor_retimes_its_live_jobs_and_fences_their_claims(stor
     // The flight is two hours late.
     let moved_at = flight + ms(7_200_000);
     let moved = store
-        .put_anchor(&anchor("a", "flight", moved_at, base + ms(10)))
+        .put_anchor(&anchor("a", "flight", moved_at, base + ms(10)), None)
         .await
         .unwrap();
     assert_eq!(moved.len(), 3);
@@ -139,7 +144,10 @@ pub async fn moving_an_anchor_retimes_its_live_jobs_and_fences_their_claims(stor
 pub async fn a_move_leaves_finished_jobs_and_a_past_time_fires_at_once(store: Arc<dyn Store>) {
     let base = t(T0);
     let at = base + ms(60_000);
-    store.put_anchor(&anchor("a", "x", at, base)).await.unwrap();
+    store
+        .put_anchor(&anchor("a", "x", at, base), None)
+        .await
+        .unwrap();
     let done_job = on_anchor("a", "x", at, -60_000);
     let cancelled = on_anchor("a", "x", at, 0);
     let pending = on_anchor("a", "x", at, 0);
@@ -156,6 +164,7 @@ pub async fn a_move_leaves_finished_jobs_and_a_past_time_fires_at_once(store: Ar
             Some("a"),
             cancelled_id,
             crate::Transition::Cancel { now: base },
+            None,
         )
         .await
         .unwrap();
@@ -166,7 +175,7 @@ pub async fn a_move_leaves_finished_jobs_and_a_past_time_fires_at_once(store: Ar
     let (d0, c0) = (finished(done_id).await, finished(cancelled_id).await);
     // Moved an hour into the past: the pending one-off fires at once.
     let moved = store
-        .put_anchor(&anchor("a", "x", base - ms(3_600_000), base + ms(5)))
+        .put_anchor(&anchor("a", "x", base - ms(3_600_000), base + ms(5)), None)
         .await
         .unwrap();
     assert_eq!(moved.iter().map(|j| j.id).collect::<Vec<_>>(), [pending_id]);
@@ -189,20 +198,26 @@ pub async fn deleting_an_anchor_cancels_its_jobs_or_is_refused_while_used(store:
     let at = base + ms(60_000);
     assert_eq!(
         store
-            .delete_anchor("a", "x", AnchorDelete::IfUnused)
+            .delete_anchor("a", "x", AnchorDelete::IfUnused, None)
             .await
             .unwrap(),
         AnchorDeleted::NotFound
     );
-    store.put_anchor(&anchor("a", "x", at, base)).await.unwrap();
-    store.put_anchor(&anchor("a", "y", at, base)).await.unwrap();
+    store
+        .put_anchor(&anchor("a", "x", at, base), None)
+        .await
+        .unwrap();
+    store
+        .put_anchor(&anchor("a", "y", at, base), None)
+        .await
+        .unwrap();
     let first = on_anchor("a", "x", at, 0);
     let second = on_anchor("a", "x", at, -1_000);
     let (first_id, second_id) = (first.id, second.id);
     create(&*store, vec![first, second]).await;
     assert_eq!(
         store
-            .delete_anchor("a", "x", AnchorDelete::IfUnused)
+            .delete_anchor("a", "x", AnchorDelete::IfUnused, None)
             .await
             .unwrap(),
         AnchorDeleted::InUse(first_id)
@@ -213,7 +228,7 @@ pub async fn deleting_an_anchor_cancels_its_jobs_or_is_refused_while_used(store:
     );
     assert_eq!(
         store
-            .delete_anchor("a", "y", AnchorDelete::IfUnused)
+            .delete_anchor("a", "y", AnchorDelete::IfUnused, None)
             .await
             .unwrap(),
         AnchorDeleted::Deleted { cancelled: 0 }
@@ -227,7 +242,7 @@ pub async fn deleting_an_anchor_cancels_its_jobs_or_is_refused_while_used(store:
     assert_eq!(occ.len(), 2);
     assert_eq!(
         store
-            .delete_anchor("a", "x", AnchorDelete::Cancel { now: base })
+            .delete_anchor("a", "x", AnchorDelete::Cancel { now: base }, None)
             .await
             .unwrap(),
         AnchorDeleted::Deleted { cancelled: 2 }
@@ -246,7 +261,9 @@ pub async fn deleting_an_anchor_cancels_its_jobs_or_is_refused_while_used(store:
         );
     }
     // A job can no longer be created on it.
-    let refused = store.create_jobs(vec![on_anchor("a", "x", at, 0)]).await;
+    let refused = store
+        .create_jobs(vec![on_anchor("a", "x", at, 0)], None)
+        .await;
     assert!(matches!(refused, Err(StoreError::UnknownAnchor { name }) if name == "x"));
 }
 
@@ -256,7 +273,7 @@ pub async fn a_create_rebases_on_the_anchor_as_stored(store: Arc<dyn Store>) {
     let old = base + ms(60_000);
     let new = base + ms(600_000);
     store
-        .put_anchor(&anchor("a", "x", new, base))
+        .put_anchor(&anchor("a", "x", new, base), None)
         .await
         .unwrap();
     let job = on_anchor("a", "x", old, -1_000);
@@ -277,7 +294,7 @@ pub async fn a_reader_never_sees_half_a_move(store: Arc<dyn Store>) {
     let base = t(T0);
     let (old, new) = (base + ms(3_600_000), base + ms(7_200_000));
     store
-        .put_anchor(&anchor("a", "x", old, base))
+        .put_anchor(&anchor("a", "x", old, base), None)
         .await
         .unwrap();
     let jobs = (0..JOBS)
@@ -314,7 +331,7 @@ pub async fn a_reader_never_sees_half_a_move(store: Arc<dyn Store>) {
         })
     };
     let moved = store
-        .put_anchor(&anchor("a", "x", new, base + ms(1)))
+        .put_anchor(&anchor("a", "x", new, base + ms(1)), None)
         .await
         .unwrap();
     assert_eq!(moved.len(), JOBS);
@@ -328,7 +345,10 @@ pub async fn an_anchor_is_bounded_and_moves_all_its_jobs(store: Arc<dyn Store>) 
     use hourglass_core::anchor::MAX_JOBS_PER_ANCHOR;
     let base = t(T0);
     let at = base + ms(3_600_000);
-    store.put_anchor(&anchor("a", "x", at, base)).await.unwrap();
+    store
+        .put_anchor(&anchor("a", "x", at, base), None)
+        .await
+        .unwrap();
     let batch = |n: usize| {
         (0..n)
             .map(|i| on_anchor("a", "x", at, -(i as i64)))
@@ -337,7 +357,7 @@ pub async fn an_anchor_is_bounded_and_moves_all_its_jobs(store: Arc<dyn Store>) 
     for _ in 0..MAX_JOBS_PER_ANCHOR / 1000 {
         create(&*store, batch(1000)).await;
     }
-    let over = store.create_jobs(batch(2)).await;
+    let over = store.create_jobs(batch(2), None).await;
     assert!(matches!(over, Err(StoreError::AnchorFull { name }) if name == "x"));
     assert_eq!(
         store.count_jobs(Some("a")).await.unwrap(),
@@ -345,11 +365,14 @@ pub async fn an_anchor_is_bounded_and_moves_all_its_jobs(store: Arc<dyn Store>) 
         "the refused batch created nothing"
     );
     let moved = store
-        .put_anchor(&anchor("a", "x", at + ms(60_000), base + ms(1)))
+        .put_anchor(&anchor("a", "x", at + ms(60_000), base + ms(1)), None)
         .await
         .unwrap();
     assert_eq!(moved.len() as u64, MAX_JOBS_PER_ANCHOR);
     // Another anchor, or a finished job's place, is free.
-    store.put_anchor(&anchor("a", "y", at, base)).await.unwrap();
+    store
+        .put_anchor(&anchor("a", "y", at, base), None)
+        .await
+        .unwrap();
     create(&*store, vec![on_anchor("a", "y", at, 0)]).await;
 }

@@ -23,10 +23,13 @@ fn record(namespace: &str, name: &str, dates: &[&str]) -> CalendarRecord {
 
 pub async fn calendars_are_kept_per_namespace(store: Arc<dyn Store>) {
     let holidays = record("a", "holidays", &["2030-12-25"]);
-    store.put_calendar(&record("a", "zeta", &[])).await.unwrap();
-    store.put_calendar(&holidays).await.unwrap();
     store
-        .put_calendar(&record("b", "holidays", &[]))
+        .put_calendar(&record("a", "zeta", &[]), None)
+        .await
+        .unwrap();
+    store.put_calendar(&holidays, None).await.unwrap();
+    store
+        .put_calendar(&record("b", "holidays", &[]), None)
         .await
         .unwrap();
     assert_eq!(
@@ -48,13 +51,13 @@ pub async fn calendars_are_kept_per_namespace(store: Arc<dyn Store>) {
         updated_at: t(T0) + ms(1_000),
         ..record("a", "holidays", &["2030-12-24", "2030-12-25"])
     };
-    store.put_calendar(&replaced).await.unwrap();
+    store.put_calendar(&replaced, None).await.unwrap();
     assert_eq!(
         store.get_calendar("a", "holidays").await.unwrap(),
         Some(replaced)
     );
-    assert!(store.delete_calendar("a", "holidays").await.unwrap());
-    assert!(!store.delete_calendar("a", "holidays").await.unwrap());
+    assert!(store.delete_calendar("a", "holidays", None).await.unwrap());
+    assert!(!store.delete_calendar("a", "holidays", None).await.unwrap());
     assert_eq!(store.get_calendar("a", "holidays").await.unwrap(), None);
     assert_eq!(store.list_calendars("b").await.unwrap().len(), 1);
 }

@@ -154,7 +154,7 @@ pub async fn next_due_tracks_earliest_active(store: Arc<dyn Store>) {
         Some(base + ms(3000))
     );
     store
-        .transition(Some("a"), sooner_id, Transition::Pause { now: base })
+        .transition(Some("a"), sooner_id, Transition::Pause { now: base }, None)
         .await
         .unwrap();
     assert_eq!(

@@ -421,11 +421,11 @@ pub async fn a_job_keeps_the_error_of_its_latest_failed_attempt(store: Arc<dyn S
 
     // Transitions keep it; a stale completion does not touch it.
     store
-        .transition(Some("a"), id, Transition::Pause { now: retry_at })
+        .transition(Some("a"), id, Transition::Pause { now: retry_at }, None)
         .await
         .unwrap();
     let resumed = store
-        .transition(Some("a"), id, Transition::Resume { now: retry_at })
+        .transition(Some("a"), id, Transition::Resume { now: retry_at }, None)
         .await
         .unwrap();
     assert_eq!(resumed.last_error.as_deref(), Some(kept.as_str()));
@@ -521,7 +521,9 @@ pub async fn an_update_under_a_stale_reading_changes_nothing(store: Arc<dyn Stor
         now: base,
         read_token: Some(from.token),
     };
-    let stale = store.update_job(Some("a"), read.id, edit(&read)).await;
+    let stale = store
+        .update_job(Some("a"), read.id, edit(&read), None)
+        .await;
     assert!(matches!(stale, Err(StoreError::Changed)), "{stale:?}");
     let job = store.get_job(None, read.id).await.unwrap().unwrap();
     assert_eq!(
@@ -531,7 +533,7 @@ pub async fn an_update_under_a_stale_reading_changes_nothing(store: Arc<dyn Stor
     );
     assert_eq!(job.payload, read.payload, "nothing was written");
     let applied = store
-        .update_job(Some("a"), read.id, edit(&job))
+        .update_job(Some("a"), read.id, edit(&job), None)
         .await
         .unwrap();
     assert_eq!(applied.next_due, Some(next));

@@ -56,6 +56,34 @@ pub fn job(namespace: &str, due: jiff::Timestamp, queue: Option<&str>) -> NewJob
     }
 }
 
+/// The audit entry of a create in `namespace` as the engine hands it over (the store names the
+/// jobs it creates).
+pub fn create_entry(namespace: &str) -> crate::AuditRecord {
+    crate::AuditRecord {
+        at: t0(),
+        namespace: namespace.into(),
+        key_id: "k-test".into(),
+        action: crate::AuditAction::Create,
+        jobs: Vec::new(),
+        count: 0,
+        dead_letter: None,
+        fields: Vec::new(),
+        name: None,
+    }
+}
+
+/// Every job the audit log of `namespace` names, in every entry (newest first).
+pub async fn audited_jobs(store: &dyn crate::Store, namespace: &str) -> Vec<hourglass_core::JobId> {
+    let query = crate::AuditQuery {
+        namespace: namespace.into(),
+        before: None,
+        job: None,
+        limit: 1000,
+    };
+    let entries = store.audit_entries(query).await.unwrap();
+    entries.into_iter().flat_map(|e| e.record.jobs).collect()
+}
+
 /// A 30-second lease of `owner` with the clock at `now`.
 pub fn lease(owner: &str, now: jiff::Timestamp) -> Lease {
     Lease {

@@ -46,13 +46,13 @@ pub async fn dead_letters_are_recorded_listed_and_deleted(store: Arc<dyn Store>)
     );
     assert!(
         !store
-            .delete_dead_letter(Some("b"), letter.id)
+            .delete_dead_letter(Some("b"), letter.id, None)
             .await
             .unwrap()
     );
     assert!(
         store
-            .delete_dead_letter(Some("a"), letter.id)
+            .delete_dead_letter(Some("a"), letter.id, None)
             .await
             .unwrap()
     );
@@ -87,7 +87,12 @@ pub async fn purge_removes_only_old_finished_work(store: Arc<dyn Store>) {
         .collect();
     store.complete(finish, base).await.unwrap();
     store
-        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .transition(
+            Some("a"),
+            cancelled_id,
+            Transition::Cancel { now: base },
+            None,
+        )
         .await
         .unwrap();
     // A recent run of the recurring job, two hours later.

@@ -88,11 +88,11 @@ pub async fn a_jittered_job_keeps_its_jitter_and_fires_late(store: Arc<dyn Store
     // Paused and resumed, a job fires at its next occurrence's jittered time again.
     let now = fire + ms(1);
     store
-        .transition(Some("a"), id, Transition::Pause { now })
+        .transition(Some("a"), id, Transition::Pause { now }, None)
         .await
         .unwrap();
     let resumed = store
-        .transition(Some("a"), id, Transition::Resume { now })
+        .transition(Some("a"), id, Transition::Resume { now }, None)
         .await
         .unwrap();
     assert_eq!(resumed.state, JobState::Active);

@@ -40,7 +40,7 @@ pub async fn idempotent_create_by_key(store: Arc<dyn Store>) {
     let mut different = one_off("a", t(T0));
     different.key = Some("k".into());
     different.fingerprint = 2;
-    match store.create_jobs(vec![different]).await {
+    match store.create_jobs(vec![different], None).await {
         Err(StoreError::KeyConflict { existing, .. }) => assert_eq!(existing, first_id),
         other => panic!("expected a key conflict, got {other:?}"),
     }
@@ -83,7 +83,7 @@ pub async fn a_job_is_found_by_its_key_in_its_namespace(store: Arc<dyn Store>) {
     );
 
     store
-        .transition(Some("a"), id, Transition::Cancel { now: t(T0) })
+        .transition(Some("a"), id, Transition::Cancel { now: t(T0) }, None)
         .await
         .unwrap();
     assert!(store.get_job_by_key("a", key).await.unwrap().is_none());
@@ -105,7 +105,7 @@ pub async fn batch_is_all_or_nothing(store: Arc<dyn Store>) {
     conflicting.key = Some("taken".into());
     conflicting.fingerprint = 99;
     let err = store
-        .create_jobs(vec![fresh, conflicting])
+        .create_jobs(vec![fresh, conflicting], None)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::KeyConflict { index: 1, .. }));
@@ -119,7 +119,7 @@ pub async fn namespaces_are_isolated(store: Arc<dyn Store>) {
     assert!(store.get_job(Some("b"), id).await.unwrap().is_none());
     assert!(matches!(
         store
-            .transition(Some("b"), id, Transition::Cancel { now: t(T0) })
+            .transition(Some("b"), id, Transition::Cancel { now: t(T0) }, None)
             .await,
         Err(StoreError::NotFound)
     ));
@@ -178,7 +178,7 @@ pub async fn list_filters_and_paginates(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(due_window.len(), 3);
     store
-        .transition(Some("a"), ids[0], Transition::Pause { now: base })
+        .transition(Some("a"), ids[0], Transition::Pause { now: base }, None)
         .await
         .unwrap();
     let paused = store
@@ -226,7 +226,7 @@ pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
     );
     // A rotation with an overlap keeps the replaced secret until then.
     store
-        .rotate_signing_secret("a", "whsec_two", Some(base + ms(60_000)))
+        .rotate_signing_secret("a", "whsec_two", Some(base + ms(60_000)), None)
         .await
         .unwrap();
     assert_eq!(
@@ -238,7 +238,7 @@ pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
     );
     // One without drops it at once.
     store
-        .rotate_signing_secret("a", "whsec_three", None)
+        .rotate_signing_secret("a", "whsec_three", None, None)
         .await
         .unwrap();
     assert_eq!(
@@ -247,7 +247,7 @@ pub async fn signing_secret_round_trips(store: Arc<dyn Store>) {
     );
     // Rotating a namespace that never had a secret has nothing to keep.
     store
-        .rotate_signing_secret("c", "whsec_first", Some(base))
+        .rotate_signing_secret("c", "whsec_first", Some(base), None)
         .await
         .unwrap();
     assert_eq!(
@@ -268,7 +268,7 @@ pub async fn signing_secrets_are_replaced_only_over_what_was_read(store: Arc<dyn
     store.init_signing_secret("b", "whsec_b").await.unwrap();
     store.init_signing_secret("a", "whsec_a").await.unwrap();
     store
-        .rotate_signing_secret("a", "whsec_a2", Some(until))
+        .rotate_signing_secret("a", "whsec_a2", Some(until), None)
         .await
         .unwrap();
     assert_eq!(store.signing_namespaces().await.unwrap(), ["a", "b"]);

@@ -119,7 +119,7 @@ pub async fn labels_round_trip_and_selectors_and_together(store: Arc<dyn Store>)
 
     // With the other filters: the state.
     store
-        .transition(Some("a"), ids[1], Transition::Pause { now: t(T0) })
+        .transition(Some("a"), ids[1], Transition::Pause { now: t(T0) }, None)
         .await
         .unwrap();
     let paused = selected(s, Some("a"), &["tenant=acme"], Some(JobState::Paused), 10).await;
@@ -161,6 +161,7 @@ pub async fn an_update_replaces_labels_and_the_index_follows(store: Arc<dyn Stor
             Some("a"),
             id,
             update(&[("tenant", "globex"), ("team", "x")]),
+            None,
         )
         .await
         .unwrap();
@@ -184,6 +185,7 @@ pub async fn an_update_replaces_labels_and_the_index_follows(store: Arc<dyn Stor
             Some("a"),
             id,
             update(&[("tenant", "globex"), ("team", "x")]),
+            None,
         )
         .await
         .unwrap();
@@ -192,7 +194,10 @@ pub async fn an_update_replaces_labels_and_the_index_follows(store: Arc<dyn Stor
         vec![id]
     );
     // No labels: nothing selects it, and it still lists without a selector.
-    store.update_job(Some("a"), id, update(&[])).await.unwrap();
+    store
+        .update_job(Some("a"), id, update(&[]), None)
+        .await
+        .unwrap();
     assert!(
         selected(s, Some("a"), &["tenant"], None, 10)
             .await
@@ -201,11 +206,11 @@ pub async fn an_update_replaces_labels_and_the_index_follows(store: Arc<dyn Stor
     assert_eq!(selected(s, Some("a"), &[], None, 10).await, vec![id]);
     // Labels again, then the job cancelled and purged: no selector finds it.
     store
-        .update_job(Some("a"), id, update(&[("tenant", "acme")]))
+        .update_job(Some("a"), id, update(&[("tenant", "acme")]), None)
         .await
         .unwrap();
     store
-        .transition(Some("a"), id, Transition::Cancel { now: base })
+        .transition(Some("a"), id, Transition::Cancel { now: base }, None)
         .await
         .unwrap();
     assert_eq!(

@@ -63,6 +63,7 @@ pub async fn events_announce_due_work(store: Arc<dyn Store>) {
                 now: base,
                 key: None,
             },
+            None,
         )
         .await
         .unwrap();
@@ -97,7 +98,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
         .await
         .remove(0);
     let paused = store
-        .transition(Some("a"), id, Transition::Pause { now: base })
+        .transition(Some("a"), id, Transition::Pause { now: base }, None)
         .await
         .unwrap();
     assert_eq!(paused.state, JobState::Paused);
@@ -126,7 +127,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
 
     let resume_at = base + ms(10_500);
     let resumed = store
-        .transition(Some("a"), id, Transition::Resume { now: resume_at })
+        .transition(Some("a"), id, Transition::Resume { now: resume_at }, None)
         .await
         .unwrap();
     assert_eq!(resumed.state, JobState::Active);
@@ -141,13 +142,14 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
                 now: trigger_at,
                 key: None,
             },
+            None,
         )
         .await
         .unwrap();
     assert_eq!(triggered.next_due, Some(trigger_at));
 
     let cancelled = store
-        .transition(Some("a"), id, Transition::Cancel { now: trigger_at })
+        .transition(Some("a"), id, Transition::Cancel { now: trigger_at }, None)
         .await
         .unwrap();
     assert_eq!(cancelled.state, JobState::Cancelled);
@@ -155,7 +157,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
     assert_eq!(store.next_due(ClaimScope::Fired).await.unwrap(), None);
     assert!(matches!(
         store
-            .transition(Some("a"), id, Transition::Resume { now: trigger_at })
+            .transition(Some("a"), id, Transition::Resume { now: trigger_at }, None)
             .await,
         Err(StoreError::InvalidState {
             state: JobState::Cancelled,
@@ -164,7 +166,7 @@ pub async fn pause_resume_cancel_trigger(store: Arc<dyn Store>) {
     ));
     // Cancelling twice is harmless.
     store
-        .transition(Some("a"), id, Transition::Cancel { now: trigger_at })
+        .transition(Some("a"), id, Transition::Cancel { now: trigger_at }, None)
         .await
         .unwrap();
 }
@@ -191,6 +193,7 @@ pub async fn update_replaces_spec_and_fences_claims(store: Arc<dyn Store>) {
                 next_due: Some(new_due),
                 now: base,
             },
+            None,
         )
         .await
         .unwrap();
@@ -233,6 +236,7 @@ pub async fn edits_and_transitions_answer_the_token_that_fences_older_claims(
                 next_due: Some(base),
                 now: base,
             },
+            None,
         )
         .await
         .unwrap();
@@ -256,7 +260,10 @@ pub async fn edits_and_transitions_answer_the_token_that_fences_older_claims(
         |now| Transition::Resume { now },
         |now| Transition::Trigger { now, key: None },
     ] {
-        let changed = store.transition(Some("a"), id, make(base)).await.unwrap();
+        let changed = store
+            .transition(Some("a"), id, make(base), None)
+            .await
+            .unwrap();
         assert!(changed.token > last, "{:?} raises the token", make(base));
         last = changed.token;
     }
@@ -283,7 +290,7 @@ pub async fn a_repeated_keyed_trigger_changes_nothing(store: Arc<dyn Store>) {
         let key = key.map(str::to_owned);
         async move {
             store
-                .transition(Some("a"), id, Transition::Trigger { now, key })
+                .transition(Some("a"), id, Transition::Trigger { now, key }, None)
                 .await
         }
     };
@@ -332,7 +339,7 @@ pub async fn a_repeated_keyed_trigger_changes_nothing(store: Arc<dyn Store>) {
     );
 
     store
-        .transition(Some("a"), id, Transition::Cancel { now: base })
+        .transition(Some("a"), id, Transition::Cancel { now: base }, None)
         .await
         .unwrap();
     let retried = trigger(base + ms(1200), Some("k2")).await.unwrap();
@@ -396,13 +403,13 @@ pub async fn payloads_of_every_size_come_back_whole(store: Arc<dyn Store>) {
         now: base,
     };
     let small = store
-        .update_job(Some("a"), ids[0], edit("[1]"))
+        .update_job(Some("a"), ids[0], edit("[1]"), None)
         .await
         .unwrap();
     assert_eq!(small.payload.as_deref(), Some("[1]"));
     let other = sized("d", 30_000);
     store
-        .update_job(Some("a"), ids[0], edit(&other))
+        .update_job(Some("a"), ids[0], edit(&other), None)
         .await
         .unwrap();
     let got = store.get_job(Some("a"), ids[0]).await.unwrap().unwrap();

@@ -3,6 +3,7 @@
 
 mod anchors;
 mod audit;
+mod audited;
 mod calendars;
 mod callbacks;
 mod claims;
@@ -19,6 +20,7 @@ mod queues;
 
 pub use self::anchors::*;
 pub use self::audit::*;
+pub use self::audited::*;
 pub use self::calendars::*;
 pub use self::callbacks::*;
 pub use self::claims::*;
@@ -93,6 +95,8 @@ macro_rules! conformance_tests {
             audit_entries_in_one_millisecond_page_without_loss,
             audit_logs_are_per_namespace_and_filter_by_job,
             old_audit_entries_are_purged_oldest_first,
+            an_entry_commits_with_its_change_and_never_with_a_refusal,
+            anchors_and_audit_entries_stay_apart,
             labels_round_trip_and_selectors_and_together,
             an_update_replaces_labels_and_the_index_follows,
             a_completion_creates_its_callback_job_with_it,
@@ -220,7 +224,7 @@ fn done(occ: &Occurrence, action: Action) -> Completion {
 }
 
 async fn create(store: &dyn Store, jobs: Vec<NewJob>) -> Vec<Created> {
-    store.create_jobs(jobs).await.expect("create")
+    store.create_jobs(jobs, None).await.expect("create")
 }
 
 fn queue_job(namespace: &str, queue: &str, job_type: &str, due: Timestamp) -> NewJob {

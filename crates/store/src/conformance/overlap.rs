@@ -123,6 +123,7 @@ pub async fn a_backfill_is_kept_with_the_spec_and_claimable_at_once(store: Arc<d
                 next_due: Some(anchor),
                 now,
             },
+            None,
         )
         .await
         .unwrap();

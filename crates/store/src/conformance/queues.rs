@@ -328,6 +328,7 @@ pub async fn update_can_move_a_job_between_target_kinds(store: Arc<dyn Store>) {
                 next_due: Some(base),
                 now: base,
             },
+            None,
         )
         .await
         .unwrap();
@@ -368,7 +369,12 @@ pub async fn gauges_count_states_backlog_and_queues(store: Arc<dyn Store>) {
     )
     .await;
     store
-        .transition(Some("a"), cancelled_id, Transition::Cancel { now: base })
+        .transition(
+            Some("a"),
+            cancelled_id,
+            Transition::Cancel { now: base },
+            None,
+        )
         .await
         .unwrap();
     // Claim the oldest fired occurrence and one queue message.
@@ -512,6 +518,7 @@ pub async fn a_leased_message_moved_to_a_webhook_stays_off_its_old_queue(store: 
                 next_due: Some(base),
                 now: base,
             },
+            None,
         )
         .await
         .unwrap();
@@ -558,7 +565,7 @@ pub async fn a_queue_lists_its_messages_with_their_leases(store: Arc<dyn Store>)
     )
     .await;
     store
-        .transition(Some("a"), paused_id, Transition::Pause { now: base })
+        .transition(Some("a"), paused_id, Transition::Pause { now: base }, None)
         .await
         .unwrap();
     let list = |namespace: Option<&str>, name: &str, state, after, limit| {
@@ -678,6 +685,7 @@ pub async fn a_queue_lists_its_messages_with_their_leases(store: Arc<dyn Store>)
                 next_due: Some(base),
                 now: base,
             },
+            None,
         )
         .await
         .unwrap();

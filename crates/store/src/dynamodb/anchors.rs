@@ -2,7 +2,10 @@
 //!
 //! | item | `pk` | `sk` |
 //! |---|---|---|
-//! | anchor | `a#<namespace>` | `<name>` |
+//! | anchor | `an#<namespace>` | `<name>` |
+//!
+//! (Not `a#`: that is the namespace's audit log, whose entries a listing of anchors would read,
+//! and whose retention sweep would take anchors for old entries.)
 //!
 //! **Not atomic.** A DynamoDB transaction holds at most 100 items and an anchor may have 10,000
 //! jobs, so a move writes the anchor item first, then re-times its jobs one edit each (the edit
@@ -29,12 +32,12 @@ use super::item::{Attrs, key, n};
 use super::table::{Change, Query};
 use crate::anchors::{anchor_of, cancel_reason, is_live, move_update, rebase_new};
 use crate::{
-    AnchorDelete, AnchorDeleted, AnchorRecord, JobQuery, JobRecord, NewJob, Result, StoreError,
-    Transition,
+    AnchorDelete, AnchorDeleted, AnchorRecord, AuditRecord, JobQuery, JobRecord, NewJob, Result,
+    StoreError, Transition,
 };
 
 fn anchors_pk(namespace: &str) -> String {
-    format!("a#{namespace}")
+    format!("an#{namespace}")
 }
 
 /// Times a job is edited again when it changes under a move (a completion, a claim).
@@ -105,7 +108,7 @@ async fn move_one(
         let Some(update) = move_update(&job, &record.name, record.at, record.updated_at) else {
             return Ok(None);
         };
-        match super::jobs::update_job(inner, Some(&record.namespace), job.id, update).await {
+        match super::jobs::update_job(inner, Some(&record.namespace), job.id, update, None).await {
             Ok(moved) => return Ok(Some(moved)),
             Err(StoreError::Changed) => {
                 match super::jobs::get_job(inner, Some(&record.namespace), job.id).await? {
@@ -122,7 +125,13 @@ async fn move_one(
     ))
 }
 
-pub(super) async fn put(inner: &Inner, record: &AnchorRecord) -> Result<Vec<JobRecord>> {
+/// Moves the anchor and its jobs; `audit`, naming the jobs moved, is put after the last of them
+/// (not atomic: see the module's and `audit.rs`'s documentation).
+pub(super) async fn put(
+    inner: &Inner,
+    record: &AnchorRecord,
+    audit: Option<AuditRecord>,
+) -> Result<Vec<JobRecord>> {
     let mut change = Change::new(key(anchors_pk(&record.namespace), &record.name));
     change.set("at", n(record.at.as_millisecond()));
     change.set("upd", n(record.updated_at.as_millisecond()));
@@ -133,6 +142,10 @@ pub(super) async fn put(inner: &Inner, record: &AnchorRecord) -> Result<Vec<JobR
             moved.push(job);
         }
     }
+    if let Some(entry) = audit {
+        let entry = entry.naming(moved.iter().map(|job| job.id));
+        super::audit::append(inner, entry).await?;
+    }
     Ok(moved)
 }
 
@@ -141,6 +154,7 @@ pub(super) async fn delete(
     namespace: &str,
     name: &str,
     how: AnchorDelete,
+    audit: Option<AuditRecord>,
 ) -> Result<AnchorDeleted> {
     if get(inner, namespace, name).await?.is_none() {
         return Ok(AnchorDeleted::NotFound);
@@ -161,11 +175,17 @@ pub(super) async fn delete(
     let mut cancelled = 0;
     for job in live {
         let cancel = Transition::Cancel { now };
-        match super::jobs::transition(inner, Some(namespace), job.id, cancel, Some(&reason)).await {
+        let cancelled_one =
+            super::jobs::transition(inner, Some(namespace), job.id, cancel, Some(&reason), None);
+        match cancelled_one.await {
             Ok(_) => cancelled += 1,
             Err(StoreError::InvalidState { .. } | StoreError::NotFound) => {}
             Err(e) => return Err(e),
         }
+    }
+    if let Some(mut entry) = audit {
+        entry.count = u32::try_from(cancelled).unwrap_or(u32::MAX);
+        super::audit::append(inner, entry).await?;
     }
     Ok(AnchorDeleted::Deleted { cancelled })
 }

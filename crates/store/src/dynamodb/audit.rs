@@ -1,12 +1,23 @@
 //! The audit log on DynamoDB: one item per entry in its namespace's partition, `a#<ns>`, sorted
 //! by `<at ms>#<seq>` (`seq` random, as DynamoDB has no sequences), read newest first with one
-//! Query. An entry is one unconditional put (a retried put writes the same item again), a write
-//! unit for the usual entry under 1 KB: its job ids are bounded (`AUDIT_JOB_IDS`).
+//! Query. An entry is one unconditional put of an item under 1 KB (its job ids are bounded by
+//! `AUDIT_JOB_IDS`).
 //!
-//! It is written after the change it records, not in its transaction (a create batch is not one
-//! transaction here anyway): a writer that crashes in between leaves the change without its
-//! entry, and the request unanswered. Retention is `ttl`, as for runs; with retention off the
-//! sweep deletes by scanning, as `history::purge` does for runs.
+//! Where its change is one transaction, the entry is one more Put in that `TransactWriteItems`
+//! ([`item`]): an edit or a transition (whose transaction a refusal or a lost race cancels,
+//! entry and all), a dead letter's delete, and, with an entry to write, a signing secret's
+//! rotation and a calendar's put or delete (made transactions for it: two write units each, as
+//! every item of a transaction costs double). Where the change is not one transaction here, the
+//! entry is as close to it as this table allows, and a crash in between can still separate them:
+//! - a create batch (many unconditional writes, not a transaction: see `jobs::write_new`) puts
+//!   its entry in its last request, beside the registry items that make its jobs listed; a
+//!   failed batch deletes the entry with the rest of what it wrote, but a writer that dies after
+//!   its jobs' items and before that last request leaves them without an entry;
+//! - an anchor's move or delete (one edit or cancel per job: see `anchors.rs`) puts its entry on
+//!   its own after the last job, naming the jobs it moved or counting those it cancelled.
+//!
+//! Retention is `ttl`, as for runs; with retention off the sweep deletes by scanning, as
+//! `history::purge` does for runs.
 
 use hourglass_core::from_ms;
 use jiff::Timestamp;
@@ -25,6 +36,11 @@ fn audit_sk(cursor: AuditCursor) -> String {
 }
 
 pub(super) async fn append(inner: &Inner, record: AuditRecord) -> Result<()> {
+    inner.put(item(inner, &record)).await
+}
+
+/// The item of an entry, to put in its change's transaction (or on its own, [`append`]).
+pub(super) fn item(inner: &Inner, record: &AuditRecord) -> Item {
     let at = record.at.as_millisecond();
     let seq = (rand::random::<u64>() >> 1) as i64;
     let cursor = AuditCursor { at_ms: at, seq };
@@ -49,7 +65,15 @@ pub(super) async fn append(inner: &Inner, record: AuditRecord) -> Result<()> {
     if let Some(ttl) = inner.finished_ttl(at) {
         item.insert("ttl".into(), n(ttl));
     }
-    inner.put(item).await
+    item
+}
+
+/// `record`'s item as a Put of a transaction.
+pub(super) fn put_action(
+    inner: &Inner,
+    record: &AuditRecord,
+) -> aws_sdk_dynamodb::types::TransactWriteItem {
+    super::table::put(&inner.table, item(inner, record))
 }
 
 fn entry_from_item(namespace: &str, item: &Item) -> Result<AuditEntry> {

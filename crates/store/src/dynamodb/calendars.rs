@@ -9,17 +9,34 @@
 use super::Inner;
 use super::item::{Attrs, key, n, s};
 use super::table::{Change, Query};
-use crate::{CalendarRecord, Result};
+use crate::{AuditRecord, CalendarRecord, Result};
 
 fn calendars_pk(namespace: &str) -> String {
     format!("c#{namespace}")
 }
 
-pub(super) async fn put(inner: &Inner, record: &CalendarRecord) -> Result<()> {
+/// Writes the calendar; with an entry to write, the two in one transaction.
+pub(super) async fn put(
+    inner: &Inner,
+    record: &CalendarRecord,
+    audit: Option<&AuditRecord>,
+) -> Result<()> {
     let mut item = key(calendars_pk(&record.namespace), &record.name);
     item.insert("cal".into(), s(record.encode()));
     item.insert("at".into(), n(record.updated_at.as_millisecond()));
-    inner.put(item).await
+    let Some(entry) = audit else {
+        return inner.put(item).await;
+    };
+    let actions = vec![
+        super::table::put(&inner.table, item),
+        super::audit::put_action(inner, entry),
+    ];
+    match inner.transact(actions).await? {
+        Ok(()) => Ok(()),
+        Err(_) => Err(crate::StoreError::Unavailable(
+            "dynamodb: a calendar's write was cancelled; try again".into(),
+        )),
+    }
 }
 
 pub(super) async fn get(
@@ -52,8 +69,22 @@ pub(super) async fn list(inner: &Inner, namespace: &str) -> Result<Vec<CalendarR
     Ok(out)
 }
 
-pub(super) async fn delete(inner: &Inner, namespace: &str, name: &str) -> Result<bool> {
+/// Deletes the calendar if there is one; with an entry to write, the two in one transaction
+/// (cancelled, entry and all, when there is no calendar).
+pub(super) async fn delete(
+    inner: &Inner,
+    namespace: &str,
+    name: &str,
+    audit: Option<&AuditRecord>,
+) -> Result<bool> {
     let mut change = Change::new(key(calendars_pk(namespace), name));
     change.when("attribute_exists(#pk)", &["pk"], vec![]);
-    inner.delete_if(change).await
+    let Some(entry) = audit else {
+        return inner.delete_if(change).await;
+    };
+    let actions = vec![
+        change.into_delete(&inner.table),
+        super::audit::put_action(inner, entry),
+    ];
+    Ok(inner.transact(actions).await?.is_ok())
 }

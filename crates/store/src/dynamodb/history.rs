@@ -125,6 +125,7 @@ pub(super) async fn delete_dead_letter(
     inner: &Inner,
     namespace: Option<&str>,
     id: i64,
+    audit: Option<&crate::AuditRecord>,
 ) -> Result<bool> {
     let mut change = Change::new(key(letter_pk(id), LETTER_SK));
     change.when("attribute_exists(#pk)", &["pk"], vec![]);
@@ -139,6 +140,7 @@ pub(super) async fn delete_dead_letter(
     for list in super::complete::letter_lists(inner, &letter.namespace, id) {
         actions.push(super::table::delete(&inner.table, list, None));
     }
+    actions.extend(audit.map(|entry| super::audit::put_action(inner, entry)));
     Ok(inner.transact(actions).await?.is_ok())
 }
 
@@ -387,6 +389,7 @@ pub(super) async fn rotate_signing_secret(
     namespace: &str,
     secret: &str,
     previous_until: Option<Timestamp>,
+    audit: Option<&crate::AuditRecord>,
 ) -> Result<()> {
     for _ in 0..5 {
         let old = signing_secrets(inner, namespace).await?;
@@ -409,7 +412,18 @@ pub(super) async fn rotate_signing_secret(
             Some(old) => change.when("#cur = {}", &["cur"], vec![s(&old.current)]),
             None => change.when("attribute_not_exists(#cur)", &["cur"], vec![]),
         }
-        if inner.update(change, false).await?.is_some() {
+        // With an entry to write, the rotation and its entry are one transaction.
+        let rotated = match audit {
+            None => inner.update(change, false).await?.is_some(),
+            Some(entry) => {
+                let actions = vec![
+                    change.into_action(&inner.table),
+                    super::audit::put_action(inner, entry),
+                ];
+                inner.transact(actions).await?.is_ok()
+            }
+        };
+        if rotated {
             return Ok(());
         }
     }

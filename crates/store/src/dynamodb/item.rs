@@ -24,6 +24,7 @@
 //! | table settings | `meta` | `meta` |
 //! | node heartbeat (`nodes.rs`; not written by serverless ticks) | `nodes` | `<node id>` |
 //! | audit entry (`audit.rs`) | `a#<ns>` | `<at ms>#<seq>` |
+//! | anchor (`anchors.rs`) | `an#<ns>` | `<name>` |
 //!
 //! Numbers inside sort keys are zero-padded to 20 digits (negative instants count as 0), so
 //! that string order is numeric order. Items that retention removes carry `ttl` (seconds since

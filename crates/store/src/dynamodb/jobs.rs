@@ -14,9 +14,11 @@ use super::item::{
     payload_key, queues_pk, registry_pk, s, state_code,
 };
 use super::payload;
+// Where the other writers of job items (completions, claims) have long found it.
+pub(super) use super::listing::keep_listed;
 use super::table::{Change, Query, TTL, delete, put};
 use crate::rules::{TransitionPlan, plan_transition, plan_update};
-use crate::{Created, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
+use crate::{AuditRecord, Created, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
 
 /// How long a key item without its job is taken to belong to a create still under way.
 pub(super) const KEY_GRACE_MS: i64 = 60_000;
@@ -46,11 +48,15 @@ enum Creation {
     SameAs(usize),
 }
 
-pub(super) async fn create_jobs(inner: &Inner, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+pub(super) async fn create_jobs(
+    inner: &Inner,
+    jobs: Vec<NewJob>,
+    audit: Option<&AuditRecord>,
+) -> Result<Vec<Created>> {
     for race in 0..RACES {
         after_lost_race(race).await;
         let decisions = decide(inner, &jobs).await?;
-        if write_new(inner, &jobs, &decisions).await? {
+        if write_new(inner, &jobs, &decisions, audit).await? {
             let mut dues = super::Dues::default();
             for (job, decision) in jobs.iter().zip(&decisions) {
                 if matches!(decision, Creation::New) {
@@ -150,10 +156,16 @@ async fn release_key(inner: &Inner, namespace: &str, key_text: &str, holder: Job
 
 /// Writes the new jobs: their keys (each a conditional put, so a key taken meanwhile is seen),
 /// payload items, job items, due entries, and last the namespace's registry item, which makes
-/// them listed. Nothing here is a transaction (which would bill every item twice); a failure
-/// deletes what this call wrote. `false` when a key was taken meanwhile: the batch must be
-/// decided again.
-async fn write_new(inner: &Inner, jobs: &[NewJob], decisions: &[Creation]) -> Result<bool> {
+/// them listed, with `audit` naming them beside it in that last request. Nothing here is a
+/// transaction (which would bill every item twice); a failure deletes what this call wrote, its
+/// audit entry included. `false` when a key was taken meanwhile: the batch must be decided
+/// again.
+async fn write_new(
+    inner: &Inner,
+    jobs: &[NewJob],
+    decisions: &[Creation],
+    audit: Option<&AuditRecord>,
+) -> Result<bool> {
     let new: Vec<&NewJob> = jobs
         .iter()
         .zip(decisions)
@@ -171,7 +183,7 @@ async fn write_new(inner: &Inner, jobs: &[NewJob], decisions: &[Creation]) -> Re
     )
     .await?;
     let mut written: Vec<Item> = Vec::new();
-    let outcome = write_parts(inner, &new, &mut written).await;
+    let outcome = write_parts(inner, &new, audit, &mut written).await;
     // Undone in the reverse order: an entry goes before the job items it lists (a claim trusting
     // its snapshot must never find an entry whose jobs were undone).
     written.reverse();
@@ -191,7 +203,12 @@ async fn write_new(inner: &Inner, jobs: &[NewJob], decisions: &[Creation]) -> Re
     }
 }
 
-async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) -> Result<bool> {
+async fn write_parts(
+    inner: &Inner,
+    new: &[&NewJob],
+    audit: Option<&AuditRecord>,
+    written: &mut Vec<Item>,
+) -> Result<bool> {
     for job in new {
         let Some(key_text) = &job.key else { continue };
         let mut item = key(key_pk(&job.namespace, key_text), KEY_SK);
@@ -337,7 +354,15 @@ async fn write_parts(inner: &Inner, new: &[&NewJob], written: &mut Vec<Item>) ->
         written.push(key(entry.str("pk")?.to_owned(), entry.str("sk")?));
     }
     inner.put_many(entries).await?;
-    inner.put_many(registry).await?;
+    // The batch's audit entry in the last request, beside the registry items: as near to the
+    // jobs' own writes as a batch that is not a transaction allows (`audit.rs`).
+    let mut last = registry;
+    if let Some(audit) = audit {
+        let entry = super::audit::item(inner, &audit.clone().naming(new.iter().map(|j| j.id)));
+        written.push(key(entry.str("pk")?.to_owned(), entry.str("sk")?));
+        last.push(entry);
+    }
+    inner.put_many(last).await?;
     Ok(true)
 }
 
@@ -549,32 +574,6 @@ fn reschedule(
     (entry, ttl)
 }
 
-/// Keeps a job's registry item (what lists it in its namespace) from expiring before the job
-/// does: when a change moves the job item's expiry past the one its registry item had when the
-/// job was created, or removes it, the registry item's follows (a job item of an older version
-/// of this store names none).
-pub(super) async fn keep_listed(inner: &Inner, home: &Item, ttl: Option<i64>) -> Result<()> {
-    let (Some(sk), Some(listed_until)) = (home.opt_str("reg")?, home.opt_num("regttl")?) else {
-        return Ok(());
-    };
-    if ttl.is_some_and(|t| t <= listed_until) {
-        return Ok(());
-    }
-    let mut change = Change::new(key(registry_pk(home.str("ns")?), sk));
-    match ttl {
-        Some(ttl) => {
-            change.when("#ttl < {}", &[TTL], vec![n(ttl)]);
-            change.set(TTL, n(ttl));
-        }
-        None => {
-            change.when("attribute_exists(#ttl)", &[TTL], vec![]);
-            change.remove(TTL);
-        }
-    }
-    // A failed condition: another job of the batch moved it already.
-    inner.update(change, false).await.map(|_| ())
-}
-
 /// Takes a changed job out of the entry that lists it, as that entry was read (a claim or
 /// another change since fails the transaction, which is then decided again): the entry is
 /// deleted when the job was its last. So an edited or cancelled job leaves no listing behind for
@@ -628,6 +627,7 @@ pub(super) async fn update_job(
     namespace: Option<&str>,
     id: JobId,
     update: JobUpdate,
+    audit: Option<&AuditRecord>,
 ) -> Result<JobRecord> {
     let mut registered = false;
     for race in 0..RACES {
@@ -685,6 +685,7 @@ pub(super) async fn update_job(
             &inner.table,
             fence(id, super::entry::record_token(version), now),
         ));
+        actions.extend(audit.map(|entry| super::audit::put_action(inner, entry)));
         if inner.transact(actions).await?.is_ok() {
             keep_listed(inner, &read.home, ttl).await?;
             announce_change(inner, record, &update.spec, fire, version);
@@ -702,6 +703,7 @@ pub(super) async fn transition(
     id: JobId,
     transition: Transition,
     reason: Option<&str>,
+    audit: Option<&AuditRecord>,
 ) -> Result<JobRecord> {
     let mut registered = false;
     for race in 0..RACES {
@@ -764,6 +766,7 @@ pub(super) async fn transition(
             &inner.table,
             fence(id, super::entry::record_token(version), now),
         ));
+        actions.extend(audit.map(|entry| super::audit::put_action(inner, entry)));
         if inner.transact(actions).await?.is_ok() {
             keep_listed(inner, &read.home, ttl).await?;
             announce_change(inner, record, &record.spec, fire, version);

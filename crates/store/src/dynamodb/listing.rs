@@ -1,6 +1,7 @@
 //! Listing and counting a namespace's jobs: its registry (one item of ids per create batch,
 //! written last by `jobs.rs`) read in id order, the jobs it names read and filtered, their claims
-//! and settled deliveries folded in; across namespaces, a scan.
+//! and settled deliveries folded in; across namespaces, a scan. And keeping a registry item
+//! from expiring before a job it lists (`keep_listed`).
 
 use std::collections::HashMap;
 
@@ -8,9 +9,9 @@ use hourglass_core::JobId;
 
 use super::Inner;
 use super::entry::Root;
-use super::item::{Attrs, Item, job_id, job_key, registry_pk};
+use super::item::{Attrs, Item, job_id, job_key, key, n, registry_pk};
 use super::jobs::fold;
-use super::table::Query;
+use super::table::{Change, Query, TTL};
 use crate::{JobQuery, JobRecord, Result, StoreError};
 
 fn matches(query: &JobQuery, job: &JobRecord) -> bool {
@@ -198,4 +199,30 @@ pub(super) async fn count_jobs(inner: &Inner, namespace: Option<&str>) -> Result
         .get_many_as(ids.iter().map(|id| job_key(*id)).collect(), false)
         .await?;
     Ok(found.len() as u64)
+}
+
+/// Keeps a job's registry item (what lists it in its namespace) from expiring before the job
+/// does: when a change moves the job item's expiry past the one its registry item had when the
+/// job was created, or removes it, the registry item's follows (a job item of an older version
+/// of this store names none).
+pub(super) async fn keep_listed(inner: &Inner, home: &Item, ttl: Option<i64>) -> Result<()> {
+    let (Some(sk), Some(listed_until)) = (home.opt_str("reg")?, home.opt_num("regttl")?) else {
+        return Ok(());
+    };
+    if ttl.is_some_and(|t| t <= listed_until) {
+        return Ok(());
+    }
+    let mut change = Change::new(key(registry_pk(home.str("ns")?), sk));
+    match ttl {
+        Some(ttl) => {
+            change.when("#ttl < {}", &[TTL], vec![n(ttl)]);
+            change.set(TTL, n(ttl));
+        }
+        None => {
+            change.when("attribute_exists(#ttl)", &[TTL], vec![]);
+            change.remove(TTL);
+        }
+    }
+    // A failed condition: another job of the batch moved it already.
+    inner.update(change, false).await.map(|_| ())
 }

@@ -45,10 +45,10 @@
 //! them): listing jobs across namespaces, `count_jobs` without a namespace and `gauges` scan the
 //! table; a namespace's listing reads its registry and the jobs it names; reading an active job
 //! also reads its entry and its root's settlements. Payloads over 256 bytes live in items of
-//! their own (`payload.rs`), read once a claim. An audit entry (`audit.rs`) is a put of its own
-//! after the change it records (a create batch is not one transaction here either), so a crash
-//! between them leaves the change without its entry. COSTS.md (deploy/aws) has each operation's
-//! cost.
+//! their own (`payload.rs`), read once a claim. An audit entry (`audit.rs`) is one more Put in
+//! the transaction of the change it records; a create batch (not one transaction here) writes it
+//! in its last request and an anchor's move or delete after its last job, so a crash before that
+//! leaves those changes without their entry. COSTS.md (deploy/aws) has each operation's cost.
 
 mod anchors;
 mod audit;
@@ -71,8 +71,9 @@ mod settled;
 mod snapshot;
 mod table;
 
+pub use self::table::RequestCounts;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -88,9 +89,9 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use crate::{
-    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
-    StoreError, StoreEvent, StoreGauges, Transition,
+    Applied, AuditRecord, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease,
+    NewJob, NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets,
+    Store, StoreError, StoreEvent, StoreGauges, Transition,
 };
 
 /// Where the table is and how to use it.
@@ -184,34 +185,6 @@ impl DynamoOptions {
             }
         }
         Ok(options)
-    }
-}
-
-/// Requests this store sent, by kind: how the bench tells what one fire costs.
-#[derive(Debug, Default)]
-pub struct RequestCounts {
-    pub reads: AtomicU64,
-    pub writes: AtomicU64,
-    pub transactions: AtomicU64,
-    pub queries: AtomicU64,
-    pub scans: AtomicU64,
-}
-
-impl RequestCounts {
-    /// (reads, writes, transactions, queries, scans) so far.
-    pub fn snapshot(&self) -> [u64; 5] {
-        [
-            &self.reads,
-            &self.writes,
-            &self.transactions,
-            &self.queries,
-            &self.scans,
-        ]
-        .map(|c| c.load(Ordering::Relaxed))
-    }
-
-    fn count(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -551,9 +524,13 @@ impl Store for DynamoStore {
         Some(complete::SETTLE_LINGER)
     }
 
-    async fn create_jobs(&self, mut jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+    async fn create_jobs(
+        &self,
+        mut jobs: Vec<NewJob>,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<Created>> {
         let read = anchors::prepare(&self.inner, &mut jobs).await?;
-        let created = jobs::create_jobs(&self.inner, jobs).await?;
+        let created = jobs::create_jobs(&self.inner, jobs, audit.as_ref()).await?;
         if !read.is_empty() {
             let records: Vec<JobRecord> = created.iter().map(|c| c.record().clone()).collect();
             anchors::settle(&self.inner, &read, &records).await?;
@@ -626,8 +603,9 @@ impl Store for DynamoStore {
         namespace: Option<&str>,
         id: JobId,
         update: JobUpdate,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
-        jobs::update_job(&self.inner, namespace, id, update).await
+        jobs::update_job(&self.inner, namespace, id, update, audit.as_ref()).await
     }
 
     async fn transition(
@@ -635,8 +613,9 @@ impl Store for DynamoStore {
         namespace: Option<&str>,
         id: JobId,
         transition: Transition,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
-        jobs::transition(&self.inner, namespace, id, transition, None).await
+        jobs::transition(&self.inner, namespace, id, transition, None, audit.as_ref()).await
     }
 
     async fn runs(
@@ -666,8 +645,13 @@ impl Store for DynamoStore {
         history::get_dead_letter(&self.inner, namespace, id).await
     }
 
-    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
-        history::delete_dead_letter(&self.inner, namespace, id).await
+    async fn delete_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
+        history::delete_dead_letter(&self.inner, namespace, id, audit.as_ref()).await
     }
 
     async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
@@ -678,7 +662,7 @@ impl Store for DynamoStore {
         history::purge_dead_letters(&self.inner, before, limit).await
     }
 
-    async fn append_audit(&self, record: crate::AuditRecord) -> Result<()> {
+    async fn append_audit(&self, record: AuditRecord) -> Result<()> {
         audit::append(&self.inner, record).await
     }
 
@@ -715,8 +699,10 @@ impl Store for DynamoStore {
         namespace: &str,
         secret: &str,
         previous_until: Option<Timestamp>,
+        audit: Option<AuditRecord>,
     ) -> Result<()> {
-        history::rotate_signing_secret(&self.inner, namespace, secret, previous_until).await
+        let audit = audit.as_ref();
+        history::rotate_signing_secret(&self.inner, namespace, secret, previous_until, audit).await
     }
 
     async fn signing_namespaces(&self) -> Result<Vec<String>> {
@@ -732,8 +718,12 @@ impl Store for DynamoStore {
         history::replace_signing_secrets(&self.inner, namespace, expected, replacement).await
     }
 
-    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
-        calendars::put(&self.inner, record).await
+    async fn put_calendar(
+        &self,
+        record: &crate::CalendarRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<()> {
+        calendars::put(&self.inner, record, audit.as_ref()).await
     }
 
     async fn get_calendar(
@@ -748,12 +738,21 @@ impl Store for DynamoStore {
         calendars::list(&self.inner, namespace).await
     }
 
-    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
-        calendars::delete(&self.inner, namespace, name).await
+    async fn delete_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
+        calendars::delete(&self.inner, namespace, name, audit.as_ref()).await
     }
 
-    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
-        anchors::put(&self.inner, record).await
+    async fn put_anchor(
+        &self,
+        record: &crate::AnchorRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<JobRecord>> {
+        anchors::put(&self.inner, record, audit).await
     }
 
     async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
@@ -769,8 +768,9 @@ impl Store for DynamoStore {
         namespace: &str,
         name: &str,
         how: crate::AnchorDelete,
+        audit: Option<AuditRecord>,
     ) -> Result<crate::AnchorDeleted> {
-        anchors::delete(&self.inner, namespace, name, how).await
+        anchors::delete(&self.inner, namespace, name, how, audit).await
     }
 }
 

@@ -87,7 +87,13 @@ pub(super) fn delete(
     state.anchors.remove(&key);
     let reason = cancel_reason(name);
     for id in &live {
-        jobs::transition(state, Some(namespace), *id, Transition::Cancel { now })?;
+        jobs::transition(
+            state,
+            Some(namespace),
+            *id,
+            Transition::Cancel { now },
+            None,
+        )?;
         state.change(*id, |job| job.last_error = Some(reason.clone()));
     }
     Ok(AnchorDeleted::Deleted {

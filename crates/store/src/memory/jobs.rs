@@ -10,7 +10,9 @@ use hourglass_core::JobId;
 
 use super::state::{Job, State};
 use crate::rules::{TransitionPlan, plan_transition, plan_update};
-use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
+use crate::{
+    AuditRecord, Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition,
+};
 
 /// A decision of [`Store::create_jobs`](crate::Store::create_jobs) about one job of the batch, made before anything is
 /// written.
@@ -173,6 +175,7 @@ pub(super) fn transition(
     namespace: Option<&str>,
     id: JobId,
     transition: Transition,
+    audit: Option<AuditRecord>,
 ) -> Result<JobRecord> {
     let job = state.job_in(namespace, id).ok_or(StoreError::NotFound)?;
     let record = job.record();
@@ -194,7 +197,7 @@ pub(super) fn transition(
             state.keys.remove(&slot);
         }
     }
-    state
+    let changed = state
         .change(id, |job| {
             job.state = new_state;
             job.due = due;
@@ -211,5 +214,9 @@ pub(super) fn transition(
             }
             job.record()
         })
-        .ok_or(StoreError::NotFound)
+        .ok_or(StoreError::NotFound)?;
+    if let Some(entry) = audit {
+        state.audit.append(entry)?;
+    }
+    Ok(changed)
 }

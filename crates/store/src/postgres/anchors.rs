@@ -18,7 +18,9 @@ use super::codec::{JOB_COLUMNS, col, encode_spec, job_from_row};
 use super::notify::Due;
 use crate::anchors::{cancel_reason, check_room, move_update, rebase_new};
 use crate::rules::{plan_update, state_code};
-use crate::{AnchorDelete, AnchorDeleted, AnchorRecord, JobRecord, NewJob, Result, StoreError};
+use crate::{
+    AnchorDelete, AnchorDeleted, AnchorRecord, AuditRecord, JobRecord, NewJob, Result, StoreError,
+};
 
 fn record(namespace: &str, name: String, at_ms: i64, updated_ms: i64) -> AnchorRecord {
     AnchorRecord {
@@ -84,7 +86,11 @@ async fn lock_live(
         .collect()
 }
 
-pub(super) async fn put(store: &PostgresStore, record: &AnchorRecord) -> Result<Vec<JobRecord>> {
+pub(super) async fn put(
+    store: &PostgresStore,
+    record: &AnchorRecord,
+    audit: Option<AuditRecord>,
+) -> Result<Vec<JobRecord>> {
     store
         .bounded(async {
             let mut client = store.client().await?;
@@ -145,6 +151,8 @@ pub(super) async fn put(store: &PostgresStore, record: &AnchorRecord) -> Result<
                     );
                 }
             }
+            let entry = audit.map(|entry| entry.naming(moved.iter().map(|job| job.id)));
+            super::audit::append_in(&tx, entry.as_ref()).await?;
             store.notify(&tx, &due).await?;
             tx.commit().await?;
             Ok(moved)
@@ -201,6 +209,7 @@ pub(super) async fn delete(
     namespace: &str,
     name: &str,
     how: AnchorDelete,
+    audit: Option<AuditRecord>,
 ) -> Result<AnchorDeleted> {
     store
         .bounded(async {
@@ -246,6 +255,11 @@ pub(super) async fn delete(
                 due.fenced
                     .push((col(row, 0)?, hourglass_core::FencingToken::from_i64(token)));
             }
+            let entry = audit.map(|mut entry| {
+                entry.count = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+                entry
+            });
+            super::audit::append_in(&tx, entry.as_ref()).await?;
             store.notify(&tx, &due).await?;
             tx.commit().await?;
             Ok(AnchorDeleted::Deleted {

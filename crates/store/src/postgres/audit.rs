@@ -1,7 +1,9 @@
 //! The audit log in PostgreSQL: one row per entry in `audit_log`, its `bigserial` key the order
 //! of appending (the cursor's `seq`), read newest first through `audit_log_namespace`
-//! (namespace, time, key) and purged oldest first by key.
+//! (namespace, time, key) and purged oldest first by key. An entry is inserted in the
+//! transaction of the change it records ([`append_in`]): both commit, or neither.
 
+use deadpool_postgres::GenericClient;
 use hourglass_core::from_ms;
 use jiff::Timestamp;
 
@@ -13,33 +15,44 @@ pub(super) async fn append(store: &PostgresStore, record: AuditRecord) -> Result
     store
         .bounded(async {
             let client = store.client().await?;
-            let stmt = client
-                .prepare_cached(
-                    "INSERT INTO audit_log
-                         (namespace, at_ms, key_id, action, jobs, job_count, dead_letter, fields,
-                          name)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .await?;
-            client
-                .execute(
-                    &stmt,
-                    &[
-                        &record.namespace,
-                        &record.at.as_millisecond(),
-                        &record.key_id,
-                        &record.action.as_str(),
-                        &record.jobs_text(),
-                        &i64::from(record.count),
-                        &record.dead_letter,
-                        &record.fields_text(),
-                        &record.name,
-                    ],
-                )
-                .await?;
-            Ok(())
+            append_in(&client, Some(&record)).await
         })
         .await
+}
+
+/// Inserts `record`, if there is one, through `client`: inside the transaction of the change it
+/// records, so that the two commit together or not at all.
+pub(super) async fn append_in(
+    client: &impl GenericClient,
+    record: Option<&AuditRecord>,
+) -> Result<()> {
+    let Some(record) = record else {
+        return Ok(());
+    };
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO audit_log
+                 (namespace, at_ms, key_id, action, jobs, job_count, dead_letter, fields, name)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &record.namespace,
+                &record.at.as_millisecond(),
+                &record.key_id,
+                &record.action.as_str(),
+                &record.jobs_text(),
+                &i64::from(record.count),
+                &record.dead_letter,
+                &record.fields_text(),
+                &record.name,
+            ],
+        )
+        .await?;
+    Ok(())
 }
 
 pub(super) async fn read(store: &PostgresStore, query: AuditQuery) -> Result<Vec<AuditEntry>> {

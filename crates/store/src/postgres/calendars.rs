@@ -2,13 +2,18 @@
 
 use super::PostgresStore;
 use super::codec::col;
-use crate::{CalendarRecord, Result};
+use crate::{AuditRecord, CalendarRecord, Result};
 
-pub(super) async fn put(store: &PostgresStore, record: &CalendarRecord) -> Result<()> {
+pub(super) async fn put(
+    store: &PostgresStore,
+    record: &CalendarRecord,
+    audit: Option<AuditRecord>,
+) -> Result<()> {
     store
         .bounded(async {
-            let client = store.client().await?;
-            let stmt = client
+            let mut client = store.client().await?;
+            let tx = client.transaction().await?;
+            let stmt = tx
                 .prepare_cached(
                     "INSERT INTO calendars (namespace, name, calendar, updated_ms)
                      VALUES ($1, $2, $3, $4)
@@ -18,9 +23,10 @@ pub(super) async fn put(store: &PostgresStore, record: &CalendarRecord) -> Resul
                 .await?;
             let json = record.encode();
             let ms = record.updated_at.as_millisecond();
-            client
-                .execute(&stmt, &[&record.namespace, &record.name, &json, &ms])
+            tx.execute(&stmt, &[&record.namespace, &record.name, &json, &ms])
                 .await?;
+            super::audit::append_in(&tx, audit.as_ref()).await?;
+            tx.commit().await?;
             Ok(())
         })
         .await
@@ -72,14 +78,23 @@ pub(super) async fn list(store: &PostgresStore, namespace: &str) -> Result<Vec<C
         .await
 }
 
-pub(super) async fn delete(store: &PostgresStore, namespace: &str, name: &str) -> Result<bool> {
+pub(super) async fn delete(
+    store: &PostgresStore,
+    namespace: &str,
+    name: &str,
+    audit: Option<AuditRecord>,
+) -> Result<bool> {
     store
         .bounded(async {
-            let client = store.client().await?;
-            let stmt = client
+            let mut client = store.client().await?;
+            let tx = client.transaction().await?;
+            let stmt = tx
                 .prepare_cached("DELETE FROM calendars WHERE namespace = $1 AND name = $2")
                 .await?;
-            Ok(client.execute(&stmt, &[&namespace, &name]).await? > 0)
+            let deleted = tx.execute(&stmt, &[&namespace, &name]).await? > 0;
+            super::audit::append_in(&tx, audit.as_ref().filter(|_| deleted)).await?;
+            tx.commit().await?;
+            Ok(deleted)
         })
         .await
 }

@@ -119,16 +119,22 @@ pub(super) async fn delete_dead_letter(
     store: &PostgresStore,
     namespace: Option<&str>,
     id: i64,
+    audit: Option<crate::AuditRecord>,
 ) -> Result<bool> {
     store
         .bounded(async {
-            let client = store.client().await?;
-            let stmt = client
-            .prepare_cached(
-                "DELETE FROM dead_letters WHERE id = $1 AND ($2::text IS NULL OR namespace = $2)",
-            )
-            .await?;
-            Ok(client.execute(&stmt, &[&id, &namespace]).await? > 0)
+            let mut client = store.client().await?;
+            let tx = client.transaction().await?;
+            let stmt = tx
+                .prepare_cached(
+                    "DELETE FROM dead_letters
+                     WHERE id = $1 AND ($2::text IS NULL OR namespace = $2)",
+                )
+                .await?;
+            let deleted = tx.execute(&stmt, &[&id, &namespace]).await? > 0;
+            super::audit::append_in(&tx, audit.as_ref().filter(|_| deleted)).await?;
+            tx.commit().await?;
+            Ok(deleted)
         })
         .await
 }

@@ -12,11 +12,14 @@ use super::codec::{
 use super::notify::Due;
 use crate::failpoint;
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
-use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
+use crate::{
+    AuditRecord, Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition,
+};
 
 pub(super) async fn create_jobs(
     store: &PostgresStore,
     mut jobs: Vec<NewJob>,
+    audit: Option<AuditRecord>,
 ) -> Result<Vec<Created>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -155,6 +158,8 @@ pub(super) async fn create_jobs(
                 }
                 out.push(Created::Existing(record.clone()));
             }
+            let entry = crate::audit::of_created(audit, &out);
+            super::audit::append_in(&tx, entry.as_ref()).await?;
             store.notify(&tx, &due).await?;
             // A crash here: the connection closes with the transaction open.
             if store
@@ -281,6 +286,7 @@ pub(super) async fn update_job(
     namespace: Option<&str>,
     id: JobId,
     update: JobUpdate,
+    audit: Option<AuditRecord>,
 ) -> Result<JobRecord> {
     store
         .bounded(async {
@@ -330,6 +336,7 @@ pub(super) async fn update_job(
                 }
                 insert_labels(&tx, labels).await?;
             }
+            super::audit::append_in(&tx, audit.as_ref()).await?;
             store.commit_job_change(tx, id, &row, fire).await
         })
         .await
@@ -368,6 +375,7 @@ pub(super) async fn transition(
     namespace: Option<&str>,
     id: JobId,
     transition: Transition,
+    audit: Option<AuditRecord>,
 ) -> Result<JobRecord> {
     store
         .bounded(async {
@@ -415,6 +423,7 @@ pub(super) async fn transition(
                     ],
                 )
                 .await?;
+            super::audit::append_in(&tx, audit.as_ref()).await?;
             store.commit_job_change(tx, id, &row, fire).await
         })
         .await

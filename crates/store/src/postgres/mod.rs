@@ -51,9 +51,9 @@ use tokio::task::JoinHandle;
 use self::notify::{EVENT_BUFFER, listen};
 use self::schema::{check_clock, migrate};
 use crate::{
-    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
-    StoreError, StoreEvent, StoreGauges, Transition,
+    Applied, AuditRecord, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease,
+    NewJob, NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets,
+    Store, StoreError, StoreEvent, StoreGauges, Transition,
 };
 
 /// A node whose clock differs from the database server's by more than this gets a warning at
@@ -247,8 +247,12 @@ impl Store for PostgresStore {
         Some(self.events.subscribe())
     }
 
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
-        jobs::create_jobs(self, jobs).await
+    async fn create_jobs(
+        &self,
+        jobs: Vec<NewJob>,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<Created>> {
+        jobs::create_jobs(self, jobs, audit).await
     }
 
     async fn claim_due(
@@ -312,8 +316,9 @@ impl Store for PostgresStore {
         namespace: Option<&str>,
         id: JobId,
         update: JobUpdate,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
-        jobs::update_job(self, namespace, id, update).await
+        jobs::update_job(self, namespace, id, update, audit).await
     }
 
     async fn transition(
@@ -321,8 +326,9 @@ impl Store for PostgresStore {
         namespace: Option<&str>,
         id: JobId,
         transition: Transition,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
-        jobs::transition(self, namespace, id, transition).await
+        jobs::transition(self, namespace, id, transition, audit).await
     }
 
     async fn runs(
@@ -352,8 +358,13 @@ impl Store for PostgresStore {
         history::get_dead_letter(self, namespace, id).await
     }
 
-    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
-        history::delete_dead_letter(self, namespace, id).await
+    async fn delete_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
+        history::delete_dead_letter(self, namespace, id, audit).await
     }
 
     async fn purge(&self, before: Timestamp, limit: usize) -> Result<Purged> {
@@ -364,7 +375,7 @@ impl Store for PostgresStore {
         history::purge_dead_letters(self, before, limit).await
     }
 
-    async fn append_audit(&self, record: crate::AuditRecord) -> Result<()> {
+    async fn append_audit(&self, record: AuditRecord) -> Result<()> {
         audit::append(self, record).await
     }
 
@@ -401,8 +412,9 @@ impl Store for PostgresStore {
         namespace: &str,
         secret: &str,
         previous_until: Option<Timestamp>,
+        audit: Option<AuditRecord>,
     ) -> Result<()> {
-        secrets::rotate_signing_secret(self, namespace, secret, previous_until).await
+        secrets::rotate_signing_secret(self, namespace, secret, previous_until, audit).await
     }
 
     async fn signing_namespaces(&self) -> Result<Vec<String>> {
@@ -418,8 +430,12 @@ impl Store for PostgresStore {
         secrets::replace_signing_secrets(self, namespace, expected, replacement).await
     }
 
-    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
-        calendars::put(self, record).await
+    async fn put_calendar(
+        &self,
+        record: &crate::CalendarRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<()> {
+        calendars::put(self, record, audit).await
     }
 
     async fn get_calendar(
@@ -434,12 +450,21 @@ impl Store for PostgresStore {
         calendars::list(self, namespace).await
     }
 
-    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
-        calendars::delete(self, namespace, name).await
+    async fn delete_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
+        calendars::delete(self, namespace, name, audit).await
     }
 
-    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
-        anchors::put(self, record).await
+    async fn put_anchor(
+        &self,
+        record: &crate::AnchorRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<JobRecord>> {
+        anchors::put(self, record, audit).await
     }
 
     async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
@@ -455,7 +480,8 @@ impl Store for PostgresStore {
         namespace: &str,
         name: &str,
         how: crate::AnchorDelete,
+        audit: Option<AuditRecord>,
     ) -> Result<crate::AnchorDeleted> {
-        anchors::delete(self, namespace, name, how).await
+        anchors::delete(self, namespace, name, how, audit).await
     }
 }

@@ -63,12 +63,14 @@ pub(super) async fn rotate_signing_secret(
     namespace: &str,
     secret: &str,
     previous_until: Option<Timestamp>,
+    audit: Option<crate::AuditRecord>,
 ) -> Result<()> {
     let until = previous_until.map(|t| t.as_millisecond());
     store
         .bounded(async {
-            let client = store.client().await?;
-            let stmt = client
+            let mut client = store.client().await?;
+            let tx = client.transaction().await?;
+            let stmt = tx
                 .prepare_cached(
                     "INSERT INTO namespaces (name, signing_secret) VALUES ($1, $2)
                  ON CONFLICT (name) DO UPDATE SET
@@ -79,9 +81,9 @@ pub(super) async fn rotate_signing_secret(
                      signing_secret = excluded.signing_secret",
                 )
                 .await?;
-            client
-                .execute(&stmt, &[&namespace, &secret, &until])
-                .await?;
+            tx.execute(&stmt, &[&namespace, &secret, &until]).await?;
+            super::audit::append_in(&tx, audit.as_ref()).await?;
+            tx.commit().await?;
             Ok(())
         })
         .await

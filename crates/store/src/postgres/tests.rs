@@ -67,10 +67,11 @@ fn schema_names_are_plain_identifiers() {
 /// A node dying around a create's commit (its connection closing): before the commit, the create
 /// is neither acknowledged nor stored; after it, it is stored but not acknowledged (its client
 /// retries with its key). Either way the create acknowledged before it is there for a store
-/// opened afresh, as another node would open it.
+/// opened afresh, as another node would open it; and each create's audit entry is there exactly
+/// when its job is (written in the same transaction).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_around_the_commit_loses_no_acknowledged_job() {
-    use crate::conformance::fixtures::job;
+    use crate::conformance::fixtures::{audited_jobs, create_entry, job};
     use crate::failpoint::{POSTGRES_CREATE_AFTER_COMMIT, POSTGRES_CREATE_BEFORE_COMMIT};
     use crate::{PostgresOptions, PostgresStore, Store};
 
@@ -87,10 +88,15 @@ async fn a_crash_around_the_commit_loses_no_acknowledged_job() {
         };
         let store = PostgresStore::open(options.clone()).await.unwrap();
         let acknowledged = job("a", t0, None);
-        store.create_jobs(vec![acknowledged.clone()]).await.unwrap();
+        store
+            .create_jobs(vec![acknowledged.clone()], Some(create_entry("a")))
+            .await
+            .unwrap();
         store.failpoints.arm(point);
         let crashed = job("a", t0, None);
-        let answer = store.create_jobs(vec![crashed.clone()]).await;
+        let answer = store
+            .create_jobs(vec![crashed.clone()], Some(create_entry("a")))
+            .await;
         assert!(
             answer.is_err(),
             "{point}: a dead call acknowledged a create"
@@ -107,5 +113,14 @@ async fn a_crash_around_the_commit_loses_no_acknowledged_job() {
             "{point}: an acknowledged job was lost"
         );
         assert_eq!(found(crashed.id).await, stored, "{point}");
+        let expected = match stored {
+            true => vec![crashed.id, acknowledged.id],
+            false => vec![acknowledged.id],
+        };
+        assert_eq!(
+            audited_jobs(&store, "a").await,
+            expected,
+            "{point}: the entries follow their jobs"
+        );
     }
 }

@@ -168,7 +168,7 @@ pub(super) fn delete(
         .prepare_cached("UPDATE jobs SET last_error = ?2 WHERE id = ?1")
         .map_err(unavailable)?;
     for id in &live {
-        jobs::transition_in_tx(conn, Some(namespace), *id, Transition::Cancel { now })?;
+        jobs::transition_in_tx(conn, Some(namespace), *id, Transition::Cancel { now }, None)?;
         set_reason
             .execute(params![id.as_bytes().as_slice(), reason])
             .map_err(unavailable)?;

@@ -1,12 +1,23 @@
 //! The audit log in SQLite: one row per entry in `audit_log`, its integer key the order of
 //! appending (the cursor's `seq`), read newest first through `audit_log_namespace` (namespace,
-//! time, key) and purged oldest first by key.
+//! time, key) and purged oldest first by key. An entry is inserted by the write that makes its
+//! change, inside that write's savepoint of the writer thread's group commit: a failed change
+//! rolls its entry back with it, and a commit makes both durable at once.
 
 use hourglass_core::from_ms;
 use rusqlite::{Connection, params};
 
 use super::codec::{corrupt, unavailable};
 use crate::{AuditAction, AuditCursor, AuditEntry, AuditQuery, AuditRecord, Result, StoreError};
+
+/// Appends `record`, if there is one, in the caller's savepoint: the change it records and the
+/// entry commit together or not at all.
+pub(super) fn append_some(conn: &Connection, record: Option<&AuditRecord>) -> Result<()> {
+    match record {
+        Some(record) => append(conn, record),
+        None => Ok(()),
+    }
+}
 
 pub(super) fn append(conn: &Connection, record: &AuditRecord) -> Result<()> {
     conn.prepare_cached(

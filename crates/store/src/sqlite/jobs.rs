@@ -9,7 +9,9 @@ use super::codec::{
     unavailable,
 };
 use crate::rules::{TransitionPlan, plan_transition, plan_update, state_code};
-use crate::{Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition};
+use crate::{
+    AuditRecord, Created, JobQuery, JobRecord, JobUpdate, NewJob, Result, StoreError, Transition,
+};
 
 /// The key of a namespace's queue, given it on first use.
 pub(super) fn queue_key(conn: &Connection, namespace: &str, queue: &str) -> Result<i64> {
@@ -238,6 +240,7 @@ pub(super) fn transition_in_tx(
     namespace: Option<&str>,
     id: JobId,
     transition: Transition,
+    audit: Option<&AuditRecord>,
 ) -> Result<JobRecord> {
     let job = load_job(conn, namespace, id)?.ok_or(StoreError::NotFound)?;
     let (state, due, fire, clear_key, trigger_key, now) = match plan_transition(&job, transition)? {
@@ -270,6 +273,9 @@ pub(super) fn transition_in_tx(
         trigger_key,
     ])
     .map_err(unavailable)?;
+    if let Some(entry) = audit {
+        super::audit::append(conn, entry)?;
+    }
     load_job(conn, None, id)?.ok_or(StoreError::NotFound)
 }
 

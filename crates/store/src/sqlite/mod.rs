@@ -51,9 +51,9 @@ use self::leases::LeaseSchedule;
 use self::schema::{SCHEMA, migrate, open_connection};
 use self::writer::{WRITE_QUEUE, WriteJob, writer_loop};
 use crate::{
-    Applied, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease, NewJob,
-    NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets, Store,
-    StoreError, StoreGauges, Transition,
+    Applied, AuditRecord, ClaimScope, Created, DeadLetter, JobQuery, JobRecord, JobUpdate, Lease,
+    NewJob, NodeBeat, Purged, QueueStats, Release, Result, RunCursor, RunRecord, SigningSecrets,
+    Store, StoreError, StoreGauges, Transition,
 };
 
 pub use self::backup::{BackupSummary, backup};
@@ -204,7 +204,11 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
-    async fn create_jobs(&self, jobs: Vec<NewJob>) -> Result<Vec<Created>> {
+    async fn create_jobs(
+        &self,
+        jobs: Vec<NewJob>,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<Created>> {
         let jobs = jobs
             .into_iter()
             .map(|job| {
@@ -212,7 +216,14 @@ impl Store for SqliteStore {
                 (job, spec)
             })
             .collect();
-        self.write(move |conn| jobs::create_in_tx(conn, jobs)).await
+        self.write(move |conn| {
+            let created = jobs::create_in_tx(conn, jobs)?;
+            if let Some(entry) = crate::audit::of_created(audit, &created) {
+                audit::append(conn, &entry)?;
+            }
+            Ok(created)
+        })
+        .await
     }
 
     async fn claim_due(
@@ -320,10 +331,15 @@ impl Store for SqliteStore {
         namespace: Option<&str>,
         id: JobId,
         update: JobUpdate,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
         let namespace = namespace.map(str::to_owned);
-        self.write(move |conn| jobs::update_in_tx(conn, namespace.as_deref(), id, update))
-            .await
+        self.write(move |conn| {
+            let updated = jobs::update_in_tx(conn, namespace.as_deref(), id, update)?;
+            audit::append_some(conn, audit.as_ref())?;
+            Ok(updated)
+        })
+        .await
     }
 
     async fn transition(
@@ -331,10 +347,13 @@ impl Store for SqliteStore {
         namespace: Option<&str>,
         id: JobId,
         transition: Transition,
+        audit: Option<AuditRecord>,
     ) -> Result<JobRecord> {
         let namespace = namespace.map(str::to_owned);
-        self.write(move |conn| jobs::transition_in_tx(conn, namespace.as_deref(), id, transition))
-            .await
+        self.write(move |conn| {
+            jobs::transition_in_tx(conn, namespace.as_deref(), id, transition, audit.as_ref())
+        })
+        .await
     }
 
     async fn runs(
@@ -371,13 +390,22 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn delete_dead_letter(&self, namespace: Option<&str>, id: i64) -> Result<bool> {
+    async fn delete_dead_letter(
+        &self,
+        namespace: Option<&str>,
+        id: i64,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
         let namespace = namespace.map(str::to_owned);
-        self.write(move |conn| history::delete_dead_letter(conn, namespace.as_deref(), id))
-            .await
+        self.write(move |conn| {
+            let deleted = history::delete_dead_letter(conn, namespace.as_deref(), id)?;
+            audit::append_some(conn, audit.as_ref().filter(|_| deleted))?;
+            Ok(deleted)
+        })
+        .await
     }
 
-    async fn append_audit(&self, record: crate::AuditRecord) -> Result<()> {
+    async fn append_audit(&self, record: AuditRecord) -> Result<()> {
         self.write(move |conn| audit::append(conn, &record)).await
     }
 
@@ -416,11 +444,15 @@ impl Store for SqliteStore {
         namespace: &str,
         secret: &str,
         previous_until: Option<Timestamp>,
+        audit: Option<AuditRecord>,
     ) -> Result<()> {
         let (namespace, secret) = (namespace.to_owned(), secret.to_owned());
         let until = previous_until.map(|t| t.as_millisecond());
-        self.write(move |conn| secrets::rotate_signing_secret(conn, &namespace, &secret, until))
-            .await
+        self.write(move |conn| {
+            secrets::rotate_signing_secret(conn, &namespace, &secret, until)?;
+            audit::append_some(conn, audit.as_ref())
+        })
+        .await
     }
 
     async fn signing_namespaces(&self) -> Result<Vec<String>> {
@@ -441,9 +473,17 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn put_calendar(&self, record: &crate::CalendarRecord) -> Result<()> {
+    async fn put_calendar(
+        &self,
+        record: &crate::CalendarRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<()> {
         let record = record.clone();
-        self.write(move |conn| calendars::put(conn, &record)).await
+        self.write(move |conn| {
+            calendars::put(conn, &record)?;
+            audit::append_some(conn, audit.as_ref())
+        })
+        .await
     }
 
     async fn get_calendar(
@@ -462,15 +502,34 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn delete_calendar(&self, namespace: &str, name: &str) -> Result<bool> {
+    async fn delete_calendar(
+        &self,
+        namespace: &str,
+        name: &str,
+        audit: Option<AuditRecord>,
+    ) -> Result<bool> {
         let (namespace, name) = (namespace.to_owned(), name.to_owned());
-        self.write(move |conn| calendars::delete(conn, &namespace, &name))
-            .await
+        self.write(move |conn| {
+            let deleted = calendars::delete(conn, &namespace, &name)?;
+            audit::append_some(conn, audit.as_ref().filter(|_| deleted))?;
+            Ok(deleted)
+        })
+        .await
     }
 
-    async fn put_anchor(&self, record: &crate::AnchorRecord) -> Result<Vec<JobRecord>> {
+    async fn put_anchor(
+        &self,
+        record: &crate::AnchorRecord,
+        audit: Option<AuditRecord>,
+    ) -> Result<Vec<JobRecord>> {
         let record = record.clone();
-        self.write(move |conn| anchors::put(conn, &record)).await
+        self.write(move |conn| {
+            let moved = anchors::put(conn, &record)?;
+            let entry = audit.map(|entry| entry.naming(moved.iter().map(|job| job.id)));
+            audit::append_some(conn, entry.as_ref())?;
+            Ok(moved)
+        })
+        .await
     }
 
     async fn get_anchor(&self, namespace: &str, name: &str) -> Result<Option<crate::AnchorRecord>> {
@@ -489,9 +548,19 @@ impl Store for SqliteStore {
         namespace: &str,
         name: &str,
         how: crate::AnchorDelete,
+        audit: Option<AuditRecord>,
     ) -> Result<crate::AnchorDeleted> {
         let (namespace, name) = (namespace.to_owned(), name.to_owned());
-        self.write(move |conn| anchors::delete(conn, &namespace, &name, how))
-            .await
+        self.write(move |conn| {
+            let deleted = anchors::delete(conn, &namespace, &name, how)?;
+            if let (crate::AnchorDeleted::Deleted { cancelled }, Some(mut entry)) =
+                (&deleted, audit)
+            {
+                entry.count = u32::try_from(*cancelled).unwrap_or(u32::MAX);
+                audit::append(conn, &entry)?;
+            }
+            Ok(deleted)
+        })
+        .await
     }
 }

@@ -63,7 +63,7 @@ async fn a_failed_group_commit_loses_no_lease_from_the_schedule() {
         types: None,
         max_bytes: None,
     };
-    store.create_jobs(vec![queue_job(t0)]).await.unwrap();
+    store.create_jobs(vec![queue_job(t0)], None).await.unwrap();
     let first = store.claim_due(scope, t0, 10, &lease(t0)).await.unwrap();
     assert_eq!(first.len(), 1);
     // The first lease lapses; the message is leased again, its entry due for a look now.
@@ -255,7 +255,7 @@ async fn a_version_0_store_migrates_and_keeps_its_jobs() {
         first_due: from_ms(9_000_000),
         now: from_ms(2000),
     };
-    let created = store.create_jobs(vec![again]).await.unwrap();
+    let created = store.create_jobs(vec![again], None).await.unwrap();
     assert!(
         matches!(&created[0], Created::Existing(job) if job.id == keyed_id),
         "{created:?}"
@@ -466,7 +466,7 @@ async fn a_fired_claim_out_of_the_due_index_is_found_again_when_it_lapses() {
         now,
     };
     store
-        .create_jobs(vec![fired_job(t0), fired_job(at(60_000))])
+        .create_jobs(vec![fired_job(t0), fired_job(at(60_000))], None)
         .await
         .unwrap();
     let first = store
@@ -584,7 +584,7 @@ async fn large_payloads_live_out_of_the_job_row() {
     let mut small = fired_job(from_ms(1000));
     small.payload = Some("[1]".into());
     let (large_id, small_id) = (large.id, small.id);
-    store.create_jobs(vec![large, small]).await.unwrap();
+    store.create_jobs(vec![large, small], None).await.unwrap();
 
     let conn = open_connection(&path).unwrap();
     let stored = |id: uuid::Uuid| -> (Option<String>, bool, Option<String>) {
@@ -624,12 +624,12 @@ async fn large_payloads_live_out_of_the_job_row() {
         now: from_ms(1000),
     };
     store
-        .update_job(None, large_id, edit("[2]".into()))
+        .update_job(None, large_id, edit("[2]".into()), None)
         .await
         .unwrap();
     assert_eq!(stored(large_id), (Some("[2]".into()), false, None));
     store
-        .update_job(None, small_id, edit(big('s')))
+        .update_job(None, small_id, edit(big('s')), None)
         .await
         .unwrap();
     assert_eq!(stored(small_id), (None, true, Some(big('s'))));
@@ -659,19 +659,25 @@ async fn large_payloads_live_out_of_the_job_row() {
 /// A crash of the writer around its group commit (the process dying there): before the commit,
 /// the create is neither acknowledged nor stored; after it, it is stored but still not
 /// acknowledged (its client retries with its key). Either way every create acknowledged before
-/// is there when the directory is opened again.
+/// is there when the directory is opened again, and each create's audit entry is there exactly
+/// when its job is (written in the same group commit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_around_the_group_commit_loses_no_acknowledged_job() {
+    use crate::conformance::fixtures::{audited_jobs, create_entry};
     use crate::failpoint::{SQLITE_AFTER_COMMIT, SQLITE_BEFORE_COMMIT};
     let t0 = from_ms(1_000_000);
     for (point, stored) in [(SQLITE_BEFORE_COMMIT, false), (SQLITE_AFTER_COMMIT, true)] {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
         let acknowledged = fired_job(t0);
-        store.create_jobs(vec![acknowledged.clone()]).await.unwrap();
+        let entry = || Some(create_entry(&acknowledged.namespace));
+        store
+            .create_jobs(vec![acknowledged.clone()], entry())
+            .await
+            .unwrap();
         store.failpoints.arm(point);
         let crashed = fired_job(t0);
-        let answer = store.create_jobs(vec![crashed.clone()]).await;
+        let answer = store.create_jobs(vec![crashed.clone()], entry()).await;
         assert!(
             answer.is_err(),
             "{point}: a dead writer acknowledged a create"
@@ -688,5 +694,11 @@ async fn a_crash_around_the_group_commit_loses_no_acknowledged_job() {
             "{point}: an acknowledged job was lost"
         );
         assert_eq!(found(crashed.id).await, stored, "{point}");
+        let audited = audited_jobs(&store, &acknowledged.namespace).await;
+        let expected = match stored {
+            true => vec![crashed.id, acknowledged.id],
+            false => vec![acknowledged.id],
+        };
+        assert_eq!(audited, expected, "{point}: the entries follow their jobs");
     }
 }

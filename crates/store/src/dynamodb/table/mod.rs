@@ -2,7 +2,8 @@
 //! table at open, expressions with their placeholders, reads (one item, a batch, a query's
 //! pages) and writes (a conditional update, a transaction, batched deletes).
 //!
-//! This file holds the table's settings and its creation or check at open; `expr.rs` the
+//! This file holds the table's settings and its creation or check at open, and the count of
+//! requests sent (`RequestCounts`); `expr.rs` the
 //! expressions with their placeholders, the conditional update (`Change`) and a transaction's
 //! actions; `reads.rs` reads (one item, a batch, a query's pages, a scan); `writes.rs` writes (a
 //! conditional update or delete, puts, a transaction, batched writes).
@@ -11,6 +12,7 @@ mod expr;
 mod reads;
 mod writes;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
@@ -222,5 +224,33 @@ async fn create(client: &Client, table: &str) -> Result<()> {
         // Another node enabled it meanwhile.
         Err(e) if format!("{e:?}").contains("already enabled") => Ok(()),
         Err(e) => Err(unavailable(e)),
+    }
+}
+
+/// Requests this store sent, by kind: how the bench tells what one fire costs.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub transactions: AtomicU64,
+    pub queries: AtomicU64,
+    pub scans: AtomicU64,
+}
+
+impl RequestCounts {
+    /// (reads, writes, transactions, queries, scans) so far.
+    pub fn snapshot(&self) -> [u64; 5] {
+        [
+            &self.reads,
+            &self.writes,
+            &self.transactions,
+            &self.queries,
+            &self.scans,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+
+    fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 }
