@@ -390,6 +390,21 @@ fn moved_on(
         occ.runs_done + 1,
     );
     // Then the overlap policy, over the successors that fell due while this one ran.
+    let (next, overlapped) = overlap_next(metrics, occ, next, now);
+    // The misfire counter counts the misfire policy's drops only (as it always did, after
+    // a delivery).
+    (next, skipped, skipped.saturating_add(overlapped))
+}
+
+/// `next`, the occurrence `occ`'s job resumes with after a run that ended at `now`, under the
+/// job's overlap policy: the occurrence to move to, and how many that policy dropped.
+fn overlap_next(
+    metrics: &Metrics,
+    occ: &Occurrence,
+    next: Option<Timestamp>,
+    now: Timestamp,
+) -> (Option<Next>, u64) {
+    let spec = &occ.spec;
     let (next, overlapped) = overlap::after_run(
         &spec.schedule,
         spec.overlap,
@@ -404,9 +419,7 @@ fn moved_on(
     });
     let overlapped = overlapped.map_or(0, |o| o.count);
     metrics.overlap_skipped.inc_by(overlapped);
-    // The misfire counter counts the misfire policy's drops only (as it always did, after
-    // a delivery).
-    (next, skipped, skipped.saturating_add(overlapped))
+    (next, overlapped)
 }
 
 /// The completion that hands `occ`, an occurrence of an `allow` job falling due at `now`, to a
@@ -481,21 +494,7 @@ fn after_backfilled(
             0,
         );
     }
-    let (next, overlapped) = overlap::after_run(
-        &spec.schedule,
-        spec.overlap,
-        occ.job_id,
-        Some(backfill.resume),
-        now,
-        occ.runs_done + 1,
-    );
-    let next = next.map(|due| Next {
-        overlap: overlapped,
-        ..Next::of(&spec.schedule, occ.job_id, due)
-    });
-    let overlapped = overlapped.map_or(0, |o| o.count);
-    metrics.overlap_skipped.inc_by(overlapped);
-    (next, overlapped)
+    overlap_next(metrics, occ, Some(backfill.resume), now)
 }
 
 /// A delivery's HTTP status for logs: the code, or `none` when no answer came (a timeout, a

@@ -38,10 +38,13 @@ impl Deliverer for Receivers {
         };
         let hang = world.chance(0.08).then(|| world.ms(1_000, 20_000));
         let twice = world.chance(0.04);
+        // As the receiver sees it: a handed-off `allow` occurrence is its job's.
+        let (job_id, due) = occ.origin();
         let send = Send {
             node: self.node,
-            job_id: occ.job_id,
-            due_ms: occ.due.as_millisecond(),
+            job_id,
+            due_ms: due.as_millisecond(),
+            handed_off: occ.spec.occurrence_of.is_some(),
             attempt: occ.attempt,
             version: crate::version_of(occ.payload.as_deref()),
             true_ms: world.true_ms(),

@@ -159,12 +159,14 @@ fn door(world: &World, doors: &Doors) -> Option<Scheduler> {
 }
 
 fn new_job(world: &World, now: Timestamp) -> (NewJob, bool) {
-    let (bits, due_ms, recurring, interval) = world.rand(|r| {
+    let (bits, due_ms, recurring, interval, allow) = world.rand(|r| {
         (
             r.random::<u128>(),
             r.random_range(200..20_000i64),
             r.random_bool(0.2),
             r.random_range(3_000..10_000u64),
+            // A third of the recurring jobs hand each occurrence to a job of its own.
+            r.random_bool(0.33),
         )
     });
     let id = uuid::Builder::from_unix_timestamp_millis(
@@ -204,7 +206,11 @@ fn new_job(world: &World, now: Timestamp) -> (NewJob, bool) {
                 max_backoff: Duration::from_secs(4),
             },
             misfire: MisfirePolicy::Once,
-            overlap: Default::default(),
+            overlap: if recurring && allow {
+                hourglass_core::OverlapPolicy::Allow
+            } else {
+                Default::default()
+            },
             backfill: None,
             labels: Default::default(),
             on_failure: None,

@@ -47,6 +47,9 @@ pub struct Send {
     pub node: usize,
     pub job_id: JobId,
     pub due_ms: i64,
+    /// Sent by the job an `allow` job handed the occurrence to (`job_id` and `due_ms` are
+    /// the `allow` job's and the occurrence's).
+    pub handed_off: bool,
     pub attempt: u32,
     /// The job's payload version (`v<n>`) the occurrence carried.
     pub version: u32,
