@@ -656,6 +656,26 @@ step("anchor: a job shows its anchor and its callback; the anchor's page lists i
   await noInjection();
 });
 
+step("allow: a handed-off occurrence's job names the job and the occurrence it delivers", async () => {
+  const parent = await api("POST", "/v1/jobs", { type: "report.allow", schedule: { every: "1h" }, target: { queue: "allowed" }, overlap: "allow" });
+  const triggered = await api("POST", `/v1/jobs/${parent.id}/trigger`);
+  // Leasing hands the occurrence to a job of its own and leases that job's message.
+  const leased = (await api("POST", "/v1/queues/allowed/lease", { max: 1, wait_ms: 5000, visibility_ms: 600000 })).messages;
+  assert.equal(leased.length, 1);
+  assert.equal(leased[0].delivery_id, triggered.delivery_id);
+  const children = (await api("GET", `/v1/jobs?label=hourglass/occurrence-of=${parent.id}`)).jobs;
+  assert.equal(children.length, 1);
+  await page.goto(`${BASE}/#/jobs/${children[0].id}`);
+  await ready("job");
+  const row = await testid("job-detail-occurrence-of").textContent();
+  assert.ok(row.includes(parent.id), row);
+  await testid("job-detail-occurrence-of").locator("a").click();
+  await page.waitForURL(new RegExp(`#/jobs/${parent.id}`));
+  await ready("job");
+  assert.match(await testid("job-detail-overlap").textContent(), /allow/);
+  await noInjection();
+});
+
 step("roles: a reader key sees the 403 of what its role may not read or do", async () => {
   assert.ok(KEYED && READER_KEY && ADMIN_KEY, "HOURGLASS_KEYED_URL and the keys are set by scripts/browser-test");
   const response = await fetch(`${KEYED}/v1/jobs`, {
