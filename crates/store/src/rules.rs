@@ -281,17 +281,11 @@ pub(crate) fn plan_completion(c: &Completion) -> CompletionPlan<'_> {
             RunOutcome::Retry,
             None,
         ),
-        Action::Delivered { next, .. }
-        | Action::DeadLetter { next, .. }
-        | Action::Skipped { next, .. }
-        | Action::HandedOff { next, .. } => {
-            let skipped = match &c.action {
-                Action::Delivered { skipped, .. }
-                | Action::DeadLetter { skipped, .. }
-                | Action::Skipped { skipped, .. }
-                | Action::HandedOff { skipped, .. } => *skipped,
-                Action::Retry { .. } => 0,
-            };
+        Action::Delivered { next, skipped }
+        | Action::DeadLetter { next, skipped, .. }
+        | Action::Skipped { next, skipped }
+        | Action::HandedOff { next, skipped } => {
+            let skipped = *skipped;
             let (ran, finished, outcome, dead_letter) = match &c.action {
                 // Counted as a run here; its outcome is recorded by the job it was handed to,
                 // under this job's id (`Completion::origin`), so this completion records none.
